@@ -1,0 +1,60 @@
+# gradwire — the commands. `make test` is the test command CI runs.
+#
+#   make test        install missing packages, configure, build, run all tests
+#   make test-asan   the unit tests again under AddressSanitizer + UBSan
+#   make fuzz-smoke  build the libFuzzer targets and run each for FUZZ_SECONDS
+#   make fuzz        the same for FUZZ_LONG_SECONDS (default one hour)
+#   make bench       the compression benchmark (writes build/bench-compress.json)
+#   make format      clang-format every C++ file
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+FUZZ_SECONDS ?= 60
+FUZZ_LONG_SECONDS ?= 3600
+
+.PHONY: all deps configure build test test-asan fuzz-smoke fuzz bench format clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_ARGS)
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	  -DGRADWIRE_SANITIZE=ON -DGRADWIRE_BUILD_BENCHMARKS=OFF -DGRADWIRE_CUDA=OFF
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
+
+$(FUZZ_BUILD)/bin/gradwire-fuzz-decode: deps
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRADWIRE_BUILD_FUZZERS=ON \
+	  -DGRADWIRE_SANITIZE=ON -DGRADWIRE_BUILD_BENCHMARKS=OFF \
+	  -DGRADWIRE_BUILD_TESTS=ON -DGRADWIRE_CUDA=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target gradwire-fuzz-decode
+
+fuzz-smoke: $(FUZZ_BUILD)/bin/gradwire-fuzz-decode
+	tests/fuzz/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+fuzz: $(FUZZ_BUILD)/bin/gradwire-fuzz-decode
+	tests/fuzz/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_LONG_SECONDS)
+
+bench: build
+	$(BUILD)/bin/gradwire-bench-compress --json $(BUILD)/bench-compress.json
+
+format:
+	git ls-files '*.cc' '*.h' '*.cu' '*.proto' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

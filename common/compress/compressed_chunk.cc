@@ -1,0 +1,135 @@
+#include "common/compress/compressed_chunk.h"
+
+#include "absl/strings/str_format.h"
+
+namespace gradwire {
+namespace {
+
+// Decoded value of element i of a QSGD chunk.
+inline float QsgdValue(const CompressedChunk& c, uint64_t i) {
+  const float magnitude =
+      c.norm * static_cast<float>(c.levels[i]) / static_cast<float>(c.num_levels);
+  return TestBit(c.negative_bits, i) ? -magnitude : magnitude;
+}
+
+inline float SignValue(const CompressedChunk& c, uint64_t i) {
+  return TestBit(c.positive_bits, i) ? c.scale : -c.scale;
+}
+
+// Calls f(index, value) for every element the chunk carries.
+template <typename F>
+void ForEachElement(const CompressedChunk& c, F&& f) {
+  switch (c.encoding) {
+    case Encoding::kDense:
+      for (uint64_t i = 0; i < c.numel; ++i) f(i, c.values[i]);
+      return;
+    case Encoding::kSparse:
+    case Encoding::kRandomK:
+      for (size_t j = 0; j < c.indices.size(); ++j) f(c.indices[j], c.values[j]);
+      return;
+    case Encoding::kQsgd:
+      for (uint64_t i = 0; i < c.numel; ++i) f(i, QsgdValue(c, i));
+      return;
+    case Encoding::kSign:
+      for (uint64_t i = 0; i < c.numel; ++i) f(i, SignValue(c, i));
+      return;
+  }
+}
+
+}  // namespace
+
+uint64_t CompressedChunk::SelectedCount() const {
+  if (encoding == Encoding::kSparse || encoding == Encoding::kRandomK) {
+    return values.size();
+  }
+  return numel;
+}
+
+void CompressedChunk::Clear() {
+  encoding = Encoding::kDense;
+  numel = 0;
+  precision = ValuePrecision::kFp32;
+  values.clear();
+  indices.clear();
+  seed = 0;
+  norm = 0.0f;
+  num_levels = 0;
+  levels.clear();
+  negative_bits.clear();
+  scale = 0.0f;
+  positive_bits.clear();
+}
+
+void DecompressInto(const CompressedChunk& chunk, absl::Span<float> out) {
+  if (chunk.encoding == Encoding::kSparse ||
+      chunk.encoding == Encoding::kRandomK) {
+    std::fill(out.begin(), out.end(), 0.0f);
+  }
+  ForEachElement(chunk, [&](uint64_t i, float v) { out[i] = v; });
+}
+
+void AccumulateInto(const CompressedChunk& chunk, float weight,
+                    absl::Span<float> accumulator) {
+  if (weight == 1.0f) {
+    ForEachElement(chunk, [&](uint64_t i, float v) { accumulator[i] += v; });
+  } else {
+    ForEachElement(chunk,
+                   [&](uint64_t i, float v) { accumulator[i] += weight * v; });
+  }
+}
+
+void SubtractFrom(const CompressedChunk& chunk, absl::Span<float> residual) {
+  ForEachElement(chunk, [&](uint64_t i, float v) { residual[i] -= v; });
+}
+
+absl::Status CheckWellFormed(const CompressedChunk& c) {
+  auto fail = [](auto&&... args) {
+    return absl::InvalidArgumentError(absl::StrFormat(args...));
+  };
+  switch (c.encoding) {
+    case Encoding::kDense:
+      if (c.values.size() != c.numel) {
+        return fail("dense chunk has %d values for numel %d", c.values.size(),
+                    c.numel);
+      }
+      return absl::OkStatus();
+    case Encoding::kSparse:
+    case Encoding::kRandomK:
+      if (c.indices.size() != c.values.size()) {
+        return fail("sparse chunk has %d indices but %d values",
+                    c.indices.size(), c.values.size());
+      }
+      for (size_t j = 0; j < c.indices.size(); ++j) {
+        if (c.indices[j] >= c.numel) {
+          return fail("index %d at position %d is out of range [0, %d)",
+                      c.indices[j], j, c.numel);
+        }
+        if (j > 0 && c.indices[j] <= c.indices[j - 1]) {
+          return fail("index %d at position %d does not increase", c.indices[j],
+                      j);
+        }
+      }
+      return absl::OkStatus();
+    case Encoding::kQsgd:
+      if (c.num_levels == 0 || c.levels.size() != c.numel ||
+          c.negative_bits.size() != BitWords(c.numel)) {
+        return fail("qsgd chunk sizes do not match numel %d", c.numel);
+      }
+      for (size_t i = 0; i < c.levels.size(); ++i) {
+        if (c.levels[i] > c.num_levels) {
+          return fail("qsgd level %d at %d exceeds %d", c.levels[i], i,
+                      c.num_levels);
+        }
+      }
+      return absl::OkStatus();
+    case Encoding::kSign:
+      if (c.positive_bits.size() != BitWords(c.numel)) {
+        return fail("sign chunk has %d words for numel %d",
+                    c.positive_bits.size(), c.numel);
+      }
+      return absl::OkStatus();
+  }
+  return fail("unknown encoding");
+}
+
+}  // namespace gradwire

@@ -1,0 +1,87 @@
+// The output of a compressor, in plain C++ types: what the codec puts on the
+// wire and what receivers decompress. One struct covers every encoding; only
+// the fields of `encoding` are meaningful.
+#ifndef GRADWIRE_COMMON_COMPRESS_COMPRESSED_CHUNK_H_
+#define GRADWIRE_COMMON_COMPRESS_COMPRESSED_CHUNK_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "common/precision.h"
+
+namespace gradwire {
+
+enum class Encoding {
+  // `values` holds all numel elements.
+  kDense,
+  // `indices` (strictly increasing, < numel) and `values` of equal length.
+  kSparse,
+  // `values` at the positions RandomIndexSet(seed, numel, values.size()),
+  // which `indices` also holds (they are regenerated, never sent).
+  kRandomK,
+  // QSGD: element i = norm * (negative_i ? -1 : 1) * levels_i / num_levels.
+  kQsgd,
+  // 1-bit: element i = positive_i ? +scale : -scale.
+  kSign,
+};
+
+struct CompressedChunk {
+  Encoding encoding = Encoding::kDense;
+  uint64_t numel = 0;
+  // Precision the values were rounded to; every entry of `values` is exactly
+  // representable in it.
+  ValuePrecision precision = ValuePrecision::kFp32;
+
+  // kDense, kSparse, kRandomK.
+  std::vector<float> values;
+  // kSparse and kRandomK.
+  std::vector<uint32_t> indices;
+  // kRandomK.
+  uint64_t seed = 0;
+  // kQsgd: the norm, s, one level in [0, s] and one sign bit per element
+  // (bit i % 64 of word i / 64 set when element i is negative).
+  float norm = 0.0f;
+  uint32_t num_levels = 0;
+  std::vector<uint16_t> levels;
+  std::vector<uint64_t> negative_bits;
+  // kSign: the scale and one bit per element (set when element i >= 0).
+  float scale = 0.0f;
+  std::vector<uint64_t> positive_bits;
+
+  // Number of elements that carry information (nnz for sparse encodings,
+  // numel for dense and quantized ones).
+  uint64_t SelectedCount() const;
+  // Resets to an empty dense chunk without releasing capacity.
+  void Clear();
+};
+
+// Writes the decompressed chunk into `out` (out.size() must equal numel).
+// The chunk must be well formed (as produced by a compressor or by the
+// codec's validating decoder).
+void DecompressInto(const CompressedChunk& chunk, absl::Span<float> out);
+
+// Adds `weight` times the decompressed chunk to `accumulator`
+// (accumulator.size() must equal numel). Touches only the selected elements
+// of sparse encodings.
+void AccumulateInto(const CompressedChunk& chunk, float weight,
+                    absl::Span<float> accumulator);
+
+// Subtracts the decompressed chunk from `residual`: the last step of error
+// feedback, r = g' - D(c).
+void SubtractFrom(const CompressedChunk& chunk, absl::Span<float> residual);
+
+// Checks the structural invariants above (sizes, index order and range,
+// level range). Used by tests and by the decoder's callers in debug paths.
+absl::Status CheckWellFormed(const CompressedChunk& chunk);
+
+// Bit helpers for the packed per-element flags.
+inline bool TestBit(const std::vector<uint64_t>& bits, uint64_t i) {
+  return (bits[i >> 6] >> (i & 63)) & 1u;
+}
+inline uint64_t BitWords(uint64_t n) { return (n + 63) / 64; }
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_COMMON_COMPRESS_COMPRESSED_CHUNK_H_

@@ -1,0 +1,69 @@
+#include "common/compress/compressor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+
+namespace gradwire {
+namespace {
+
+// True when x is NaN or infinite, by its exponent bits, so the scan below
+// vectorises without fast-math.
+inline uint32_t NonFiniteBit(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return (u & 0x7f800000u) == 0x7f800000u;
+}
+
+}  // namespace
+
+bool AllFinite(absl::Span<const float> input) {
+  uint32_t bad = 0;
+  for (float x : input) bad |= NonFiniteBit(x);
+  return bad == 0;
+}
+
+void FeedbackState::Resize(size_t numel, bool with_velocity) {
+  if (residual.size() != numel) residual.assign(numel, 0.0f);
+  if (with_velocity && velocity.size() != numel) velocity.assign(numel, 0.0f);
+}
+
+uint64_t Compressor::TargetCount(uint64_t numel, int epoch) const {
+  if (options_.k.has_value()) return std::min(*options_.k, numel);
+  if (numel == 0) return 0;
+  double ratio = options_.ratio;
+  const int warmup = options_.dgc.warmup_epochs;
+  if (warmup > 0 && epoch < warmup) {
+    ratio = std::pow(ratio, static_cast<double>(epoch + 1) / (warmup + 1));
+  }
+  const auto k = static_cast<uint64_t>(std::llround(ratio * numel));
+  return std::clamp<uint64_t>(k, 1, numel);
+}
+
+absl::Status Compressor::CheckFinite(absl::Span<const float> input) const {
+  if (options_.non_finite != NonFinitePolicy::kReject) return absl::OkStatus();
+  if (AllFinite(input)) return absl::OkStatus();
+  const auto it = std::find_if(input.begin(), input.end(),
+                               [](float x) { return NonFiniteBit(x) != 0; });
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s: non-finite gradient value %f at element %d of %d",
+                      name(), *it, it - input.begin(), input.size()));
+}
+
+absl::Status Compressor::CompressWithFeedback(absl::Span<const float> gradient,
+                                              const CompressContext& ctx,
+                                              FeedbackState* state,
+                                              CompressedChunk* out) const {
+  if (absl::Status s = CheckFinite(gradient); !s.ok()) return s;
+  state->Resize(gradient.size(), /*with_velocity=*/false);
+  std::vector<float>& r = state->residual;
+  const NonFinitePolicy policy = options_.non_finite;
+  for (size_t i = 0; i < r.size(); ++i) r[i] += SanitizeValue(gradient[i], policy);
+  if (absl::Status s = Compress(r, ctx, out); !s.ok()) return s;
+  SubtractFrom(*out, absl::MakeSpan(r));
+  return absl::OkStatus();
+}
+
+}  // namespace gradwire

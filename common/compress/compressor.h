@@ -1,0 +1,145 @@
+// The compressor interface and its options.
+//
+// A compressor turns a float span into a CompressedChunk. Compressors work on
+// plain float buffers so that workers (through tensor data pointers, without
+// copies) and shards (on their own buffers) share the same code. Construct
+// them by name through MakeCompressor (registry.h).
+#ifndef GRADWIRE_COMMON_COMPRESS_COMPRESSOR_H_
+#define GRADWIRE_COMMON_COMPRESS_COMPRESSOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "common/compress/compressed_chunk.h"
+#include "common/precision.h"
+
+namespace gradwire {
+
+// What to do with a NaN or infinity in a gradient or on the wire.
+enum class NonFinitePolicy {
+  // Refuse the input with INVALID_ARGUMENT and change nothing.
+  kReject,
+  // Treat each non-finite element as zero.
+  kZero,
+};
+
+// Deep Gradient Compression extras (Lin et al., 2018). Each is optional.
+struct DgcOptions {
+  // Momentum correction: accumulate velocity u = m*u + g and feed u, not g,
+  // into the residual. 0 disables it.
+  float momentum = 0.0f;
+  // Momentum-factor masking: zero u at the positions that were sent.
+  bool momentum_masking = true;
+  // Local gradient clipping: scale g so its L2 norm is at most this. 0
+  // disables it.
+  float clip_norm = 0.0f;
+  // Sparsity warm-up: during the first `warmup_epochs` epochs the density
+  // decays exponentially from 1 to `ratio` (epoch e < W keeps
+  // ratio^((e + 1) / (W + 1))). 0 disables it.
+  int warmup_epochs = 0;
+  // Fraction of elements sampled to estimate the threshold, in (0, 1].
+  double sample_ratio = 0.01;
+};
+
+struct CompressorOptions {
+  // Registry name: none, fp16, bf16, topk, randomk, threshold, dgc, qsgd,
+  // onebit.
+  std::string name = "none";
+  // Sparsifiers: fraction of elements kept, in (0, 1]. Ignored when k is set.
+  double ratio = 0.01;
+  // Sparsifiers: absolute number of elements kept (clamped to numel); unset
+  // means use `ratio`. 0 sends nothing (everything stays in the residual).
+  std::optional<uint64_t> k;
+  // threshold: keep elements with |x| >= threshold; must be finite, >= 0.
+  float threshold = 0.0f;
+  // qsgd: number of levels s in [1, 65535].
+  uint32_t levels = 256;
+  // Seed of randomk's index draw and qsgd's stochastic rounding, mixed with
+  // the chunk key and step of each call.
+  uint64_t seed = 0x6772616477697265ull;
+  // Precision of the values that will travel. The compressor rounds to it,
+  // so error feedback sees exactly what the receiver decodes. fp16/bf16
+  // compressors force their own precision.
+  ValuePrecision precision = ValuePrecision::kFp32;
+  NonFinitePolicy non_finite = NonFinitePolicy::kReject;
+  DgcOptions dgc;
+};
+
+// Per-call facts that change the result: which chunk, which step, which
+// epoch (for warm-up schedules).
+struct CompressContext {
+  uint64_t chunk_key = 0;
+  uint64_t step = 0;
+  int epoch = 0;
+};
+
+// Error-feedback state of one chunk, owned by the caller (one per chunk).
+struct FeedbackState {
+  // What was left out of earlier messages; numel elements, zero at start.
+  std::vector<float> residual;
+  // DGC momentum correction's velocity; empty unless enabled.
+  std::vector<float> velocity;
+
+  // Sizes the buffers for `numel` elements, zero-filled, when they are not.
+  void Resize(size_t numel, bool with_velocity);
+};
+
+// Thread safety: a compressor holds only its options; Compress and
+// CompressWithFeedback may be called concurrently on different outputs and
+// states.
+class Compressor {
+ public:
+  explicit Compressor(CompressorOptions options)
+      : options_(std::move(options)) {}
+  virtual ~Compressor() = default;
+
+  // Registry name.
+  virtual absl::string_view name() const = 0;
+
+  // Compresses `input` into `*out` (reusing its capacity). Returns
+  // INVALID_ARGUMENT for a non-finite input under kReject, leaving `*out`
+  // unspecified.
+  virtual absl::Status Compress(absl::Span<const float> input,
+                                const CompressContext& ctx,
+                                CompressedChunk* out) const = 0;
+
+  // Error feedback: g' = g + r; c = C(g'); r = g' - D(c). On return
+  // D(*out) + state->residual equals g' exactly for sparsifiers and within
+  // float rounding for quantizers. On error (non-finite `gradient` under
+  // kReject) `*state` is unchanged. The default implementation runs the
+  // three steps; sparsifiers override it with one fused pass.
+  virtual absl::Status CompressWithFeedback(absl::Span<const float> gradient,
+                                            const CompressContext& ctx,
+                                            FeedbackState* state,
+                                            CompressedChunk* out) const;
+
+  const CompressorOptions& options() const { return options_; }
+
+ protected:
+  // The number of elements a sparsifier keeps out of `numel` at `epoch`.
+  uint64_t TargetCount(uint64_t numel, int epoch = 1 << 30) const;
+
+  // Returns INVALID_ARGUMENT naming the first non-finite element of `input`
+  // when the policy is kReject and there is one; OK otherwise.
+  absl::Status CheckFinite(absl::Span<const float> input) const;
+
+ private:
+  CompressorOptions options_;
+};
+
+// True when every element is finite. Vectorised; no early exit.
+bool AllFinite(absl::Span<const float> input);
+
+// The value of element `x` under `policy` (0 for non-finite under kZero).
+inline float SanitizeValue(float x, NonFinitePolicy policy) {
+  return (policy == NonFinitePolicy::kZero && !(x - x == 0.0f)) ? 0.0f : x;
+}
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_COMMON_COMPRESS_COMPRESSOR_H_

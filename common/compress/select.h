@@ -1,0 +1,70 @@
+// Selection kernels shared by the sparsifiers (internal to common/compress).
+#ifndef GRADWIRE_COMMON_COMPRESS_SELECT_H_
+#define GRADWIRE_COMMON_COMPRESS_SELECT_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "absl/types/span.h"
+
+namespace gradwire {
+namespace select_internal {
+
+// Estimates, from a deterministic sample of `sample_size` of the `n`
+// elements (all of them when n is smaller), the magnitude that about `wanted`
+// of the n elements reach. `sample_value(i)` returns element i, so callers can
+// sample a sum that is not materialised yet. Returns +infinity for wanted == 0
+// and 0 for wanted >= n.
+template <typename SampleValue>
+float EstimateThreshold(uint64_t n, uint64_t wanted, uint64_t sample_size,
+                        SampleValue&& sample_value);
+
+// Indices i with |x[i]| >= threshold, in increasing order.
+void CollectAtLeast(absl::Span<const float> x, float threshold,
+                    std::vector<uint32_t>* indices);
+
+// Fused error-feedback accumulation and collection: for every i,
+// residual[i] += gradient[i] (non-finite gradient elements taken as 0 when
+// `zero_non_finite`), then i is appended when |residual[i]| >= threshold.
+// An infinite threshold collects nothing.
+void AccumulateAndCollect(absl::Span<const float> gradient, float scale,
+                          bool zero_non_finite, absl::Span<float> residual,
+                          float threshold, std::vector<uint32_t>* indices);
+
+// Keeps, out of `candidates` (increasing indices into x), the k with the
+// largest |x|, ties broken towards the lower index; the result is sorted.
+// Requires k <= candidates->size().
+void KeepLargest(absl::Span<const float> x, uint64_t k,
+                 std::vector<uint32_t>* candidates);
+
+// Exact Top-K of x by magnitude, ties to the lower index, sorted indices.
+// Samples a threshold, collects candidates in one pass, and falls back to a
+// full selection only when the sample under-estimated.
+void TopK(absl::Span<const float> x, uint64_t k,
+          std::vector<uint32_t>* indices);
+
+// The threshold TopK starts from: sampled so that slightly more than k
+// elements reach it with high probability.
+template <typename SampleValue>
+float TopKCandidateThreshold(uint64_t n, uint64_t k,
+                             SampleValue&& sample_value) {
+  if (k == 0) return std::numeric_limits<float>::infinity();
+  if (k >= n) return 0.0f;
+  const uint64_t sample_size =
+      std::min<uint64_t>({n, std::max<uint64_t>(16384, 64 * (n / k)), 1 << 20});
+  // Aim above k by three standard deviations of the sampled count.
+  const double expected = static_cast<double>(k) * sample_size / n;
+  const double rank = expected + 3.0 * std::sqrt(expected) + 4.0;
+  const auto wanted = static_cast<uint64_t>(rank * n / sample_size) + 1;
+  return EstimateThreshold(n, std::min(wanted, n), sample_size, sample_value);
+}
+
+}  // namespace select_internal
+}  // namespace gradwire
+
+#include "common/compress/select_inl.h"
+
+#endif  // GRADWIRE_COMMON_COMPRESS_SELECT_H_

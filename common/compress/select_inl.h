@@ -1,0 +1,43 @@
+// Template definitions for select.h.
+#ifndef GRADWIRE_COMMON_COMPRESS_SELECT_INL_H_
+#define GRADWIRE_COMMON_COMPRESS_SELECT_INL_H_
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/compress/random_index_set.h"
+
+namespace gradwire {
+namespace select_internal {
+
+template <typename SampleValue>
+float EstimateThreshold(uint64_t n, uint64_t wanted, uint64_t sample_size,
+                        SampleValue&& sample_value) {
+  if (wanted == 0) return std::numeric_limits<float>::infinity();
+  if (wanted >= n) return 0.0f;
+  std::vector<float> sample;
+  if (sample_size >= n) {
+    sample.resize(n);
+    for (uint64_t i = 0; i < n; ++i) sample[i] = std::fabs(sample_value(i));
+    sample_size = n;
+  } else {
+    // Positions are fixed by (n, wanted), not by the data, so the estimate is
+    // reproducible across runs and processes.
+    SplitMix64 rng(MixSeed(n, wanted, 0x73616d706c65ull));
+    sample.resize(sample_size);
+    for (uint64_t j = 0; j < sample_size; ++j) {
+      sample[j] = std::fabs(sample_value(rng.Below(n)));
+    }
+  }
+  const uint64_t rank = std::min<uint64_t>(
+      std::max<uint64_t>(1, wanted * sample_size / n), sample_size);
+  std::nth_element(sample.begin(), sample.begin() + (rank - 1), sample.end(),
+                   std::greater<float>());
+  return sample[rank - 1];
+}
+
+}  // namespace select_internal
+}  // namespace gradwire
+
+#endif  // GRADWIRE_COMMON_COMPRESS_SELECT_INL_H_

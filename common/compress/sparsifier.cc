@@ -1,0 +1,69 @@
+#include "common/compress/sparsifier.h"
+
+namespace gradwire {
+namespace {
+
+// Fills out->values with x at out->indices, rounded to `precision`.
+void GatherValues(absl::Span<const float> x, ValuePrecision precision,
+                  CompressedChunk* out) {
+  out->values.resize(out->indices.size());
+  for (size_t j = 0; j < out->indices.size(); ++j) {
+    out->values[j] = RoundToPrecision(x[out->indices[j]], precision);
+  }
+}
+
+void StartChunk(uint64_t numel, ValuePrecision precision,
+                CompressedChunk* out) {
+  out->Clear();
+  out->numel = numel;
+  out->precision = precision;
+}
+
+}  // namespace
+
+absl::Status Sparsifier::Compress(absl::Span<const float> input,
+                                  const CompressContext& ctx,
+                                  CompressedChunk* out) const {
+  if (absl::Status s = CheckFinite(input); !s.ok()) return s;
+  std::vector<float> sanitized;
+  if (zero_non_finite() && !AllFinite(input)) {
+    // Rare path: copy only when a non-finite element is really there.
+    sanitized.resize(input.size());
+    for (size_t i = 0; i < input.size(); ++i) {
+      sanitized[i] = SanitizeValue(input[i], NonFinitePolicy::kZero);
+    }
+    input = sanitized;
+  }
+  StartChunk(input.size(), options().precision, out);
+  Select(input, ctx, out);
+  GatherValues(input, options().precision, out);
+  return absl::OkStatus();
+}
+
+absl::Status Sparsifier::CompressWithFeedback(absl::Span<const float> gradient,
+                                              const CompressContext& ctx,
+                                              FeedbackState* state,
+                                              CompressedChunk* out) const {
+  if (absl::Status s = CheckFinite(gradient); !s.ok()) return s;
+  state->Resize(gradient.size(), UsesVelocity());
+  StartChunk(gradient.size(), options().precision, out);
+  AccumulateAndSelect(gradient, ctx, state, out);
+  std::vector<float>& r = state->residual;
+  GatherValues(r, options().precision, out);
+  for (size_t j = 0; j < out->indices.size(); ++j) {
+    r[out->indices[j]] -= out->values[j];
+  }
+  return absl::OkStatus();
+}
+
+void Sparsifier::AccumulateAndSelect(absl::Span<const float> gradient,
+                                     const CompressContext& ctx,
+                                     FeedbackState* state,
+                                     CompressedChunk* out) const {
+  std::vector<float>& r = state->residual;
+  const NonFinitePolicy policy = options().non_finite;
+  for (size_t i = 0; i < r.size(); ++i) r[i] += SanitizeValue(gradient[i], policy);
+  Select(r, ctx, out);
+}
+
+}  // namespace gradwire

@@ -1,0 +1,55 @@
+// Exact Top-K by magnitude.
+#include "common/compress/builtin.h"
+#include "common/compress/select.h"
+#include "common/compress/sparsifier.h"
+
+namespace gradwire {
+namespace {
+
+using select_internal::AccumulateAndCollect;
+using select_internal::KeepLargest;
+using select_internal::TopK;
+using select_internal::TopKCandidateThreshold;
+
+class TopKCompressor final : public Sparsifier {
+ public:
+  using Sparsifier::Sparsifier;
+  absl::string_view name() const override { return "topk"; }
+
+ protected:
+  void Select(absl::Span<const float> x, const CompressContext& ctx,
+              CompressedChunk* out) const override {
+    out->encoding = Encoding::kSparse;
+    TopK(x, TargetCount(x.size()), &out->indices);
+  }
+
+  // One pass over memory: the threshold is sampled from g + r before the
+  // pass, then r += g and the candidate test happen together.
+  void AccumulateAndSelect(absl::Span<const float> gradient,
+                           const CompressContext& ctx, FeedbackState* state,
+                           CompressedChunk* out) const override {
+    out->encoding = Encoding::kSparse;
+    std::vector<float>& r = state->residual;
+    const uint64_t n = gradient.size();
+    const uint64_t k = TargetCount(n);
+    const bool zero = zero_non_finite();
+    const float threshold = TopKCandidateThreshold(n, k, [&](uint64_t i) {
+      return r[i] + SanitizeValue(gradient[i], options().non_finite);
+    });
+    AccumulateAndCollect(gradient, 1.0f, zero, absl::MakeSpan(r), threshold,
+                         &out->indices);
+    if (out->indices.size() < k) {
+      TopK(r, k, &out->indices);
+      return;
+    }
+    KeepLargest(r, k, &out->indices);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Compressor> MakeTopKCompressor(CompressorOptions options) {
+  return std::make_unique<TopKCompressor>(std::move(options));
+}
+
+}  // namespace gradwire
