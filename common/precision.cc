@@ -54,24 +54,6 @@ uint16_t FloatToHalfBits(float f) {
   return sign | static_cast<uint16_t>(half);
 }
 
-float HalfBitsToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t mant = h & 0x3ffu;
-  uint32_t out;
-  if (exp == 0x1f) {
-    out = sign | 0x7f800000u | (mant << 13);
-  } else if (exp != 0) {
-    out = sign | ((exp + 112u) << 23) | (mant << 13);
-  } else {
-    const float sub = static_cast<float>(mant) * (1.0f / 16777216.0f);
-    out = sign | FloatBits(sub);
-  }
-  float f;
-  std::memcpy(&f, &out, sizeof f);
-  return f;
-}
-
 uint16_t FloatToBf16Bits(float f) {
   const uint32_t x = FloatBits(f);
   const uint32_t abs = x & 0x7fffffffu;

@@ -35,8 +35,31 @@ inline constexpr float kFp16Max = 65504.0f;
 // float -> IEEE binary16 bits, round to nearest even, saturating finite
 // values to +-kFp16Max. NaN stays NaN.
 uint16_t FloatToHalfBits(float f);
-// IEEE binary16 bits -> float (exact).
-float HalfBitsToFloat(uint16_t h);
+// The bit pattern of a float.
+inline uint32_t BitsOfFloat(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+// IEEE binary16 bits -> float (exact). Inline: decoders call it per value.
+inline float HalfBitsToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  uint32_t out;
+  if (exp == 0x1f) {
+    out = sign | 0x7f800000u | (mant << 13);
+  } else if (exp != 0) {
+    out = sign | ((exp + 112u) << 23) | (mant << 13);
+  } else {
+    const float sub = static_cast<float>(mant) * (1.0f / 16777216.0f);
+    out = sign | BitsOfFloat(sub);
+  }
+  float f;
+  std::memcpy(&f, &out, sizeof f);
+  return f;
+}
+
 
 // float -> bfloat16 bits, round to nearest even, saturating finite values to
 // the largest finite bfloat16. NaN stays NaN.

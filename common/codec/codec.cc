@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/config.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "common/codec/varint.h"
@@ -24,6 +25,13 @@ absl::Status Invalid(const absl::FormatSpec<Args...>& format,
 // ---------------------------------------------------------------------------
 // Little-endian scalars. Byte-wise code that compilers turn into single
 // loads and stores on little-endian hosts, and that stays correct elsewhere.
+// fp32 arrays are copied wholesale where the host layout is the wire layout.
+
+#ifdef ABSL_IS_LITTLE_ENDIAN
+constexpr bool kHostIsLittleEndian = true;
+#else
+constexpr bool kHostIsLittleEndian = false;
+#endif
 
 inline void StoreLE16(uint8_t* p, uint16_t v) {
   p[0] = static_cast<uint8_t>(v);
@@ -66,8 +74,13 @@ void WriteValues(const std::vector<float>& values, ValuePrecision precision,
                  std::string* out) {
   uint8_t* dst = ResizeBytes(out, values.size() * BytesPerValue(precision));
   const size_t n = values.size();
+  if (n == 0) return;
   switch (precision) {
     case ValuePrecision::kFp32:
+      if (kHostIsLittleEndian) {
+        std::memcpy(dst, values.data(), n * sizeof(float));
+        return;
+      }
       for (size_t i = 0; i < n; ++i)
         StoreLE32(dst + 4 * i, FloatBits(values[i]));
       return;
@@ -94,18 +107,18 @@ inline float LoadValue(const uint8_t* src, size_t i, ValuePrecision precision) {
   return BitsToFloat(LoadLE32(src + 4 * i));
 }
 
-// Whether value i is NaN or infinite, from its bits (all exponent bits set).
-inline bool IsNonFinite(const uint8_t* src, size_t i,
-                        ValuePrecision precision) {
-  switch (precision) {
-    case ValuePrecision::kFp16:
-      return (LoadLE16(src + 2 * i) & 0x7c00u) == 0x7c00u;
-    case ValuePrecision::kBf16:
-      return (LoadLE16(src + 2 * i) & 0x7f80u) == 0x7f80u;
-    case ValuePrecision::kFp32:
-      break;
+// Position of the first of `n` little-endian words of `Width` bytes at `src`
+// whose exponent bits (`exponent_mask`) are all set, i.e. a NaN or infinity;
+// -1 when there is none.
+template <int Width>
+int64_t FirstAllOnesExponent(const uint8_t* src, size_t n,
+                             uint32_t exponent_mask) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t bits =
+        Width == 2 ? LoadLE16(src + 2 * i) : LoadLE32(src + 4 * i);
+    if ((bits & exponent_mask) == exponent_mask) return static_cast<int64_t>(i);
   }
-  return (LoadLE32(src + 4 * i) & 0x7f800000u) == 0x7f800000u;
+  return -1;
 }
 
 // Resolves the value type of `what` (e.g. "dense").
@@ -140,10 +153,27 @@ int64_t FirstRejectedValue(absl::string_view bytes, ValuePrecision precision,
                            NonFinitePolicy policy) {
   if (policy != NonFinitePolicy::kReject) return -1;
   const size_t n = bytes.size() / BytesPerValue(precision);
-  for (size_t i = 0; i < n; ++i) {
-    if (IsNonFinite(Bytes(bytes), i, precision)) return static_cast<int64_t>(i);
+  switch (precision) {
+    case ValuePrecision::kFp16:
+      return FirstAllOnesExponent<2>(Bytes(bytes), n, 0x7c00u);
+    case ValuePrecision::kBf16:
+      return FirstAllOnesExponent<2>(Bytes(bytes), n, 0x7f80u);
+    case ValuePrecision::kFp32:
+      break;
   }
-  return -1;
+  return FirstAllOnesExponent<4>(Bytes(bytes), n, 0x7f800000u);
+}
+
+// Converts `n` values with `load(src, i)`, zeroing non-finite ones under
+// kZero.
+template <typename Load>
+void ConvertValues(const uint8_t* src, size_t n, NonFinitePolicy policy,
+                   Load load, float* dst) {
+  if (policy == NonFinitePolicy::kZero) {
+    for (size_t i = 0; i < n; ++i) dst[i] = SanitizeValue(load(src, i), policy);
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = load(src, i);
+  }
 }
 
 // Fills `*out` with the values in `bytes`; non-finite ones become 0 under
@@ -152,11 +182,37 @@ void ReadValues(absl::string_view bytes, ValuePrecision precision,
                 NonFinitePolicy policy, std::vector<float>* out) {
   const size_t n = bytes.size() / BytesPerValue(precision);
   out->resize(n);
+  if (n == 0) return;
   const uint8_t* src = Bytes(bytes);
   float* dst = out->data();
-  for (size_t i = 0; i < n; ++i) {
-    dst[i] = SanitizeValue(LoadValue(src, i, precision), policy);
+  switch (precision) {
+    case ValuePrecision::kFp16:
+      return ConvertValues(
+          src, n, policy,
+          [](const uint8_t* p, size_t i) {
+            return HalfBitsToFloat(LoadLE16(p + 2 * i));
+          },
+          dst);
+    case ValuePrecision::kBf16:
+      return ConvertValues(
+          src, n, policy,
+          [](const uint8_t* p, size_t i) {
+            return Bf16BitsToFloat(LoadLE16(p + 2 * i));
+          },
+          dst);
+    case ValuePrecision::kFp32:
+      break;
   }
+  if (kHostIsLittleEndian && policy == NonFinitePolicy::kReject) {
+    std::memcpy(dst, src, n * sizeof(float));  // already checked finite
+    return;
+  }
+  ConvertValues(
+      src, n, policy,
+      [](const uint8_t* p, size_t i) {
+        return BitsToFloat(LoadLE32(p + 4 * i));
+      },
+      dst);
 }
 
 // ---------------------------------------------------------------------------
@@ -298,8 +354,8 @@ absl::Status DecodeDense(const v1::DenseValues& in, uint64_t numel,
                          const DecodeOptions& options, CompressedChunk* out) {
   ValuePrecision precision;
   absl::Status status = CheckValueType("dense", in.value_type(), &precision);
-  if (status.ok())
-    status = CheckValuesLength("dense", in.values(), numel, precision);
+  if (!status.ok()) return status;
+  status = CheckValuesLength("dense", in.values(), numel, precision);
   if (!status.ok()) return status;
   const int64_t bad =
       FirstRejectedValue(in.values(), precision, options.non_finite);
@@ -376,9 +432,10 @@ absl::Status DecodeSparse(const v1::SparseValues& in, uint64_t numel,
   if (nnz > numel) return Invalid("sparse nnz %d exceeds numel %d", nnz, numel);
   ValuePrecision precision;
   absl::Status status = CheckValueType("sparse", in.value_type(), &precision);
-  if (status.ok())
-    status = CheckValuesLength("sparse", in.values(), nnz, precision);
-  if (status.ok()) status = CheckSparseIndices(in.indices(), nnz, numel);
+  if (!status.ok()) return status;
+  status = CheckValuesLength("sparse", in.values(), nnz, precision);
+  if (!status.ok()) return status;
+  status = CheckSparseIndices(in.indices(), nnz, numel);
   if (!status.ok()) return status;
   const int64_t bad =
       FirstRejectedValue(in.values(), precision, options.non_finite);
@@ -401,8 +458,8 @@ absl::Status DecodeRandomK(const v1::RandomKValues& in, uint64_t numel,
   if (k > numel) return Invalid("random-k k %d exceeds numel %d", k, numel);
   ValuePrecision precision;
   absl::Status status = CheckValueType("random-k", in.value_type(), &precision);
-  if (status.ok())
-    status = CheckValuesLength("random-k", in.values(), k, precision);
+  if (!status.ok()) return status;
+  status = CheckValuesLength("random-k", in.values(), k, precision);
   if (!status.ok()) return status;
   const int64_t bad =
       FirstRejectedValue(in.values(), precision, options.non_finite);
@@ -463,8 +520,10 @@ absl::Status DecodeQsgd(const v1::QsgdValues& in, uint64_t numel,
   float norm = 0.0f;
   absl::Status status =
       CheckScale("qsgd norm", in.norm(), options.non_finite, &norm);
-  if (status.ok()) status = CheckBitLength("qsgd signs", in.signs(), numel);
-  if (status.ok()) status = CheckLevelCodes(in.level_codes(), numel, levels);
+  if (!status.ok()) return status;
+  status = CheckBitLength("qsgd signs", in.signs(), numel);
+  if (!status.ok()) return status;
+  status = CheckLevelCodes(in.level_codes(), numel, levels);
   if (!status.ok()) return status;
   out->Clear();
   out->encoding = Encoding::kQsgd;
@@ -486,7 +545,8 @@ absl::Status DecodeSign(const v1::SignValues& in, uint64_t numel,
   float scale = 0.0f;
   absl::Status status =
       CheckScale("sign scale", in.scale(), options.non_finite, &scale);
-  if (status.ok()) status = CheckBitLength("sign bits", in.bits(), numel);
+  if (!status.ok()) return status;
+  status = CheckBitLength("sign bits", in.bits(), numel);
   if (!status.ok()) return status;
   out->Clear();
   out->encoding = Encoding::kSign;
@@ -542,7 +602,8 @@ int QsgdBitsPerLevel(uint32_t levels) { return 32 - __builtin_clz(levels | 1); }
 
 absl::Status EncodeChunk(const CompressedChunk& chunk, v1::ChunkData* out) {
   absl::Status status = CheckWellFormed(chunk);
-  if (status.ok()) status = CheckEncodable(chunk);
+  if (!status.ok()) return status;
+  status = CheckEncodable(chunk);
   if (!status.ok()) return status;
   out->set_numel(chunk.numel);
   const v1::ValueType value_type = ToWire(chunk.precision);

@@ -36,17 +36,18 @@ absl::optional<ValuePrecision> FromWire(v1::ValueType value_type);
 int QsgdBitsPerLevel(uint32_t levels);
 
 // Encodes `chunk` into `*out`, replacing whatever `*out` held. Values are
-// written in `chunk.precision` (rounded to nearest if they are not already
-// representable in it; compressors round beforehand, so normally this is
-// exact). Random-K chunks carry seed, k and values but no indices. Bits of
-// `negative_bits` / `positive_bits` past numel are ignored (written as
-// zero).
+// written in `chunk.precision` (rounded to nearest, fp16 saturating, if they
+// are not already representable in it; compressors round beforehand, so
+// normally this is exact). Random-K chunks travel as seed, k and values: their
+// `indices` must be RandomIndexSet(seed, numel, values.size()), which is not
+// checked because the receiver regenerates them. Bits of `negative_bits` /
+// `positive_bits` past numel are ignored (written as zero).
 //
 // Reuses the capacity of `*out`'s byte strings when `*out` already holds a
 // payload of the same encoding, so a caller that encodes many chunks into
 // one message object allocates only when a chunk grows.
 //
-// Returns INVALID_ARGUMENT, with `*out` unspecified, when the chunk fails
+// Returns INVALID_ARGUMENT, leaving `*out` untouched, when the chunk fails
 // CheckWellFormed or cannot be represented on the wire (numel >= 2^32, QSGD
 // num_levels > 65535, negative QSGD norm or sign scale). Non-finite values
 // are encoded as they are; the receiver's NonFinitePolicy decides.
@@ -61,8 +62,8 @@ struct DecodeOptions {
   // non-finite norm or scale makes the whole chunk decode to zeros).
   NonFinitePolicy non_finite = NonFinitePolicy::kReject;
   // Upper bound on numel, independent of expected_numel, as a second guard
-  // against a misconfigured caller. Must stay below 2^32 (indices are
-  // uint32).
+  // against a misconfigured caller. Whatever it says, numel must also be
+  // below 2^32 (indices are uint32).
   uint64_t max_numel = uint64_t{1} << 31;
 };
 

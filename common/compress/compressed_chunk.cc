@@ -7,8 +7,9 @@ namespace {
 
 // Decoded value of element i of a QSGD chunk.
 inline float QsgdValue(const CompressedChunk& c, uint64_t i) {
+  // level / s <= 1 first, so a norm near FLT_MAX cannot overflow.
   const float magnitude =
-      c.norm * static_cast<float>(c.levels[i]) / static_cast<float>(c.num_levels);
+      c.norm * (static_cast<float>(c.levels[i]) / static_cast<float>(c.num_levels));
   return TestBit(c.negative_bits, i) ? -magnitude : magnitude;
 }
 
@@ -82,30 +83,35 @@ void SubtractFrom(const CompressedChunk& chunk, absl::Span<float> residual) {
   ForEachElement(chunk, [&](uint64_t i, float v) { residual[i] -= v; });
 }
 
+namespace {
+template <typename... Args>
+absl::Status Malformed(const absl::FormatSpec<Args...>& format,
+                       const Args&... args) {
+  return absl::InvalidArgumentError(absl::StrFormat(format, args...));
+}
+}  // namespace
+
 absl::Status CheckWellFormed(const CompressedChunk& c) {
-  auto fail = [](auto&&... args) {
-    return absl::InvalidArgumentError(absl::StrFormat(args...));
-  };
   switch (c.encoding) {
     case Encoding::kDense:
       if (c.values.size() != c.numel) {
-        return fail("dense chunk has %d values for numel %d", c.values.size(),
+        return Malformed("dense chunk has %d values for numel %d", c.values.size(),
                     c.numel);
       }
       return absl::OkStatus();
     case Encoding::kSparse:
     case Encoding::kRandomK:
       if (c.indices.size() != c.values.size()) {
-        return fail("sparse chunk has %d indices but %d values",
+        return Malformed("sparse chunk has %d indices but %d values",
                     c.indices.size(), c.values.size());
       }
       for (size_t j = 0; j < c.indices.size(); ++j) {
         if (c.indices[j] >= c.numel) {
-          return fail("index %d at position %d is out of range [0, %d)",
+          return Malformed("index %d at position %d is out of range [0, %d)",
                       c.indices[j], j, c.numel);
         }
         if (j > 0 && c.indices[j] <= c.indices[j - 1]) {
-          return fail("index %d at position %d does not increase", c.indices[j],
+          return Malformed("index %d at position %d does not increase", c.indices[j],
                       j);
         }
       }
@@ -113,23 +119,23 @@ absl::Status CheckWellFormed(const CompressedChunk& c) {
     case Encoding::kQsgd:
       if (c.num_levels == 0 || c.levels.size() != c.numel ||
           c.negative_bits.size() != BitWords(c.numel)) {
-        return fail("qsgd chunk sizes do not match numel %d", c.numel);
+        return Malformed("qsgd chunk sizes do not match numel %d", c.numel);
       }
       for (size_t i = 0; i < c.levels.size(); ++i) {
         if (c.levels[i] > c.num_levels) {
-          return fail("qsgd level %d at %d exceeds %d", c.levels[i], i,
+          return Malformed("qsgd level %d at %d exceeds %d", c.levels[i], i,
                       c.num_levels);
         }
       }
       return absl::OkStatus();
     case Encoding::kSign:
       if (c.positive_bits.size() != BitWords(c.numel)) {
-        return fail("sign chunk has %d words for numel %d",
+        return Malformed("sign chunk has %d words for numel %d",
                     c.positive_bits.size(), c.numel);
       }
       return absl::OkStatus();
   }
-  return fail("unknown encoding");
+  return Malformed("unknown encoding");
 }
 
 }  // namespace gradwire

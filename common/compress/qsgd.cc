@@ -34,11 +34,14 @@ class QsgdCompressor final : public Compressor {
     out->negative_bits.assign(BitWords(n), 0);
     if (out->norm == 0.0f) return absl::OkStatus();
     const float s = static_cast<float>(options().levels);
-    const float to_levels = s / out->norm;
+    // In double: s / norm overflows float for a norm below s / FLT_MAX, which
+    // would saturate every level (and turn 0 * inf into NaN).
+    const double to_levels = static_cast<double>(s) / out->norm;
     SplitMix64 rng(MixSeed(options().seed, ctx.chunk_key, ctx.step));
     for (uint64_t i = 0; i < n; ++i) {
       const float x = SanitizeValue(input[i], policy);
-      const float a = std::min(std::fabs(x) * to_levels, s);
+      const float a =
+          static_cast<float>(std::min(std::fabs(x) * to_levels, double{s}));
       const float low = std::floor(a);
       // Round up with probability a - low: E[level] = a.
       const bool up = rng.NextUnitFloat() < a - low;

@@ -1,0 +1,62 @@
+// Results of the compression benchmark: one row per measurement, printed as a
+// table and written as JSON.
+#ifndef GRADWIRE_BENCH_REPORT_H_
+#define GRADWIRE_BENCH_REPORT_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace gradwire::bench {
+
+struct ResultRow {
+  // Compressor name, or the baselines "torch_topk" and "memcpy".
+  std::string compressor;
+  uint64_t numel = 0;
+  // Requested fraction of elements kept; nullopt for compressors that take
+  // no ratio (dense and quantizing ones) and for memcpy.
+  std::optional<double> ratio;
+  // Fraction of elements the last timed call really selected.
+  std::optional<double> achieved_ratio;
+  // Median seconds of one call, and the number of timed calls.
+  double seconds = 0.0;
+  int reps = 0;
+  // torch_topk seconds / ours, at the same numel and ratio (1% for rows
+  // without a ratio). Above 1: we are faster.
+  std::optional<double> vs_torch_topk;
+  // Ours / memcpy seconds of the same numel: how many buffer copies we cost.
+  std::optional<double> vs_memcpy;
+  // Encoded ChunkData bytes of the last timed call, per selected element,
+  // with the values as compressed (fp16 for sparsifiers) and re-encoded as
+  // fp32 (nullopt where the encoding carries no per-element values).
+  std::optional<uint64_t> wire_bytes;
+  std::optional<double> wire_bytes_per_selected;
+  std::optional<double> wire_bytes_per_selected_fp32;
+};
+
+struct HostInfo {
+  std::string hostname;
+  std::string cpu_model;
+  unsigned hardware_threads = 0;
+};
+
+// Reads the host name, /proc/cpuinfo's model name and the thread count.
+HostInfo CurrentHost();
+
+// Prints the column header, then one line per row.
+void PrintTableHeader(std::FILE* out);
+void PrintTableRow(const ResultRow& row, std::FILE* out);
+
+// Writes {"torch_threads", "host", "notes", "results": [...]} to `path`;
+// absent values are null. Returns an error naming the file when it cannot be
+// written.
+absl::Status WriteJson(const std::string& path, const HostInfo& host,
+                       int torch_threads, const std::vector<ResultRow>& rows);
+
+}  // namespace gradwire::bench
+
+#endif  // GRADWIRE_BENCH_REPORT_H_

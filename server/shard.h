@@ -1,0 +1,149 @@
+// One parameter-server shard: the logic behind the ParameterServer service,
+// free of gRPC so that it can be tested and benchmarked directly.
+//
+// The shard owns the chunks declared to it at Init. Pushes are validated in
+// full (every chunk decoded, every step and worker checked) before any of
+// them is applied; then the request's chunks are locked in key order and
+// applied together, so a multi-chunk push is all-or-nothing. Chunks are
+// independent: pushes and pulls of different chunks run in parallel, and
+// there is no shard-wide lock on the hot path.
+//
+// Consistency (per chunk):
+//   clock    steps every worker has pushed and the chunk has applied.
+//   version  optimizer updates applied.
+//   BSP  pushes of step `clock` are summed (divided by num_workers); when all
+//        workers have pushed it the optimizer runs: clock++ and version++.
+//        A push of a later step is OUT_OF_RANGE.
+//   ASP  every push runs the optimizer at once (version++); clock is the
+//        slowest worker's pushed-step count.
+//   SSP  as ASP, but a push of step t is OUT_OF_RANGE unless
+//        t <= clock + staleness.
+// Exactly once: a push of (worker, step, chunk) that was already accounted
+// for is acknowledged with duplicate = true and not applied again. A worker
+// may run at most kStepWindow steps ahead of its own oldest missing step
+// (step_rules.h).
+//
+// Pull deltas: with a pull compressor configured, the shard keeps `shadow`,
+// the weights every worker holds. At each update it compresses
+// d = C(w - shadow) and adds D(d) to shadow; what was not sent stays in
+// w - shadow and goes out later. A worker holding version - 1 gets d; any
+// other gets the dense shadow. Without a pull compressor, pulls return w.
+//
+// Thread safety: all methods are safe to call concurrently.
+#ifndef GRADWIRE_SERVER_SHARD_H_
+#define GRADWIRE_SERVER_SHARD_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/compress/compressor.h"
+#include "gradwire/v1/parameter_server.pb.h"
+#include "server/chunk_state.h"
+#include "server/shard_config.h"
+#include "server/optimizer.h"
+#include "server/snapshot.h"
+
+namespace gradwire {
+
+// Fixed at start-up (from flags). Init must agree with every field that is
+// set.
+struct ShardOptions {
+  uint32_t shard_id = 0;
+  uint32_t num_shards = 1;
+  // Workers expected; 0 accepts the number Init declares.
+  uint32_t num_workers = 0;
+  // Consistency mode; UNSPECIFIED accepts the mode Init declares.
+  v1::ConsistencyMode mode = v1::CONSISTENCY_MODE_UNSPECIFIED;
+  // SSP staleness when `mode` is set.
+  uint32_t staleness = 0;
+  // Largest element count one declared chunk may have.
+  uint64_t max_chunk_numel = uint64_t{1} << 28;
+};
+
+class Shard {
+ public:
+  explicit Shard(ShardOptions options);
+  ~Shard();
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
+  // Declares chunks and config. The first valid Init wins; an identical one
+  // later is acknowledged; a conflicting one is FAILED_PRECONDITION naming
+  // the difference. Invalid requests are INVALID_ARGUMENT.
+  absl::Status Init(const v1::InitRequest& request, v1::InitResponse* response);
+
+  // Validates the whole request, then applies it atomically (see above).
+  absl::Status Push(const v1::PushRequest& request, v1::PushResponse* response);
+
+  // Waits until each chunk's clock reaches min_step (DEADLINE_EXCEEDED if
+  // `deadline` passes first), then answers dense weights or deltas.
+  absl::Status Pull(const v1::PullRequest& request, absl::Time deadline,
+                    v1::PullResponse* response);
+
+  v1::ShardInfo Info() const;
+
+  bool initialized() const { return initialized_.load(std::memory_order_acquire); }
+
+  // Total optimizer updates applied since start (for checkpoint cadence).
+  uint64_t updates_applied() const {
+    return updates_applied_.load(std::memory_order_relaxed);
+  }
+
+  // A consistent copy of each chunk (chunk by chunk, each under its lock).
+  // FAILED_PRECONDITION before Init.
+  absl::StatusOr<ShardSnapshot> Snapshot() const;
+
+  // Replaces an uninitialised shard's state with `snapshot` (a checkpoint).
+  // FAILED_PRECONDITION if already initialised or the snapshot belongs to
+  // another shard; INVALID_ARGUMENT if it is inconsistent.
+  absl::Status Restore(ShardSnapshot snapshot);
+
+  // A hash of every piece of state, for tests that prove a refused request
+  // changed nothing.
+  uint64_t StateDigest() const;
+
+ private:
+  absl::Status CheckInitIdentity(const v1::InitRequest& request,
+                                 const ShardConfig& config) const;
+  absl::Status CompareWithAccepted(const v1::InitRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(init_mu_);
+  void FillInitResponse(const v1::InitRequest& request,
+                        v1::InitResponse* response) const;
+  ChunkState* FindChunk(uint64_t key) const;
+  // Validates one pushed chunk and decodes it into `*gradient`.
+  absl::Status DecodePushedChunk(const v1::ChunkGradient& pushed,
+                                 ChunkState** chunk,
+                                 CompressedChunk* gradient) const;
+  // Accounts for an accepted push of `step` by `worker`.
+  void Apply(ChunkState* chunk, uint32_t worker, uint64_t step,
+             const CompressedChunk& gradient) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  // Runs the optimizer on `chunk` with `gradient` and refreshes its delta.
+  void Update(ChunkState* chunk, absl::Span<const float> gradient) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  absl::Status PullOne(const v1::ChunkPull& pull, const v1::PullRequest& request,
+                       absl::Time deadline, v1::ChunkWeights* out) const;
+
+  // Constant after construction.
+  const ShardOptions options_;
+
+  // Guards the switch from uninitialised to initialised. After that,
+  // config_, chunks_ and the compressors are constant and read without it.
+  mutable absl::Mutex init_mu_;
+  std::atomic<bool> initialized_{false};
+  std::unique_ptr<const ShardConfig> config_;
+  std::map<uint64_t, std::unique_ptr<ChunkState>> chunks_;
+
+  mutable std::atomic<uint64_t> updates_applied_{0};
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_SERVER_SHARD_H_

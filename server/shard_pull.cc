@@ -1,0 +1,92 @@
+// Shard::Pull: wait for the asked step, then answer dense or delta.
+#include "absl/strings/str_format.h"
+#include "common/codec/codec.h"
+#include "server/shard.h"
+
+namespace gradwire {
+namespace {
+
+// Dense weights in `precision`, encoded into `*out`.
+absl::Status EncodeDense(absl::Span<const float> weights,
+                         ValuePrecision precision, v1::ChunkData* out) {
+  thread_local CompressedChunk dense;
+  dense.Clear();
+  dense.encoding = Encoding::kDense;
+  dense.numel = weights.size();
+  dense.precision = precision;
+  dense.values.assign(weights.begin(), weights.end());
+  RoundAllToPrecision(dense.values.data(), dense.values.size(), precision);
+  return EncodeChunk(dense, out);
+}
+
+}  // namespace
+
+absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
+                         v1::PullResponse* response) {
+  if (!initialized()) {
+    return absl::FailedPreconditionError("shard is not initialised: Init first");
+  }
+  if (request.worker_id() >= config_->num_workers) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "worker id %d is outside [0, %d)", request.worker_id(),
+        config_->num_workers));
+  }
+  if (request.dense_value_type() != v1::VALUE_TYPE_UNSPECIFIED &&
+      !FromWire(request.dense_value_type())) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unknown dense value type %d",
+                        static_cast<int>(request.dense_value_type())));
+  }
+  for (const v1::ChunkPull& pull : request.chunks()) {
+    if (FindChunk(pull.key()) == nullptr) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "chunk %d is not owned by shard %d", pull.key(), options_.shard_id));
+    }
+  }
+  for (const v1::ChunkPull& pull : request.chunks()) {
+    if (absl::Status s =
+            PullOne(pull, request, deadline, response->add_chunks());
+        !s.ok()) {
+      response->Clear();
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Shard::PullOne(const v1::ChunkPull& pull,
+                            const v1::PullRequest& request, absl::Time deadline,
+                            v1::ChunkWeights* out) const {
+  ChunkState* chunk = FindChunk(pull.key());
+  absl::MutexLock lock(&chunk->mu);
+  const ChunkSnapshot& state = chunk->state;
+  const uint64_t wanted = pull.min_step();
+  const auto reached = [&state, wanted]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return state.clock >= wanted;
+  };
+  if (!chunk->mu.AwaitWithDeadline(absl::Condition(&reached), deadline)) {
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "chunk %d: clock %d did not reach step %d before the deadline",
+        chunk->key, state.clock, wanted));
+  }
+  out->set_key(chunk->key);
+  out->set_version(state.version);
+  out->set_clock(state.clock);
+  const bool deltas = config_->pull_compressor != nullptr;
+  if (deltas && request.allow_delta() && chunk->delta_version == state.version &&
+      state.version > 0 && pull.have_version() + 1 == state.version) {
+    out->set_is_delta(true);
+    return EncodeChunk(chunk->delta, out->mutable_data());
+  }
+  out->set_is_delta(false);
+  if (deltas) {
+    // Workers on deltas must hold exactly the shadow, so it goes out at full
+    // precision.
+    return EncodeDense(state.shadow, ValuePrecision::kFp32, out->mutable_data());
+  }
+  const ValuePrecision precision =
+      FromWire(request.dense_value_type()).value_or(ValuePrecision::kFp32);
+  return EncodeDense(state.weights, precision, out->mutable_data());
+}
+
+}  // namespace gradwire

@@ -1,0 +1,145 @@
+#include "server/shard_server.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
+#include "server/event_log.h"
+
+#ifdef GRADWIRE_HAVE_GRPC_REFLECTION
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#endif
+
+namespace gradwire {
+namespace {
+
+// Thread bounds for the sync server: with a bound of T threads, at most T / 4
+// completion queues (each needs a polling thread of its own) so that most
+// threads are left to run handlers.
+void ApplyThreadBound(int64_t threads, grpc::ServerBuilder* builder) {
+  if (threads == 0) return;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int queues = std::max<int>(1, std::min<int64_t>(cores, threads / 4));
+  builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS,
+                               queues);
+  builder->SetSyncServerOption(
+      grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  grpc::ResourceQuota quota("gradwire-server");
+  quota.SetMaxThreads(static_cast<int>(threads));
+  builder->SetResourceQuota(quota);
+}
+
+}  // namespace
+
+std::string JoinHostPort(const std::string& address, int port) {
+  if (absl::StrContains(address, ':') && !absl::StartsWith(address, "[")) {
+    return absl::StrFormat("[%s]:%d", address, port);
+  }
+  return absl::StrFormat("%s:%d", address, port);
+}
+
+std::string ConnectableHost(const std::string& address) {
+  if (address == "0.0.0.0") return "127.0.0.1";
+  if (address == "::" || address == "[::]") return "::1";
+  return address;
+}
+
+ShardServer::ShardServer(const ServerOptions& options)
+    : options_(options),
+      shard_id_(static_cast<uint32_t>(options.shard_id)),
+      shard_(ToShardOptions(options)),
+      service_(&shard_) {}
+
+ShardServer::~ShardServer() {
+  if (shut_down_ || server_ == nullptr) return;
+  service_.BeginShutdown();
+  server_->Shutdown(absl::ToChronoTime(absl::Now()));
+}
+
+std::string ShardServer::connect_address() const {
+  return JoinHostPort(ConnectableHost(options_.address), port_);
+}
+
+absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
+    const ServerOptions& options) {
+  std::unique_ptr<ShardServer> server(new ShardServer(options));
+  LogShardEventf(server->shard_id_, "starting: shard %d of %d, mode %s",
+                 options.shard_id, options.num_shards,
+                 options.mode.empty() ? "from Init" : options.mode);
+  if (absl::Status s = server->Restore(); !s.ok()) return s;
+  if (absl::Status s = server->Serve(); !s.ok()) return s;
+  if (!options.checkpoint_dir.empty()) {
+    CheckpointerOptions checkpoints;
+    checkpoints.dir = options.checkpoint_dir;
+    checkpoints.every_updates = static_cast<uint64_t>(options.checkpoint_every);
+    checkpoints.shard_id = server->shard_id_;
+    server->checkpointer_ = std::make_unique<Checkpointer>(&server->shard_,
+                                                           std::move(checkpoints));
+  }
+  return server;
+}
+
+absl::Status ShardServer::Restore() {
+  if (options_.checkpoint_dir.empty()) return absl::OkStatus();
+  return RestoreNewestCheckpoint(options_.checkpoint_dir, shard_id_, &shard_)
+      .status();
+}
+
+absl::Status ShardServer::Serve() {
+  grpc::EnableDefaultHealthCheckService(true);
+#ifdef GRADWIRE_HAVE_GRPC_REFLECTION
+  // Lets grpcurl and grpc_cli discover the service without the .proto.
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+#endif
+  grpc::ServerBuilder builder;
+  const std::string listen = JoinHostPort(options_.address,
+                                          static_cast<int>(options_.port));
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port_);
+  builder.RegisterService(&service_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
+  ApplyThreadBound(options_.threads, &builder);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    server_.reset();
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", listen,
+                     " (address in use or not local?)"));
+  }
+  SetServing(true);
+  LogShardEventf(shard_id_, "listening on %s (max message %d bytes)",
+                 JoinHostPort(options_.address, port_),
+                 options_.max_message_bytes);
+  return absl::OkStatus();
+}
+
+void ShardServer::SetServing(bool serving) {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health == nullptr) return;
+  health->SetServingStatus("", serving);
+  health->SetServingStatus(v1::ParameterServer::service_full_name(), serving);
+}
+
+absl::Status ShardServer::Shutdown() {
+  shut_down_ = true;
+  const absl::Duration grace = ShutdownGrace(options_);
+  LogShardEventf(shard_id_, "shutting down (grace %s)",
+                 absl::FormatDuration(grace));
+  SetServing(false);
+  service_.BeginShutdown();
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  server_->Wait();
+  absl::Status final_checkpoint = absl::OkStatus();
+  if (checkpointer_ != nullptr) final_checkpoint = checkpointer_->StopAndWriteFinal();
+  LogShardEventf(shard_id_, "shut down after %d optimizer updates",
+                 shard_.updates_applied());
+  return final_checkpoint;
+}
+
+}  // namespace gradwire

@@ -1,0 +1,90 @@
+// One shard served over gRPC: the Shard, its service, the health service,
+// the checkpointer and the grpc::Server, started and stopped in order.
+//
+// Start:    validate nothing (the caller did), restore the newest checkpoint
+//           if --checkpoint-dir holds one, bind, start serving, mark the
+//           health service SERVING (overall "" and gradwire.v1.ParameterServer)
+//           and start the periodic checkpointer.
+// Shutdown: health NOT_SERVING; waiting Pulls end (UNAVAILABLE); new calls
+//           are refused and in-flight ones get `shutdown grace` to finish,
+//           then are cancelled; then the final checkpoint is written.
+//
+// gRPC settings: max receive and send message size are
+// options.max_message_bytes (gRPC refuses a larger message with
+// RESOURCE_EXHAUSTED before it reaches the service). options.threads bounds
+// the sync server's handler threads through a ResourceQuota; 0 leaves them
+// unbounded. A bound must leave room: each Pull that waits for a step holds
+// a thread, so with W workers pulling the server needs more than W threads
+// or pushes queue behind the waiting pulls until their deadlines.
+//
+// Thread safety: Start and Shutdown are called by one thread; port() and
+// connect_address() are constant after Start.
+#ifndef GRADWIRE_SERVER_SHARD_SERVER_H_
+#define GRADWIRE_SERVER_SHARD_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+#include "server/checkpointer.h"
+#include "server/server_options.h"
+#include "server/service.h"
+#include "server/shard.h"
+
+namespace gradwire {
+
+// "host:port" for `address` and `port`, with IPv6 addresses bracketed.
+std::string JoinHostPort(const std::string& address, int port);
+
+// The address a client on this machine connects to when the server binds
+// `address`: 127.0.0.1 for the wildcard 0.0.0.0, [::1] for ::, otherwise
+// `address` itself.
+std::string ConnectableHost(const std::string& address);
+
+class ShardServer {
+ public:
+  // Starts serving `options` (which must pass ValidateServerOptions).
+  // Errors: a checkpoint that cannot be read or restored, a port that
+  // cannot be bound (UNAVAILABLE naming the address).
+  static absl::StatusOr<std::unique_ptr<ShardServer>> Start(
+      const ServerOptions& options);
+
+  // Shuts down without a final checkpoint if Shutdown was not called.
+  ~ShardServer();
+  ShardServer(const ShardServer&) = delete;
+  ShardServer& operator=(const ShardServer&) = delete;
+
+  // The bound port (the OS's choice when options.port was 0).
+  int port() const { return port_; }
+  // ConnectableHost(address):port.
+  std::string connect_address() const;
+
+  // Stops serving as described above and returns the final checkpoint's
+  // status (OK when checkpoints are off or the shard was never
+  // initialised). Call at most once.
+  absl::Status Shutdown();
+
+ private:
+  explicit ShardServer(const ServerOptions& options);
+  absl::Status Restore();
+  absl::Status Serve();
+  void SetServing(bool serving);
+
+  // Constant after Start.
+  const ServerOptions options_;
+  const uint32_t shard_id_;
+  int port_ = 0;
+
+  Shard shard_;
+  ParameterServerService service_;
+  std::unique_ptr<grpc::Server> server_;
+  // Null when checkpoints are off.
+  std::unique_ptr<Checkpointer> checkpointer_;
+  bool shut_down_ = false;
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_SERVER_SHARD_SERVER_H_

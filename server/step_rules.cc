@@ -1,0 +1,70 @@
+#include "server/step_rules.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace gradwire {
+
+bool HasStep(const WorkerProgress& progress, uint64_t step) {
+  if (step < progress.next_step) return true;
+  if (step == progress.next_step) return false;
+  const uint64_t bit = step - progress.next_step - 1;
+  return bit < kStepWindow && ((progress.ahead_bits >> bit) & 1u);
+}
+
+void MarkStep(WorkerProgress* progress, uint64_t step) {
+  if (step > progress->next_step) {
+    progress->ahead_bits |= uint64_t{1} << (step - progress->next_step - 1);
+    return;
+  }
+  // step == next_step: advance over every step that had arrived early. Bit
+  // 0 of ahead_bits stands for next_step + 1.
+  ++progress->next_step;
+  while (progress->ahead_bits & 1u) {
+    progress->ahead_bits >>= 1;
+    ++progress->next_step;
+  }
+  progress->ahead_bits >>= 1;
+}
+
+uint64_t SlowestNextStep(const std::vector<WorkerProgress>& workers) {
+  uint64_t slowest = UINT64_MAX;
+  for (const WorkerProgress& w : workers) slowest = std::min(slowest, w.next_step);
+  return workers.empty() ? 0 : slowest;
+}
+
+absl::StatusOr<PushVerdict> JudgePush(v1::ConsistencyMode mode,
+                                      uint32_t staleness, uint64_t chunk_key,
+                                      uint64_t clock,
+                                      const WorkerProgress& progress,
+                                      uint64_t step) {
+  if (HasStep(progress, step)) return PushVerdict::kDuplicate;
+  if (step > progress.next_step + kStepWindow) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "chunk %d: step %d is more than %d steps past the worker's oldest "
+        "missing step %d",
+        chunk_key, step, kStepWindow, progress.next_step));
+  }
+  switch (mode) {
+    case v1::CONSISTENCY_MODE_BSP:
+      if (step != clock) {
+        return absl::OutOfRangeError(absl::StrFormat(
+            "chunk %d: step %d is not the current BSP step %d", chunk_key,
+            step, clock));
+      }
+      break;
+    case v1::CONSISTENCY_MODE_SSP:
+      if (step > clock + staleness) {
+        return absl::OutOfRangeError(absl::StrFormat(
+            "chunk %d: step %d is more than staleness %d ahead of clock %d",
+            chunk_key, step, staleness, clock));
+      }
+      break;
+    default:
+      break;
+  }
+  return PushVerdict::kApply;
+}
+
+}  // namespace gradwire

@@ -1,0 +1,232 @@
+#include "server/step_rules.h"
+
+#include <cstdint>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gradwire {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The set of steps a WorkerProgress claims to hold, for steps below `limit`.
+std::set<uint64_t> HeldSteps(const WorkerProgress& progress, uint64_t limit) {
+  std::set<uint64_t> held;
+  for (uint64_t step = 0; step < limit; ++step) {
+    if (HasStep(progress, step)) held.insert(step);
+  }
+  return held;
+}
+
+// ------------------------------------------------------------ HasStep
+
+TEST(StepRulesTest, FreshProgressHoldsNothing) {
+  const WorkerProgress progress;
+  EXPECT_FALSE(HasStep(progress, 0));
+  EXPECT_FALSE(HasStep(progress, 1));
+  EXPECT_FALSE(HasStep(progress, 64));
+  EXPECT_FALSE(HasStep(progress, UINT64_MAX));
+}
+
+TEST(StepRulesTest, HasStepReadsNextStepAndAheadBits) {
+  // Steps 0..9 held, plus 11 (bit 0) and 74 (bit 63).
+  const WorkerProgress progress{10, (uint64_t{1} << 0) | (uint64_t{1} << 63)};
+  for (uint64_t step = 0; step < 10; ++step) EXPECT_TRUE(HasStep(progress, step));
+  EXPECT_FALSE(HasStep(progress, 10));
+  EXPECT_TRUE(HasStep(progress, 11));
+  EXPECT_FALSE(HasStep(progress, 12));
+  EXPECT_FALSE(HasStep(progress, 73));
+  EXPECT_TRUE(HasStep(progress, 74));
+  // Past the window nothing is held, whatever the bits say.
+  EXPECT_FALSE(HasStep(progress, 75));
+  EXPECT_FALSE(HasStep(progress, 10 + 200));
+}
+
+// ----------------------------------------------------------- MarkStep
+
+TEST(StepRulesTest, InOrderStepsAdvanceNextStep) {
+  WorkerProgress progress;
+  for (uint64_t step = 0; step < 100; ++step) {
+    ASSERT_FALSE(HasStep(progress, step));
+    MarkStep(&progress, step);
+    EXPECT_EQ(progress.next_step, step + 1);
+    EXPECT_EQ(progress.ahead_bits, 0u);
+    EXPECT_TRUE(HasStep(progress, step));
+  }
+}
+
+TEST(StepRulesTest, OutOfOrderStepsAreHeldAndCollapseWhenTheGapFills) {
+  WorkerProgress progress;
+  MarkStep(&progress, 3);
+  MarkStep(&progress, 1);
+  EXPECT_EQ(progress.next_step, 0u);
+  EXPECT_EQ(progress.ahead_bits, 0b101u);  // Steps 1 and 3.
+  EXPECT_EQ(HeldSteps(progress, 10), (std::set<uint64_t>{1, 3}));
+
+  MarkStep(&progress, 0);  // 0 and 1 are now contiguous; 2 is missing.
+  EXPECT_EQ(progress.next_step, 2u);
+  EXPECT_EQ(progress.ahead_bits, 0b1u);  // Step 3.
+  EXPECT_EQ(HeldSteps(progress, 10), (std::set<uint64_t>{0, 1, 3}));
+
+  MarkStep(&progress, 2);
+  EXPECT_EQ(progress.next_step, 4u);
+  EXPECT_EQ(progress.ahead_bits, 0u);
+  EXPECT_EQ(HeldSteps(progress, 10), (std::set<uint64_t>{0, 1, 2, 3}));
+}
+
+TEST(StepRulesTest, WindowEdgeStepIsTheTopBit) {
+  WorkerProgress progress{5, 0};
+  // next_step + kStepWindow is the farthest step a worker may push: bit 63.
+  MarkStep(&progress, 5 + kStepWindow);
+  EXPECT_EQ(progress.next_step, 5u);
+  EXPECT_EQ(progress.ahead_bits, uint64_t{1} << 63);
+  EXPECT_TRUE(HasStep(progress, 5 + kStepWindow));
+  EXPECT_FALSE(HasStep(progress, 5 + kStepWindow - 1));
+  EXPECT_FALSE(HasStep(progress, 5 + kStepWindow + 1));
+}
+
+TEST(StepRulesTest, FullWindowCollapsesInOneMark) {
+  // Every step from 1 to 64 arrives before step 0.
+  WorkerProgress progress;
+  for (uint64_t step = kStepWindow; step >= 1; --step) {
+    MarkStep(&progress, step);
+  }
+  EXPECT_EQ(progress.next_step, 0u);
+  EXPECT_EQ(progress.ahead_bits, UINT64_MAX);
+  MarkStep(&progress, 0);
+  EXPECT_EQ(progress.next_step, kStepWindow + 1);
+  EXPECT_EQ(progress.ahead_bits, 0u);
+  EXPECT_FALSE(HasStep(progress, kStepWindow + 1));
+}
+
+TEST(StepRulesTest, ShiftedBitsKeepTheirSteps) {
+  // After collapsing, bits must stand for the same absolute steps.
+  WorkerProgress progress;
+  MarkStep(&progress, 1);
+  MarkStep(&progress, 40);
+  MarkStep(&progress, 64);
+  MarkStep(&progress, 0);
+  EXPECT_EQ(progress.next_step, 2u);
+  EXPECT_EQ(HeldSteps(progress, 200), (std::set<uint64_t>{0, 1, 40, 64}));
+  // The window has moved: step 2 + 64 = 66 is now the edge.
+  MarkStep(&progress, 66);
+  EXPECT_EQ(HeldSteps(progress, 200), (std::set<uint64_t>{0, 1, 40, 64, 66}));
+}
+
+// Random arrival orders inside the window against a std::set model.
+TEST(StepRulesTest, MatchesASetModelForRandomOrders) {
+  std::mt19937_64 rng(20240607);
+  for (int trial = 0; trial < 200; ++trial) {
+    WorkerProgress progress;
+    std::set<uint64_t> model;
+    uint64_t model_next = 0;
+    for (int push = 0; push < 300; ++push) {
+      const uint64_t step = model_next + rng() % (kStepWindow + 1);
+      ASSERT_EQ(HasStep(progress, step), model.count(step) == 1)
+          << "trial " << trial << " step " << step;
+      if (model.count(step)) continue;
+      MarkStep(&progress, step);
+      model.insert(step);
+      while (model.count(model_next)) ++model_next;
+      ASSERT_EQ(progress.next_step, model_next) << "trial " << trial;
+    }
+    EXPECT_EQ(HeldSteps(progress, model_next + kStepWindow + 10),
+              std::set<uint64_t>(model.begin(), model.end()));
+  }
+}
+
+// ---------------------------------------------------- SlowestNextStep
+
+TEST(StepRulesTest, SlowestNextStepIsTheMinimum) {
+  EXPECT_EQ(SlowestNextStep({}), 0u);
+  EXPECT_EQ(SlowestNextStep({{7, 0}}), 7u);
+  EXPECT_EQ(SlowestNextStep({{7, 0}, {3, 0b1}, {9, 0}}), 3u);
+  // Early steps (ahead bits) do not count.
+  EXPECT_EQ(SlowestNextStep({{0, UINT64_MAX}, {5, 0}}), 0u);
+}
+
+// ---------------------------------------------------------- JudgePush
+
+constexpr uint64_t kKey = 42;
+
+TEST(StepRulesTest, JudgeBspAcceptsOnlyTheClockStep) {
+  const WorkerProgress progress{3, 0};
+  EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_BSP, 0, kKey, 3, progress, 3),
+            PushVerdict::kApply);
+  const auto future = JudgePush(v1::CONSISTENCY_MODE_BSP, 0, kKey, 3, progress, 4);
+  EXPECT_EQ(future.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(future.status().message(), HasSubstr("42"));
+  EXPECT_THAT(future.status().message(), HasSubstr("step 4"));
+  // A step already held is a duplicate, not an error.
+  EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_BSP, 0, kKey, 3, progress, 2),
+            PushVerdict::kDuplicate);
+  // The worker pushed step 3 and waits for the others: 3 is a duplicate, 4
+  // still refused.
+  const WorkerProgress pushed{4, 0};
+  EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_BSP, 0, kKey, 3, pushed, 3),
+            PushVerdict::kDuplicate);
+  EXPECT_EQ(JudgePush(v1::CONSISTENCY_MODE_BSP, 0, kKey, 3, pushed, 4)
+                .status()
+                .code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+TEST(StepRulesTest, JudgeSspBoundaryIsClockPlusStaleness) {
+  const WorkerProgress progress{10, 0};
+  for (uint64_t step = 10; step <= 12; ++step) {
+    EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_SSP, 2, kKey, 10, progress, step),
+              PushVerdict::kApply)
+        << step;
+  }
+  const auto beyond =
+      JudgePush(v1::CONSISTENCY_MODE_SSP, 2, kKey, 10, progress, 13);
+  EXPECT_EQ(beyond.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(beyond.status().message(), HasSubstr("staleness 2"));
+  // Staleness 0 behaves like BSP for new steps.
+  EXPECT_EQ(JudgePush(v1::CONSISTENCY_MODE_SSP, 0, kKey, 10, progress, 11)
+                .status()
+                .code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+TEST(StepRulesTest, JudgeAspIgnoresTheClockButKeepsTheWindow) {
+  const WorkerProgress progress{10, 0};
+  EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_ASP, 0, kKey, 0, progress, 10),
+            PushVerdict::kApply);
+  EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_ASP, 0, kKey, 0, progress,
+                       10 + kStepWindow),
+            PushVerdict::kApply);
+  const auto beyond = JudgePush(v1::CONSISTENCY_MODE_ASP, 0, kKey, 0, progress,
+                                10 + kStepWindow + 1);
+  EXPECT_EQ(beyond.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(beyond.status().message(), HasSubstr("64"));
+}
+
+TEST(StepRulesTest, JudgeWindowAppliesToSspWithLargeStaleness) {
+  const WorkerProgress progress{0, 0};
+  EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_SSP, 1000, kKey, 0, progress,
+                       kStepWindow),
+            PushVerdict::kApply);
+  EXPECT_EQ(JudgePush(v1::CONSISTENCY_MODE_SSP, 1000, kKey, 0, progress,
+                      kStepWindow + 1)
+                .status()
+                .code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+TEST(StepRulesTest, JudgeReportsEarlyStepsAsDuplicates) {
+  WorkerProgress progress;
+  MarkStep(&progress, 5);
+  EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_ASP, 0, kKey, 0, progress, 5),
+            PushVerdict::kDuplicate);
+  EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_ASP, 0, kKey, 0, progress, 4),
+            PushVerdict::kApply);
+}
+
+}  // namespace
+}  // namespace gradwire
