@@ -34,7 +34,8 @@ static_assert(sizeof(float) == 4, "floats must be IEEE-754 binary32");
 constexpr char kMagic[8] = {'G', 'W', 'C', 'K', 'P', 'T', '0', '1'};
 constexpr size_t kHeaderBytes = sizeof(kMagic) + 4 + 8;
 constexpr size_t kTrailerBytes = 4;
-// A chunk with empty vectors and name: 12 u64 fields, 1 u32, 1 worker count.
+// A chunk with an empty name and vectors: 13 u64 fields and lengths, and
+// pending_pushes.
 constexpr size_t kMinChunkBytes = 13 * 8 + 4;
 constexpr size_t kWorkerBytes = 16;
 constexpr absl::string_view kFilePrefix = "checkpoint-";
@@ -169,8 +170,9 @@ class PayloadReader {
   void Floats(const char* field, std::vector<float>* out) {
     const uint64_t count = Count(field, sizeof(float));
     out->resize(count);
-    if (count > 0)
+    if (count > 0) {
       std::memcpy(out->data(), rest_.data(), count * sizeof(float));
+    }
     rest_.remove_prefix(count * sizeof(float));
   }
 
@@ -293,8 +295,12 @@ absl::Status ErrnoStatus(absl::string_view what, const std::string& path) {
   return absl::ErrnoToStatus(errno, absl::StrCat(what, " ", path));
 }
 
-void LogLine(absl::string_view line) {
-  absl::FPrintF(stderr, "gradwire checkpoint: %s\n", line);
+// One fwrite per line, so lines from concurrent threads do not interleave.
+// The shard's event log (server/event_log.h) needs a shard id, which the
+// loader does not know before it has read a checkpoint.
+void LogLine(absl::string_view message) {
+  const std::string line = absl::StrCat("gradwire checkpoint: ", message, "\n");
+  std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
 // Closes the descriptor unless Release()d; for error paths.

@@ -27,7 +27,8 @@ absl::StatusOr<bool> RestoreNewestCheckpoint(const std::string& dir,
     return absl::Status(s.code(), absl::StrFormat("cannot restore %s: %s",
                                                   loaded->path, s.message()));
   }
-  LogShardEventf(shard_id, "restored checkpoint sequence %d from %s (%d chunks)",
+  LogShardEventf(shard_id,
+                 "restored checkpoint sequence %d from %s (%d chunks)",
                  loaded->sequence, loaded->path, chunks);
   return true;
 }
@@ -88,9 +89,9 @@ absl::Status Checkpointer::WriteOne(const char* reason) {
                    sequence, path.status().ToString());
     return path.status();
   }
-  LogShardEventf(options_.shard_id,
-                 "%s checkpoint sequence %d written to %s in %d ms", reason,
-                 sequence, *path, absl::ToInt64Milliseconds(absl::Now() - start));
+  LogShardEventf(
+      options_.shard_id, "%s checkpoint sequence %d written to %s in %d ms",
+      reason, sequence, *path, absl::ToInt64Milliseconds(absl::Now() - start));
   return absl::OkStatus();
 }
 

@@ -14,7 +14,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <initializer_list>
 #include <string>
 
@@ -23,7 +22,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/str_cat.h"
-#include "server/command_line.h"
+#include "common/command_line.h"
 #include "server/event_log.h"
 #include "server/port_file.h"
 #include "server/server_options.h"
@@ -80,14 +79,19 @@ constexpr absl::string_view kUsage =
     "Serves gradwire.v1.ParameterServer and grpc.health.v1.Health on one "
     "port.\nStop it with SIGTERM or SIGINT (a final checkpoint is written).";
 
-constexpr absl::string_view kFlagNames[] = {
-    "address",         "port",
-    "port_file",       "shard_id",
-    "num_shards",      "num_workers",
-    "mode",            "staleness",
-    "checkpoint_dir",  "checkpoint_every",
-    "threads",         "max_message_bytes",
-    "shutdown_grace_seconds"};
+constexpr absl::string_view kFlagNames[] = {"address",
+                                            "port",
+                                            "port_file",
+                                            "shard_id",
+                                            "num_shards",
+                                            "num_workers",
+                                            "mode",
+                                            "staleness",
+                                            "checkpoint_dir",
+                                            "checkpoint_every",
+                                            "threads",
+                                            "max_message_bytes",
+                                            "shutdown_grace_seconds"};
 
 ServerOptions OptionsFromFlags() {
   ServerOptions o;
@@ -133,13 +137,19 @@ ServerOptions ParseCommandLineOrExit(int argc, char** argv) {
 
 // Blocks SIGTERM and SIGINT in this thread and, because threads inherit the
 // mask, in every thread started later; WaitForStopSignal then takes them
-// synchronously, so no work ever runs inside a signal handler.
+// synchronously, so no work ever runs inside a signal handler. Call before
+// any thread starts.
 sigset_t BlockStopSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A shell starts background jobs with SIGINT ignored, and an ignored
+  // signal is discarded instead of reaching sigwait. Blocked, the default
+  // action cannot run, so this only makes the signals arrive.
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
   return signals;
 }
 
@@ -150,9 +160,8 @@ int WaitForStopSignal(const sigset_t& signals) {
   return signal_number;
 }
 
-int Run(const ServerOptions& options) {
+int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   const uint32_t shard_id = static_cast<uint32_t>(options.shard_id);
-  const sigset_t stop_signals = BlockStopSignals();
   absl::StatusOr<std::unique_ptr<ShardServer>> server =
       ShardServer::Start(options);
   if (!server.ok()) {
@@ -170,7 +179,8 @@ int Run(const ServerOptions& options) {
     }
   }
   const int signal_number = WaitForStopSignal(stop_signals);
-  LogShardEventf(shard_id, "received %s", strsignal(signal_number));
+  LogShardEventf(shard_id, "received %s",
+                 signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   if (absl::Status s = (*server)->Shutdown(); !s.ok()) {
     LogShardEventf(shard_id, "final checkpoint failed: %s", s.ToString());
     return 1;
@@ -182,7 +192,8 @@ int Run(const ServerOptions& options) {
 }  // namespace gradwire
 
 int main(int argc, char** argv) {
+  const sigset_t stop_signals = gradwire::BlockStopSignals();
   const gradwire::ServerOptions options =
       gradwire::ParseCommandLineOrExit(argc, argv);
-  return gradwire::Run(options);
+  return gradwire::Run(options, stop_signals);
 }

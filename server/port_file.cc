@@ -19,8 +19,8 @@ absl::Status Failed(const char* what, const std::string& path) {
 absl::Status WritePortFile(const std::string& path, int port) {
   const std::string temp = absl::StrCat(path, ".tmp.", getpid());
   const std::string line = absl::StrCat(port, "\n");
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                      0644);
+  const int fd =
+      open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Failed("cannot create", temp);
   const bool written =
       write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());

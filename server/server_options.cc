@@ -23,8 +23,9 @@ absl::Status CheckNumbers(const ServerOptions& o) {
     return OutOfBounds("num-shards", o.num_shards, ">= 1");
   }
   if (o.shard_id < 0 || o.shard_id >= o.num_shards) {
-    return OutOfBounds("shard-id", o.shard_id,
-                       absl::StrFormat("in [0, --num-shards=%d)", o.num_shards));
+    return OutOfBounds(
+        "shard-id", o.shard_id,
+        absl::StrFormat("in [0, --num-shards=%d)", o.num_shards));
   }
   if (o.num_workers < 0 || o.num_workers > 65536) {
     return OutOfBounds("num-workers", o.num_workers,

@@ -50,7 +50,8 @@ struct ServerOptions {
 
 // The consistency mode named `name` ("bsp", "asp", "ssp"; case-insensitive),
 // UNSPECIFIED for "". INVALID_ARGUMENT naming the choices otherwise.
-absl::StatusOr<v1::ConsistencyMode> ParseConsistencyMode(absl::string_view name);
+absl::StatusOr<v1::ConsistencyMode> ParseConsistencyMode(
+    absl::string_view name);
 
 // Checks every field against the ranges above and against each other
 // (shard_id < num_shards; staleness only with ssp; a checkpoint cadence

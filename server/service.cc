@@ -42,7 +42,8 @@ grpc::Status ParameterServerService::Pull(grpc::ServerContext* context,
                                           v1::PullResponse* response) {
   const absl::Time deadline = PullDeadline(context->deadline(), absl::Now());
   for (;;) {
-    const absl::Time slice_end = std::min(deadline, absl::Now() + kPullWaitSlice);
+    const absl::Time slice_end =
+        std::min(deadline, absl::Now() + kPullWaitSlice);
     const absl::Status status = shard_->Pull(*request, slice_end, response);
     // Shard::Pull has no side effects and clears `response` on failure, so a
     // slice that ran out is simply tried again.
@@ -55,7 +56,8 @@ grpc::Status ParameterServerService::Pull(grpc::ServerContext* context,
                           "or after it restarts");
     }
     if (context->IsCancelled()) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled");
+      return grpc::Status(grpc::StatusCode::CANCELLED,
+                          "the call was cancelled");
     }
   }
 }

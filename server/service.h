@@ -59,9 +59,9 @@ class ParameterServerService final : public v1::ParameterServer::Service {
                        const v1::GetInfoRequest* request,
                        v1::ShardInfo* response) override;
 
-  // Ends waiting: from now on a Pull that would wait answers UNAVAILABLE
-  // (waiting ones within kPullWaitSlice), because the pushes it waits for
-  // cannot arrive at a server that is shutting down. Init, Push and Pulls
+  // Ends waiting: from now on a Pull whose step has not arrived answers
+  // UNAVAILABLE after at most kPullWaitSlice, because the pushes it waits
+  // for cannot reach a server that is shutting down. Init, Push and Pulls
   // that need no wait still run. Idempotent.
   void BeginShutdown();
 

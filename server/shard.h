@@ -27,7 +27,9 @@
 // the weights every worker holds. At each update it compresses
 // d = C(w - shadow) and adds D(d) to shadow; what was not sent stays in
 // w - shadow and goes out later. A worker holding version - 1 gets d; any
-// other gets the dense shadow. Without a pull compressor, pulls return w.
+// other gets the dense shadow, always at fp32 so that replicas stay equal to
+// it bit for bit. Without a pull compressor, pulls return w in the requested
+// dense precision.
 //
 // Thread safety: all methods are safe to call concurrently.
 #ifndef GRADWIRE_SERVER_SHARD_H_
@@ -105,8 +107,9 @@ class Shard {
   // another shard; INVALID_ARGUMENT if it is inconsistent.
   absl::Status Restore(ShardSnapshot snapshot);
 
-  // A hash of every piece of state, for tests that prove a refused request
-  // changed nothing.
+  // A hash of every piece of state a snapshot holds, for tests that prove a
+  // refused request changed nothing. The cached pull delta is not part of it
+  // (a restored shard answers with the dense shadow until the next update).
   uint64_t StateDigest() const;
 
  private:

@@ -73,6 +73,14 @@ absl::Status Shard::PullOne(const v1::ChunkPull& pull,
   out->set_version(state.version);
   out->set_clock(state.clock);
   const bool deltas = config_->pull_compressor != nullptr;
+  if (deltas && request.allow_delta() && pull.have_version() == state.version) {
+    // Already current: an empty delta costs a few bytes instead of the chunk.
+    out->set_is_delta(true);
+    out->mutable_data()->set_numel(chunk->numel);
+    v1::SparseValues* none = out->mutable_data()->mutable_sparse();
+    none->set_value_type(v1::VALUE_TYPE_FP32);
+    return absl::OkStatus();
+  }
   if (deltas && request.allow_delta() && chunk->delta_version == state.version &&
       state.version > 0 && pull.have_version() + 1 == state.version) {
     out->set_is_delta(true);

@@ -24,7 +24,8 @@ namespace {
 // threads are left to run handlers.
 void ApplyThreadBound(int64_t threads, grpc::ServerBuilder* builder) {
   if (threads == 0) return;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores =
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int queues = std::max<int>(1, std::min<int64_t>(cores, threads / 4));
   builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS,
                                queues);
@@ -79,8 +80,8 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
     checkpoints.dir = options.checkpoint_dir;
     checkpoints.every_updates = static_cast<uint64_t>(options.checkpoint_every);
     checkpoints.shard_id = server->shard_id_;
-    server->checkpointer_ = std::make_unique<Checkpointer>(&server->shard_,
-                                                           std::move(checkpoints));
+    server->checkpointer_ =
+        std::make_unique<Checkpointer>(&server->shard_, std::move(checkpoints));
   }
   return server;
 }
@@ -98,19 +99,22 @@ absl::Status ShardServer::Serve() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 #endif
   grpc::ServerBuilder builder;
-  const std::string listen = JoinHostPort(options_.address,
-                                          static_cast<int>(options_.port));
+  const std::string listen =
+      JoinHostPort(options_.address, static_cast<int>(options_.port));
+  // gRPC sets SO_REUSEPORT by default, which would let a second shard bind
+  // the same port and silently share its traffic; a taken port must fail.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port_);
   builder.RegisterService(&service_);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(options_.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
   ApplyThreadBound(options_.threads, &builder);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     server_.reset();
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", listen,
-                     " (address in use or not local?)"));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", listen, " (address in use or not local?)"));
   }
   SetServing(true);
   LogShardEventf(shard_id_, "listening on %s (max message %d bytes)",
@@ -136,7 +140,8 @@ absl::Status ShardServer::Shutdown() {
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();
   absl::Status final_checkpoint = absl::OkStatus();
-  if (checkpointer_ != nullptr) final_checkpoint = checkpointer_->StopAndWriteFinal();
+  if (checkpointer_ != nullptr)
+    final_checkpoint = checkpointer_->StopAndWriteFinal();
   LogShardEventf(shard_id_, "shut down after %d optimizer updates",
                  shard_.updates_applied());
   return final_checkpoint;

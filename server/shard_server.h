@@ -1,10 +1,10 @@
 // One shard served over gRPC: the Shard, its service, the health service,
 // the checkpointer and the grpc::Server, started and stopped in order.
 //
-// Start:    validate nothing (the caller did), restore the newest checkpoint
-//           if --checkpoint-dir holds one, bind, start serving, mark the
-//           health service SERVING (overall "" and gradwire.v1.ParameterServer)
-//           and start the periodic checkpointer.
+// Start:    restore the newest checkpoint if the checkpoint directory holds
+//           one, bind, start serving, mark the health service SERVING
+//           (overall "" and gradwire.v1.ParameterServer) and start the
+//           periodic checkpointer. The options were validated by the caller.
 // Shutdown: health NOT_SERVING; waiting Pulls end (UNAVAILABLE); new calls
 //           are refused and in-flight ones get `shutdown grace` to finish,
 //           then are cancelled; then the final checkpoint is written.

@@ -124,7 +124,6 @@ uint64_t Shard::StateDigest() const {
       digest.Add(w.ahead_bits);
     }
     digest.Add(s.shadow);
-    digest.Add(chunk->delta_version);
   }
   return digest.value();
 }

@@ -60,10 +60,11 @@ class ServerBspTest : public ::testing::Test {
       grpc::ClientContext context;
       SetTimeout(&context);
       v1::InitResponse response;
-      const grpc::Status s = stub_->Init(
-          &context, MakeInit(SgdConfig(kWorkers, v1::CONSISTENCY_MODE_BSP),
-                             chunks_, worker),
-          &response);
+      const grpc::Status s =
+          stub_->Init(&context,
+                      MakeInit(SgdConfig(kWorkers, v1::CONSISTENCY_MODE_BSP),
+                               chunks_, worker),
+                      &response);
       ASSERT_TRUE(s.ok()) << ToAbsl(s);
       EXPECT_EQ(response.initialized_now(), worker == 0);
       ASSERT_EQ(response.versions_size(), static_cast<int>(chunks_.size()));
@@ -161,7 +162,8 @@ TEST_F(ServerBspTest, SparsePushesOfTwoWorkersTrainLikeDenseSgd) {
 TEST_F(ServerBspTest, RetriedPushIsAcknowledgedAsDuplicateAndNotApplied) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   ASSERT_NO_FATAL_FAILURE(InitAllWorkers());
-  const std::vector<float> g0 = RandomValues(1000, 1), g1 = RandomValues(1000, 2);
+  const std::vector<float> g0 = RandomValues(1000, 1),
+                           g1 = RandomValues(1000, 2);
   v1::PushResponse ack;
   ASSERT_TRUE(Push(stub_.get(), 0, 0, {{0, DenseData(g0)}}, &ack).ok());
   EXPECT_FALSE(ack.acks(0).duplicate());
@@ -215,8 +217,7 @@ TEST_F(ServerBspTest, MessageOverTheLimitIsResourceExhausted) {
   // 50000 fp32 values: about 200 KB, twice the limit.
   grpc::Status s =
       Push(stub_.get(), 0, 0, {{0, DenseData(RandomValues(50000, 3))}}, &ack);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
-      << ToAbsl(s);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << ToAbsl(s);
   // The server lives on and takes messages under the limit.
   s = Push(stub_.get(), 0, 0, {{0, DenseData(RandomValues(1000, 3))}}, &ack);
   EXPECT_TRUE(s.ok()) << ToAbsl(s);
@@ -240,8 +241,8 @@ TEST_F(ServerBspTest, InfoAndHealthReportAServingShard) {
   EXPECT_FALSE(info.initialized());
   EXPECT_FALSE(info.build_version().empty());
   // The startup line names a port that clients can connect to.
-  EXPECT_EQ(server_->Stdout(), "gradwire-server listening on " +
-                                   server_->target() + "\n");
+  EXPECT_EQ(server_->Stdout(),
+            "gradwire-server listening on " + server_->target() + "\n");
 }
 
 TEST_F(ServerBspTest, InfoReportsTheInitialisedShard) {

@@ -50,8 +50,8 @@ class ServerDeltaPullTest : public ::testing::Test {
     }
   }
 
-  void PushDense(uint64_t step, const std::map<uint64_t, std::vector<float>>&
-                                    gradients) {
+  void PushDense(uint64_t step,
+                 const std::map<uint64_t, std::vector<float>>& gradients) {
     v1::PushRequest request;
     request.set_worker_id(0);
     request.set_step(step);
@@ -105,7 +105,8 @@ class ServerDeltaPullTest : public ::testing::Test {
 
   // What the shard's delta from `replica` to `truth` must be:
   // TopK(truth - replica), decompressed.
-  std::vector<float> ExpectedDelta(uint64_t key, const std::vector<float>& truth,
+  std::vector<float> ExpectedDelta(uint64_t key,
+                                   const std::vector<float>& truth,
                                    const std::vector<float>& replica) {
     std::vector<float> difference(truth.size());
     for (size_t i = 0; i < truth.size(); ++i) {
@@ -142,9 +143,8 @@ class ServerDeltaPullTest : public ::testing::Test {
       EXPECT_TRUE(replica.weights == shadow->at(chunk.key))
           << "replica differs from the shadow, chunk " << chunk.key;
       const std::vector<float>& delta = deltas.at(chunk.key);
-      const std::vector<float> expected =
-          ExpectedDelta(chunk.key, reference_.weights(chunk.key),
-                        before[chunk.key]);
+      const std::vector<float> expected = ExpectedDelta(
+          chunk.key, reference_.weights(chunk.key), before[chunk.key]);
       EXPECT_LE(MaxRelativeDifference(delta, expected), 1e-5)
           << "step " << step << " chunk " << chunk.key;
       EXPECT_EQ(std::count(delta.begin(), delta.end(), 0.0f),
@@ -155,8 +155,8 @@ class ServerDeltaPullTest : public ::testing::Test {
   double MaxDistanceToReference() const {
     double worst = 0.0;
     for (const auto& [key, replica] : replicas_) {
-      worst = std::max(
-          worst, MaxRelativeDifference(replica.weights, reference_.weights(key)));
+      worst = std::max(worst, MaxRelativeDifference(replica.weights,
+                                                    reference_.weights(key)));
     }
     return worst;
   }

@@ -14,8 +14,8 @@ TEST(ServerFlagsTest, HelpListsEveryFlagWithItsDefault) {
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->exit_code, 0) << run->err;
   for (const char* flag :
-       {"--address (default: 0.0.0.0)", "--port (default: 0)",
-        "--port-file", "--shard-id (default: 0)", "--num-shards (default: 1)",
+       {"--address (default: 0.0.0.0)", "--port (default: 0)", "--port-file",
+        "--shard-id (default: 0)", "--num-shards (default: 1)",
         "--num-workers (default: 0)", "--mode", "--staleness (default: 0)",
         "--checkpoint-dir", "--checkpoint-every (default: 0)",
         "--threads (default: 0)", "--max-message-bytes (default: 67108864)",

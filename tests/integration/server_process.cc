@@ -33,7 +33,8 @@ absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& args,
                             const std::string& out_path,
                             const std::string& err_path) {
   std::vector<char*> argv;
-  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  for (const std::string& arg : args)
+    argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
   const pid_t parent = getpid();
   const pid_t pid = fork();
@@ -136,16 +137,15 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   std::vector<std::string> command = CommandLine(*binary, args);
   command.push_back("--port=0");
   command.push_back("--port-file=" + process->dir_.path() + "/port");
-  absl::StatusOr<pid_t> pid =
-      Spawn(command, process->dir_.path() + "/stdout",
-            process->dir_.path() + "/stderr");
+  absl::StatusOr<pid_t> pid = Spawn(command, process->dir_.path() + "/stdout",
+                                    process->dir_.path() + "/stderr");
   if (!pid.ok()) return pid.status();
   process->pid_ = *pid;
   if (absl::Status s = process->WaitForPort(timeout); !s.ok()) {
     return absl::Status(
-        s.code(), absl::StrCat(s.message(), "; command: ",
-                               absl::StrJoin(command, " "),
-                               "; stderr:\n", process->Stderr()));
+        s.code(),
+        absl::StrCat(s.message(), "; command: ", absl::StrJoin(command, " "),
+                     "; stderr:\n", process->Stderr()));
   }
   return process;
 }

@@ -137,10 +137,9 @@ TEST_F(ShardConflictingInitTest, DifferentPullEncoding) {
 TEST_F(ShardConflictingInitTest, DifferentChunkNumel) {
   std::vector<ChunkSpec> chunks = DefaultChunks();
   chunks[1].initial.push_back(1.0f);
-  ExpectRefused(
-      InitRequest(1, Config(2, v1::CONSISTENCY_MODE_BSP), chunks),
-      absl::StatusCode::kFailedPrecondition,
-      {"chunk 19", "numel 6", std::to_string(kNumelB)});
+  ExpectRefused(InitRequest(1, Config(2, v1::CONSISTENCY_MODE_BSP), chunks),
+                absl::StatusCode::kFailedPrecondition,
+                {"chunk 19", "numel 6", std::to_string(kNumelB)});
 }
 
 TEST_F(ShardConflictingInitTest, ExtraChunk) {
@@ -151,9 +150,9 @@ TEST_F(ShardConflictingInitTest, ExtraChunk) {
 }
 
 TEST_F(ShardConflictingInitTest, MissingChunk) {
-  ExpectRefused(InitRequest(1, Config(2, v1::CONSISTENCY_MODE_BSP),
-                            {DefaultChunks()[0]}),
-                absl::StatusCode::kFailedPrecondition, {"1 chunks", "2"});
+  ExpectRefused(
+      InitRequest(1, Config(2, v1::CONSISTENCY_MODE_BSP), {DefaultChunks()[0]}),
+      absl::StatusCode::kFailedPrecondition, {"1 chunks", "2"});
 }
 
 TEST_F(ShardConflictingInitTest, OtherChunkKeyOfTheSameCount) {
@@ -173,8 +172,7 @@ TEST_F(ShardConflictingInitTest, DuplicateChunkHidingAMissingOne) {
 TEST_F(ShardConflictingInitTest, WrongShardId) {
   ExpectRefused(InitRequest(1, Config(2, v1::CONSISTENCY_MODE_BSP),
                             DefaultChunks(), kShardId + 1),
-                absl::StatusCode::kFailedPrecondition,
-                {"shard 3", "shard 2"});
+                absl::StatusCode::kFailedPrecondition, {"shard 3", "shard 2"});
 }
 
 TEST_F(ShardConflictingInitTest, WorkerIdOutOfRange) {
@@ -214,9 +212,9 @@ class ShardRefusedFirstInitTest : public ::testing::Test {
 };
 
 TEST_F(ShardRefusedFirstInitTest, WrongShardId) {
-  ExpectRefused(InitRequest(0, Config(2, v1::CONSISTENCY_MODE_BSP),
-                            DefaultChunks(), 0),
-                absl::StatusCode::kFailedPrecondition, {"shard 0", "shard 2"});
+  ExpectRefused(
+      InitRequest(0, Config(2, v1::CONSISTENCY_MODE_BSP), DefaultChunks(), 0),
+      absl::StatusCode::kFailedPrecondition, {"shard 0", "shard 2"});
 }
 
 TEST_F(ShardRefusedFirstInitTest, NumShardsContradictsFlag) {
@@ -303,9 +301,9 @@ TEST_F(ShardRefusedFirstInitTest, ChunkDeclaredTwice) {
 }
 
 TEST_F(ShardRefusedFirstInitTest, EmptyChunk) {
-  ExpectRefused(InitRequest(0, Config(2, v1::CONSISTENCY_MODE_BSP),
-                            {{kKeyA, {}}}),
-                absl::StatusCode::kInvalidArgument, {"chunk 7", "numel 0"});
+  ExpectRefused(
+      InitRequest(0, Config(2, v1::CONSISTENCY_MODE_BSP), {{kKeyA, {}}}),
+      absl::StatusCode::kInvalidArgument, {"chunk 7", "numel 0"});
 }
 
 TEST_F(ShardRefusedFirstInitTest, ChunkOverMaxNumel) {

@@ -66,14 +66,14 @@ TEST(ShardPullTest, RefusedBeforeInit) {
 TEST(ShardPullTest, RefusesBadRequests) {
   auto shard = StartShard(Config(2, v1::CONSISTENCY_MODE_BSP));
   const uint64_t digest = shard->StateDigest();
-  EXPECT_EQ(DoPull(*shard, PullRequest(2, {ChunkPull(kKeyA, 0)}),
-                   absl::Seconds(1))
-                .status()
-                .code(),
-            absl::StatusCode::kOutOfRange);
-  const auto foreign = DoPull(
-      *shard, PullRequest(0, {ChunkPull(kKeyA, 0), ChunkPull(99, 0)}),
-      absl::Seconds(1));
+  EXPECT_EQ(
+      DoPull(*shard, PullRequest(2, {ChunkPull(kKeyA, 0)}), absl::Seconds(1))
+          .status()
+          .code(),
+      absl::StatusCode::kOutOfRange);
+  const auto foreign =
+      DoPull(*shard, PullRequest(0, {ChunkPull(kKeyA, 0), ChunkPull(99, 0)}),
+             absl::Seconds(1));
   EXPECT_EQ(foreign.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(foreign.status().message(), HasSubstr("chunk 99"));
   EXPECT_EQ(DoPull(*shard,
@@ -93,8 +93,8 @@ TEST(ShardPullTest, ReturnsDeadlineExceededWhenTheStepIsNotReached) {
   ASSERT_TRUE(Push(*shard, DensePush(0, 0, kKeyA, kNumelA)).ok());
 
   // Step 0 is complete for nobody yet: min_step 0 answers at once.
-  auto now = DoPull(*shard, PullRequest(0, {ChunkPull(kKeyA, 0)}),
-                    absl::Seconds(5));
+  auto now =
+      DoPull(*shard, PullRequest(0, {ChunkPull(kKeyA, 0)}), absl::Seconds(5));
   ASSERT_TRUE(now.ok()) << now.status();
   EXPECT_EQ(now->chunks(0).version(), 0u);
   EXPECT_EQ(now->chunks(0).clock(), 0u);
@@ -192,10 +192,10 @@ TEST(ShardPullTest, BspWorkersAsThreadsStayInLockstep) {
     threads.emplace_back([&, w] {
       for (uint64_t step = 0; step < kSteps; ++step) {
         v1::PushResponse pushed;
-        const v1::PushRequest push = PushRequest(
-            w, step,
-            {{kKeyA, DenseData(Gradient(w, step, kNumelA))},
-             {kKeyB, DenseData(Gradient(w, step, kNumelB))}});
+        const v1::PushRequest push =
+            PushRequest(w, step,
+                        {{kKeyA, DenseData(Gradient(w, step, kNumelA))},
+                         {kKeyB, DenseData(Gradient(w, step, kNumelB))}});
         v1::PullResponse pulled;
         if (!shard->Push(push, &pushed).ok() ||
             !shard
@@ -220,7 +220,8 @@ TEST(ShardPullTest, BspWorkersAsThreadsStayInLockstep) {
   for (uint64_t step = 0; step < kSteps; ++step) {
     for (uint64_t i = 0; i < kNumelA; ++i) {
       double sum = 0;
-      for (uint32_t w = 0; w < kWorkers; ++w) sum += Gradient(w, step, kNumelA)[i];
+      for (uint32_t w = 0; w < kWorkers; ++w)
+        sum += Gradient(w, step, kNumelA)[i];
       expected[i] -= 0.5 * sum / kWorkers;
     }
   }
@@ -241,9 +242,9 @@ TEST(ShardPullTest, BspWorkersAsThreadsStayInLockstep) {
 
 TEST(ShardPullTest, DenseFp32PullIsExact) {
   auto shard = StartShard(Config(1, v1::CONSISTENCY_MODE_ASP));
-  auto pulled = DoPull(*shard, PullRequest(0, {ChunkPull(kKeyB, 0)}, false,
-                                           v1::VALUE_TYPE_FP32),
-                       absl::Seconds(1));
+  auto pulled = DoPull(
+      *shard, PullRequest(0, {ChunkPull(kKeyB, 0)}, false, v1::VALUE_TYPE_FP32),
+      absl::Seconds(1));
   ASSERT_TRUE(pulled.ok()) << pulled.status();
   const v1::ChunkWeights& chunk = pulled->chunks(0);
   EXPECT_EQ(chunk.key(), kKeyB);
@@ -257,17 +258,17 @@ TEST(ShardPullTest, DenseFp32PullIsExact) {
 
 TEST(ShardPullTest, DenseHalfPrecisionPulls) {
   // Values and their nearest fp16 / bf16 neighbours, worked out by hand.
-  const std::vector<float> weights = {0.1f,  1.0f / 3.0f, 1.0f,  -2.5f,
-                                      65504.0f, 70000.0f,  1e-8f, 3.14159f};
-  const std::vector<float> fp16 = {0.0999755859375f, 0.333251953125f, 1.0f,
-                                   -2.5f,            65504.0f,        65504.0f,
-                                   0.0f,             3.140625f};
+  const std::vector<float> weights = {0.1f,     1.0f / 3.0f, 1.0f,  -2.5f,
+                                      65504.0f, 70000.0f,    1e-8f, 3.14159f};
+  const std::vector<float> fp16 = {
+      0.0999755859375f, 0.333251953125f, 1.0f, -2.5f,
+      65504.0f,         65504.0f,        0.0f, 3.140625f};
   auto shard =
       StartShard(Config(1, v1::CONSISTENCY_MODE_ASP), {{kKeyA, weights}});
 
-  auto half = DoPull(*shard, PullRequest(0, {ChunkPull(kKeyA, 0)}, false,
-                                         v1::VALUE_TYPE_FP16),
-                     absl::Seconds(1));
+  auto half = DoPull(
+      *shard, PullRequest(0, {ChunkPull(kKeyA, 0)}, false, v1::VALUE_TYPE_FP16),
+      absl::Seconds(1));
   ASSERT_TRUE(half.ok()) << half.status();
   const v1::ChunkData& data = half->chunks(0).data();
   ASSERT_TRUE(data.has_dense());
@@ -275,9 +276,9 @@ TEST(ShardPullTest, DenseHalfPrecisionPulls) {
   EXPECT_EQ(data.dense().values().size(), 2 * weights.size());
   EXPECT_EQ(Decoded(data, weights.size()), fp16);
 
-  auto bf16 = DoPull(*shard, PullRequest(0, {ChunkPull(kKeyA, 0)}, false,
-                                         v1::VALUE_TYPE_BF16),
-                     absl::Seconds(1));
+  auto bf16 = DoPull(
+      *shard, PullRequest(0, {ChunkPull(kKeyA, 0)}, false, v1::VALUE_TYPE_BF16),
+      absl::Seconds(1));
   ASSERT_TRUE(bf16.ok()) << bf16.status();
   EXPECT_EQ(bf16->chunks(0).data().dense().value_type(), v1::VALUE_TYPE_BF16);
   const std::vector<float> b = Decoded(bf16->chunks(0).data(), weights.size());
@@ -320,8 +321,10 @@ class ShardDeltaPullTest : public ::testing::Test {
   // Both workers push `gradient` for `step`.
   void PushStep(uint64_t step, const std::vector<float>& g0,
                 const std::vector<float>& g1) {
-    ASSERT_TRUE(Push(*shard_, PushRequest(0, step, {{kKeyA, DenseData(g0)}})).ok());
-    ASSERT_TRUE(Push(*shard_, PushRequest(1, step, {{kKeyA, DenseData(g1)}})).ok());
+    ASSERT_TRUE(
+        Push(*shard_, PushRequest(0, step, {{kKeyA, DenseData(g0)}})).ok());
+    ASSERT_TRUE(
+        Push(*shard_, PushRequest(1, step, {{kKeyA, DenseData(g1)}})).ok());
   }
 
   v1::ChunkWeights PullChunk(uint64_t have_version, bool allow_delta,
@@ -385,7 +388,8 @@ TEST_F(ShardDeltaPullTest, ReplicaOnDeltasStaysBitwiseEqualToTheShadow) {
       weights[i] -= 0.5 * (double{g0[i]} + g1[i]) / 2;
     }
 
-    const v1::ChunkWeights delta = PullChunk(have, /*allow_delta=*/true, step + 1);
+    const v1::ChunkWeights delta =
+        PullChunk(have, /*allow_delta=*/true, step + 1);
     ASSERT_TRUE(delta.is_delta()) << "step " << step;
     EXPECT_EQ(delta.version(), have + 1);
     ASSERT_TRUE(delta.data().has_sparse());
@@ -417,7 +421,8 @@ TEST_F(ShardDeltaPullTest, ReplicaOnDeltasStaysBitwiseEqualToTheShadow) {
   const std::vector<float> zeros(kDeltaNumel, 0.0f);
   for (uint64_t step = 8; step < 8 + kDeltaNumel / kDeltaK + 2; ++step) {
     PushStep(step, zeros, zeros);
-    const v1::ChunkWeights delta = PullChunk(have, /*allow_delta=*/true, step + 1);
+    const v1::ChunkWeights delta =
+        PullChunk(have, /*allow_delta=*/true, step + 1);
     ASSERT_TRUE(delta.is_delta());
     DecodeOptions options;
     options.expected_numel = kDeltaNumel;

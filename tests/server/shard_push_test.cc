@@ -23,8 +23,9 @@ constexpr double kTol = 1e-5;
 
 // `weights` after one SGD step (kLearningRate) with the mean of `gradients`,
 // computed in double.
-std::vector<double> SgdWithMean(const std::vector<double>& weights,
-                                const std::vector<std::vector<float>>& gradients) {
+std::vector<double> SgdWithMean(
+    const std::vector<double>& weights,
+    const std::vector<std::vector<float>>& gradients) {
   std::vector<double> out = weights;
   for (size_t i = 0; i < out.size(); ++i) {
     double sum = 0.0;
@@ -78,7 +79,8 @@ TEST(ShardPushTest, BspAppliesTheMeanOnlyWhenEveryWorkerPushed) {
   auto shard = StartShard(Config(3, v1::CONSISTENCY_MODE_BSP));
   const std::vector<float> initial = InitialWeights(kKeyA, kNumelA);
   for (uint32_t worker : {2u, 0u}) {
-    const v1::ChunkAck ack = PushOne(*shard, DensePush(worker, 0, kKeyA, kNumelA));
+    const v1::ChunkAck ack =
+        PushOne(*shard, DensePush(worker, 0, kKeyA, kNumelA));
     EXPECT_EQ(ack.key(), kKeyA);
     EXPECT_EQ(ack.version(), 0u);
     EXPECT_EQ(ack.clock(), 0u);
@@ -89,9 +91,9 @@ TEST(ShardPushTest, BspAppliesTheMeanOnlyWhenEveryWorkerPushed) {
   EXPECT_EQ(last.version(), 1u);
   EXPECT_EQ(last.clock(), 1u);
   ExpectNear(Weights(*shard, kKeyA, kNumelA),
-             SgdWithMean(ToDouble(initial), {Gradient(0, 0, kNumelA),
-                                             Gradient(1, 0, kNumelA),
-                                             Gradient(2, 0, kNumelA)}));
+             SgdWithMean(ToDouble(initial),
+                         {Gradient(0, 0, kNumelA), Gradient(1, 0, kNumelA),
+                          Gradient(2, 0, kNumelA)}));
   // The other chunk saw nothing.
   EXPECT_EQ(Weights(*shard, kKeyB, kNumelB), InitialWeights(kKeyB, kNumelB));
   const v1::ShardInfo info = shard->Info();
@@ -105,12 +107,14 @@ TEST(ShardPushTest, BspHandComputedUpdate) {
   // mean = {1, -0.25, -0.5}; w - 0.5 * mean = {0.5, -1.875, 0.75} (exact).
   auto shard = StartShard(Config(2, v1::CONSISTENCY_MODE_BSP),
                           {{kKeyA, {1.0f, -2.0f, 0.5f}}});
-  ASSERT_TRUE(Push(*shard, PushRequest(0, 0, {{kKeyA, DenseData({0.5f, 0.25f,
-                                                                 -1.0f})}}))
-                  .ok());
-  ASSERT_TRUE(Push(*shard, PushRequest(1, 0, {{kKeyA, DenseData({1.5f, -0.75f,
-                                                                 0.0f})}}))
-                  .ok());
+  ASSERT_TRUE(
+      Push(*shard,
+           PushRequest(0, 0, {{kKeyA, DenseData({0.5f, 0.25f, -1.0f})}}))
+          .ok());
+  ASSERT_TRUE(
+      Push(*shard,
+           PushRequest(1, 0, {{kKeyA, DenseData({1.5f, -0.75f, 0.0f})}}))
+          .ok());
   EXPECT_EQ(Weights(*shard, kKeyA, 3),
             (std::vector<float>{0.5f, -1.875f, 0.75f}));
 }
@@ -135,10 +139,10 @@ TEST(ShardPushTest, BspClockAndVersionAdvanceStepByStep) {
         EXPECT_EQ(ack.clock(), done) << "step " << step;
       }
     }
-    expected_a = SgdWithMean(expected_a, {Gradient(0, step, kNumelA),
-                                          Gradient(1, step, kNumelA)});
-    expected_b = SgdWithMean(expected_b, {Gradient(0, step, kNumelB),
-                                          Gradient(1, step, kNumelB)});
+    expected_a = SgdWithMean(
+        expected_a, {Gradient(0, step, kNumelA), Gradient(1, step, kNumelA)});
+    expected_b = SgdWithMean(
+        expected_b, {Gradient(0, step, kNumelB), Gradient(1, step, kNumelB)});
     ExpectNear(Weights(*shard, kKeyA, kNumelA), expected_a);
     ExpectNear(Weights(*shard, kKeyB, kNumelB), expected_b);
   }
@@ -192,11 +196,12 @@ TEST(ShardPushTest, HandBuiltSparsePushIsApplied) {
   // Indices 0 and 7 (gap varints 0 and 6), values 0.5 and -0.25: the control
   // for the index-out-of-range refusal below.
   auto shard = StartShard(Config(1, v1::CONSISTENCY_MODE_ASP));
-  ASSERT_TRUE(Push(*shard, PushRequest(0, 0, {{kKeyA, HandSparse(
-                                                          kNumelA,
-                                                          std::string("\x00\x06", 2),
-                                                          {0.5f, -0.25f})}}))
-                  .ok());
+  ASSERT_TRUE(
+      Push(*shard,
+           PushRequest(0, 0,
+                       {{kKeyA, HandSparse(kNumelA, std::string("\x00\x06", 2),
+                                           {0.5f, -0.25f})}}))
+          .ok());
   std::vector<float> expected = InitialWeights(kKeyA, kNumelA);
   expected[0] -= 0.25f;
   expected[7] += 0.125f;
@@ -212,9 +217,9 @@ TEST(ShardPushTest, AspAppliesEachPushAtOnce) {
     uint32_t worker;
     uint64_t step, version, clock;
   };
-  for (const Expect& e : {Expect{0, 0, 1, 0}, Expect{1, 0, 2, 1},
-                          Expect{1, 1, 3, 1}, Expect{1, 2, 4, 1},
-                          Expect{0, 1, 5, 2}}) {
+  for (const Expect& e :
+       {Expect{0, 0, 1, 0}, Expect{1, 0, 2, 1}, Expect{1, 1, 3, 1},
+        Expect{1, 2, 4, 1}, Expect{0, 1, 5, 2}}) {
     const v1::ChunkAck ack =
         PushOne(*shard, DensePush(e.worker, e.step, kKeyA, kNumelA));
     EXPECT_EQ(ack.version(), e.version);
@@ -231,7 +236,8 @@ TEST(ShardPushTest, AspAcceptsOutOfOrderStepsWithinTheWindow) {
   std::vector<double> expected = ToDouble(InitialWeights(kKeyA, kNumelA));
   uint64_t version = 0;
   for (uint64_t step : {3, 1, 2}) {
-    const v1::ChunkAck ack = PushOne(*shard, DensePush(0, step, kKeyA, kNumelA));
+    const v1::ChunkAck ack =
+        PushOne(*shard, DensePush(0, step, kKeyA, kNumelA));
     EXPECT_EQ(ack.version(), ++version);
     EXPECT_EQ(ack.clock(), 0u) << "step 0 is still missing";
     expected = SgdWithMean(expected, {Gradient(0, step, kNumelA)});
@@ -254,7 +260,8 @@ TEST(ShardPushTest, AspAcceptsOutOfOrderStepsWithinTheWindow) {
   ExpectNear(Weights(*shard, kKeyA, kNumelA), expected);
 
   const uint64_t digest = shard->StateDigest();
-  const auto beyond = Push(*shard, DensePush(0, 5 + kStepWindow, kKeyA, kNumelA));
+  const auto beyond =
+      Push(*shard, DensePush(0, 5 + kStepWindow, kKeyA, kNumelA));
   EXPECT_EQ(beyond.status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(beyond.status().message(), HasSubstr("69"));
   EXPECT_EQ(shard->StateDigest(), digest);
@@ -289,7 +296,8 @@ TEST(ShardPushTest, SspAppliesWithinStalenessAndRefusesBeyond) {
   // Worker 0 may run ahead to step clock + 2 = 2, out of order too.
   uint64_t version = 0;
   for (uint64_t step : {0, 2, 1}) {
-    const v1::ChunkAck ack = PushOne(*shard, DensePush(0, step, kKeyA, kNumelA));
+    const v1::ChunkAck ack =
+        PushOne(*shard, DensePush(0, step, kKeyA, kNumelA));
     EXPECT_EQ(ack.version(), ++version) << "applied at once";
     EXPECT_EQ(ack.clock(), 0u);
     expected = SgdWithMean(expected, {Gradient(0, step, kNumelA)});
@@ -467,11 +475,10 @@ TEST_F(ShardPushRefusalTest, ForeignChunk) {
 }
 
 TEST_F(ShardPushRefusalTest, ForeignChunkAfterAGoodOne) {
-  ExpectRefused(
-      PushRequest(0, 0,
-                  {{kKeyA, DenseData(Gradient(0, 0, kNumelA))},
-                   {kKeyA + 1, DenseData(Gradient(0, 0, kNumelA))}}),
-      absl::StatusCode::kFailedPrecondition, {"chunk 8"});
+  ExpectRefused(PushRequest(0, 0,
+                            {{kKeyA, DenseData(Gradient(0, 0, kNumelA))},
+                             {kKeyA + 1, DenseData(Gradient(0, 0, kNumelA))}}),
+                absl::StatusCode::kFailedPrecondition, {"chunk 8"});
 }
 
 TEST_F(ShardPushRefusalTest, NumelMismatch) {
@@ -496,10 +503,11 @@ TEST_F(ShardPushRefusalTest, TruncatedValues) {
 
 TEST_F(ShardPushRefusalTest, IndexOutOfRange) {
   // Indices 0 and 8 (gaps 0 and 7) in a chunk of 8 elements.
-  ExpectRefused(PushRequest(0, 0, {{kKeyA, HandSparse(kNumelA,
-                                                      std::string("\x00\x07", 2),
-                                                      {0.5f, -0.25f})}}),
-                absl::StatusCode::kInvalidArgument, {"chunk 7"});
+  ExpectRefused(
+      PushRequest(0, 0,
+                  {{kKeyA, HandSparse(kNumelA, std::string("\x00\x07", 2),
+                                      {0.5f, -0.25f})}}),
+      absl::StatusCode::kInvalidArgument, {"chunk 7"});
 }
 
 TEST_F(ShardPushRefusalTest, NaNValue) {
@@ -511,18 +519,19 @@ TEST_F(ShardPushRefusalTest, NaNValue) {
 
 TEST_F(ShardPushRefusalTest, InfiniteSparseValue) {
   ExpectRefused(
-      PushRequest(0, 0, {{kKeyA, HandSparse(kNumelA, std::string("\x03", 1),
-                                            {std::numeric_limits<float>::infinity()})}}),
+      PushRequest(
+          0, 0,
+          {{kKeyA, HandSparse(kNumelA, std::string("\x03", 1),
+                              {std::numeric_limits<float>::infinity()})}}),
       absl::StatusCode::kInvalidArgument, {"chunk 7"});
 }
 
 TEST_F(ShardPushRefusalTest, ChunkTwiceInOnePush) {
-  ExpectRefused(
-      PushRequest(0, 0,
-                  {{kKeyA, DenseData(Gradient(0, 0, kNumelA))},
-                   {kKeyB, DenseData(Gradient(0, 0, kNumelB))},
-                   {kKeyA, DenseData(Gradient(0, 0, kNumelA))}}),
-      absl::StatusCode::kInvalidArgument, {"chunk 7", "twice"});
+  ExpectRefused(PushRequest(0, 0,
+                            {{kKeyA, DenseData(Gradient(0, 0, kNumelA))},
+                             {kKeyB, DenseData(Gradient(0, 0, kNumelB))},
+                             {kKeyA, DenseData(Gradient(0, 0, kNumelA))}}),
+                absl::StatusCode::kInvalidArgument, {"chunk 7", "twice"});
 }
 
 TEST_F(ShardPushRefusalTest, NoChunks) {
@@ -548,8 +557,9 @@ TEST_F(ShardPushRefusalTest, FarFutureStepInBsp) {
 TEST_F(ShardPushRefusalTest, OnlyTheLastChunkIsMalformed) {
   std::vector<float> bad = Gradient(0, 0, kNumelB);
   bad.back() = std::numeric_limits<float>::infinity();
-  ExpectRefused(PushRequest(0, 0, {{kKeyA, DenseData(Gradient(0, 0, kNumelA))},
-                                   {kKeyB, DenseData(bad)}}),
+  ExpectRefused(PushRequest(0, 0,
+                            {{kKeyA, DenseData(Gradient(0, 0, kNumelA))},
+                             {kKeyB, DenseData(bad)}}),
                 absl::StatusCode::kInvalidArgument, {"chunk 19"});
   // TearDown proves chunk A did not take worker 0's gradient.
 }
@@ -563,10 +573,10 @@ TEST(ShardPushTest, OnlyTheLastChunkIsAtTheWrongStep) {
   ASSERT_TRUE(Push(*shard, DensePush(1, 0, kKeyA, kNumelA)).ok());
   ASSERT_TRUE(Push(*shard, DensePush(1, 0, kKeyB, kNumelB)).ok());
   const uint64_t digest = shard->StateDigest();
-  const auto refused = Push(
-      *shard, PushRequest(1, 1,
-                          {{kKeyA, DenseData(Gradient(1, 1, kNumelA))},
-                           {kKeyB, DenseData(Gradient(1, 1, kNumelB))}}));
+  const auto refused =
+      Push(*shard, PushRequest(1, 1,
+                               {{kKeyA, DenseData(Gradient(1, 1, kNumelA))},
+                                {kKeyB, DenseData(Gradient(1, 1, kNumelB))}}));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(refused.status().message(), HasSubstr("chunk 19"));
   EXPECT_EQ(shard->StateDigest(), digest);

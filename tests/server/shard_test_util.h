@@ -60,8 +60,8 @@ inline v1::TrainingConfig Config(uint32_t num_workers, v1::ConsistencyMode mode,
 inline std::vector<float> InitialWeights(uint64_t key, uint64_t numel) {
   std::vector<float> weights(numel);
   for (uint64_t i = 0; i < numel; ++i) {
-    weights[i] = static_cast<float>(key) * 0.25f + static_cast<float>(i) * 0.125f -
-                 1.0f;
+    weights[i] =
+        static_cast<float>(key) * 0.25f + static_cast<float>(i) * 0.125f - 1.0f;
   }
   return weights;
 }
@@ -79,8 +79,9 @@ inline std::vector<float> Gradient(uint32_t worker, uint64_t step,
 }
 
 // Dense values of `precision` (values must be representable in it).
-inline v1::ChunkData DenseData(absl::Span<const float> values,
-                               ValuePrecision precision = ValuePrecision::kFp32) {
+inline v1::ChunkData DenseData(
+    absl::Span<const float> values,
+    ValuePrecision precision = ValuePrecision::kFp32) {
   CompressedChunk chunk;
   chunk.encoding = Encoding::kDense;
   chunk.numel = values.size();
@@ -102,7 +103,8 @@ inline v1::ChunkData CompressedData(const std::string& name,
   auto compressor = MakeCompressor(options);
   EXPECT_TRUE(compressor.ok()) << compressor.status();
   CompressedChunk chunk;
-  const absl::Status s = (*compressor)->Compress(values, CompressContext{}, &chunk);
+  const absl::Status s =
+      (*compressor)->Compress(values, CompressContext{}, &chunk);
   EXPECT_TRUE(s.ok()) << s;
   v1::ChunkData data;
   const absl::Status e = EncodeChunk(chunk, &data);

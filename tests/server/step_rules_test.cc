@@ -36,7 +36,8 @@ TEST(StepRulesTest, FreshProgressHoldsNothing) {
 TEST(StepRulesTest, HasStepReadsNextStepAndAheadBits) {
   // Steps 0..9 held, plus 11 (bit 0) and 74 (bit 63).
   const WorkerProgress progress{10, (uint64_t{1} << 0) | (uint64_t{1} << 63)};
-  for (uint64_t step = 0; step < 10; ++step) EXPECT_TRUE(HasStep(progress, step));
+  for (uint64_t step = 0; step < 10; ++step)
+    EXPECT_TRUE(HasStep(progress, step));
   EXPECT_FALSE(HasStep(progress, 10));
   EXPECT_TRUE(HasStep(progress, 11));
   EXPECT_FALSE(HasStep(progress, 12));
@@ -154,22 +155,32 @@ TEST(StepRulesTest, SlowestNextStepIsTheMinimum) {
 
 constexpr uint64_t kKey = 42;
 
+// The verdict; a refusal is a test failure rather than a crash.
+PushVerdict VerdictOf(const absl::StatusOr<PushVerdict>& verdict) {
+  EXPECT_TRUE(verdict.ok()) << verdict.status();
+  return verdict.ok() ? *verdict : static_cast<PushVerdict>(-1);
+}
+
 TEST(StepRulesTest, JudgeBspAcceptsOnlyTheClockStep) {
   const WorkerProgress progress{3, 0};
-  EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_BSP, 0, kKey, 3, progress, 3),
-            PushVerdict::kApply);
-  const auto future = JudgePush(v1::CONSISTENCY_MODE_BSP, 0, kKey, 3, progress, 4);
+  EXPECT_EQ(
+      VerdictOf(JudgePush(v1::CONSISTENCY_MODE_BSP, 0, kKey, 3, progress, 3)),
+      PushVerdict::kApply);
+  const auto future =
+      JudgePush(v1::CONSISTENCY_MODE_BSP, 0, kKey, 3, progress, 4);
   EXPECT_EQ(future.status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(future.status().message(), HasSubstr("42"));
   EXPECT_THAT(future.status().message(), HasSubstr("step 4"));
   // A step already held is a duplicate, not an error.
-  EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_BSP, 0, kKey, 3, progress, 2),
-            PushVerdict::kDuplicate);
+  EXPECT_EQ(
+      VerdictOf(JudgePush(v1::CONSISTENCY_MODE_BSP, 0, kKey, 3, progress, 2)),
+      PushVerdict::kDuplicate);
   // The worker pushed step 3 and waits for the others: 3 is a duplicate, 4
   // still refused.
   const WorkerProgress pushed{4, 0};
-  EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_BSP, 0, kKey, 3, pushed, 3),
-            PushVerdict::kDuplicate);
+  EXPECT_EQ(
+      VerdictOf(JudgePush(v1::CONSISTENCY_MODE_BSP, 0, kKey, 3, pushed, 3)),
+      PushVerdict::kDuplicate);
   EXPECT_EQ(JudgePush(v1::CONSISTENCY_MODE_BSP, 0, kKey, 3, pushed, 4)
                 .status()
                 .code(),
@@ -179,7 +190,8 @@ TEST(StepRulesTest, JudgeBspAcceptsOnlyTheClockStep) {
 TEST(StepRulesTest, JudgeSspBoundaryIsClockPlusStaleness) {
   const WorkerProgress progress{10, 0};
   for (uint64_t step = 10; step <= 12; ++step) {
-    EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_SSP, 2, kKey, 10, progress, step),
+    EXPECT_EQ(VerdictOf(JudgePush(v1::CONSISTENCY_MODE_SSP, 2, kKey, 10,
+                                  progress, step)),
               PushVerdict::kApply)
         << step;
   }
@@ -196,10 +208,11 @@ TEST(StepRulesTest, JudgeSspBoundaryIsClockPlusStaleness) {
 
 TEST(StepRulesTest, JudgeAspIgnoresTheClockButKeepsTheWindow) {
   const WorkerProgress progress{10, 0};
-  EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_ASP, 0, kKey, 0, progress, 10),
-            PushVerdict::kApply);
-  EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_ASP, 0, kKey, 0, progress,
-                       10 + kStepWindow),
+  EXPECT_EQ(
+      VerdictOf(JudgePush(v1::CONSISTENCY_MODE_ASP, 0, kKey, 0, progress, 10)),
+      PushVerdict::kApply);
+  EXPECT_EQ(VerdictOf(JudgePush(v1::CONSISTENCY_MODE_ASP, 0, kKey, 0, progress,
+                                10 + kStepWindow)),
             PushVerdict::kApply);
   const auto beyond = JudgePush(v1::CONSISTENCY_MODE_ASP, 0, kKey, 0, progress,
                                 10 + kStepWindow + 1);
@@ -209,8 +222,8 @@ TEST(StepRulesTest, JudgeAspIgnoresTheClockButKeepsTheWindow) {
 
 TEST(StepRulesTest, JudgeWindowAppliesToSspWithLargeStaleness) {
   const WorkerProgress progress{0, 0};
-  EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_SSP, 1000, kKey, 0, progress,
-                       kStepWindow),
+  EXPECT_EQ(VerdictOf(JudgePush(v1::CONSISTENCY_MODE_SSP, 1000, kKey, 0,
+                                progress, kStepWindow)),
             PushVerdict::kApply);
   EXPECT_EQ(JudgePush(v1::CONSISTENCY_MODE_SSP, 1000, kKey, 0, progress,
                       kStepWindow + 1)
@@ -222,10 +235,12 @@ TEST(StepRulesTest, JudgeWindowAppliesToSspWithLargeStaleness) {
 TEST(StepRulesTest, JudgeReportsEarlyStepsAsDuplicates) {
   WorkerProgress progress;
   MarkStep(&progress, 5);
-  EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_ASP, 0, kKey, 0, progress, 5),
-            PushVerdict::kDuplicate);
-  EXPECT_EQ(*JudgePush(v1::CONSISTENCY_MODE_ASP, 0, kKey, 0, progress, 4),
-            PushVerdict::kApply);
+  EXPECT_EQ(
+      VerdictOf(JudgePush(v1::CONSISTENCY_MODE_ASP, 0, kKey, 0, progress, 5)),
+      PushVerdict::kDuplicate);
+  EXPECT_EQ(
+      VerdictOf(JudgePush(v1::CONSISTENCY_MODE_ASP, 0, kKey, 0, progress, 4)),
+      PushVerdict::kApply);
 }
 
 }  // namespace

@@ -5,8 +5,8 @@
 // so both spellings work. --help prints the binary's own flags, each with
 // its default, and exits 0 (Abseil's exits 1 and lists flags by file).
 // Usage errors exit with kUsageExitCode.
-#ifndef GRADWIRE_SERVER_COMMAND_LINE_H_
-#define GRADWIRE_SERVER_COMMAND_LINE_H_
+#ifndef GRADWIRE_COMMON_COMMAND_LINE_H_
+#define GRADWIRE_COMMON_COMMAND_LINE_H_
 
 #include <string>
 
@@ -36,4 +36,4 @@ std::string FlagsHelp(absl::string_view usage,
 
 }  // namespace gradwire
 
-#endif  // GRADWIRE_SERVER_COMMAND_LINE_H_
+#endif  // GRADWIRE_COMMON_COMMAND_LINE_H_

@@ -1,4 +1,4 @@
-#include "server/command_line.h"
+#include "common/command_line.h"
 
 #include <cstring>
 
@@ -40,10 +40,10 @@ std::string FlagsHelp(absl::string_view usage,
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) continue;
     const std::string shown_default = flag->DefaultValue();
-    absl::StrAppend(&text, "  --", absl::StrReplaceAll(name, {{"_", "-"}}),
-                    " (default: ",
-                    shown_default.empty() ? "\"\"" : shown_default, ")\n      ",
-                    flag->Help(), "\n");
+    absl::StrAppend(
+        &text, "  --", absl::StrReplaceAll(name, {{"_", "-"}}),
+        " (default: ", shown_default.empty() ? "\"\"" : shown_default,
+        ")\n      ", flag->Help(), "\n");
   }
   return text;
 }

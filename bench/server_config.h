@@ -1,0 +1,49 @@
+// Command-line configuration of gradwire-bench-server (Abseil flags, run with
+// --help for the list).
+#ifndef GRADWIRE_BENCH_SERVER_CONFIG_H_
+#define GRADWIRE_BENCH_SERVER_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bench/timing.h"
+#include "gradwire/v1/parameter_server.pb.h"
+
+namespace gradwire::bench {
+
+// How pushes reach the shard (the tcp bound always runs).
+enum class PushPath { kInProcess, kGrpc };
+
+struct ServerBenchConfig {
+  // Model size in float32 parameters (one tensor), >= 1.
+  uint64_t numel = 25'000'000;
+  // Largest chunk in bytes (the partition's partition_bytes).
+  uint64_t partition_bytes = uint64_t{4} << 20;
+  // Fraction of each chunk a push carries (Top-K), in (0, 1].
+  double density = 0.01;
+  // Concurrent pusher counts to measure, each >= 1, in the order given.
+  std::vector<uint32_t> pushers;
+  // Consistency modes of the shard (ASP and/or BSP), in the order given.
+  std::vector<v1::ConsistencyMode> modes;
+  // Push paths to measure, in the order given.
+  std::vector<PushPath> paths;
+  // Rounds per timed call: in each round every pusher pushes every chunk
+  // once, at a fresh step.
+  int rounds = 4;
+  // Warm-up call, then at least min_reps timed calls (see timing.h).
+  TimingOptions timing;
+  // Where to write JSON results; empty for none.
+  std::string json_path;
+  // Seed of the pushed gradients.
+  uint64_t seed = 0;
+};
+
+// Reads the flags (after absl::ParseCommandLine). Returns INVALID_ARGUMENT
+// naming the flag and the bad value.
+absl::StatusOr<ServerBenchConfig> ServerBenchConfigFromFlags();
+
+}  // namespace gradwire::bench
+
+#endif  // GRADWIRE_BENCH_SERVER_CONFIG_H_

@@ -1,0 +1,101 @@
+#include "bench/server_report.h"
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace gradwire::bench {
+namespace {
+
+constexpr char kNotes[] =
+    "One shard, plain SGD, no pull compressor. Each push carries one chunk "
+    "(Top-K at `density`, fp16 values, delta-varint indices), pre-built "
+    "before timing. In a round every pusher pushes every chunk once at a "
+    "fresh step; seconds: median of the timed calls of `rounds` rounds, "
+    "after one warm-up call. asp: every push runs the optimizer on its chunk "
+    "at once, so selected_per_s is aggregation throughput; bsp: pushes of a "
+    "step are summed and the optimizer runs once per chunk and step, pushers "
+    "wait for each other after each round. in_process: Shard::Push from one "
+    "thread per pusher; grpc: the same over loopback gRPC, one channel and "
+    "connection per pusher, one synchronous Push in flight per pusher (so "
+    "every push pays a loopback round trip); tcp: the same serialized "
+    "requests, "
+    "length-prefixed, over one loopback TCP connection per pusher to a "
+    "reader that discards them (the bound). dense_equiv_gb_per_s = "
+    "selected_per_s / density * 4 / 1e9; vs_tcp = payload bytes/s / tcp "
+    "payload bytes/s at the same pusher count; cpu_cores: CPUs this "
+    "process kept busy over the measurement (on a shared machine a path with "
+    "more runnable threads, or threads that sleep between requests, wins "
+    "more of it); selected_per_cpu_s = selected_per_s / cpu_cores.";
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      absl::StrAppend(&out, "\\", std::string(1, c));
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string RowJson(const ServerResultRow& r) {
+  return absl::StrFormat(
+      "    {\"pushers\": %d, \"path\": %s, \"mode\": %s, \"selected_per_s\": "
+      "%.6g, \"dense_equiv_gb_per_s\": %.6g, \"vs_tcp\": %.6g, "
+      "\"payload_bytes_per_s\": %.6g, \"cpu_cores\": %.3g, "
+      "\"selected_per_cpu_s\": %.6g, \"seconds\": %.6g, \"reps\": %d, "
+      "\"rounds\": %d}",
+      r.pushers, JsonString(r.path), JsonString(r.mode), r.selected_per_s,
+      r.dense_equiv_gb_per_s, r.vs_tcp, r.payload_bytes_per_s, r.cpu_cores,
+      r.selected_per_cpu_s, r.seconds, r.reps, r.rounds);
+}
+
+}  // namespace
+
+void PrintServerTableHeader(std::FILE* out) {
+  std::fprintf(out, "%7s %-4s %-10s %6s %9s %4s %9s %10s %9s %7s %5s %11s\n",
+               "pushers", "mode", "path", "rounds", "ms", "reps", "MB/s",
+               "Msel/s", "dense_GB/s", "vs_tcp", "cores", "Msel/cpu_s");
+}
+
+void PrintServerTableRow(const ServerResultRow& r, std::FILE* out) {
+  std::fprintf(
+      out,
+      "%7u %-4s %-10s %6d %9.2f %4d %9.1f %10.2f %10.2f %6.3fx %5.2f %11.2f\n",
+      r.pushers, r.mode.c_str(), r.path.c_str(), r.rounds, r.seconds * 1e3,
+      r.reps, r.payload_bytes_per_s / 1e6, r.selected_per_s / 1e6,
+      r.dense_equiv_gb_per_s, r.vs_tcp, r.cpu_cores,
+      r.selected_per_cpu_s / 1e6);
+  std::fflush(out);
+}
+
+absl::Status WriteServerJson(const std::string& path, const ServerRunInfo& info,
+                             const std::vector<ServerResultRow>& rows) {
+  std::vector<std::string> results;
+  results.reserve(rows.size());
+  for (const ServerResultRow& r : rows) results.push_back(RowJson(r));
+  const std::string json = absl::StrFormat(
+      "{\n  \"host\": {\"hostname\": %s, \"cpu\": %s, \"hardware_threads\": "
+      "%d},\n  \"numel\": %d,\n  \"num_chunks\": %d,\n  \"density\": %.6g,\n"
+      "  \"bytes_per_push\": %.6g,\n  \"notes\": %s,\n  \"results\": "
+      "[\n%s\n  ]\n}\n",
+      JsonString(info.host.hostname), JsonString(info.host.cpu_model),
+      info.host.hardware_threads, info.numel, info.num_chunks, info.density,
+      info.bytes_per_push, JsonString(kNotes), absl::StrJoin(results, ",\n"));
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << json;
+  file.close();
+  if (!file) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot write JSON results to '", path, "'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gradwire::bench

@@ -1,0 +1,151 @@
+#include "bench/server_workload.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "common/codec/codec.h"
+#include "common/compress/compressor.h"
+#include "common/compress/registry.h"
+#include "common/partition/partition.h"
+
+namespace gradwire::bench {
+namespace {
+
+constexpr char kTensorName[] = "model.weights";
+// Small enough that thousands of updates keep the weights far from overflow.
+constexpr float kLearningRate = 0.01f;
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [-1, 1), distinct for every (seed, pusher, chunk). What the
+// shard does with a push does not depend on the value distribution, and a
+// hash is far cheaper than a gaussian draw for 8 pushers x 25M elements.
+void FillGradient(uint64_t seed, uint64_t stream, absl::Span<float> out) {
+  const uint64_t base = SplitMix64(seed ^ SplitMix64(stream));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const uint64_t bits = SplitMix64(base + i) >> 40;  // 24 random bits.
+    out[i] = static_cast<float>(bits) * (2.0f / 16777216.0f) - 1.0f;
+  }
+}
+
+v1::TrainingConfig TrainingConfigFor(const Partition& partition) {
+  v1::TrainingConfig config;
+  config.set_num_workers(1);
+  config.set_mode(v1::CONSISTENCY_MODE_ASP);
+  config.mutable_optimizer()->set_kind(v1::OPTIMIZER_KIND_SGD);
+  config.mutable_optimizer()->set_learning_rate(kLearningRate);
+  config.set_model_fingerprint(partition.fingerprint());
+  config.set_num_shards(1);
+  config.set_partition_bytes(partition.options().partition_bytes);
+  return config;
+}
+
+absl::Status BuildInit(const Partition& partition, v1::InitRequest* init) {
+  init->set_worker_id(0);
+  init->set_shard_id(0);
+  *init->mutable_config() = TrainingConfigFor(partition);
+  CompressedChunk zeros;
+  zeros.encoding = Encoding::kDense;
+  for (const ChunkSpec& spec : partition.ChunksOfShard(0)) {
+    v1::ChunkDeclaration* declaration = init->add_chunks();
+    declaration->set_key(spec.key);
+    declaration->set_tensor_name(kTensorName);
+    declaration->set_offset(spec.offset);
+    zeros.numel = spec.numel;
+    zeros.values.assign(spec.numel, 0.0f);
+    if (absl::Status s = EncodeChunk(zeros, declaration->mutable_initial());
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Builds pusher `worker`'s requests, one per chunk, into `*load`.
+absl::Status BuildPusher(const Partition& partition, const Compressor& topk,
+                         uint64_t seed, uint32_t worker, PusherLoad* load) {
+  std::vector<float> gradient;
+  CompressedChunk chunk;
+  for (const ChunkSpec& spec : partition.ChunksOfShard(0)) {
+    gradient.resize(spec.numel);
+    FillGradient(seed, uint64_t{worker} << 32 | spec.key,
+                 absl::MakeSpan(gradient));
+    CompressContext context;
+    context.chunk_key = spec.key;
+    if (absl::Status s = topk.Compress(gradient, context, &chunk); !s.ok()) {
+      return s;
+    }
+    v1::PushRequest& request = load->requests.emplace_back();
+    request.set_worker_id(worker);
+    request.set_step(1);  // Any non-zero step serializes to the same size.
+    v1::ChunkGradient* pushed = request.add_chunks();
+    pushed->set_key(spec.key);
+    if (absl::Status s = EncodeChunk(chunk, pushed->mutable_gradient());
+        !s.ok()) {
+      return s;
+    }
+    const std::string bytes = request.SerializeAsString();
+    const uint32_t length = static_cast<uint32_t>(bytes.size());
+    std::string frame(4, '\0');
+    for (int b = 0; b < 4; ++b) frame[b] = static_cast<char>(length >> (8 * b));
+    load->frames.push_back(frame + bytes);
+    load->selected += chunk.SelectedCount();
+    load->payload_bytes += bytes.size();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Workload> BuildWorkload(const ServerBenchConfig& config,
+                                       uint32_t max_pushers) {
+  PartitionOptions options;
+  options.partition_bytes = config.partition_bytes;
+  options.num_shards = 1;
+  absl::StatusOr<Partition> partition =
+      Partition::Build({{kTensorName, config.numel}}, options);
+  if (!partition.ok()) return partition.status();
+  CompressorOptions topk_options;
+  topk_options.name = "topk";
+  topk_options.ratio = config.density;
+  topk_options.precision = ValuePrecision::kFp16;
+  absl::StatusOr<std::unique_ptr<Compressor>> topk =
+      MakeCompressor(topk_options);
+  if (!topk.ok()) return topk.status();
+
+  Workload workload;
+  workload.numel = config.numel;
+  workload.num_chunks = partition->num_chunks();
+  workload.density = config.density;
+  if (absl::Status s = BuildInit(*partition, &workload.init); !s.ok()) {
+    return s;
+  }
+  workload.pushers.resize(max_pushers);
+  for (uint32_t w = 0; w < max_pushers; ++w) {
+    absl::Status s =
+        BuildPusher(*partition, **topk, config.seed, w, &workload.pushers[w]);
+    if (!s.ok()) {
+      return absl::InternalError(
+          absl::StrCat("building the pushes of pusher ", w, ": ", s.message()));
+    }
+  }
+  return workload;
+}
+
+const v1::InitRequest& ConfigureInit(uint32_t num_workers,
+                                     v1::ConsistencyMode mode,
+                                     Workload* workload) {
+  workload->init.mutable_config()->set_num_workers(num_workers);
+  workload->init.mutable_config()->set_mode(mode);
+  return workload->init;
+}
+
+}  // namespace gradwire::bench

@@ -1,0 +1,74 @@
+// gradwire-worker: trains Fashion-MNIST against gradwire shards.
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/command_line.h"
+#include "worker/progress.h"
+#include "worker/trainer.h"
+#include "worker/worker_flags.h"
+
+extern "C" void ABSL_INTERNAL_C_SYMBOL(AbslInternalReportFatalUsageError)(
+    absl::string_view) {
+  _exit(gradwire::kUsageExitCode);
+}
+
+int main(int argc, char** argv) {
+  gradwire::NormalizeFlagNames(argc, argv);
+  if (gradwire::IsHelpRequest(argc, argv)) {
+    std::printf("%s", gradwire::WorkerFlagsHelp().c_str());
+    return 0;
+  }
+  absl::ParseCommandLine(argc, argv);
+  auto config = gradwire::WorkerConfigFromFlags();
+  if (!config.ok()) {
+    absl::FPrintF(stderr, "gradwire-worker: %s\n", config.status().message());
+    return gradwire::kUsageExitCode;
+  }
+  const std::string label = absl::StrFormat(
+      "worker %d%s", config->sync.worker_id,
+      config->sync.local_size > 1
+          ? absl::StrFormat(".%d", config->sync.local_rank)
+          : std::string());
+  config->trainer.label = label;
+  auto sync = gradwire::ParameterSync::Connect(config->sync);
+  if (!sync.ok()) {
+    absl::FPrintF(stderr, "%s: %s\n", label, sync.status().ToString());
+    return 1;
+  }
+  auto result = gradwire::Train(config->trainer, config->sync, sync->get());
+  if (!result.ok()) {
+    absl::FPrintF(stderr, "%s: %s\n", label, result.status().ToString());
+    return 1;
+  }
+  if (!config->trainer.quiet) {
+    std::printf(
+        "%s done: %d steps in %.1f s, test accuracy %.4f, pushed %s "
+        "(dense fp32 would be %s, %.1fx less), pulled %s\n",
+        label.c_str(), static_cast<int>(result->steps), result->wall_seconds,
+        result->test_accuracy,
+        gradwire::HumanBytes(result->sync.pushed_bytes).c_str(),
+        gradwire::HumanBytes(result->sync.dense_equivalent_bytes).c_str(),
+        result->sync.pushed_bytes == 0
+            ? 0.0
+            : static_cast<double>(result->sync.dense_equivalent_bytes) /
+                  result->sync.pushed_bytes,
+        gradwire::HumanBytes(result->sync.pulled_bytes).c_str());
+    std::fflush(stdout);
+  }
+  if (!config->summary_json.empty()) {
+    std::ofstream out(config->summary_json);
+    out << gradwire::SummaryJson(*result, config->sync);
+    if (!out.good()) {
+      absl::FPrintF(stderr, "%s: cannot write %s\n", label,
+                    config->summary_json);
+      return 1;
+    }
+  }
+  return 0;
+}

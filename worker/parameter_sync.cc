@@ -1,0 +1,380 @@
+#include "worker/parameter_sync.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/codec/codec.h"
+#include "common/compress/registry.h"
+#include "common/partition/partition.h"
+#include "worker/grpc_ps_client.h"
+#include "worker/local_group.h"
+
+namespace gradwire {
+
+// Per-chunk state of this worker.
+struct ParameterSync::ChunkSlot {
+  ChunkSpec spec;
+  FeedbackState feedback;
+  CompressedChunk scratch;
+  // Version of the weights this worker holds.
+  uint64_t version = 0;
+};
+
+namespace {
+
+// A version no shard reaches: the worker holds no weights yet, so the next
+// pull is dense.
+constexpr uint64_t kHoldsNothing = UINT64_MAX;
+
+// Runs `body`, turning a libtorch exception into an absl::Status: no
+// exception crosses the API.
+template <typename Body>
+absl::Status CatchTorch(const char* what, Body&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrFormat("%s: %s", what, e.what()));
+  }
+}
+
+double SecondsSince(absl::Time start) {
+  return absl::ToDoubleSeconds(absl::Now() - start);
+}
+
+// The float span of elements [offset, offset + numel) of a contiguous
+// float32 CPU tensor.
+absl::Span<float> SpanOf(const torch::Tensor& tensor, uint64_t offset,
+                         uint64_t numel) {
+  return absl::MakeSpan(tensor.data_ptr<float>() + offset, numel);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ParameterSync>> ParameterSync::Connect(
+    SyncOptions options) {
+  ClientOptions client_options;
+  client_options.worker_id = options.worker_id;
+  client_options.rpc_timeout = options.rpc_timeout;
+  client_options.pull_timeout = options.pull_timeout;
+  auto client = GrpcPsClient::Connect(options.shard_addresses, client_options);
+  if (!client.ok()) return client.status();
+  return Create(std::move(options), std::move(*client));
+}
+
+absl::StatusOr<std::unique_ptr<ParameterSync>> ParameterSync::Create(
+    SyncOptions options, std::unique_ptr<PsClient> client) {
+  if (options.num_workers == 0 || options.worker_id >= options.num_workers) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("worker id %d is outside [0, %d)", options.worker_id,
+                        options.num_workers));
+  }
+  if (client->num_shards() == 0) {
+    return absl::InvalidArgumentError("no shard addresses");
+  }
+  if (!options.error_feedback && options.compressor.name == "dgc") {
+    return absl::InvalidArgumentError("dgc needs error feedback");
+  }
+  auto compressor = MakeCompressor(options.compressor);
+  if (!compressor.ok()) return compressor.status();
+  LocalGroupOptions group_options;
+  group_options.rank = options.local_rank;
+  group_options.size = options.local_size;
+  group_options.store_host = options.local_store_host;
+  group_options.store_port = options.local_store_port;
+  auto group = LocalGroup::Create(group_options);
+  if (!group.ok()) return group.status();
+  std::unique_ptr<ParameterSync> sync(new ParameterSync(
+      std::move(options), std::move(client), std::move(*group)));
+  sync->compressor_ = std::move(*compressor);
+  return sync;
+}
+
+ParameterSync::ParameterSync(SyncOptions options,
+                             std::unique_ptr<PsClient> client,
+                             std::unique_ptr<LocalGroup> group)
+    : options_(std::move(options)),
+      client_(std::move(client)),
+      group_(std::move(group)) {}
+
+ParameterSync::~ParameterSync() = default;
+
+bool ParameterSync::OwnsLocally(uint64_t key) const {
+  return key % options_.local_size ==
+         static_cast<uint64_t>(options_.local_rank);
+}
+
+absl::Status ParameterSync::Register(
+    const torch::OrderedDict<std::string, torch::Tensor>& parameters) {
+  NamedTensors named;
+  for (const auto& item : parameters) named.emplace_back(item.key(), item.value());
+  return Register(named);
+}
+
+absl::Status ParameterSync::Register(const NamedTensors& parameters) {
+  if (partition_) return absl::FailedPreconditionError("already registered");
+  std::vector<TensorSpec> specs;
+  for (const auto& [name, tensor] : parameters) {
+    if (tensor.scalar_type() != torch::kFloat32 || !tensor.is_contiguous() ||
+        !tensor.device().is_cpu()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "parameter %s must be a contiguous float32 CPU tensor", name));
+    }
+    specs.push_back({name, static_cast<uint64_t>(tensor.numel())});
+    parameters_.push_back(tensor);
+  }
+  PartitionOptions partition_options;
+  partition_options.partition_bytes = options_.partition_bytes;
+  partition_options.num_shards = client_->num_shards();
+  auto partition = Partition::Build(std::move(specs), partition_options);
+  if (!partition.ok()) return partition.status();
+  partition_ = std::make_unique<Partition>(std::move(*partition));
+  for (const ChunkSpec& spec : partition_->chunks()) {
+    ChunkSlot slot;
+    slot.spec = spec;
+    slots_.push_back(std::move(slot));
+  }
+  return InitShards();
+}
+
+absl::Status ParameterSync::InitShards() {
+  v1::TrainingConfig config = options_.training;
+  config.set_num_workers(options_.num_workers);
+  config.set_num_shards(partition_->num_shards());
+  config.set_partition_bytes(options_.partition_bytes);
+  config.set_model_fingerprint(partition_->plan_fingerprint());
+  const uint32_t shards = partition_->num_shards();
+  std::vector<v1::InitRequest> requests(shards);
+  dense_equivalent_.assign(shards, v1::PushRequest());
+  for (uint32_t s = 0; s < shards; ++s) {
+    requests[s].set_worker_id(options_.worker_id);
+    requests[s].set_shard_id(s);
+    *requests[s].mutable_config() = config;
+    dense_equivalent_[s].set_worker_id(options_.worker_id);
+  }
+  for (ChunkSlot& slot : slots_) {
+    const ChunkSpec& spec = slot.spec;
+    v1::ChunkDeclaration* declaration = requests[spec.shard].add_chunks();
+    declaration->set_key(spec.key);
+    declaration->set_tensor_name(partition_->tensors()[spec.tensor_index].name);
+    declaration->set_offset(spec.offset);
+    CompressedChunk dense;
+    dense.numel = spec.numel;
+    const auto values =
+        SpanOf(parameters_[spec.tensor_index], spec.offset, spec.numel);
+    dense.values.assign(values.begin(), values.end());
+    if (absl::Status s = EncodeChunk(dense, declaration->mutable_initial());
+        !s.ok()) {
+      return s;
+    }
+    if (OwnsLocally(spec.key)) {
+      v1::ChunkGradient* chunk = dense_equivalent_[spec.shard].add_chunks();
+      chunk->set_key(spec.key);
+      dense.values.assign(spec.numel, 0.0f);
+      EncodeChunk(dense, chunk->mutable_gradient()).IgnoreError();
+    }
+  }
+  std::vector<v1::InitResponse> responses;
+  if (absl::Status s = client_->Init(requests, &responses); !s.ok()) return s;
+  // The first Init's values won: pull them, and resume where this worker's
+  // pushes stopped (non-zero after a shard restarted from a checkpoint).
+  uint64_t resume = UINT64_MAX;
+  for (const v1::InitResponse& response : responses) {
+    for (uint64_t next : response.next_steps()) resume = std::min(resume, next);
+  }
+  step_ = resume == UINT64_MAX ? 0 : resume;
+  stats_.init_bytes = client_->traffic().init_bytes_sent;
+  for (ChunkSlot& slot : slots_) slot.version = kHoldsNothing;
+  return CatchTorch("gradwire register", [&]() -> absl::Status {
+    torch::NoGradGuard no_grad;
+    if (absl::Status s = PullWeights(/*min_step=*/0); !s.ok()) return s;
+    return ShareInsideNode();
+  });
+}
+
+uint64_t ParameterSync::MinStepToPull() const {
+  // Called after pushing step_: what the consistency mode waits for.
+  switch (options_.training.mode()) {
+    case v1::CONSISTENCY_MODE_ASP:
+      return 0;
+    case v1::CONSISTENCY_MODE_SSP: {
+      const uint64_t staleness = options_.training.staleness();
+      return step_ + 1 > staleness ? step_ + 1 - staleness : 0;
+    }
+    default:
+      return step_ + 1;
+  }
+}
+
+absl::Status ParameterSync::Step(int epoch) {
+  if (!partition_) return absl::FailedPreconditionError("Register first");
+  return CatchTorch("gradwire step", [&]() -> absl::Status {
+    torch::NoGradGuard no_grad;
+    absl::Time start = absl::Now();
+    if (group_->size() > 1) {
+      std::vector<torch::Tensor> gradients;
+      for (torch::Tensor& p : parameters_) gradients.push_back(p.mutable_grad());
+      if (absl::Status s = group_->AllReduceMean(gradients); !s.ok()) return s;
+    }
+    stats_.reduce_seconds += SecondsSince(start);
+    if (absl::Status s = PushGradients(epoch); !s.ok()) return s;
+    if (absl::Status s = PullWeights(MinStepToPull()); !s.ok()) return s;
+    start = absl::Now();
+    if (absl::Status s = ShareInsideNode(); !s.ok()) return s;
+    stats_.reduce_seconds += SecondsSince(start);
+    ++step_;
+    ++stats_.steps;
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ParameterSync::PushGradients(int epoch) {
+  absl::Time start = absl::Now();
+  const uint32_t shards = partition_->num_shards();
+  std::vector<v1::PushRequest> requests(shards);
+  for (uint32_t s = 0; s < shards; ++s) {
+    requests[s].set_worker_id(options_.worker_id);
+    requests[s].set_step(step_);
+  }
+  CompressContext context;
+  context.step = step_;
+  context.epoch = epoch;
+  for (ChunkSlot& slot : slots_) {
+    const ChunkSpec& spec = slot.spec;
+    if (!OwnsLocally(spec.key)) continue;
+    torch::Tensor& parameter = parameters_[spec.tensor_index];
+    if (!parameter.grad().defined()) {
+      parameter.mutable_grad() = torch::zeros_like(parameter);
+    }
+    const auto gradient = SpanOf(parameter.grad(), spec.offset, spec.numel);
+    context.chunk_key = spec.key;
+    absl::Status s =
+        options_.error_feedback
+            ? compressor_->CompressWithFeedback(gradient, context,
+                                                &slot.feedback, &slot.scratch)
+            : compressor_->Compress(gradient, context, &slot.scratch);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrFormat("chunk %d (%s): %s",
+                                                    spec.key,
+                                                    partition_->tensors()[spec.tensor_index].name,
+                                                    s.message()));
+    }
+    v1::ChunkGradient* pushed = requests[spec.shard].add_chunks();
+    pushed->set_key(spec.key);
+    if (absl::Status e = EncodeChunk(slot.scratch, pushed->mutable_gradient());
+        !e.ok()) {
+      return e;
+    }
+  }
+  stats_.compress_seconds += SecondsSince(start);
+  for (uint32_t s = 0; s < shards; ++s) {
+    if (dense_equivalent_[s].chunks().empty()) continue;
+    dense_equivalent_[s].set_step(step_);
+    stats_.dense_equivalent_bytes += dense_equivalent_[s].ByteSizeLong();
+  }
+  start = absl::Now();
+  std::vector<v1::PushResponse> responses;
+  absl::Status pushed = client_->Push(requests, &responses);
+  stats_.push_seconds += SecondsSince(start);
+  const TrafficStats traffic = client_->traffic();
+  stats_.pushed_bytes = traffic.push_bytes_sent;
+  stats_.retries = traffic.retries;
+  return pushed;
+}
+
+absl::Status ParameterSync::PullWeights(uint64_t min_step) {
+  const absl::Time start = absl::Now();
+  const uint32_t shards = partition_->num_shards();
+  std::vector<v1::PullRequest> requests(shards);
+  for (uint32_t s = 0; s < shards; ++s) {
+    requests[s].set_worker_id(options_.worker_id);
+    requests[s].set_allow_delta(options_.pull_deltas);
+  }
+  for (const ChunkSlot& slot : slots_) {
+    if (!OwnsLocally(slot.spec.key)) continue;
+    v1::ChunkPull* pull = requests[slot.spec.shard].add_chunks();
+    pull->set_key(slot.spec.key);
+    pull->set_have_version(slot.version);
+    pull->set_min_step(min_step);
+  }
+  std::vector<v1::PullResponse> responses;
+  absl::Status pulled = client_->Pull(requests, &responses);
+  if (pulled.ok()) pulled = ApplyPulled(responses);
+  stats_.pull_seconds += SecondsSince(start);
+  stats_.pulled_bytes = client_->traffic().pull_bytes_received;
+  return pulled;
+}
+
+absl::Status ParameterSync::ApplyPulled(
+    const std::vector<v1::PullResponse>& responses) {
+  CompressedChunk decoded;
+  for (const v1::PullResponse& response : responses) {
+    for (const v1::ChunkWeights& weights : response.chunks()) {
+      if (weights.key() >= slots_.size()) {
+        return absl::InternalError(
+            absl::StrFormat("shard answered unknown chunk %d", weights.key()));
+      }
+      ChunkSlot& slot = slots_[weights.key()];
+      const ChunkSpec& spec = slot.spec;
+      DecodeOptions decode;
+      decode.expected_numel = spec.numel;
+      if (absl::Status s = DecodeChunk(weights.data(), decode, &decoded);
+          !s.ok()) {
+        return absl::Status(s.code(), absl::StrFormat("pulled chunk %d: %s",
+                                                      spec.key, s.message()));
+      }
+      if (weights.is_delta() && slot.version + 1 != weights.version() &&
+          slot.version != weights.version()) {
+        return absl::InternalError(absl::StrFormat(
+            "chunk %d: delta to version %d for a worker at %d", spec.key,
+            weights.version(), slot.version));
+      }
+      auto target = SpanOf(parameters_[spec.tensor_index], spec.offset, spec.numel);
+      if (weights.is_delta()) {
+        AccumulateInto(decoded, 1.0f, target);
+      } else {
+        DecompressInto(decoded, target);
+      }
+      slot.version = weights.version();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterSync::ShareInsideNode() {
+  if (group_->size() <= 1) return absl::OkStatus();
+  // Each local rank pulled the chunks it owns; every rank broadcasts its own
+  // in one flat buffer.
+  for (int root = 0; root < group_->size(); ++root) {
+    std::vector<const ChunkSlot*> owned;
+    int64_t total = 0;
+    for (const ChunkSlot& slot : slots_) {
+      if (slot.spec.key % group_->size() != static_cast<uint64_t>(root)) continue;
+      owned.push_back(&slot);
+      total += slot.spec.numel;
+    }
+    if (owned.empty()) continue;
+    torch::Tensor flat = torch::empty({total}, torch::kFloat32);
+    float* cursor = flat.data_ptr<float>();
+    if (root == group_->rank()) {
+      for (const ChunkSlot* slot : owned) {
+        auto source = SpanOf(parameters_[slot->spec.tensor_index],
+                             slot->spec.offset, slot->spec.numel);
+        std::copy(source.begin(), source.end(), cursor);
+        cursor += slot->spec.numel;
+      }
+    }
+    std::vector<torch::Tensor> buffers = {flat};
+    if (absl::Status s = group_->Broadcast(buffers, root); !s.ok()) return s;
+    cursor = flat.data_ptr<float>();
+    for (const ChunkSlot* slot : owned) {
+      auto target = SpanOf(parameters_[slot->spec.tensor_index],
+                           slot->spec.offset, slot->spec.numel);
+      std::copy(cursor, cursor + slot->spec.numel, target.begin());
+      cursor += slot->spec.numel;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gradwire

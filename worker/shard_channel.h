@@ -1,0 +1,25 @@
+// The one place that opens a gRPC channel to a shard. Both the client
+// (grpc_ps_client.h) and the health check (health_client.h) go through it,
+// so that transport security, when it arrives, is chosen here alone.
+#ifndef GRADWIRE_WORKER_SHARD_CHANNEL_H_
+#define GRADWIRE_WORKER_SHARD_CHANNEL_H_
+
+#include <memory>
+#include <string>
+
+#include "grpcpp/channel.h"
+#include "worker/grpc_ps_client.h"
+
+namespace gradwire {
+
+// A channel to `address` ("host:port") with insecure credentials, message
+// limits of options.max_message_bytes in both directions, and a reconnect
+// backoff between options.initial_backoff and options.max_backoff.
+// Requires ValidateClientOptions(options).ok(). The channel starts idle; it
+// connects on the first call or GetState(true).
+std::shared_ptr<grpc::Channel> CreateShardChannel(const std::string& address,
+                                                  const ClientOptions& options);
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_WORKER_SHARD_CHANNEL_H_

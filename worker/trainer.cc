@@ -1,0 +1,158 @@
+#include "worker/trainer.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include <torch/nn/functional/loss.h>
+
+#include "worker/fashion_mnist.h"
+#include "worker/models.h"
+#include "worker/progress.h"
+
+namespace gradwire {
+namespace {
+
+// Fraction of `data` that `model` classifies correctly.
+double Accuracy(Classifier& model, const Dataset& data) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  int64_t correct = 0;
+  const int64_t batch = 1000;
+  for (int64_t start = 0; start < data.size(); start += batch) {
+    const int64_t end = std::min(start + batch, data.size());
+    const torch::Tensor logits = model.forward(data.images.slice(0, start, end));
+    correct += logits.argmax(1).eq(data.labels.slice(0, start, end)).sum().item<int64_t>();
+  }
+  model.train();
+  return data.size() == 0 ? 0.0 : static_cast<double>(correct) / data.size();
+}
+
+struct TrainingData {
+  Dataset train;  // This worker's part.
+  Dataset test;
+  // Equal on every worker, so that BSP steps line up.
+  int64_t steps_per_epoch = 0;
+};
+
+absl::StatusOr<TrainingData> LoadData(const TrainerOptions& options,
+                                      const SyncOptions& sync) {
+  auto train = LoadFashionMnist(options.data_dir, /*train=*/true,
+                                options.train_limit > 0 ? options.train_limit : -1);
+  if (!train.ok()) return train.status();
+  auto test = LoadFashionMnist(options.data_dir, /*train=*/false,
+                               options.test_limit > 0 ? options.test_limit : -1);
+  if (!test.ok()) return test.status();
+  TrainingData data;
+  const int64_t total = train->size();
+  data.train = ShardDataset(*train, sync.worker_id, sync.num_workers);
+  data.test = std::move(*test);
+  // The smallest worker part decides the step count of everyone.
+  data.steps_per_epoch = (total / sync.num_workers) / options.batch_size;
+  if (data.steps_per_epoch == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d training examples over %d workers do not fill one batch of %d",
+        total, sync.num_workers, options.batch_size));
+  }
+  return data;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
+                                     const SyncOptions& sync_options,
+                                     ParameterSync* sync) {
+  try {
+    auto data = LoadData(options, sync_options);
+    if (!data.ok()) return data.status();
+    torch::manual_seed(options.seed);
+    auto model = MakeModel(options.model);
+    if (!model.ok()) return model.status();
+    if (absl::Status s = sync->Register((*model)->named_parameters()); !s.ok()) {
+      return s;
+    }
+    Progress progress(options.label, options.interactive);
+    if (sync->step() > 0 && !options.quiet) {
+      progress.Line(absl::StrFormat("resuming at step %d", sync->step()));
+    }
+    const BatchOrder order(data->train.size(), options.batch_size,
+                           options.seed + sync_options.worker_id,
+                           /*drop_last=*/true);
+    const uint64_t total_steps =
+        options.max_steps > 0
+            ? std::min<uint64_t>(options.max_steps,
+                                 data->steps_per_epoch * options.epochs)
+            : data->steps_per_epoch * options.epochs;
+    TrainingResult result;
+    const absl::Time start = absl::Now();
+    absl::Time window_start = start;
+    uint64_t window_samples = 0;
+    for (int epoch = 0; epoch < options.epochs && sync->step() < total_steps;
+         ++epoch) {
+      const std::vector<torch::Tensor> batches = order.Batches(epoch);
+      const uint64_t first = epoch * data->steps_per_epoch;
+      for (int64_t b = 0; b < data->steps_per_epoch && sync->step() < total_steps;
+           ++b) {
+        if (first + b < sync->step()) continue;  // Resumed past this batch.
+        const torch::Tensor& index = batches[b];
+        (*model)->zero_grad();
+        torch::Tensor loss = torch::nn::functional::cross_entropy(
+            (*model)->forward(data->train.images.index_select(0, index)),
+            data->train.labels.index_select(0, index));
+        loss.backward();
+        if (absl::Status s = sync->Step(epoch); !s.ok()) return s;
+        result.final_loss = loss.item<double>();
+        window_samples += index.size(0);
+        const double seconds = absl::ToDoubleSeconds(absl::Now() - window_start);
+        ProgressSample sample;
+        sample.epoch = epoch;
+        sample.epochs = options.epochs;
+        sample.step_in_epoch = b + 1;
+        sample.steps_per_epoch = data->steps_per_epoch;
+        sample.global_step = sync->step();
+        sample.loss = result.final_loss;
+        sample.samples_per_second = seconds > 0 ? window_samples / seconds : 0;
+        sample.pushed_bytes = sync->stats().pushed_bytes;
+        sample.dense_equivalent_bytes = sync->stats().dense_equivalent_bytes;
+        if (!options.quiet) progress.Update(sample);
+        if (seconds > 10) {
+          window_start = absl::Now();
+          window_samples = 0;
+        }
+      }
+      result.test_accuracy = Accuracy(**model, data->test);
+      if (!options.quiet) {
+        progress.Line(absl::StrFormat("epoch %d test accuracy %.4f", epoch + 1,
+                                      result.test_accuracy));
+      }
+    }
+    if (options.epochs == 0 || sync->step() == 0) {
+      result.test_accuracy = Accuracy(**model, data->test);
+    }
+    result.steps = sync->step();
+    result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    result.sync = sync->stats();
+    return result;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrFormat("training failed: %s", e.what()));
+  }
+}
+
+std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
+  return absl::StrFormat(
+      "{\"test_accuracy\": %.6f, \"steps\": %d, \"wall_seconds\": %.3f, "
+      "\"pushed_bytes\": %d, \"pulled_bytes\": %d, "
+      "\"dense_equivalent_bytes\": %d, \"init_bytes\": %d, \"retries\": %d, "
+      "\"final_loss\": %.6f, \"worker_id\": %d, \"num_workers\": %d, "
+      "\"compressor\": \"%s\", \"ratio\": %g, \"error_feedback\": %s, "
+      "\"compress_seconds\": %.3f, \"push_seconds\": %.3f, "
+      "\"pull_seconds\": %.3f, \"reduce_seconds\": %.3f}\n",
+      r.test_accuracy, r.steps, r.wall_seconds, r.sync.pushed_bytes,
+      r.sync.pulled_bytes, r.sync.dense_equivalent_bytes, r.sync.init_bytes,
+      r.sync.retries, r.final_loss, sync.worker_id, sync.num_workers,
+      sync.compressor.name, sync.compressor.ratio,
+      sync.error_feedback ? "true" : "false", r.sync.compress_seconds,
+      r.sync.push_seconds, r.sync.pull_seconds, r.sync.reduce_seconds);
+}
+
+}  // namespace gradwire

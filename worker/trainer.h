@@ -1,0 +1,57 @@
+// The Fashion-MNIST trainer behind gradwire-worker: loads this worker's part
+// of the data, builds the model, and trains it through ParameterSync, with
+// progress on the terminal and test accuracy at the end of every epoch.
+#ifndef GRADWIRE_WORKER_TRAINER_H_
+#define GRADWIRE_WORKER_TRAINER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/parameter_sync.h"
+
+namespace gradwire {
+
+struct TrainerOptions {
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string model = "cnn";
+  int epochs = 1;
+  int64_t batch_size = 64;
+  // Stop after this many steps in all (0: no limit).
+  uint64_t max_steps = 0;
+  // Use only the first N training / test examples (0: all).
+  int64_t train_limit = 0;
+  int64_t test_limit = 0;
+  // Seeds model initialisation and batch order: the same seed and worker
+  // count give the same run.
+  uint64_t seed = 1;
+  // Label of progress lines, and whether to draw a live bar.
+  std::string label = "worker 0";
+  bool interactive = false;
+  // Only local rank 0 of a node prints progress.
+  bool quiet = false;
+};
+
+struct TrainingResult {
+  double test_accuracy = 0;
+  uint64_t steps = 0;
+  double wall_seconds = 0;
+  double final_loss = 0;
+  SyncStats sync;
+};
+
+// Trains with `sync` (connected, not yet registered). Returns the result, or
+// the first error (data set missing, shard unreachable, ...).
+absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
+                                     const SyncOptions& sync_options,
+                                     ParameterSync* sync);
+
+// {"test_accuracy", "steps", "wall_seconds", "pushed_bytes", "pulled_bytes",
+//  "dense_equivalent_bytes", ...} as one JSON object.
+std::string SummaryJson(const TrainingResult& result,
+                        const SyncOptions& sync_options);
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_WORKER_TRAINER_H_
