@@ -5,6 +5,8 @@
 #   make fuzz-smoke  build the libFuzzer targets and run each for FUZZ_SECONDS
 #   make fuzz        the same for FUZZ_LONG_SECONDS (default one hour)
 #   make bench       the compression benchmark (writes build/bench-compress.json)
+#   make demo        2 shards + 2 workers train Fashion-MNIST on this machine
+#                    (gradwire local; writes build/demo-summary.json)
 #   make format      clang-format every C++ file
 
 BUILD      ?= build
@@ -14,8 +16,11 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_LONG_SECONDS ?= 3600
+# Extra flags for `make demo`, appended last so they win, e.g.
+# DEMO_ARGS="--max-steps=100" on a busy machine.
+DEMO_ARGS  ?=
 
-.PHONY: all deps configure build test test-asan fuzz-smoke fuzz bench format clean
+.PHONY: all deps configure build test test-asan fuzz-smoke fuzz bench demo format clean
 
 all: build
 
@@ -52,6 +57,11 @@ fuzz: $(FUZZ_BUILD)/bin/gradwire-fuzz-decode
 
 bench: build
 	$(BUILD)/bin/gradwire-bench-compress --json $(BUILD)/bench-compress.json
+
+demo: build
+	$(BUILD)/bin/gradwire local --shards=2 --workers=2 --model=cnn \
+	  --compressor=topk --ratio=0.01 --error-feedback --epochs=1 \
+	  --summary-json=$(BUILD)/demo-summary.json $(DEMO_ARGS)
 
 format:
 	git ls-files '*.cc' '*.h' '*.cu' '*.proto' | xargs clang-format -i

@@ -73,7 +73,8 @@ absl::Status Shard::PullOne(const v1::ChunkPull& pull,
   out->set_version(state.version);
   out->set_clock(state.clock);
   const bool deltas = config_->pull_compressor != nullptr;
-  if (deltas && request.allow_delta() && pull.have_version() == state.version) {
+  if (deltas && request.allow_delta() && state.version > 0 &&
+      pull.have_version() == state.version) {
     // Already current: an empty delta costs a few bytes instead of the chunk.
     out->set_is_delta(true);
     out->mutable_data()->set_numel(chunk->numel);

@@ -23,8 +23,8 @@ struct ParameterSync::ChunkSlot {
 
 namespace {
 
-// A version no shard reaches: the worker holds no weights yet, so the next
-// pull is dense.
+// The version a worker reports when it holds nothing a delta applies to:
+// no chunk reaches it, so the shard answers dense.
 constexpr uint64_t kHoldsNothing = UINT64_MAX;
 
 // Runs `body`, turning a libtorch exception into an absl::Status: no
@@ -211,6 +211,11 @@ absl::Status ParameterSync::Step(int epoch) {
   return CatchTorch("gradwire step", [&]() -> absl::Status {
     torch::NoGradGuard no_grad;
     absl::Time start = absl::Now();
+    for (torch::Tensor& p : parameters_) {
+      // A parameter outside this step's graph has no gradient: it pushes
+      // zeros, like every other worker's view of it.
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    }
     if (group_->size() > 1) {
       std::vector<torch::Tensor> gradients;
       for (torch::Tensor& p : parameters_) gradients.push_back(p.mutable_grad());
@@ -243,9 +248,6 @@ absl::Status ParameterSync::PushGradients(int epoch) {
     const ChunkSpec& spec = slot.spec;
     if (!OwnsLocally(spec.key)) continue;
     torch::Tensor& parameter = parameters_[spec.tensor_index];
-    if (!parameter.grad().defined()) {
-      parameter.mutable_grad() = torch::zeros_like(parameter);
-    }
     const auto gradient = SpanOf(parameter.grad(), spec.offset, spec.numel);
     context.chunk_key = spec.key;
     absl::Status s =

@@ -26,12 +26,20 @@ namespace {
 
 constexpr absl::Duration kPollInterval = absl::Milliseconds(10);
 
-// Forks and execs `argv` with stdout and stderr redirected to files. Only
-// async-signal-safe calls run between fork and exec (the test process has
-// gRPC threads).
-absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& args,
-                            const std::string& out_path,
-                            const std::string& err_path) {
+std::vector<std::string> CommandLine(const std::string& binary,
+                                     const std::vector<std::string>& args) {
+  std::vector<std::string> command = {binary};
+  command.insert(command.end(), args.begin(), args.end());
+  return command;
+}
+
+}  // namespace
+
+// Only async-signal-safe calls run between fork and exec (the test process
+// has gRPC threads).
+absl::StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& args,
+                                   const std::string& out_path,
+                                   const std::string& err_path) {
   std::vector<char*> argv;
   for (const std::string& arg : args)
     argv.push_back(const_cast<char*>(arg.c_str()));
@@ -58,7 +66,6 @@ absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& args,
   return pid;
 }
 
-// waitpid with a timeout; the exit code or 128 + signal.
 absl::StatusOr<int> WaitForExit(pid_t pid, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   for (;;) {
@@ -76,15 +83,6 @@ absl::StatusOr<int> WaitForExit(pid_t pid, absl::Duration timeout) {
     absl::SleepFor(kPollInterval);
   }
 }
-
-std::vector<std::string> CommandLine(const std::string& binary,
-                                     const std::vector<std::string>& args) {
-  std::vector<std::string> command = {binary};
-  command.insert(command.end(), args.begin(), args.end());
-  return command;
-}
-
-}  // namespace
 
 TempDir::TempDir() {
   const char* base = std::getenv("TEST_TMPDIR");
@@ -116,9 +114,15 @@ absl::StatusOr<ExitedProcess> RunServerToExit(
     const std::vector<std::string>& args, absl::Duration timeout) {
   absl::StatusOr<std::string> binary = ServerBinary();
   if (!binary.ok()) return binary.status();
+  return RunToExit(*binary, args, timeout);
+}
+
+absl::StatusOr<ExitedProcess> RunToExit(const std::string& binary,
+                                        const std::vector<std::string>& args,
+                                        absl::Duration timeout) {
   TempDir dir;
   const std::string out = dir.path() + "/stdout", err = dir.path() + "/stderr";
-  absl::StatusOr<pid_t> pid = Spawn(CommandLine(*binary, args), out, err);
+  absl::StatusOr<pid_t> pid = SpawnProcess(CommandLine(binary, args), out, err);
   if (!pid.ok()) return pid.status();
   absl::StatusOr<int> code = WaitForExit(*pid, timeout);
   if (!code.ok()) {
@@ -137,8 +141,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   std::vector<std::string> command = CommandLine(*binary, args);
   command.push_back("--port=0");
   command.push_back("--port-file=" + process->dir_.path() + "/port");
-  absl::StatusOr<pid_t> pid = Spawn(command, process->dir_.path() + "/stdout",
-                                    process->dir_.path() + "/stderr");
+  absl::StatusOr<pid_t> pid =
+      SpawnProcess(command, process->dir_.path() + "/stdout",
+                   process->dir_.path() + "/stderr");
   if (!pid.ok()) return pid.status();
   process->pid_ = *pid;
   if (absl::Status s = process->WaitForPort(timeout); !s.ok()) {

@@ -54,6 +54,24 @@ struct ExitedProcess {
   std::string err;
 };
 
+// Forks and execs `args` (args[0] is the binary's path) with stdin from
+// /dev/null and stdout and stderr redirected to the files `out_path` and
+// `err_path`. The child gets PR_SET_PDEATHSIG(SIGKILL): it dies with the
+// test. The caller reaps it (WaitForExit).
+absl::StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& args,
+                                   const std::string& out_path,
+                                   const std::string& err_path);
+
+// Reaps `pid`, waiting up to `timeout`: its exit code, or 128 + the signal
+// that ended it. DEADLINE_EXCEEDED if it still runs (not killed).
+absl::StatusOr<int> WaitForExit(pid_t pid, absl::Duration timeout);
+
+// Runs `binary` with `args` to completion; kills it and fails with
+// DEADLINE_EXCEEDED after `timeout`.
+absl::StatusOr<ExitedProcess> RunToExit(
+    const std::string& binary, const std::vector<std::string>& args,
+    absl::Duration timeout = absl::Seconds(10));
+
 // Runs the server binary with `args` to completion (for --help and bad
 // flags); kills it and fails with DEADLINE_EXCEEDED after `timeout`.
 absl::StatusOr<ExitedProcess> RunServerToExit(

@@ -437,15 +437,18 @@ TEST_F(ShardDeltaPullTest, ReplicaOnDeltasStaysBitwiseEqualToTheShadow) {
   }
 }
 
-TEST_F(ShardDeltaPullTest, NoDeltaWithoutAllowDeltaOrForTheCurrentVersion) {
+TEST_F(ShardDeltaPullTest, NoDeltaWithoutAllowDeltaEmptyDeltaWhenCurrent) {
   const std::vector<float> g = ScrambledGradient();
   PushStep(0, g, g);
   EXPECT_FALSE(PullChunk(0, /*allow_delta=*/false).is_delta());
-  // A worker already at the newest version gets the dense shadow, not a
-  // delta it would apply twice.
+  // A worker already at the newest version gets an empty delta: nothing to
+  // apply twice, and a few bytes instead of the chunk.
   const v1::ChunkWeights current = PullChunk(1, /*allow_delta=*/true);
-  EXPECT_FALSE(current.is_delta());
+  EXPECT_TRUE(current.is_delta());
   EXPECT_EQ(current.version(), 1u);
+  EXPECT_EQ(current.data().numel(), kDeltaNumel);
+  EXPECT_EQ(current.data().sparse().nnz(), 0u);
+  EXPECT_LT(current.ByteSizeLong(), 32u);
 }
 
 TEST(ShardPullTest, DensePullsWithoutPullCompressorReturnTheWeights) {

@@ -1,0 +1,37 @@
+// The totals of a `gradwire local` run, from the workers' --summary-json
+// files: written as the cluster's own summary and printed as a short report.
+#ifndef GRADWIRE_CLI_CLUSTER_SUMMARY_H_
+#define GRADWIRE_CLI_CLUSTER_SUMMARY_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cli/flat_json.h"
+
+namespace gradwire::cli {
+
+// Combines the summaries of workers 0..W-1 (in worker-id order) into one
+// with the keys of worker 0's, in its order, except "worker_id":
+//   *_bytes and "retries"        summed over workers;
+//   "steps" and *_seconds        the largest over workers;
+//   everything else              worker 0's value (test_accuracy, the
+//                                compressor, ...);
+// then "workers": W, "shards": `shards`, and "compression_ratio":
+// dense_equivalent_bytes / pushed_bytes (0 when nothing was pushed).
+// INVALID_ARGUMENT when `workers` is empty or a summary lacks a number for
+// test_accuracy, steps, wall_seconds, pushed_bytes, pulled_bytes or
+// dense_equivalent_bytes.
+absl::StatusOr<FlatJson> CombineWorkerSummaries(
+    const std::vector<FlatJson>& workers, int shards);
+
+// A few lines for the terminal: test accuracy, bytes pushed against the
+// dense equivalent (human units and the ratio), bytes pulled, wall time
+// (`elapsed`: the whole run, start-up included). `cluster` comes from
+// CombineWorkerSummaries.
+std::string ClusterReport(const FlatJson& cluster, absl::Duration elapsed);
+
+}  // namespace gradwire::cli
+
+#endif  // GRADWIRE_CLI_CLUSTER_SUMMARY_H_

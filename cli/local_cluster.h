@@ -1,0 +1,65 @@
+// `gradwire local`: a whole gradwire job on this machine. Starts S shards
+// (gradwire-server) and W workers (gradwire-worker) as real processes on
+// loopback with OS-chosen ports, supervises them to the end, stops all of
+// them on failure or on a stop signal, and sums up the run.
+//
+// Sequence: the shards start (each writes its port to a file in the run
+// directory); once every shard answers SERVING on grpc.health.v1, the
+// workers start. Worker 0's stdout is this process's stdout (its progress
+// bar draws on the terminal); every other output goes to a log file in the
+// run directory (shard-<i>.log, worker-<i>.log, worker 0's stderr in
+// worker-0.log). When all workers have exited 0 the shards get SIGTERM and
+// are waited for. When any process fails, or SIGINT/SIGTERM/SIGHUP arrives,
+// the workers get SIGTERM, then the shards, each group with a grace period
+// before SIGKILL; a failing process is named with the tail of its log.
+#ifndef GRADWIRE_CLI_LOCAL_CLUSTER_H_
+#define GRADWIRE_CLI_LOCAL_CLUSTER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace gradwire::cli {
+
+struct LocalClusterOptions {
+  int shards = 1;
+  int workers = 1;
+  // Appended verbatim to every worker's command line, after --shards,
+  // --worker-id, --num-workers and --summary-json (which the caller must
+  // not repeat here).
+  std::vector<std::string> worker_args;
+  // The cluster's summary (see cli/cluster_summary.h); empty: none.
+  std::string summary_json;
+  // Shard i checkpoints into <checkpoint_dir>/shard-<i>; empty: none.
+  std::string checkpoint_dir;
+  // The run directory (created if missing, never removed). Empty: a fresh
+  // directory under $TMPDIR (or /tmp), removed after a successful run unless
+  // keep_logs; kept after a failure.
+  std::string log_dir;
+  bool keep_logs = false;
+  // How long a stopped group may take to exit after SIGTERM before SIGKILL.
+  absl::Duration grace = absl::Seconds(10);
+  // How long the shards may take to serve after starting.
+  absl::Duration start_timeout = absl::Seconds(60);
+  // The directory holding gradwire-server and gradwire-worker.
+  std::string bin_dir;
+};
+
+// Exit codes of RunLocalCluster besides 0 (every worker finished, the
+// shards stopped cleanly and the summary was written).
+inline constexpr int kClusterFailedExitCode = 1;
+// Every failing worker exited with the usage code (2): a bad worker flag.
+inline constexpr int kWorkerUsageExitCode = 2;
+// Stopped by a signal: 128 + the signal number (130 for Ctrl-C).
+
+// Runs the cluster to the end and returns the exit code for the process.
+// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread and takes them
+// synchronously; call it from the main thread before any other thread
+// starts, so that every later thread inherits the mask.
+// Options must be valid (shards, workers >= 1; bin_dir set).
+int RunLocalCluster(const LocalClusterOptions& options);
+
+}  // namespace gradwire::cli
+
+#endif  // GRADWIRE_CLI_LOCAL_CLUSTER_H_

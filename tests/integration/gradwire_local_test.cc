@@ -1,0 +1,231 @@
+// The `gradwire` command-line tool as a user runs it: `gradwire local`
+// starting real shards and workers, its failure and Ctrl-C paths (no process
+// may be left behind), `gradwire health`, and its usage errors.
+#include <dirent.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/server_process.h"
+
+namespace gradwire::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string CliBinary() {
+  const char* binary = std::getenv("GRADWIRE_CLI_BIN");
+  return binary != nullptr ? binary : "";
+}
+
+// Runs `gradwire args...`; fails the test if it does not finish in time.
+ExitedProcess RunCli(const std::vector<std::string>& args,
+                     absl::Duration timeout = absl::Seconds(10)) {
+  absl::StatusOr<ExitedProcess> exited = RunToExit(CliBinary(), args, timeout);
+  EXPECT_TRUE(exited.ok()) << exited.status();
+  return exited.ok() ? *exited : ExitedProcess{};
+}
+
+// Pids of the processes whose command line mentions `text` (the run
+// directory appears in every shard's and worker's command line).
+std::vector<std::string> ProcessesMentioning(const std::string& text) {
+  std::vector<std::string> found;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return found;
+  while (dirent* entry = readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(entry->d_name, &pid) || pid == getpid()) continue;
+    std::string cmdline =
+        ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/cmdline"));
+    absl::StrReplaceAll({{std::string(1, '\0'), " "}}, &cmdline);
+    if (cmdline.find(text) != std::string::npos) {
+      found.push_back(absl::StrCat(pid, ": ", cmdline));
+    }
+  }
+  closedir(proc);
+  return found;
+}
+
+// A loopback port nobody listens on (bound, then released).
+int DeadPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+class GradwireLocalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (CliBinary().empty()) GTEST_SKIP() << "GRADWIRE_CLI_BIN is not set";
+  }
+  TempDir dir_;
+};
+
+TEST_F(GradwireLocalTest, TinyRunSucceedsAndSumsUpTheCluster) {
+  const std::string summary = dir_.path() + "/summary.json";
+  // 2000 examples over 2 workers are 15 batches of 64: two epochs make room
+  // for 20 steps.
+  const ExitedProcess run = RunCli(
+      {"local", "--shards=2", "--workers=2", "--model=mlp", "--max-steps=20",
+       "--epochs=2", "--train-limit=2000", "--test-limit=500",
+       "--summary-json=" + summary, "--log-dir=" + dir_.path() + "/run"},
+      absl::Seconds(55));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("shard 1 serving on 127.0.0.1:"));
+  EXPECT_THAT(run.out, HasSubstr("test accuracy"));
+  const std::string json = ReadFileOrEmpty(summary);
+  EXPECT_THAT(json, HasSubstr("\"steps\": 20,"));
+  EXPECT_THAT(json, HasSubstr("\"workers\": 2,"));
+  EXPECT_THAT(json, HasSubstr("\"shards\": 2,"));
+  // The numbers, read the simple way: "key": value.
+  const auto number = [&json](const std::string& key) {
+    const size_t at = json.find("\"" + key + "\": ");
+    double value = -1;
+    if (at == std::string::npos) return value;
+    const size_t start = at + key.size() + 4;
+    const size_t end = json.find_first_of(",}", start);
+    EXPECT_TRUE(absl::SimpleAtod(json.substr(start, end - start), &value))
+        << key << " in " << json;
+    return value;
+  };
+  EXPECT_GT(number("pushed_bytes"), 0) << json;
+  EXPECT_GT(number("dense_equivalent_bytes"), number("pushed_bytes")) << json;
+  EXPECT_GT(number("compression_ratio"), 1) << json;
+  EXPECT_GT(number("test_accuracy"), 0.3) << json;
+  EXPECT_THAT(ProcessesMentioning(dir_.path()), ::testing::IsEmpty());
+}
+
+TEST_F(GradwireLocalTest, FailingWorkerStopsEverythingAndExitsNonZero) {
+  const std::string run_dir = dir_.path() + "/run";
+  const ExitedProcess run = RunCli(
+      {"local", "--shards=2", "--workers=2", "--model=mlp",
+       "--data-dir=/nonexistent", "--log-dir=" + run_dir, "--grace-seconds=5"},
+      absl::Seconds(55));
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_THAT(run.err, HasSubstr("worker"));
+  EXPECT_THAT(run.err, HasSubstr("/nonexistent"));
+  EXPECT_THAT(ProcessesMentioning(run_dir), ::testing::IsEmpty());
+}
+
+TEST_F(GradwireLocalTest, CtrlCStopsEveryProcess) {
+  const std::string run_dir = dir_.path() + "/run";
+  const std::string out = dir_.path() + "/out", err = dir_.path() + "/err";
+  absl::StatusOr<pid_t> pid =
+      SpawnProcess({CliBinary(), "local", "--shards=2", "--workers=2",
+                    "--model=mlp", "--epochs=1000", "--log-dir=" + run_dir},
+                   out, err);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  // Wait until the workers run (both started), then press Ctrl-C.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (ProcessesMentioning(run_dir + "/worker-1.json").empty() &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  absl::SleepFor(absl::Seconds(1));
+  kill(*pid, SIGINT);
+  absl::StatusOr<int> code = WaitForExit(*pid, absl::Seconds(30));
+  if (!code.ok()) kill(*pid, SIGKILL);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 128 + SIGINT) << ReadFileOrEmpty(err);
+  EXPECT_THAT(ProcessesMentioning(run_dir), ::testing::IsEmpty());
+}
+
+// A `gradwire local` killed with SIGKILL cannot stop its children; their
+// PR_SET_PDEATHSIG must.
+TEST_F(GradwireLocalTest, KilledCliLeavesNoProcessBehind) {
+  const std::string run_dir = dir_.path() + "/run";
+  absl::StatusOr<pid_t> pid =
+      SpawnProcess({CliBinary(), "local", "--shards=2", "--workers=2",
+                    "--model=mlp", "--epochs=1000", "--log-dir=" + run_dir},
+                   dir_.path() + "/out", dir_.path() + "/err");
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (ProcessesMentioning(run_dir + "/worker-1.json").empty() &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_THAT(ProcessesMentioning(run_dir), ::testing::SizeIs(4));
+  kill(*pid, SIGKILL);
+  ASSERT_TRUE(WaitForExit(*pid, absl::Seconds(10)).ok());
+  // The shards take SIGTERM as a graceful stop: give them their grace.
+  deadline = absl::Now() + absl::Seconds(20);
+  while (!ProcessesMentioning(run_dir).empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_THAT(ProcessesMentioning(run_dir), ::testing::IsEmpty());
+}
+
+TEST_F(GradwireLocalTest, BadWorkerFlagIsAUsageError) {
+  const ExitedProcess run =
+      RunCli({"local", "--shards=1", "--workers=1", "--compressor=nope",
+              "--log-dir=" + dir_.path() + "/run"},
+             absl::Seconds(30));
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_THAT(run.err, HasSubstr("--compressor"));
+}
+
+TEST_F(GradwireLocalTest, HealthOfALiveShardIsServing) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> shard =
+      ServerProcess::Start({});
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  const ExitedProcess health =
+      RunCli({"health", "--addr=" + (*shard)->target()});
+  EXPECT_EQ(health.exit_code, 0) << health.out << health.err;
+  EXPECT_EQ(health.out, "SERVING\n");
+}
+
+TEST_F(GradwireLocalTest, HealthOfADeadPortFails) {
+  const ExitedProcess health =
+      RunCli({"health", absl::StrCat("--addr=127.0.0.1:", DeadPort()),
+              "--timeout-seconds=3"});
+  EXPECT_EQ(health.exit_code, 1) << health.out << health.err;
+  EXPECT_THAT(health.out, HasSubstr("UNAVAILABLE"));
+}
+
+TEST_F(GradwireLocalTest, HelpAndUsageErrors) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--help"},
+        {"local", "--help"},
+        {"health", "--help"}}) {
+    const ExitedProcess help = RunCli(args);
+    EXPECT_EQ(help.exit_code, 0) << absl::StrJoin(args, " ") << help.err;
+    EXPECT_THAT(help.out, HasSubstr("gradwire")) << absl::StrJoin(args, " ");
+  }
+  EXPECT_THAT(RunCli({"local", "--help"}).out, HasSubstr("--workers"));
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{},
+        {"frobnicate"},
+        {"local", "--shards=0"},
+        {"local", "--workers=x"},
+        {"local", "--worker-id=1"},
+        {"local", "--shards"},
+        {"local", "--local-size=2"},
+        {"health"},
+        {"health", "--addr=a:1", "--nope"},
+        {"health", "--addr=a:1", "--timeout-seconds=0"}}) {
+    const ExitedProcess bad = RunCli(args);
+    EXPECT_EQ(bad.exit_code, 2) << absl::StrJoin(args, " ") << bad.err;
+    EXPECT_FALSE(bad.err.empty()) << absl::StrJoin(args, " ");
+  }
+}
+
+}  // namespace
+}  // namespace gradwire::testing

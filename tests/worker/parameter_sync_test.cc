@@ -1,0 +1,160 @@
+// ParameterSync against in-memory shards: the public worker API end to end,
+// without processes.
+#include "worker/parameter_sync.h"
+
+#include <thread>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "gtest/gtest.h"
+#include "tests/worker/fake_ps_client.h"
+
+namespace gradwire {
+namespace {
+
+using testing::FakePsClient;
+
+constexpr float kLearningRate = 0.1f;
+
+SyncOptions Options(uint32_t worker_id, const std::string& compressor,
+                    bool deltas) {
+  SyncOptions options;
+  options.worker_id = worker_id;
+  options.num_workers = 2;
+  options.compressor.name = compressor;
+  options.compressor.ratio = 0.25;
+  options.partition_bytes = 64;  // 16 floats: several chunks on both shards.
+  options.training.set_mode(v1::CONSISTENCY_MODE_BSP);
+  options.training.mutable_optimizer()->set_kind(v1::OPTIMIZER_KIND_SGD);
+  options.training.mutable_optimizer()->set_learning_rate(kLearningRate);
+  options.pull_deltas = deltas;
+  if (deltas) {
+    options.training.mutable_pull_encoding()->set_compressor("topk");
+    options.training.mutable_pull_encoding()->set_ratio(0.25);
+  }
+  return options;
+}
+
+// A small "model": two tensors with fixed initial values.
+ParameterSync::NamedTensors MakeParameters() {
+  torch::Tensor a = torch::arange(0, 40, torch::kFloat32).mul_(0.01).reshape({5, 8});
+  torch::Tensor b = torch::linspace(-1, 1, 7, torch::kFloat32);
+  return {{"a", a}, {"b", b}};
+}
+
+// The gradient worker `w` computes at `step` for a tensor like `like`.
+// A generator of its own: the two workers run in threads, and the global
+// one would interleave their draws.
+torch::Tensor Gradient(const torch::Tensor& like, uint32_t w, uint64_t step) {
+  auto generator =
+      at::detail::createCPUGenerator(1000 * step + 10 * w + like.numel());
+  return torch::randn(like.sizes(), generator, torch::kFloat32);
+}
+
+struct WorkerRun {
+  ParameterSync::NamedTensors parameters = MakeParameters();
+  std::unique_ptr<ParameterSync> sync;
+  absl::Status status;
+};
+
+// Runs both workers for `steps` BSP steps in two threads.
+void RunWorkers(std::vector<std::shared_ptr<Shard>> shards,
+                const std::string& compressor, bool deltas, int steps,
+                WorkerRun* runs) {
+  std::vector<std::thread> threads;
+  for (uint32_t w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      WorkerRun& run = runs[w];
+      auto sync = ParameterSync::Create(Options(w, compressor, deltas),
+                                        std::make_unique<FakePsClient>(shards));
+      if (!sync.ok()) {
+        run.status = sync.status();
+        return;
+      }
+      run.sync = std::move(*sync);
+      run.status = run.sync->Register(run.parameters);
+      for (int step = 0; step < steps && run.status.ok(); ++step) {
+        for (auto& [name, p] : run.parameters) p.mutable_grad() = Gradient(p, w, step);
+        run.status = run.sync->Step();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+TEST(ParameterSyncTest, DenseBspEqualsAveragedSgd) {
+  WorkerRun runs[2];
+  RunWorkers(FakePsClient::MakeShards(2), "none", /*deltas=*/false, 4, runs);
+  ASSERT_TRUE(runs[0].status.ok()) << runs[0].status;
+  ASSERT_TRUE(runs[1].status.ok()) << runs[1].status;
+  ParameterSync::NamedTensors expected = MakeParameters();
+  for (uint64_t step = 0; step < 4; ++step) {
+    for (auto& [name, p] : expected) {
+      p.sub_(kLearningRate * 0.5 * (Gradient(p, 0, step) + Gradient(p, 1, step)));
+    }
+  }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(runs[0].parameters[i].second, expected[i].second,
+                                1e-5, 1e-6))
+        << expected[i].first;
+    EXPECT_TRUE(torch::equal(runs[0].parameters[i].second,
+                             runs[1].parameters[i].second));
+  }
+  EXPECT_EQ(runs[0].sync->step(), 4u);
+  EXPECT_EQ(runs[0].sync->stats().steps, 4u);
+}
+
+TEST(ParameterSyncTest, TopKWithDeltasKeepsReplicasIdenticalAndSendsLess) {
+  auto shards = FakePsClient::MakeShards(2);
+  WorkerRun runs[2];
+  RunWorkers(shards, "topk", /*deltas=*/true, 6, runs);
+  ASSERT_TRUE(runs[0].status.ok()) << runs[0].status;
+  ASSERT_TRUE(runs[1].status.ok()) << runs[1].status;
+  for (size_t i = 0; i < runs[0].parameters.size(); ++i) {
+    EXPECT_TRUE(torch::equal(runs[0].parameters[i].second,
+                             runs[1].parameters[i].second));
+  }
+  // The replicas equal the shards' shadow: a fresh client's dense pull.
+  WorkerRun observer;
+  auto sync = ParameterSync::Create(Options(0, "topk", true),
+                                    std::make_unique<FakePsClient>(shards));
+  ASSERT_TRUE(sync.ok());
+  ASSERT_TRUE((*sync)->Register(observer.parameters).ok());
+  for (size_t i = 0; i < observer.parameters.size(); ++i) {
+    EXPECT_TRUE(torch::equal(observer.parameters[i].second,
+                             runs[0].parameters[i].second));
+  }
+  // The observer resumed at worker 0's next step.
+  EXPECT_EQ((*sync)->step(), 6u);
+  const SyncStats& stats = runs[0].sync->stats();
+  EXPECT_GT(stats.pushed_bytes, 0u);
+  EXPECT_LT(stats.pushed_bytes, stats.dense_equivalent_bytes);
+}
+
+TEST(ParameterSyncTest, RejectsParametersItCannotShare) {
+  auto sync = ParameterSync::Create(Options(0, "none", false),
+                                    std::make_unique<FakePsClient>(
+                                        FakePsClient::MakeShards(1)));
+  ASSERT_TRUE(sync.ok());
+  absl::Status s = (*sync)->Register(
+      ParameterSync::NamedTensors{{"d", torch::zeros({4}, torch::kFloat64)}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("parameter d"), std::string::npos) << s;
+  EXPECT_EQ((*sync)->Step().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ParameterSyncTest, RejectsBadOptions) {
+  SyncOptions options = Options(2, "none", false);
+  EXPECT_EQ(ParameterSync::Create(options, std::make_unique<FakePsClient>(
+                                               FakePsClient::MakeShards(1)))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  options = Options(0, "nosuch", false);
+  EXPECT_FALSE(ParameterSync::Create(options, std::make_unique<FakePsClient>(
+                                                  FakePsClient::MakeShards(1)))
+                   .ok());
+}
+
+}  // namespace
+}  // namespace gradwire
