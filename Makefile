@@ -1,7 +1,7 @@
 # gradwire — the commands. `make test` is the test command CI runs.
 #
 #   make test        install missing packages, configure, build, run all tests
-#   make test-asan   the unit tests again under AddressSanitizer + UBSan
+#   make test-asan   the unit tests of common/ and server/ under ASan + UBSan
 #   make fuzz-smoke  build the libFuzzer targets and run each for FUZZ_SECONDS
 #   make fuzz        the same for FUZZ_LONG_SECONDS (default one hour)
 #   make bench       the compression benchmark (writes build/bench-compress.json)
@@ -38,7 +38,8 @@ test: build
 
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-	  -DGRADWIRE_SANITIZE=ON -DGRADWIRE_BUILD_BENCHMARKS=OFF -DGRADWIRE_CUDA=OFF
+	  -DGRADWIRE_SANITIZE=ON -DGRADWIRE_BUILD_BENCHMARKS=OFF -DGRADWIRE_CUDA=OFF \
+	  -DGRADWIRE_BUILD_WORKER=OFF
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
 
@@ -46,7 +47,7 @@ $(FUZZ_BUILD)/bin/gradwire-fuzz-decode: deps
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRADWIRE_BUILD_FUZZERS=ON \
 	  -DGRADWIRE_SANITIZE=ON -DGRADWIRE_BUILD_BENCHMARKS=OFF \
-	  -DGRADWIRE_BUILD_TESTS=ON -DGRADWIRE_CUDA=OFF
+	  -DGRADWIRE_BUILD_TESTS=ON -DGRADWIRE_CUDA=OFF -DGRADWIRE_BUILD_WORKER=OFF
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target gradwire-fuzz-decode
 
 fuzz-smoke: $(FUZZ_BUILD)/bin/gradwire-fuzz-decode
