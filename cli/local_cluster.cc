@@ -122,7 +122,10 @@ class LocalCluster {
   std::vector<Member> shards_;
   std::vector<Member> workers_;
   std::vector<std::string> addresses_;
+  // The first stop signal, and how many came: a second one skips the grace
+  // periods.
   int stop_signal_ = 0;
+  int stop_signals_received_ = 0;
   bool failed_ = false;
   // Every failed worker exited with the usage code.
   bool only_usage_failures_ = true;
@@ -131,8 +134,10 @@ class LocalCluster {
 // Sleeps up to `d`; true (and stop_signal_ set) when a stop signal came.
 bool LocalCluster::Sleep(absl::Duration d) {
   const int s = signals_.Wait(d);
-  if (s != 0 && stop_signal_ == 0) stop_signal_ = s;
-  return s != 0;
+  if (s == 0) return false;
+  if (stop_signal_ == 0) stop_signal_ = s;
+  ++stop_signals_received_;
+  return true;
 }
 
 void LocalCluster::ReportFailure(const Member& m, absl::string_view why) {
@@ -287,7 +292,8 @@ void LocalCluster::Supervise() {
 }
 
 // SIGTERM to every running member of `group`, SIGKILL to those still running
-// after the grace period (or at once after another stop signal).
+// after the grace period, or at once when a stop signal arrives meanwhile
+// or two have arrived in all.
 void LocalCluster::Stop(std::vector<Member>& group) {
   bool any = false;
   for (Member& m : group) {
@@ -303,13 +309,18 @@ void LocalCluster::Stop(std::vector<Member>& group) {
     return std::any_of(group.begin(), group.end(),
                        [](Member& m) { return m.process->running(); });
   };
-  while (running() && absl::Now() < deadline) {
-    if (Sleep(kPollInterval)) break;
+  // A stop signal now (a second Ctrl-C) cuts the grace period short.
+  bool hurried = stop_signals_received_ >= 2;
+  while (!hurried && running() && absl::Now() < deadline) {
+    hurried = Sleep(kPollInterval);
   }
   for (Member& m : group) {
     if (!m.process->running()) continue;
-    Say("%s did not stop within %s; killing it", m.name,
-        absl::FormatDuration(options_.grace));
+    Say("killing %s%s", m.name,
+        hurried ? ""
+                : absl::StrCat(" (still running ",
+                               absl::FormatDuration(options_.grace),
+                               " after SIGTERM)"));
     m.process->Signal(SIGKILL);
     m.process->Wait();
   }

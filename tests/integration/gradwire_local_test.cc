@@ -58,6 +58,17 @@ std::vector<std::string> ProcessesMentioning(const std::string& text) {
   return found;
 }
 
+// SIGKILLs the processes whose command line mentions `text` (a run
+// directory of this test): a failed test must not leave them behind.
+void KillProcessesMentioning(const std::string& text) {
+  for (const std::string& process : ProcessesMentioning(text)) {
+    int pid = 0;
+    if (absl::SimpleAtoi(process.substr(0, process.find(':')), &pid)) {
+      kill(pid, SIGKILL);
+    }
+  }
+}
+
 // A loopback port nobody listens on (bound, then released).
 int DeadPort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -76,6 +87,7 @@ class GradwireLocalTest : public ::testing::Test {
   void SetUp() override {
     if (CliBinary().empty()) GTEST_SKIP() << "GRADWIRE_CLI_BIN is not set";
   }
+  void TearDown() override { KillProcessesMentioning(dir_.path()); }
   TempDir dir_;
 };
 
@@ -157,12 +169,13 @@ TEST_F(GradwireLocalTest, KilledCliLeavesNoProcessBehind) {
                     "--model=mlp", "--epochs=1000", "--log-dir=" + run_dir},
                    dir_.path() + "/out", dir_.path() + "/err");
   ASSERT_TRUE(pid.ok()) << pid.status();
+  // Wait until gradwire itself, 2 shards and 2 workers run.
   absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (ProcessesMentioning(run_dir + "/worker-1.json").empty() &&
-         absl::Now() < deadline) {
+  while (ProcessesMentioning(run_dir).size() != 5 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(50));
   }
-  ASSERT_THAT(ProcessesMentioning(run_dir), ::testing::SizeIs(4));
+  ASSERT_THAT(ProcessesMentioning(run_dir), ::testing::SizeIs(5))
+      << ReadFileOrEmpty(dir_.path() + "/err");
   kill(*pid, SIGKILL);
   ASSERT_TRUE(WaitForExit(*pid, absl::Seconds(10)).ok());
   // The shards take SIGTERM as a graceful stop: give them their grace.
