@@ -36,7 +36,7 @@ uint16_t FloatToHalfBits(float f) {
   const uint32_t x = FloatBits(f);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u;  // NaN
+  if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN
   if (abs == 0x7f800000u) return sign | 0x7c00u;  // infinity
   if (abs >= 0x477fe000u) return sign | 0x7bffu;  // rounds past 65504: saturate
   if (abs < 0x38800000u) {

@@ -60,7 +60,6 @@ inline float HalfBitsToFloat(uint16_t h) {
   return f;
 }
 
-
 // float -> bfloat16 bits, round to nearest even, saturating finite values to
 // the largest finite bfloat16. NaN stays NaN.
 uint16_t FloatToBf16Bits(float f);

@@ -93,9 +93,9 @@ absl::Status Shard::Init(const v1::InitRequest& request,
 absl::Status Shard::CheckInitIdentity(const v1::InitRequest& request,
                                       const ShardConfig& config) const {
   if (request.shard_id() != options_.shard_id) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "Init is addressed to shard %d but this is shard %d",
-        request.shard_id(), options_.shard_id));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("Init is addressed to shard %d but this is shard %d",
+                        request.shard_id(), options_.shard_id));
   }
   if (request.worker_id() >= config.num_workers) {
     return absl::OutOfRangeError(
@@ -108,8 +108,7 @@ absl::Status Shard::CheckInitIdentity(const v1::InitRequest& request,
   return absl::OkStatus();
 }
 
-absl::Status Shard::CompareWithAccepted(
-    const v1::InitRequest& request) const {
+absl::Status Shard::CompareWithAccepted(const v1::InitRequest& request) const {
   if (absl::Status s = CheckInitIdentity(request, *config_); !s.ok()) return s;
   std::string difference;
   google::protobuf::util::MessageDifferencer differ;

@@ -48,8 +48,8 @@
 #include "common/compress/compressor.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "server/chunk_state.h"
-#include "server/shard_config.h"
 #include "server/optimizer.h"
+#include "server/shard_config.h"
 #include "server/snapshot.h"
 
 namespace gradwire {
@@ -91,7 +91,9 @@ class Shard {
 
   v1::ShardInfo Info() const;
 
-  bool initialized() const { return initialized_.load(std::memory_order_acquire); }
+  bool initialized() const {
+    return initialized_.load(std::memory_order_acquire);
+  }
 
   // Total optimizer updates applied since start (for checkpoint cadence).
   uint64_t updates_applied() const {
@@ -131,8 +133,9 @@ class Shard {
   // Runs the optimizer on `chunk` with `gradient` and refreshes its delta.
   void Update(ChunkState* chunk, absl::Span<const float> gradient) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
-  absl::Status PullOne(const v1::ChunkPull& pull, const v1::PullRequest& request,
-                       absl::Time deadline, v1::ChunkWeights* out) const;
+  absl::Status PullOne(const v1::ChunkPull& pull,
+                       const v1::PullRequest& request, absl::Time deadline,
+                       v1::ChunkWeights* out) const;
 
   // Constant after construction.
   const ShardOptions options_;

@@ -24,12 +24,13 @@ absl::Status EncodeDense(absl::Span<const float> weights,
 absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
                          v1::PullResponse* response) {
   if (!initialized()) {
-    return absl::FailedPreconditionError("shard is not initialised: Init first");
+    return absl::FailedPreconditionError(
+        "shard is not initialised: Init first");
   }
   if (request.worker_id() >= config_->num_workers) {
-    return absl::OutOfRangeError(absl::StrFormat(
-        "worker id %d is outside [0, %d)", request.worker_id(),
-        config_->num_workers));
+    return absl::OutOfRangeError(
+        absl::StrFormat("worker id %d is outside [0, %d)", request.worker_id(),
+                        config_->num_workers));
   }
   if (request.dense_value_type() != v1::VALUE_TYPE_UNSPECIFIED &&
       !FromWire(request.dense_value_type())) {
@@ -82,8 +83,9 @@ absl::Status Shard::PullOne(const v1::ChunkPull& pull,
     none->set_value_type(v1::VALUE_TYPE_FP32);
     return absl::OkStatus();
   }
-  if (deltas && request.allow_delta() && chunk->delta_version == state.version &&
-      state.version > 0 && pull.have_version() + 1 == state.version) {
+  if (deltas && request.allow_delta() &&
+      chunk->delta_version == state.version && state.version > 0 &&
+      pull.have_version() + 1 == state.version) {
     out->set_is_delta(true);
     return EncodeChunk(chunk->delta, out->mutable_data());
   }
@@ -91,7 +93,8 @@ absl::Status Shard::PullOne(const v1::ChunkPull& pull,
   if (deltas) {
     // Workers on deltas must hold exactly the shadow, so it goes out at full
     // precision.
-    return EncodeDense(state.shadow, ValuePrecision::kFp32, out->mutable_data());
+    return EncodeDense(state.shadow, ValuePrecision::kFp32,
+                       out->mutable_data());
   }
   const ValuePrecision precision =
       FromWire(request.dense_value_type()).value_or(ValuePrecision::kFp32);

@@ -29,7 +29,8 @@ class ChunkLocks {
     }
   }
   ~ChunkLocks() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    for (auto it = locked_.rbegin(); it != locked_.rend(); ++it) (*it)->Unlock();
+    for (auto it = locked_.rbegin(); it != locked_.rend(); ++it)
+      (*it)->Unlock();
   }
 
  private:
@@ -59,7 +60,8 @@ absl::Status Shard::DecodePushedChunk(const v1::ChunkGradient& pushed,
 absl::Status Shard::Push(const v1::PushRequest& request,
                          v1::PushResponse* response) {
   if (!initialized()) {
-    return absl::FailedPreconditionError("shard is not initialised: Init first");
+    return absl::FailedPreconditionError(
+        "shard is not initialised: Init first");
   }
   const ShardConfig& config = *config_;
   const uint32_t worker = request.worker_id();
@@ -86,15 +88,17 @@ absl::Status Shard::Push(const v1::PushRequest& request,
       return s;
     }
   }
-  std::sort(items.begin(), items.end(), [](const PushItem& a, const PushItem& b) {
-    return a.chunk->key < b.chunk->key;
-  });
+  std::sort(items.begin(), items.end(),
+            [](const PushItem& a, const PushItem& b) {
+              return a.chunk->key < b.chunk->key;
+            });
   // Phase 2, under every chunk's lock: judge the steps, then apply.
   ChunkLocks locks(items);
   for (PushItem& item : items) {
     const ChunkSnapshot& state = item.chunk->state;
-    auto verdict = JudgePush(config.mode, config.staleness, item.chunk->key,
-                             state.clock, state.workers[worker], request.step());
+    auto verdict =
+        JudgePush(config.mode, config.staleness, item.chunk->key, state.clock,
+                  state.workers[worker], request.step());
     if (!verdict.ok()) return verdict.status();
     item.verdict = *verdict;
   }

@@ -42,7 +42,8 @@ absl::Status CheckChunkSnapshot(const ChunkSnapshot& c,
     return bad("accumulator size");
   }
   if (c.workers.size() != config.num_workers) return bad("worker count");
-  if (!c.shadow.empty() && c.shadow.size() != c.numel) return bad("shadow size");
+  if (!c.shadow.empty() && c.shadow.size() != c.numel)
+    return bad("shadow size");
   if (c.pending_pushes >= config.num_workers) return bad("pending pushes");
   return absl::OkStatus();
 }

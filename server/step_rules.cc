@@ -30,7 +30,8 @@ void MarkStep(WorkerProgress* progress, uint64_t step) {
 
 uint64_t SlowestNextStep(const std::vector<WorkerProgress>& workers) {
   uint64_t slowest = UINT64_MAX;
-  for (const WorkerProgress& w : workers) slowest = std::min(slowest, w.next_step);
+  for (const WorkerProgress& w : workers)
+    slowest = std::min(slowest, w.next_step);
   return workers.empty() ? 0 : slowest;
 }
 
@@ -49,9 +50,9 @@ absl::StatusOr<PushVerdict> JudgePush(v1::ConsistencyMode mode,
   switch (mode) {
     case v1::CONSISTENCY_MODE_BSP:
       if (step != clock) {
-        return absl::OutOfRangeError(absl::StrFormat(
-            "chunk %d: step %d is not the current BSP step %d", chunk_key,
-            step, clock));
+        return absl::OutOfRangeError(
+            absl::StrFormat("chunk %d: step %d is not the current BSP step %d",
+                            chunk_key, step, clock));
       }
       break;
     case v1::CONSISTENCY_MODE_SSP:

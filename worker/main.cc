@@ -30,11 +30,11 @@ int main(int argc, char** argv) {
     absl::FPrintF(stderr, "gradwire-worker: %s\n", config.status().message());
     return gradwire::kUsageExitCode;
   }
-  const std::string label = absl::StrFormat(
-      "worker %d%s", config->sync.worker_id,
-      config->sync.local_size > 1
-          ? absl::StrFormat(".%d", config->sync.local_rank)
-          : std::string());
+  const std::string label =
+      absl::StrFormat("worker %d%s", config->sync.worker_id,
+                      config->sync.local_size > 1
+                          ? absl::StrFormat(".%d", config->sync.local_rank)
+                          : std::string());
   config->trainer.label = label;
   auto sync = gradwire::ParameterSync::Connect(config->sync);
   if (!sync.ok()) {

@@ -107,7 +107,8 @@ bool ParameterSync::OwnsLocally(uint64_t key) const {
 absl::Status ParameterSync::Register(
     const torch::OrderedDict<std::string, torch::Tensor>& parameters) {
   NamedTensors named;
-  for (const auto& item : parameters) named.emplace_back(item.key(), item.value());
+  for (const auto& item : parameters)
+    named.emplace_back(item.key(), item.value());
   return Register(named);
 }
 
@@ -218,7 +219,8 @@ absl::Status ParameterSync::Step(int epoch) {
     }
     if (group_->size() > 1) {
       std::vector<torch::Tensor> gradients;
-      for (torch::Tensor& p : parameters_) gradients.push_back(p.mutable_grad());
+      for (torch::Tensor& p : parameters_)
+        gradients.push_back(p.mutable_grad());
       if (absl::Status s = group_->AllReduceMean(gradients); !s.ok()) return s;
     }
     stats_.reduce_seconds += SecondsSince(start);
@@ -256,10 +258,11 @@ absl::Status ParameterSync::PushGradients(int epoch) {
                                                 &slot.feedback, &slot.scratch)
             : compressor_->Compress(gradient, context, &slot.scratch);
     if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrFormat("chunk %d (%s): %s",
-                                                    spec.key,
-                                                    partition_->tensors()[spec.tensor_index].name,
-                                                    s.message()));
+      return absl::Status(
+          s.code(),
+          absl::StrFormat("chunk %d (%s): %s", spec.key,
+                          partition_->tensors()[spec.tensor_index].name,
+                          s.message()));
     }
     v1::ChunkGradient* pushed = requests[spec.shard].add_chunks();
     pushed->set_key(spec.key);
@@ -327,11 +330,12 @@ absl::Status ParameterSync::ApplyPulled(
       }
       if (weights.is_delta() && slot.version + 1 != weights.version() &&
           slot.version != weights.version()) {
-        return absl::InternalError(absl::StrFormat(
-            "chunk %d: delta to version %d for a worker at %d", spec.key,
-            weights.version(), slot.version));
+        return absl::InternalError(
+            absl::StrFormat("chunk %d: delta to version %d for a worker at %d",
+                            spec.key, weights.version(), slot.version));
       }
-      auto target = SpanOf(parameters_[spec.tensor_index], spec.offset, spec.numel);
+      auto target =
+          SpanOf(parameters_[spec.tensor_index], spec.offset, spec.numel);
       if (weights.is_delta()) {
         AccumulateInto(decoded, 1.0f, target);
       } else {
@@ -351,7 +355,8 @@ absl::Status ParameterSync::ShareInsideNode() {
     std::vector<const ChunkSlot*> owned;
     int64_t total = 0;
     for (const ChunkSlot& slot : slots_) {
-      if (slot.spec.key % group_->size() != static_cast<uint64_t>(root)) continue;
+      if (slot.spec.key % group_->size() != static_cast<uint64_t>(root))
+        continue;
       owned.push_back(&slot);
       total += slot.spec.numel;
     }

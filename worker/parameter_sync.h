@@ -29,14 +29,14 @@
 #ifndef GRADWIRE_WORKER_PARAMETER_SYNC_H_
 #define GRADWIRE_WORKER_PARAMETER_SYNC_H_
 
+#include <c10/util/Exception.h>
+#include <torch/ordered_dict.h>
+#include <torch/types.h>
+
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <c10/util/Exception.h>
-#include <torch/ordered_dict.h>
-#include <torch/types.h>
 
 #include "absl/status/statusor.h"
 #include "common/compress/compressor.h"
@@ -113,8 +113,8 @@ class ParameterSync {
   // values: after Register the parameters hold the shards' weights. Resumes
   // at the step the shards have recorded for this worker.
   absl::Status Register(const NamedTensors& parameters);
-  absl::Status Register(const torch::OrderedDict<std::string, torch::Tensor>&
-                            parameters);
+  absl::Status Register(
+      const torch::OrderedDict<std::string, torch::Tensor>& parameters);
 
   // One synchronous step; see the file comment. `epoch` feeds compressor
   // warm-up schedules. On error the parameters may hold a mix of old and

@@ -52,10 +52,10 @@ void Progress::Update(const ProgressSample& sample) {
     return;
   }
   const int width = 24;
-  const int filled =
-      sample.steps_per_epoch == 0
-          ? 0
-          : static_cast<int>(width * sample.step_in_epoch / sample.steps_per_epoch);
+  const int filled = sample.steps_per_epoch == 0
+                         ? 0
+                         : static_cast<int>(width * sample.step_in_epoch /
+                                            sample.steps_per_epoch);
   absl::FPrintF(out_, "\r\033[K[%s%s] %s", std::string(filled, '#'),
                 std::string(width - filled, '.'), Render(sample));
   std::fflush(out_);

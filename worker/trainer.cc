@@ -1,11 +1,11 @@
 #include "worker/trainer.h"
 
+#include <torch/nn/functional/loss.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include <torch/nn/functional/loss.h>
-
 #include "worker/fashion_mnist.h"
 #include "worker/models.h"
 #include "worker/progress.h"
@@ -21,8 +21,12 @@ double Accuracy(Classifier& model, const Dataset& data) {
   const int64_t batch = 1000;
   for (int64_t start = 0; start < data.size(); start += batch) {
     const int64_t end = std::min(start + batch, data.size());
-    const torch::Tensor logits = model.forward(data.images.slice(0, start, end));
-    correct += logits.argmax(1).eq(data.labels.slice(0, start, end)).sum().item<int64_t>();
+    const torch::Tensor logits =
+        model.forward(data.images.slice(0, start, end));
+    correct += logits.argmax(1)
+                   .eq(data.labels.slice(0, start, end))
+                   .sum()
+                   .item<int64_t>();
   }
   model.train();
   return data.size() == 0 ? 0.0 : static_cast<double>(correct) / data.size();
@@ -37,11 +41,13 @@ struct TrainingData {
 
 absl::StatusOr<TrainingData> LoadData(const TrainerOptions& options,
                                       const SyncOptions& sync) {
-  auto train = LoadFashionMnist(options.data_dir, /*train=*/true,
-                                options.train_limit > 0 ? options.train_limit : -1);
+  auto train =
+      LoadFashionMnist(options.data_dir, /*train=*/true,
+                       options.train_limit > 0 ? options.train_limit : -1);
   if (!train.ok()) return train.status();
-  auto test = LoadFashionMnist(options.data_dir, /*train=*/false,
-                               options.test_limit > 0 ? options.test_limit : -1);
+  auto test =
+      LoadFashionMnist(options.data_dir, /*train=*/false,
+                       options.test_limit > 0 ? options.test_limit : -1);
   if (!test.ok()) return test.status();
   TrainingData data;
   const int64_t total = train->size();
@@ -68,7 +74,8 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
     torch::manual_seed(options.seed);
     auto model = MakeModel(options.model);
     if (!model.ok()) return model.status();
-    if (absl::Status s = sync->Register((*model)->named_parameters()); !s.ok()) {
+    if (absl::Status s = sync->Register((*model)->named_parameters());
+        !s.ok()) {
       return s;
     }
     Progress progress(options.label, options.interactive);
@@ -91,8 +98,8 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
          ++epoch) {
       const std::vector<torch::Tensor> batches = order.Batches(epoch);
       const uint64_t first = epoch * data->steps_per_epoch;
-      for (int64_t b = 0; b < data->steps_per_epoch && sync->step() < total_steps;
-           ++b) {
+      for (int64_t b = 0;
+           b < data->steps_per_epoch && sync->step() < total_steps; ++b) {
         if (first + b < sync->step()) continue;  // Resumed past this batch.
         const torch::Tensor& index = batches[b];
         (*model)->zero_grad();
@@ -103,7 +110,8 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
         if (absl::Status s = sync->Step(epoch); !s.ok()) return s;
         result.final_loss = loss.item<double>();
         window_samples += index.size(0);
-        const double seconds = absl::ToDoubleSeconds(absl::Now() - window_start);
+        const double seconds =
+            absl::ToDoubleSeconds(absl::Now() - window_start);
         ProgressSample sample;
         sample.epoch = epoch;
         sample.epochs = options.epochs;
@@ -134,7 +142,8 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
     result.sync = sync->stats();
     return result;
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrFormat("training failed: %s", e.what()));
+    return absl::InternalError(
+        absl::StrFormat("training failed: %s", e.what()));
   }
 }
 

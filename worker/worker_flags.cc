@@ -14,7 +14,8 @@
 
 ABSL_FLAG(std::string, shards, "127.0.0.1:7000",
           "Comma-separated shard addresses (host:port), in shard-id order.");
-ABSL_FLAG(int64_t, worker_id, 0, "This node's worker id, in [0, --num-workers).");
+ABSL_FLAG(int64_t, worker_id, 0,
+          "This node's worker id, in [0, --num-workers).");
 ABSL_FLAG(int64_t, num_workers, 1, "Number of worker nodes.");
 ABSL_FLAG(int64_t, local_rank, 0, "This process's rank inside its node.");
 ABSL_FLAG(int64_t, local_size, 1,
@@ -28,8 +29,10 @@ ABSL_FLAG(std::string, model, "cnn", "Model: mlp or cnn.");
 ABSL_FLAG(int64_t, epochs, 1, "Epochs to train.");
 ABSL_FLAG(int64_t, batch_size, 64, "Examples per step on each worker.");
 ABSL_FLAG(int64_t, max_steps, 0, "Stop after this many steps (0: no limit).");
-ABSL_FLAG(int64_t, train_limit, 0, "Use only the first N training examples (0: all).");
-ABSL_FLAG(int64_t, test_limit, 0, "Use only the first N test examples (0: all).");
+ABSL_FLAG(int64_t, train_limit, 0,
+          "Use only the first N training examples (0: all).");
+ABSL_FLAG(int64_t, test_limit, 0,
+          "Use only the first N test examples (0: all).");
 ABSL_FLAG(int64_t, seed, 1, "Seed of model initialisation and batch order.");
 ABSL_FLAG(std::string, compressor, "topk",
           "Gradient compressor: none, fp16, bf16, topk, randomk, threshold, "
@@ -39,10 +42,13 @@ ABSL_FLAG(double, threshold, 0.001, "threshold compressor: |g| to keep.");
 ABSL_FLAG(int64_t, levels, 256, "qsgd: quantisation levels.");
 ABSL_FLAG(std::string, value_type, "fp16",
           "Precision of pushed values: fp32, fp16 or bf16.");
-ABSL_FLAG(bool, error_feedback, true, "Keep what compression left out for later steps.");
-ABSL_FLAG(double, dgc_momentum, 0.0, "dgc: momentum correction factor (0: off).");
+ABSL_FLAG(bool, error_feedback, true,
+          "Keep what compression left out for later steps.");
+ABSL_FLAG(double, dgc_momentum, 0.0,
+          "dgc: momentum correction factor (0: off).");
 ABSL_FLAG(bool, dgc_momentum_masking, true, "dgc: momentum-factor masking.");
-ABSL_FLAG(double, dgc_clip_norm, 0.0, "dgc: local gradient clipping norm (0: off).");
+ABSL_FLAG(double, dgc_clip_norm, 0.0,
+          "dgc: local gradient clipping norm (0: off).");
 ABSL_FLAG(int64_t, dgc_warmup_epochs, 0, "dgc: epochs of sparsity warm-up.");
 ABSL_FLAG(std::string, pull, "delta",
           "Pulls: dense (full weights every step) or delta (compressed "
@@ -60,7 +66,8 @@ ABSL_FLAG(double, rpc_timeout_seconds, 30, "Deadline of each Init and Push.");
 ABSL_FLAG(std::string, progress, "auto",
           "Progress display: auto (bar on a terminal, lines otherwise), bar, "
           "log or none.");
-ABSL_FLAG(std::string, summary_json, "", "Write the run's summary to this file.");
+ABSL_FLAG(std::string, summary_json, "",
+          "Write the run's summary to this file.");
 
 namespace gradwire {
 namespace {
@@ -118,7 +125,8 @@ absl::Status ReadCompressor(SyncOptions* sync) {
   c.ratio = absl::GetFlag(FLAGS_ratio);
   c.threshold = static_cast<float>(absl::GetFlag(FLAGS_threshold));
   const int64_t levels = absl::GetFlag(FLAGS_levels);
-  if (levels < 1 || levels > 65535) return Bad("--levels: %d is outside [1, 65535]", levels);
+  if (levels < 1 || levels > 65535)
+    return Bad("--levels: %d is outside [1, 65535]", levels);
   c.levels = static_cast<uint32_t>(levels);
   const auto precision = ParsePrecision(absl::GetFlag(FLAGS_value_type));
   if (!precision) {
@@ -129,7 +137,8 @@ absl::Status ReadCompressor(SyncOptions* sync) {
   c.dgc.momentum = static_cast<float>(absl::GetFlag(FLAGS_dgc_momentum));
   c.dgc.momentum_masking = absl::GetFlag(FLAGS_dgc_momentum_masking);
   c.dgc.clip_norm = static_cast<float>(absl::GetFlag(FLAGS_dgc_clip_norm));
-  c.dgc.warmup_epochs = static_cast<int>(absl::GetFlag(FLAGS_dgc_warmup_epochs));
+  c.dgc.warmup_epochs =
+      static_cast<int>(absl::GetFlag(FLAGS_dgc_warmup_epochs));
   sync->error_feedback = absl::GetFlag(FLAGS_error_feedback);
   auto made = MakeCompressor(c);
   if (!made.ok()) return Bad("--compressor: %s", made.status().message());
@@ -144,7 +153,8 @@ absl::Status ReadPull(SyncOptions* sync) {
   }
   if (pull != "delta") return Bad("--pull: '%s' is not dense or delta", pull);
   const double ratio = absl::GetFlag(FLAGS_pull_ratio);
-  if (!(ratio > 0 && ratio <= 1)) return Bad("--pull-ratio: %g is outside (0, 1]", ratio);
+  if (!(ratio > 0 && ratio <= 1))
+    return Bad("--pull-ratio: %g is outside (0, 1]", ratio);
   sync->pull_deltas = true;
   v1::PullEncoding* encoding = sync->training.mutable_pull_encoding();
   encoding->set_compressor("topk");
@@ -159,13 +169,16 @@ absl::Status ReadTopology(SyncOptions* sync) {
   if (sync->shard_addresses.empty()) return Bad("--shards: no address given");
   const int64_t workers = absl::GetFlag(FLAGS_num_workers);
   const int64_t id = absl::GetFlag(FLAGS_worker_id);
-  if (workers < 1 || workers > 65536) return Bad("--num-workers: %d is outside [1, 65536]", workers);
-  if (id < 0 || id >= workers) return Bad("--worker-id: %d is outside [0, %d)", id, workers);
+  if (workers < 1 || workers > 65536)
+    return Bad("--num-workers: %d is outside [1, 65536]", workers);
+  if (id < 0 || id >= workers)
+    return Bad("--worker-id: %d is outside [0, %d)", id, workers);
   sync->num_workers = workers;
   sync->worker_id = id;
   const int64_t local_size = absl::GetFlag(FLAGS_local_size);
   const int64_t local_rank = absl::GetFlag(FLAGS_local_rank);
-  if (local_size < 1 || local_size > 64) return Bad("--local-size: %d is outside [1, 64]", local_size);
+  if (local_size < 1 || local_size > 64)
+    return Bad("--local-size: %d is outside [1, 64]", local_size);
   if (local_rank < 0 || local_rank >= local_size) {
     return Bad("--local-rank: %d is outside [0, %d)", local_rank, local_size);
   }
@@ -174,18 +187,22 @@ absl::Status ReadTopology(SyncOptions* sync) {
   const std::vector<std::string> store =
       absl::StrSplit(absl::GetFlag(FLAGS_local_store), ':');
   int port = 0;
-  if (store.size() != 2 || !absl::SimpleAtoi(store[1], &port) || port <= 0 || port > 65535) {
-    return Bad("--local-store: '%s' is not host:port", absl::GetFlag(FLAGS_local_store));
+  if (store.size() != 2 || !absl::SimpleAtoi(store[1], &port) || port <= 0 ||
+      port > 65535) {
+    return Bad("--local-store: '%s' is not host:port",
+               absl::GetFlag(FLAGS_local_store));
   }
   sync->local_store_host = store[0];
   sync->local_store_port = port;
   const int64_t partition = absl::GetFlag(FLAGS_partition_bytes);
   if (partition < 4 || partition % 4 != 0) {
-    return Bad("--partition-bytes: %d must be a positive multiple of 4", partition);
+    return Bad("--partition-bytes: %d must be a positive multiple of 4",
+               partition);
   }
   sync->partition_bytes = partition;
   const double timeout = absl::GetFlag(FLAGS_rpc_timeout_seconds);
-  if (!(timeout > 0)) return Bad("--rpc-timeout-seconds: %g must be > 0", timeout);
+  if (!(timeout > 0))
+    return Bad("--rpc-timeout-seconds: %g must be > 0", timeout);
   sync->rpc_timeout = absl::Seconds(timeout);
   return absl::OkStatus();
 }
@@ -193,17 +210,20 @@ absl::Status ReadTopology(SyncOptions* sync) {
 absl::Status ReadTrainer(TrainerOptions* t, const SyncOptions& sync) {
   t->data_dir = absl::GetFlag(FLAGS_data_dir);
   t->model = absl::GetFlag(FLAGS_model);
-  if (t->model != "cnn" && t->model != "mlp") return Bad("--model: '%s' is not mlp or cnn", t->model);
+  if (t->model != "cnn" && t->model != "mlp")
+    return Bad("--model: '%s' is not mlp or cnn", t->model);
   t->epochs = absl::GetFlag(FLAGS_epochs);
   if (t->epochs < 0) return Bad("--epochs: %d is negative", t->epochs);
   t->batch_size = absl::GetFlag(FLAGS_batch_size);
-  if (t->batch_size < 1) return Bad("--batch-size: %d must be >= 1", t->batch_size);
+  if (t->batch_size < 1)
+    return Bad("--batch-size: %d must be >= 1", t->batch_size);
   const int64_t max_steps = absl::GetFlag(FLAGS_max_steps);
   if (max_steps < 0) return Bad("--max-steps: %d is negative", max_steps);
   t->max_steps = max_steps;
   t->train_limit = absl::GetFlag(FLAGS_train_limit);
   t->test_limit = absl::GetFlag(FLAGS_test_limit);
-  if (t->train_limit < 0 || t->test_limit < 0) return Bad("--train-limit/--test-limit must be >= 0");
+  if (t->train_limit < 0 || t->test_limit < 0)
+    return Bad("--train-limit/--test-limit must be >= 0");
   t->seed = absl::GetFlag(FLAGS_seed);
   const std::string progress = absl::GetFlag(FLAGS_progress);
   if (progress == "auto") {
@@ -228,21 +248,49 @@ absl::StatusOr<WorkerConfig> WorkerConfigFromFlags() {
         ReadMode(&config.sync.training), ReadPull(&config.sync)}) {
     if (!s.ok()) return s;
   }
-  if (absl::Status s = ReadTrainer(&config.trainer, config.sync); !s.ok()) return s;
+  if (absl::Status s = ReadTrainer(&config.trainer, config.sync); !s.ok())
+    return s;
   config.summary_json = absl::GetFlag(FLAGS_summary_json);
   return config;
 }
 
 std::string WorkerFlagsHelp() {
-  static constexpr absl::string_view kFlags[] = {
-      "shards", "worker_id", "num_workers", "local_rank", "local_size",
-      "local_store", "data_dir", "model", "epochs", "batch_size", "max_steps",
-      "train_limit", "test_limit", "seed", "compressor", "ratio", "threshold",
-      "levels", "value_type", "error_feedback", "dgc_momentum",
-      "dgc_momentum_masking", "dgc_clip_norm", "dgc_warmup_epochs", "pull",
-      "pull_ratio", "optimizer", "lr", "momentum", "weight_decay", "mode",
-      "staleness", "partition_bytes", "rpc_timeout_seconds", "progress",
-      "summary_json"};
+  static constexpr absl::string_view kFlags[] = {"shards",
+                                                 "worker_id",
+                                                 "num_workers",
+                                                 "local_rank",
+                                                 "local_size",
+                                                 "local_store",
+                                                 "data_dir",
+                                                 "model",
+                                                 "epochs",
+                                                 "batch_size",
+                                                 "max_steps",
+                                                 "train_limit",
+                                                 "test_limit",
+                                                 "seed",
+                                                 "compressor",
+                                                 "ratio",
+                                                 "threshold",
+                                                 "levels",
+                                                 "value_type",
+                                                 "error_feedback",
+                                                 "dgc_momentum",
+                                                 "dgc_momentum_masking",
+                                                 "dgc_clip_norm",
+                                                 "dgc_warmup_epochs",
+                                                 "pull",
+                                                 "pull_ratio",
+                                                 "optimizer",
+                                                 "lr",
+                                                 "momentum",
+                                                 "weight_decay",
+                                                 "mode",
+                                                 "staleness",
+                                                 "partition_bytes",
+                                                 "rpc_timeout_seconds",
+                                                 "progress",
+                                                 "summary_json"};
   return FlagsHelp(
       "gradwire-worker: trains Fashion-MNIST on gradwire parameter servers.\n"
       "Example: gradwire-worker --shards=127.0.0.1:7000,127.0.0.1:7001 "

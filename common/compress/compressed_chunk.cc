@@ -8,8 +8,8 @@ namespace {
 // Decoded value of element i of a QSGD chunk.
 inline float QsgdValue(const CompressedChunk& c, uint64_t i) {
   // level / s <= 1 first, so a norm near FLT_MAX cannot overflow.
-  const float magnitude =
-      c.norm * (static_cast<float>(c.levels[i]) / static_cast<float>(c.num_levels));
+  const float magnitude = c.norm * (static_cast<float>(c.levels[i]) /
+                                    static_cast<float>(c.num_levels));
   return TestBit(c.negative_bits, i) ? -magnitude : magnitude;
 }
 
@@ -26,7 +26,8 @@ void ForEachElement(const CompressedChunk& c, F&& f) {
       return;
     case Encoding::kSparse:
     case Encoding::kRandomK:
-      for (size_t j = 0; j < c.indices.size(); ++j) f(c.indices[j], c.values[j]);
+      for (size_t j = 0; j < c.indices.size(); ++j)
+        f(c.indices[j], c.values[j]);
       return;
     case Encoding::kQsgd:
       for (uint64_t i = 0; i < c.numel; ++i) f(i, QsgdValue(c, i));
@@ -95,24 +96,24 @@ absl::Status CheckWellFormed(const CompressedChunk& c) {
   switch (c.encoding) {
     case Encoding::kDense:
       if (c.values.size() != c.numel) {
-        return Malformed("dense chunk has %d values for numel %d", c.values.size(),
-                    c.numel);
+        return Malformed("dense chunk has %d values for numel %d",
+                         c.values.size(), c.numel);
       }
       return absl::OkStatus();
     case Encoding::kSparse:
     case Encoding::kRandomK:
       if (c.indices.size() != c.values.size()) {
         return Malformed("sparse chunk has %d indices but %d values",
-                    c.indices.size(), c.values.size());
+                         c.indices.size(), c.values.size());
       }
       for (size_t j = 0; j < c.indices.size(); ++j) {
         if (c.indices[j] >= c.numel) {
           return Malformed("index %d at position %d is out of range [0, %d)",
-                      c.indices[j], j, c.numel);
+                           c.indices[j], j, c.numel);
         }
         if (j > 0 && c.indices[j] <= c.indices[j - 1]) {
-          return Malformed("index %d at position %d does not increase", c.indices[j],
-                      j);
+          return Malformed("index %d at position %d does not increase",
+                           c.indices[j], j);
         }
       }
       return absl::OkStatus();
@@ -124,14 +125,14 @@ absl::Status CheckWellFormed(const CompressedChunk& c) {
       for (size_t i = 0; i < c.levels.size(); ++i) {
         if (c.levels[i] > c.num_levels) {
           return Malformed("qsgd level %d at %d exceeds %d", c.levels[i], i,
-                      c.num_levels);
+                           c.num_levels);
         }
       }
       return absl::OkStatus();
     case Encoding::kSign:
       if (c.positive_bits.size() != BitWords(c.numel)) {
         return Malformed("sign chunk has %d words for numel %d",
-                    c.positive_bits.size(), c.numel);
+                         c.positive_bits.size(), c.numel);
       }
       return absl::OkStatus();
   }

@@ -60,7 +60,8 @@ absl::Status Compressor::CompressWithFeedback(absl::Span<const float> gradient,
   state->Resize(gradient.size(), /*with_velocity=*/false);
   std::vector<float>& r = state->residual;
   const NonFinitePolicy policy = options_.non_finite;
-  for (size_t i = 0; i < r.size(); ++i) r[i] += SanitizeValue(gradient[i], policy);
+  for (size_t i = 0; i < r.size(); ++i)
+    r[i] += SanitizeValue(gradient[i], policy);
   if (absl::Status s = Compress(r, ctx, out); !s.ok()) return s;
   SubtractFrom(*out, absl::MakeSpan(r));
   return absl::OkStatus();

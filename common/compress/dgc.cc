@@ -32,8 +32,8 @@ class DgcCompressor final : public Sparsifier {
               CompressedChunk* out) const override {
     out->encoding = Encoding::kSparse;
     const uint64_t k = TargetCount(x.size(), ctx.epoch);
-    const float threshold = SampledThreshold(
-        x.size(), k, [&](uint64_t i) { return x[i]; });
+    const float threshold =
+        SampledThreshold(x.size(), k, [&](uint64_t i) { return x[i]; });
     CollectAtLeast(x, threshold, &out->indices);
     TrimOvershoot(x, k, &out->indices);
   }

@@ -39,8 +39,7 @@ uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c = 0);
 // The k distinct indices in [0, numel) drawn from `seed`, in increasing
 // order. Requires k <= numel < 2^32. O(numel / 64 + k) time and numel / 8
 // bytes of scratch.
-std::vector<uint32_t> RandomIndexSet(uint64_t seed, uint64_t numel,
-                                     uint64_t k);
+std::vector<uint32_t> RandomIndexSet(uint64_t seed, uint64_t numel, uint64_t k);
 
 }  // namespace gradwire
 

@@ -14,10 +14,14 @@ using Factory = std::unique_ptr<Compressor> (*)(CompressorOptions);
 
 const std::map<std::string, Factory>& Factories() {
   static const auto* factories = new std::map<std::string, Factory>{
-      {"none", MakeDenseCompressor},        {"fp16", MakeDenseCompressor},
-      {"bf16", MakeDenseCompressor},        {"topk", MakeTopKCompressor},
-      {"randomk", MakeRandomKCompressor},   {"threshold", MakeThresholdCompressor},
-      {"dgc", MakeDgcCompressor},           {"qsgd", MakeQsgdCompressor},
+      {"none", MakeDenseCompressor},
+      {"fp16", MakeDenseCompressor},
+      {"bf16", MakeDenseCompressor},
+      {"topk", MakeTopKCompressor},
+      {"randomk", MakeRandomKCompressor},
+      {"threshold", MakeThresholdCompressor},
+      {"dgc", MakeDgcCompressor},
+      {"qsgd", MakeQsgdCompressor},
       {"onebit", MakeOneBitCompressor},
   };
   return *factories;
@@ -35,34 +39,38 @@ absl::Status Invalid(const std::string& name, const std::string& what) {
 absl::Status ValidateOptions(const CompressorOptions& o) {
   if (IsSparsifier(o.name) && !o.k.has_value() &&
       !(o.ratio > 0.0 && o.ratio <= 1.0)) {
-    return Invalid(o.name, absl::StrFormat("ratio %g is outside (0, 1]", o.ratio));
+    return Invalid(o.name,
+                   absl::StrFormat("ratio %g is outside (0, 1]", o.ratio));
   }
   if (o.name == "threshold" &&
       !(std::isfinite(o.threshold) && o.threshold >= 0.0f)) {
-    return Invalid(o.name, absl::StrFormat("threshold %g must be finite and >= 0",
-                                           o.threshold));
+    return Invalid(
+        o.name,
+        absl::StrFormat("threshold %g must be finite and >= 0", o.threshold));
   }
   if (o.name == "qsgd" && (o.levels < 1 || o.levels > 65535)) {
-    return Invalid(o.name,
-                   absl::StrFormat("levels %d is outside [1, 65535]", o.levels));
+    return Invalid(
+        o.name, absl::StrFormat("levels %d is outside [1, 65535]", o.levels));
   }
   if (o.name == "dgc") {
     const DgcOptions& d = o.dgc;
     if (!(d.momentum >= 0.0f && d.momentum < 1.0f)) {
-      return Invalid(o.name, absl::StrFormat("momentum %g is outside [0, 1)",
-                                             d.momentum));
+      return Invalid(
+          o.name, absl::StrFormat("momentum %g is outside [0, 1)", d.momentum));
     }
     if (!(d.clip_norm >= 0.0f && std::isfinite(d.clip_norm))) {
-      return Invalid(o.name, absl::StrFormat("clip norm %g must be finite and >= 0",
-                                             d.clip_norm));
+      return Invalid(
+          o.name,
+          absl::StrFormat("clip norm %g must be finite and >= 0", d.clip_norm));
     }
     if (d.warmup_epochs < 0) {
       return Invalid(o.name, absl::StrFormat("warm-up epochs %d is negative",
                                              d.warmup_epochs));
     }
     if (!(d.sample_ratio > 0.0 && d.sample_ratio <= 1.0)) {
-      return Invalid(o.name, absl::StrFormat("sample ratio %g is outside (0, 1]",
-                                             d.sample_ratio));
+      return Invalid(
+          o.name,
+          absl::StrFormat("sample ratio %g is outside (0, 1]", d.sample_ratio));
     }
   }
   return absl::OkStatus();

@@ -42,7 +42,8 @@ void CollectAtLeast(absl::Span<const float> x, float threshold,
     }
   }
   for (; i < n; ++i) {
-    if (std::fabs(x[i]) >= threshold) indices->push_back(static_cast<uint32_t>(i));
+    if (std::fabs(x[i]) >= threshold)
+      indices->push_back(static_cast<uint32_t>(i));
   }
 }
 
@@ -74,7 +75,8 @@ void AccumulateAndCollect(absl::Span<const float> gradient, float scale,
     float gi = g[i];
     if (zero_non_finite) gi = (gi - gi == 0.0f) ? gi : 0.0f;
     r[i] += scale * gi;
-    if (std::fabs(r[i]) >= threshold) indices->push_back(static_cast<uint32_t>(i));
+    if (std::fabs(r[i]) >= threshold)
+      indices->push_back(static_cast<uint32_t>(i));
   }
 }
 

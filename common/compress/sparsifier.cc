@@ -62,7 +62,8 @@ void Sparsifier::AccumulateAndSelect(absl::Span<const float> gradient,
                                      CompressedChunk* out) const {
   std::vector<float>& r = state->residual;
   const NonFinitePolicy policy = options().non_finite;
-  for (size_t i = 0; i < r.size(); ++i) r[i] += SanitizeValue(gradient[i], policy);
+  for (size_t i = 0; i < r.size(); ++i)
+    r[i] += SanitizeValue(gradient[i], policy);
   Select(r, ctx, out);
 }
 

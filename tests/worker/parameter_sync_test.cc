@@ -2,9 +2,9 @@
 // without processes.
 #include "worker/parameter_sync.h"
 
-#include <thread>
-
 #include <ATen/CPUGeneratorImpl.h>
+
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "tests/worker/fake_ps_client.h"
@@ -37,7 +37,8 @@ SyncOptions Options(uint32_t worker_id, const std::string& compressor,
 
 // A small "model": two tensors with fixed initial values.
 ParameterSync::NamedTensors MakeParameters() {
-  torch::Tensor a = torch::arange(0, 40, torch::kFloat32).mul_(0.01).reshape({5, 8});
+  torch::Tensor a =
+      torch::arange(0, 40, torch::kFloat32).mul_(0.01).reshape({5, 8});
   torch::Tensor b = torch::linspace(-1, 1, 7, torch::kFloat32);
   return {{"a", a}, {"b", b}};
 }
@@ -74,7 +75,8 @@ void RunWorkers(std::vector<std::shared_ptr<Shard>> shards,
       run.sync = std::move(*sync);
       run.status = run.sync->Register(run.parameters);
       for (int step = 0; step < steps && run.status.ok(); ++step) {
-        for (auto& [name, p] : run.parameters) p.mutable_grad() = Gradient(p, w, step);
+        for (auto& [name, p] : run.parameters)
+          p.mutable_grad() = Gradient(p, w, step);
         run.status = run.sync->Step();
       }
     });
@@ -90,12 +92,13 @@ TEST(ParameterSyncTest, DenseBspEqualsAveragedSgd) {
   ParameterSync::NamedTensors expected = MakeParameters();
   for (uint64_t step = 0; step < 4; ++step) {
     for (auto& [name, p] : expected) {
-      p.sub_(kLearningRate * 0.5 * (Gradient(p, 0, step) + Gradient(p, 1, step)));
+      p.sub_(kLearningRate * 0.5 *
+             (Gradient(p, 0, step) + Gradient(p, 1, step)));
     }
   }
   for (size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_TRUE(torch::allclose(runs[0].parameters[i].second, expected[i].second,
-                                1e-5, 1e-6))
+    EXPECT_TRUE(torch::allclose(runs[0].parameters[i].second,
+                                expected[i].second, 1e-5, 1e-6))
         << expected[i].first;
     EXPECT_TRUE(torch::equal(runs[0].parameters[i].second,
                              runs[1].parameters[i].second));
@@ -132,9 +135,9 @@ TEST(ParameterSyncTest, TopKWithDeltasKeepsReplicasIdenticalAndSendsLess) {
 }
 
 TEST(ParameterSyncTest, RejectsParametersItCannotShare) {
-  auto sync = ParameterSync::Create(Options(0, "none", false),
-                                    std::make_unique<FakePsClient>(
-                                        FakePsClient::MakeShards(1)));
+  auto sync = ParameterSync::Create(
+      Options(0, "none", false),
+      std::make_unique<FakePsClient>(FakePsClient::MakeShards(1)));
   ASSERT_TRUE(sync.ok());
   absl::Status s = (*sync)->Register(
       ParameterSync::NamedTensors{{"d", torch::zeros({4}, torch::kFloat64)}});
