@@ -29,6 +29,8 @@ Rule RuleFor(absl::string_view key) {
 absl::Status CheckRequired(const std::vector<FlatJson>& workers) {
   for (size_t i = 0; i < workers.size(); ++i) {
     for (absl::string_view key : kRequiredNumbers) {
+      // Only worker 0 must have evaluated.
+      if (i > 0 && key == "test_accuracy") continue;
       const JsonValue* v = FindMember(workers[i], key);
       if (v == nullptr || v->kind != JsonValue::Kind::kNumber) {
         return absl::InvalidArgumentError(absl::StrCat(

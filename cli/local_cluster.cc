@@ -242,6 +242,9 @@ absl::Status LocalCluster::StartWorkers() {
     spawn.argv = {worker, "--shards=" + shards, absl::StrCat("--worker-id=", i),
                   absl::StrCat("--num-workers=", options_.workers),
                   "--summary-json=" + summary};
+    // Worker 0's accuracy is the cluster's; the others skip the evaluation
+    // (a user's --evaluate, which comes later, still wins).
+    if (i > 0) spawn.argv.push_back("--evaluate=false");
     spawn.argv.insert(spawn.argv.end(), options_.worker_args.begin(),
                       options_.worker_args.end());
     spawn.extra_env = env;

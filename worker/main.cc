@@ -47,11 +47,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!config->trainer.quiet) {
+    const std::string accuracy =
+        result->evaluated
+            ? absl::StrFormat("test accuracy %.4f", result->test_accuracy)
+            : std::string("not evaluated");
     std::printf(
-        "%s done: %d steps in %.1f s, test accuracy %.4f, pushed %s "
+        "%s done: %d steps in %.1f s, %s, pushed %s "
         "(dense fp32 would be %s, %.1fx less), pulled %s\n",
         label.c_str(), static_cast<int>(result->steps), result->wall_seconds,
-        result->test_accuracy,
+        accuracy.c_str(),
         gradwire::HumanBytes(result->sync.pushed_bytes).c_str(),
         gradwire::HumanBytes(result->sync.dense_equivalent_bytes).c_str(),
         result->sync.pushed_bytes == 0

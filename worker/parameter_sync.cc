@@ -23,6 +23,31 @@ struct ParameterSync::ChunkSlot {
 
 namespace {
 
+// options.training with what the user left unset filled in (see
+// SyncOptions::training): BSP, SGD at learning rate 0.01 with a constant
+// schedule, and Top-K 5% fp32 deltas when pull_deltas asks for deltas.
+v1::TrainingConfig TrainingWithDefaults(const SyncOptions& options) {
+  v1::TrainingConfig config = options.training;
+  if (config.mode() == v1::CONSISTENCY_MODE_UNSPECIFIED) {
+    config.set_mode(v1::CONSISTENCY_MODE_BSP);
+  }
+  v1::OptimizerConfig* optimizer = config.mutable_optimizer();
+  if (optimizer->kind() == v1::OPTIMIZER_KIND_UNSPECIFIED) {
+    optimizer->set_kind(v1::OPTIMIZER_KIND_SGD);
+  }
+  if (optimizer->learning_rate() == 0) optimizer->set_learning_rate(0.01f);
+  if (optimizer->schedule() == v1::LR_SCHEDULE_KIND_UNSPECIFIED) {
+    optimizer->set_schedule(v1::LR_SCHEDULE_KIND_CONSTANT);
+  }
+  if (options.pull_deltas && config.pull_encoding().compressor().empty()) {
+    v1::PullEncoding* encoding = config.mutable_pull_encoding();
+    encoding->set_compressor("topk");
+    encoding->set_ratio(0.05);
+    encoding->set_value_type(v1::VALUE_TYPE_FP32);
+  }
+  return config;
+}
+
 // The version a worker reports when it holds nothing a delta applies to:
 // no chunk reaches it, so the shard answers dense.
 constexpr uint64_t kHoldsNothing = UINT64_MAX;
@@ -139,7 +164,7 @@ absl::Status ParameterSync::Register(const NamedTensors& parameters) {
 }
 
 absl::Status ParameterSync::InitShards() {
-  v1::TrainingConfig config = options_.training;
+  v1::TrainingConfig config = TrainingWithDefaults(options_);
   config.set_num_workers(options_.num_workers);
   config.set_num_shards(partition_->num_shards());
   config.set_partition_bytes(options_.partition_bytes);

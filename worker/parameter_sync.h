@@ -61,7 +61,9 @@ struct SyncOptions {
   uint64_t partition_bytes = uint64_t{4} << 20;
   // Optimizer, consistency mode and pull encoding the shards run. Its
   // num_workers, num_shards, partition_bytes and model_fingerprint are
-  // filled in by Register.
+  // filled in by Register, and so is what is left unset: mode BSP,
+  // optimizer SGD, learning rate 0.01, constant schedule, and (with
+  // pull_deltas) Top-K 5% fp32 deltas.
   v1::TrainingConfig training;
   // Ask for compressed deltas on pulls (needs training.pull_encoding).
   bool pull_deltas = true;

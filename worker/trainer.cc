@@ -32,8 +32,18 @@ double Accuracy(Classifier& model, const Dataset& data) {
   return data.size() == 0 ? 0.0 : static_cast<double>(correct) / data.size();
 }
 
+// The data are cut into one part per process: worker w's local rank r
+// trains on part w * local_size + r, so the ranks of a node see different
+// examples and their reduced gradient covers a node's share.
+uint32_t DataPart(const SyncOptions& sync) {
+  return sync.worker_id * sync.local_size + sync.local_rank;
+}
+uint32_t DataParts(const SyncOptions& sync) {
+  return sync.num_workers * sync.local_size;
+}
+
 struct TrainingData {
-  Dataset train;  // This worker's part.
+  Dataset train;  // This process's part.
   Dataset test;
   // Equal on every worker, so that BSP steps line up.
   int64_t steps_per_epoch = 0;
@@ -51,14 +61,14 @@ absl::StatusOr<TrainingData> LoadData(const TrainerOptions& options,
   if (!test.ok()) return test.status();
   TrainingData data;
   const int64_t total = train->size();
-  data.train = ShardDataset(*train, sync.worker_id, sync.num_workers);
+  data.train = ShardDataset(*train, DataPart(sync), DataParts(sync));
   data.test = std::move(*test);
-  // The smallest worker part decides the step count of everyone.
-  data.steps_per_epoch = (total / sync.num_workers) / options.batch_size;
+  // The smallest part decides the step count of everyone.
+  data.steps_per_epoch = (total / DataParts(sync)) / options.batch_size;
   if (data.steps_per_epoch == 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%d training examples over %d workers do not fill one batch of %d",
-        total, sync.num_workers, options.batch_size));
+        "%d training examples over %d processes do not fill one batch of %d",
+        total, DataParts(sync), options.batch_size));
   }
   return data;
 }
@@ -83,7 +93,7 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
       progress.Line(absl::StrFormat("resuming at step %d", sync->step()));
     }
     const BatchOrder order(data->train.size(), options.batch_size,
-                           options.seed + sync_options.worker_id,
+                           options.seed + DataPart(sync_options),
                            /*drop_last=*/true);
     const uint64_t total_steps =
         options.max_steps > 0
@@ -128,15 +138,21 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
           window_samples = 0;
         }
       }
-      result.test_accuracy = Accuracy(**model, data->test);
-      if (!options.quiet) {
-        progress.Line(absl::StrFormat("epoch %d test accuracy %.4f", epoch + 1,
-                                      result.test_accuracy));
+      if (options.evaluate) {
+        result.test_accuracy = Accuracy(**model, data->test);
+        result.evaluated = true;
+        if (!options.quiet) {
+          progress.Line(absl::StrFormat("epoch %d test accuracy %.4f",
+                                        epoch + 1, result.test_accuracy));
+        }
       }
     }
-    if (options.epochs == 0 || sync->step() == 0) {
+    if (options.evaluate && !result.evaluated) {
       result.test_accuracy = Accuracy(**model, data->test);
+      result.evaluated = true;
     }
+    result.weights_fingerprint =
+        WeightsFingerprint((*model)->named_parameters().pairs());
     result.steps = sync->step();
     result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
     result.sync = sync->stats();
@@ -147,21 +163,47 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
   }
 }
 
+std::string WeightsFingerprint(const ParameterSync::NamedTensors& tensors) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  const auto mix = [&hash](const void* data, size_t size) {
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < size; ++i) {
+      hash = (hash ^ bytes[i]) * 0x100000001b3ull;
+    }
+  };
+  for (const auto& [name, tensor] : tensors) {
+    mix(name.data(), name.size());
+    const torch::Tensor values =
+        tensor.detach().to(torch::kCPU, torch::kFloat).contiguous();
+    for (const int64_t size : values.sizes()) mix(&size, sizeof(size));
+    mix(values.data_ptr<float>(), values.numel() * sizeof(float));
+  }
+  return absl::StrFormat("%016x", hash);
+}
+
 std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
+  // Without an evaluation the summary has no test_accuracy (not a made-up
+  // number); gradwire local takes the cluster's accuracy from worker 0.
+  const std::string accuracy =
+      r.evaluated
+          ? absl::StrFormat("\"test_accuracy\": %.6f, ", r.test_accuracy)
+          : std::string();
   return absl::StrFormat(
-      "{\"test_accuracy\": %.6f, \"steps\": %d, \"wall_seconds\": %.3f, "
+      "{%s\"steps\": %d, \"wall_seconds\": %.3f, "
       "\"pushed_bytes\": %d, \"pulled_bytes\": %d, "
       "\"dense_equivalent_bytes\": %d, \"init_bytes\": %d, \"retries\": %d, "
       "\"final_loss\": %.6f, \"worker_id\": %d, \"num_workers\": %d, "
       "\"compressor\": \"%s\", \"ratio\": %g, \"error_feedback\": %s, "
       "\"compress_seconds\": %.3f, \"push_seconds\": %.3f, "
-      "\"pull_seconds\": %.3f, \"reduce_seconds\": %.3f}\n",
-      r.test_accuracy, r.steps, r.wall_seconds, r.sync.pushed_bytes,
+      "\"pull_seconds\": %.3f, \"reduce_seconds\": %.3f, "
+      "\"weights_fingerprint\": \"%s\"}\n",
+      accuracy, r.steps, r.wall_seconds, r.sync.pushed_bytes,
       r.sync.pulled_bytes, r.sync.dense_equivalent_bytes, r.sync.init_bytes,
       r.sync.retries, r.final_loss, sync.worker_id, sync.num_workers,
       sync.compressor.name, sync.compressor.ratio,
       sync.error_feedback ? "true" : "false", r.sync.compress_seconds,
-      r.sync.push_seconds, r.sync.pull_seconds, r.sync.reduce_seconds);
+      r.sync.push_seconds, r.sync.pull_seconds, r.sync.reduce_seconds,
+      r.weights_fingerprint);
 }
 
 }  // namespace gradwire

@@ -31,15 +31,27 @@ struct TrainerOptions {
   bool interactive = false;
   // Only local rank 0 of a node prints progress.
   bool quiet = false;
+  // Measure test accuracy at the end of every epoch. In BSP every worker
+  // holds the same weights, so one evaluating worker is enough.
+  bool evaluate = true;
 };
 
 struct TrainingResult {
+  // Valid when evaluated (TrainerOptions::evaluate).
+  bool evaluated = false;
   double test_accuracy = 0;
   uint64_t steps = 0;
   double wall_seconds = 0;
   double final_loss = 0;
+  // WeightsFingerprint of the model at the end.
+  std::string weights_fingerprint;
   SyncStats sync;
 };
+
+// A 64-bit FNV-1a hash of the tensors' names, shapes and float32 bytes, as
+// 16 hex digits: equal fingerprints mean bit-identical weights (replicas
+// that agree, or a run that reproduced).
+std::string WeightsFingerprint(const ParameterSync::NamedTensors& tensors);
 
 // Trains with `sync` (connected, not yet registered). Returns the result, or
 // the first error (data set missing, shard unreachable, ...).

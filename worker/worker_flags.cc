@@ -34,6 +34,9 @@ ABSL_FLAG(int64_t, train_limit, 0,
 ABSL_FLAG(int64_t, test_limit, 0,
           "Use only the first N test examples (0: all).");
 ABSL_FLAG(int64_t, seed, 1, "Seed of model initialisation and batch order.");
+ABSL_FLAG(bool, evaluate, true,
+          "Measure test accuracy after every epoch (in BSP all workers hold "
+          "the same weights; gradwire local evaluates on worker 0 only).");
 ABSL_FLAG(std::string, compressor, "topk",
           "Gradient compressor: none, fp16, bf16, topk, randomk, threshold, "
           "dgc, qsgd, onebit.");
@@ -225,6 +228,7 @@ absl::Status ReadTrainer(TrainerOptions* t, const SyncOptions& sync) {
   if (t->train_limit < 0 || t->test_limit < 0)
     return Bad("--train-limit/--test-limit must be >= 0");
   t->seed = absl::GetFlag(FLAGS_seed);
+  t->evaluate = absl::GetFlag(FLAGS_evaluate);
   const std::string progress = absl::GetFlag(FLAGS_progress);
   if (progress == "auto") {
     t->interactive = Progress::StdoutIsTerminal();
@@ -269,6 +273,7 @@ std::string WorkerFlagsHelp() {
                                                  "train_limit",
                                                  "test_limit",
                                                  "seed",
+                                                 "evaluate",
                                                  "compressor",
                                                  "ratio",
                                                  "threshold",

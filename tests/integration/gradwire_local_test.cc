@@ -2,9 +2,7 @@
 // starting real shards and workers, its failure and Ctrl-C paths (no process
 // may be left behind), `gradwire health`, and its usage errors.
 #include <dirent.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -67,19 +65,6 @@ void KillProcessesMentioning(const std::string& text) {
       kill(pid, SIGKILL);
     }
   }
-}
-
-// A loopback port nobody listens on (bound, then released).
-int DeadPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
 }
 
 class GradwireLocalTest : public ::testing::Test {
@@ -206,9 +191,9 @@ TEST_F(GradwireLocalTest, HealthOfALiveShardIsServing) {
 }
 
 TEST_F(GradwireLocalTest, HealthOfADeadPortFails) {
-  const ExitedProcess health =
-      RunCli({"health", absl::StrCat("--addr=127.0.0.1:", DeadPort()),
-              "--timeout-seconds=3"});
+  const ExitedProcess health = RunCli(
+      {"health", absl::StrCat("--addr=127.0.0.1:", PickFreeLoopbackPort()),
+       "--timeout-seconds=3"});
   EXPECT_EQ(health.exit_code, 1) << health.out << health.err;
   EXPECT_THAT(health.out, HasSubstr("UNAVAILABLE"));
 }

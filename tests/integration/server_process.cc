@@ -1,9 +1,12 @@
 #include "tests/integration/server_process.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -213,6 +216,22 @@ std::shared_ptr<grpc::Channel> ServerProcess::NewChannel() const {
 
 std::unique_ptr<v1::ParameterServer::Stub> ServerProcess::NewStub() const {
   return v1::ParameterServer::NewStub(NewChannel());
+}
+
+int PickFreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  int port = 0;
+  if (fd >= 0 &&
+      bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  if (fd >= 0) close(fd);
+  return port;
 }
 
 absl::StatusOr<int> CheckHealth(std::shared_ptr<grpc::Channel> channel,

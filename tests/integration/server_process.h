@@ -40,6 +40,11 @@ class TempDir {
   std::string path_;
 };
 
+// A loopback port that was free a moment ago (bound to port 0, then
+// released): for a listener that cannot take port 0, or a port nobody
+// listens on.
+int PickFreeLoopbackPort();
+
 // Reads a whole file; empty if it cannot be read.
 std::string ReadFileOrEmpty(const std::string& path);
 
