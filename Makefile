@@ -5,6 +5,8 @@
 #   make fuzz-smoke  build the libFuzzer targets and run each for FUZZ_SECONDS
 #   make fuzz        the same for FUZZ_LONG_SECONDS (default one hour)
 #   make bench       the compression benchmark (writes build/bench-compress.json)
+#   make bench-convergence  accuracy and bytes of every compressor (about 25
+#                    min; writes build/convergence.{md,json})
 #   make demo        2 shards + 2 workers train Fashion-MNIST on this machine
 #                    (gradwire local; writes build/demo-summary.json)
 #   make format      clang-format every C++ file
@@ -19,8 +21,10 @@ FUZZ_LONG_SECONDS ?= 3600
 # Extra flags for `make demo`, appended last so they win, e.g.
 # DEMO_ARGS="--max-steps=100" on a busy machine.
 DEMO_ARGS  ?=
+# Flags for bench/convergence.sh, e.g. "--model=cnn --epochs=1".
+CONVERGENCE_ARGS ?=
 
-.PHONY: all deps configure build test test-asan fuzz-smoke fuzz bench demo format clean
+.PHONY: all deps configure build test test-asan fuzz-smoke fuzz bench bench-convergence demo format clean
 
 all: build
 
@@ -58,6 +62,9 @@ fuzz: $(FUZZ_BUILD)/bin/gradwire-fuzz-decode
 
 bench: build
 	$(BUILD)/bin/gradwire-bench-compress --json $(BUILD)/bench-compress.json
+
+bench-convergence: build
+	BUILD=$(BUILD) bench/convergence.sh --out $(BUILD) $(CONVERGENCE_ARGS)
 
 demo: build
 	$(BUILD)/bin/gradwire local --shards=2 --workers=2 --model=cnn \

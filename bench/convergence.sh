@@ -19,8 +19,8 @@ usage() {
   exit "${1:-2}"
 }
 
-epochs=1
-model=cnn
+epochs=10
+model=mlp
 workers=2
 shards=2
 only=""
