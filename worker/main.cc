@@ -24,11 +24,22 @@ int main(int argc, char** argv) {
     std::printf("%s", gradwire::WorkerFlagsHelp().c_str());
     return 0;
   }
+  if (absl::Status s =
+          gradwire::ApplyFlagEnvironment(gradwire::WorkerFlagNames());
+      !s.ok()) {
+    absl::FPrintF(stderr, "gradwire-worker: %s\n", s.message());
+    return gradwire::kUsageExitCode;
+  }
   absl::ParseCommandLine(argc, argv);
   auto config = gradwire::WorkerConfigFromFlags();
   if (!config.ok()) {
     absl::FPrintF(stderr, "gradwire-worker: %s\n", config.status().message());
     return gradwire::kUsageExitCode;
+  }
+  if (config->dry_run) {
+    std::printf("%s",
+                gradwire::FlagValues(gradwire::WorkerFlagNames()).c_str());
+    return 0;
   }
   const std::string label =
       absl::StrFormat("worker %d%s", config->sync.worker_id,

@@ -34,6 +34,9 @@ ABSL_FLAG(int64_t, train_limit, 0,
 ABSL_FLAG(int64_t, test_limit, 0,
           "Use only the first N test examples (0: all).");
 ABSL_FLAG(int64_t, seed, 1, "Seed of model initialisation and batch order.");
+ABSL_FLAG(bool, dry_run, false,
+          "Check the flags, print the settings they resolve to, and exit "
+          "without connecting (exit 0; 2 for a bad flag).");
 ABSL_FLAG(bool, evaluate, true,
           "Measure test accuracy after every epoch (in BSP all workers hold "
           "the same weights; gradwire local evaluates on worker 0 only).");
@@ -242,6 +245,46 @@ absl::Status ReadTrainer(TrainerOptions* t, const SyncOptions& sync) {
   return absl::OkStatus();
 }
 
+// Every flag of gradwire-worker, in --help order.
+constexpr absl::string_view kWorkerFlags[] = {"shards",
+                                              "worker_id",
+                                              "num_workers",
+                                              "local_rank",
+                                              "local_size",
+                                              "local_store",
+                                              "data_dir",
+                                              "model",
+                                              "epochs",
+                                              "batch_size",
+                                              "max_steps",
+                                              "train_limit",
+                                              "test_limit",
+                                              "seed",
+                                              "evaluate",
+                                              "compressor",
+                                              "ratio",
+                                              "threshold",
+                                              "levels",
+                                              "value_type",
+                                              "error_feedback",
+                                              "dgc_momentum",
+                                              "dgc_momentum_masking",
+                                              "dgc_clip_norm",
+                                              "dgc_warmup_epochs",
+                                              "pull",
+                                              "pull_ratio",
+                                              "optimizer",
+                                              "lr",
+                                              "momentum",
+                                              "weight_decay",
+                                              "mode",
+                                              "staleness",
+                                              "partition_bytes",
+                                              "rpc_timeout_seconds",
+                                              "progress",
+                                              "summary_json",
+                                              "dry_run"};
+
 }  // namespace
 
 absl::StatusOr<WorkerConfig> WorkerConfigFromFlags() {
@@ -255,52 +298,19 @@ absl::StatusOr<WorkerConfig> WorkerConfigFromFlags() {
   if (absl::Status s = ReadTrainer(&config.trainer, config.sync); !s.ok())
     return s;
   config.summary_json = absl::GetFlag(FLAGS_summary_json);
+  config.dry_run = absl::GetFlag(FLAGS_dry_run);
   return config;
 }
 
+absl::Span<const absl::string_view> WorkerFlagNames() { return kWorkerFlags; }
+
 std::string WorkerFlagsHelp() {
-  static constexpr absl::string_view kFlags[] = {"shards",
-                                                 "worker_id",
-                                                 "num_workers",
-                                                 "local_rank",
-                                                 "local_size",
-                                                 "local_store",
-                                                 "data_dir",
-                                                 "model",
-                                                 "epochs",
-                                                 "batch_size",
-                                                 "max_steps",
-                                                 "train_limit",
-                                                 "test_limit",
-                                                 "seed",
-                                                 "evaluate",
-                                                 "compressor",
-                                                 "ratio",
-                                                 "threshold",
-                                                 "levels",
-                                                 "value_type",
-                                                 "error_feedback",
-                                                 "dgc_momentum",
-                                                 "dgc_momentum_masking",
-                                                 "dgc_clip_norm",
-                                                 "dgc_warmup_epochs",
-                                                 "pull",
-                                                 "pull_ratio",
-                                                 "optimizer",
-                                                 "lr",
-                                                 "momentum",
-                                                 "weight_decay",
-                                                 "mode",
-                                                 "staleness",
-                                                 "partition_bytes",
-                                                 "rpc_timeout_seconds",
-                                                 "progress",
-                                                 "summary_json"};
   return FlagsHelp(
       "gradwire-worker: trains Fashion-MNIST on gradwire parameter servers.\n"
       "Example: gradwire-worker --shards=127.0.0.1:7000,127.0.0.1:7001 "
-      "--worker-id=0 --num-workers=2 --compressor=topk --ratio=0.01",
-      kFlags);
+      "--worker-id=0 --num-workers=2 --compressor=topk --ratio=0.01\n\n" +
+          std::string(kFlagEnvironmentHelp),
+      kWorkerFlags);
 }
 
 }  // namespace gradwire

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "worker/parameter_sync.h"
 #include "worker/trainer.h"
 
@@ -15,6 +17,8 @@ struct WorkerConfig {
   SyncOptions sync;
   TrainerOptions trainer;
   std::string summary_json;
+  // --dry-run: check the flags and exit.
+  bool dry_run = false;
 };
 
 // Reads the parsed flags. INVALID_ARGUMENT naming the flag for a bad value.
@@ -22,6 +26,10 @@ absl::StatusOr<WorkerConfig> WorkerConfigFromFlags();
 
 // --help text: usage and every worker flag with its default.
 std::string WorkerFlagsHelp();
+
+// The Abseil names of every worker flag (for the environment and
+// --dry-run, see common/command_line.h).
+absl::Span<const absl::string_view> WorkerFlagNames();
 
 }  // namespace gradwire
 
