@@ -5,6 +5,8 @@
 #   make fuzz-smoke  build the libFuzzer targets and run each for FUZZ_SECONDS
 #   make fuzz        the same for FUZZ_LONG_SECONDS (default one hour)
 #   make bench       the compression benchmark (writes build/bench-compress.json)
+#   make bench-network  dense fp32 against Top-K 1% + EF on 1 Gbit/s links
+#                    between network namespaces (root; build/bench-network.json)
 #   make bench-convergence  accuracy and bytes of every compressor (about 25
 #                    min; writes build/convergence.{md,json})
 #   make demo        2 shards + 2 workers train Fashion-MNIST on this machine
@@ -21,10 +23,12 @@ FUZZ_LONG_SECONDS ?= 3600
 # Extra flags for `make demo`, appended last so they win, e.g.
 # DEMO_ARGS="--max-steps=100" on a busy machine.
 DEMO_ARGS  ?=
+# Flags for bench/network.sh, e.g. "--rate=10gbit --steps=100".
+NETWORK_ARGS ?=
 # Flags for bench/convergence.sh, e.g. "--model=cnn --epochs=1".
 CONVERGENCE_ARGS ?=
 
-.PHONY: all deps configure build test test-asan fuzz-smoke fuzz bench bench-convergence demo format clean
+.PHONY: all deps configure build test test-asan fuzz-smoke fuzz bench bench-convergence bench-network demo format clean
 
 all: build
 
@@ -66,13 +70,16 @@ bench: build
 bench-convergence: build
 	BUILD=$(BUILD) bench/convergence.sh --out $(BUILD) $(CONVERGENCE_ARGS)
 
+bench-network: build
+	bench/network.sh --bin $(BUILD)/bin --json $(BUILD)/bench-network.json $(NETWORK_ARGS)
+
 demo: build
 	$(BUILD)/bin/gradwire local --shards=2 --workers=2 --model=cnn \
 	  --compressor=topk --ratio=0.01 --error-feedback --epochs=1 \
 	  --summary-json=$(BUILD)/demo-summary.json $(DEMO_ARGS)
 
 format:
-	git ls-files '*.cc' '*.h' '*.cu' '*.proto' | xargs clang-format -i
+	git ls-files '*.cc' '*.h' '*.cu' '*.cuh' '*.proto' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
