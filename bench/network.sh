@@ -4,7 +4,7 @@
 # links of --rate, training the Fashion-MNIST CNN for --steps steps each
 # way. Prints seconds and bytes per step and the speed-up, and writes JSON.
 #
-#   bench/network.sh [--rate 1gbit|10gbit] [--steps N] [--model cnn|mlp]
+#   bench/network.sh [--rate 1gbit|10gbit|100mbit] [--steps N] [--model cnn|mlp]
 #                    [--bin DIR] [--json FILE]
 #
 # Dense: --compressor=none --value-type=fp32 --pull=dense. Top-K: the

@@ -54,6 +54,7 @@ netns_shape() {
   # Burst: about 1 ms of traffic at the rate, at least 64 KiB.
   local burst
   case "$NETNS_RATE" in
+    100mbit) burst=64kb ;;
     1gbit) burst=128kb ;;
     10gbit) burst=1280kb ;;
     *) burst=256kb ;;
@@ -70,12 +71,13 @@ netns_shape() {
 }
 
 # Creates the bridge namespace and checks which qdiscs the kernel has.
-# $1: the rate profile, 1gbit or 10gbit.
+# $1: the rate profile: 1gbit or 10gbit (the data-centre profiles), or
+# 100mbit (a congested or cross-site link).
 netns_init() {
   NETNS_RATE=$1
   case "$NETNS_RATE" in
-    1gbit|10gbit) ;;
-    *) netns_log "unknown rate profile '$NETNS_RATE' (1gbit or 10gbit)"; return 2 ;;
+    100mbit|1gbit|10gbit) ;;
+    *) netns_log "unknown rate profile '$NETNS_RATE' (100mbit, 1gbit or 10gbit)"; return 2 ;;
   esac
   ip netns add "$NETNS_BRIDGE_NS"
   ip -n "$NETNS_BRIDGE_NS" link set lo up
