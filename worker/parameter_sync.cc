@@ -7,6 +7,7 @@
 #include "common/codec/codec.h"
 #include "common/compress/registry.h"
 #include "common/partition/partition.h"
+#include "worker/device_chunks.h"
 #include "worker/grpc_ps_client.h"
 #include "worker/local_group.h"
 
@@ -72,6 +73,40 @@ double SecondsSince(absl::Time start) {
 absl::Span<float> SpanOf(const torch::Tensor& tensor, uint64_t offset,
                          uint64_t numel) {
   return absl::MakeSpan(tensor.data_ptr<float>() + offset, numel);
+}
+
+// The tensors' values on the host: CPU tensors as they are (no copy), CUDA
+// ones copied. Throws as libtorch does.
+std::vector<torch::Tensor> OnHost(const std::vector<torch::Tensor>& tensors) {
+  std::vector<torch::Tensor> host;
+  for (const torch::Tensor& t : tensors) {
+    host.push_back(t.device().is_cuda() ? t.cpu() : t);
+  }
+  return host;
+}
+
+// Copies chunk `spec` of `parameter` to elements [position, position +
+// numel) of `flat`, or back when !to_flat. CPU to CPU without libtorch;
+// anything on a CUDA device through a tensor copy.
+void CopyChunk(const torch::Tensor& parameter, const ChunkSpec& spec,
+               const torch::Tensor& flat, int64_t position, bool to_flat) {
+  if (parameter.device().is_cpu() && flat.device().is_cpu()) {
+    const auto chunk = SpanOf(parameter, spec.offset, spec.numel);
+    float* buffer = flat.data_ptr<float>() + position;
+    if (to_flat) {
+      std::copy(chunk.begin(), chunk.end(), buffer);
+    } else {
+      std::copy(buffer, buffer + spec.numel, chunk.begin());
+    }
+    return;
+  }
+  torch::Tensor chunk = ChunkView(parameter, spec.offset, spec.numel);
+  torch::Tensor part = flat.narrow(0, position, spec.numel);
+  if (to_flat) {
+    part.copy_(chunk);
+  } else {
+    chunk.copy_(part);
+  }
 }
 
 }  // namespace
@@ -142,12 +177,22 @@ absl::Status ParameterSync::Register(const NamedTensors& parameters) {
   std::vector<TensorSpec> specs;
   for (const auto& [name, tensor] : parameters) {
     if (tensor.scalar_type() != torch::kFloat32 || !tensor.is_contiguous() ||
-        !tensor.device().is_cpu()) {
+        !(tensor.device().is_cpu() || tensor.device().is_cuda())) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "parameter %s must be a contiguous float32 CPU tensor", name));
+          "parameter %s must be a contiguous float32 CPU or CUDA tensor",
+          name));
     }
     specs.push_back({name, static_cast<uint64_t>(tensor.numel())});
     parameters_.push_back(tensor);
+  }
+  const bool any_cuda =
+      std::any_of(parameters_.begin(), parameters_.end(),
+                  [](const torch::Tensor& t) { return t.device().is_cuda(); });
+  if (any_cuda) {
+    auto device = DeviceChunkCompressor::Create(options_.compressor,
+                                                options_.error_feedback);
+    if (!device.ok()) return device.status();
+    device_compressor_ = std::move(*device);
   }
   PartitionOptions partition_options;
   partition_options.partition_bytes = options_.partition_bytes;
@@ -178,6 +223,13 @@ absl::Status ParameterSync::InitShards() {
     *requests[s].mutable_config() = config;
     dense_equivalent_[s].set_worker_id(options_.worker_id);
   }
+  std::vector<torch::Tensor> host_values;
+  const absl::Status copied =
+      CatchTorch("gradwire register", [&]() -> absl::Status {
+        host_values = OnHost(parameters_);
+        return absl::OkStatus();
+      });
+  if (!copied.ok()) return copied;
   for (ChunkSlot& slot : slots_) {
     const ChunkSpec& spec = slot.spec;
     v1::ChunkDeclaration* declaration = requests[spec.shard].add_chunks();
@@ -187,7 +239,7 @@ absl::Status ParameterSync::InitShards() {
     CompressedChunk dense;
     dense.numel = spec.numel;
     const auto values =
-        SpanOf(parameters_[spec.tensor_index], spec.offset, spec.numel);
+        SpanOf(host_values[spec.tensor_index], spec.offset, spec.numel);
     dense.values.assign(values.begin(), values.end());
     if (absl::Status s = EncodeChunk(dense, declaration->mutable_initial());
         !s.ok()) {
@@ -271,17 +323,13 @@ absl::Status ParameterSync::PushGradients(int epoch) {
   CompressContext context;
   context.step = step_;
   context.epoch = epoch;
+  if (device_compressor_) device_compressor_->BeginStep();
   for (ChunkSlot& slot : slots_) {
     const ChunkSpec& spec = slot.spec;
     if (!OwnsLocally(spec.key)) continue;
     torch::Tensor& parameter = parameters_[spec.tensor_index];
-    const auto gradient = SpanOf(parameter.grad(), spec.offset, spec.numel);
     context.chunk_key = spec.key;
-    absl::Status s =
-        options_.error_feedback
-            ? compressor_->CompressWithFeedback(gradient, context,
-                                                &slot.feedback, &slot.scratch)
-            : compressor_->Compress(gradient, context, &slot.scratch);
+    absl::Status s = CompressChunk(parameter.grad(), context, &slot);
     if (!s.ok()) {
       return absl::Status(
           s.code(),
@@ -310,6 +358,29 @@ absl::Status ParameterSync::PushGradients(int epoch) {
   stats_.pushed_bytes = traffic.push_bytes_sent;
   stats_.retries = traffic.retries;
   return pushed;
+}
+
+absl::Status ParameterSync::CompressChunk(const torch::Tensor& gradient,
+                                          const CompressContext& context,
+                                          ChunkSlot* slot) {
+  const ChunkSpec& spec = slot->spec;
+  if (gradient.device().is_cuda() && device_compressor_) {
+    return device_compressor_->Compress(spec.key, gradient, spec.offset,
+                                        spec.numel, context, &slot->scratch);
+  }
+  // CPU gradients are read in place; CUDA ones that do not compress on the
+  // device are copied to the host first (a blocking copy).
+  torch::Tensor host = gradient;
+  uint64_t offset = spec.offset;
+  if (gradient.device().is_cuda()) {
+    host = ChunkView(gradient, spec.offset, spec.numel).cpu();
+    offset = 0;
+  }
+  const auto values = SpanOf(host, offset, spec.numel);
+  return options_.error_feedback
+             ? compressor_->CompressWithFeedback(
+                   values, context, &slot->feedback, &slot->scratch)
+             : compressor_->Compress(values, context, &slot->scratch);
 }
 
 absl::Status ParameterSync::PullWeights(uint64_t min_step) {
@@ -359,8 +430,13 @@ absl::Status ParameterSync::ApplyPulled(
             absl::StrFormat("chunk %d: delta to version %d for a worker at %d",
                             spec.key, weights.version(), slot.version));
       }
-      auto target =
-          SpanOf(parameters_[spec.tensor_index], spec.offset, spec.numel);
+      const torch::Tensor& parameter = parameters_[spec.tensor_index];
+      if (parameter.device().is_cuda()) {
+        WriteChunkToDevice(decoded, weights.is_delta(), parameter, spec.offset);
+        slot.version = weights.version();
+        continue;
+      }
+      auto target = SpanOf(parameter, spec.offset, spec.numel);
       if (weights.is_delta()) {
         AccumulateInto(decoded, 1.0f, target);
       } else {
@@ -386,24 +462,26 @@ absl::Status ParameterSync::ShareInsideNode() {
       total += slot.spec.numel;
     }
     if (owned.empty()) continue;
-    torch::Tensor flat = torch::empty({total}, torch::kFloat32);
-    float* cursor = flat.data_ptr<float>();
+    // On the parameters' device: Gloo for CPU, NCCL for CUDA.
+    const torch::Device device =
+        parameters_[owned.front()->spec.tensor_index].device();
+    torch::Tensor flat = torch::empty(
+        {total}, torch::TensorOptions(torch::kFloat32).device(device));
     if (root == group_->rank()) {
+      int64_t position = 0;
       for (const ChunkSlot* slot : owned) {
-        auto source = SpanOf(parameters_[slot->spec.tensor_index],
-                             slot->spec.offset, slot->spec.numel);
-        std::copy(source.begin(), source.end(), cursor);
-        cursor += slot->spec.numel;
+        CopyChunk(parameters_[slot->spec.tensor_index], slot->spec, flat,
+                  position, /*to_flat=*/true);
+        position += slot->spec.numel;
       }
     }
     std::vector<torch::Tensor> buffers = {flat};
     if (absl::Status s = group_->Broadcast(buffers, root); !s.ok()) return s;
-    cursor = flat.data_ptr<float>();
+    int64_t position = 0;
     for (const ChunkSlot* slot : owned) {
-      auto target = SpanOf(parameters_[slot->spec.tensor_index],
-                           slot->spec.offset, slot->spec.numel);
-      std::copy(cursor, cursor + slot->spec.numel, target.begin());
-      cursor += slot->spec.numel;
+      CopyChunk(parameters_[slot->spec.tensor_index], slot->spec, flat,
+                position, /*to_flat=*/false);
+      position += slot->spec.numel;
     }
   }
   return absl::OkStatus();

@@ -13,7 +13,10 @@
 //   }
 //
 // Step() replaces the local optimizer: the shards run it. Parameters must be
-// contiguous float32 CPU tensors (CUDA tensors are copied through the host).
+// contiguous float32 CPU or CUDA tensors. CPU gradients are compressed in
+// place; CUDA gradients on their device, with the error-feedback residual
+// kept there, when gradwire was built with the CUDA kernels and the
+// compressor runs there (see worker/device_chunks.h), else through the host.
 //
 // What one Step does:
 //  1. With local ranks (options.local.size > 1): average the gradients inside
@@ -45,6 +48,7 @@
 
 namespace gradwire {
 
+class DeviceChunkCompressor;
 class LocalGroup;
 class Partition;
 
@@ -134,6 +138,10 @@ class ParameterSync {
 
   absl::Status InitShards();
   absl::Status PushGradients(int epoch);
+  // Compresses one chunk's gradient into slot->scratch: on the device, or
+  // through the CPU compressor.
+  absl::Status CompressChunk(const torch::Tensor& gradient,
+                             const CompressContext& context, ChunkSlot* slot);
   absl::Status PullWeights(uint64_t min_step);
   absl::Status ApplyPulled(const std::vector<v1::PullResponse>& responses);
   absl::Status ShareInsideNode();
@@ -144,6 +152,9 @@ class ParameterSync {
   std::unique_ptr<PsClient> client_;
   std::unique_ptr<LocalGroup> group_;
   std::unique_ptr<const Compressor> compressor_;
+  // CUDA gradients compressed on the device; null when there are no CUDA
+  // parameters or they go through the host.
+  std::unique_ptr<DeviceChunkCompressor> device_compressor_;
   std::unique_ptr<Partition> partition_;
   std::vector<torch::Tensor> parameters_;
   std::vector<ChunkSlot> slots_;  // Indexed by chunk key.
