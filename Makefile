@@ -12,6 +12,9 @@
 #   make demo        2 shards + 2 workers train Fashion-MNIST on this machine
 #                    (gradwire local; writes build/demo-summary.json)
 #   make format      clang-format every C++ file
+#   make check-deploy  offline checks of docker-compose.yml, deploy/docker,
+#                    deploy/k8s and deploy/prometheus, with every service's
+#                    settings run through the binaries' --dry-run
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -28,7 +31,7 @@ NETWORK_ARGS ?=
 # Flags for bench/convergence.sh, e.g. "--model=cnn --epochs=1".
 CONVERGENCE_ARGS ?=
 
-.PHONY: all deps configure build test test-asan fuzz-smoke fuzz bench bench-convergence bench-network demo format clean
+.PHONY: all deps configure build test test-asan fuzz-smoke fuzz bench bench-convergence bench-network demo format check-deploy clean
 
 all: build
 
@@ -77,6 +80,9 @@ demo: build
 	$(BUILD)/bin/gradwire local --shards=2 --workers=2 --model=cnn \
 	  --compressor=topk --ratio=0.01 --error-feedback --epochs=1 \
 	  --summary-json=$(BUILD)/demo-summary.json $(DEMO_ARGS)
+
+check-deploy: build
+	BUILD=$(BUILD) scripts/check-deploy.sh
 
 format:
 	git ls-files '*.cc' '*.h' '*.cu' '*.cuh' '*.proto' | xargs clang-format -i

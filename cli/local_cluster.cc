@@ -83,7 +83,24 @@ struct Member {
   // Set before this process is asked to stop: an exit after that is not a
   // failure of its own.
   bool stopping = false;
+  // Where it writes the port of its /metrics endpoint, and whether its URL
+  // was printed.
+  std::string metrics_port_file;
+  bool metrics_reported = false;
 };
+
+// The port in a port file once it is complete; 0 before.
+int PortFromFile(const std::string& path) {
+  int port = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(path)), &port)) {
+    return 0;
+  }
+  return port;
+}
+
+std::string MetricsUrl(int port) {
+  return absl::StrCat("http://127.0.0.1:", port, "/metrics");
+}
 
 int WorkerThreads(int workers) {
   cpu_set_t cpus;
@@ -106,6 +123,7 @@ class LocalCluster {
   absl::Status StartShards();
   absl::Status WaitUntilServing();
   int ShardPort(int shard) const;
+  void ReportWorkerMetrics();
   absl::Status StartWorkers();
   void Supervise();
   bool PollAll();
@@ -156,6 +174,8 @@ absl::Status LocalCluster::StartShards() {
   for (int i = 0; i < options_.shards; ++i) {
     const std::string port_file = RunPath(absl::StrCat("shard-", i, ".port"));
     std::filesystem::remove(port_file);
+    std::filesystem::remove(
+        RunPath(absl::StrCat("shard-", i, ".metrics-port")));
     SpawnOptions spawn;
     spawn.argv = {server,
                   "--address=127.0.0.1",
@@ -163,7 +183,11 @@ absl::Status LocalCluster::StartShards() {
                   "--port-file=" + port_file,
                   absl::StrCat("--shard-id=", i),
                   absl::StrCat("--num-shards=", options_.shards),
-                  absl::StrCat("--num-workers=", options_.workers)};
+                  absl::StrCat("--num-workers=", options_.workers),
+                  "--metrics-address=127.0.0.1",
+                  "--metrics-port=0",
+                  "--metrics-port-file=" +
+                      RunPath(absl::StrCat("shard-", i, ".metrics-port"))};
     if (!options_.checkpoint_dir.empty()) {
       spawn.argv.push_back(absl::StrCat(
           "--checkpoint-dir=", options_.checkpoint_dir, "/shard-", i));
@@ -183,11 +207,20 @@ absl::Status LocalCluster::StartShards() {
 
 // The port from shard i's port file, once it is complete; 0 before.
 int LocalCluster::ShardPort(int shard) const {
-  int port = 0;
-  const std::string text =
-      ReadFile(RunPath(absl::StrCat("shard-", shard, ".port")));
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &port)) return 0;
-  return port;
+  return PortFromFile(RunPath(absl::StrCat("shard-", shard, ".port")));
+}
+
+// Prints the /metrics URL of each worker whose endpoint is up by now.
+void LocalCluster::ReportWorkerMetrics() {
+  for (Member& w : workers_) {
+    if (w.metrics_reported) continue;
+    if (const int port = PortFromFile(w.metrics_port_file); port > 0) {
+      std::printf("gradwire local: %s metrics at %s\n", w.name.c_str(),
+                  MetricsUrl(port).c_str());
+      std::fflush(stdout);
+      w.metrics_reported = true;
+    }
+  }
 }
 
 absl::Status LocalCluster::WaitUntilServing() {
@@ -219,8 +252,13 @@ absl::Status LocalCluster::WaitUntilServing() {
     }
   }
   for (size_t i = 0; i < shards_.size(); ++i) {
-    std::printf("gradwire local: shard %zu serving on %s (log %s)\n", i,
-                addresses_[i].c_str(), shards_[i].log.c_str());
+    // The metrics port file is written before the port file.
+    const int metrics_port =
+        PortFromFile(RunPath(absl::StrCat("shard-", i, ".metrics-port")));
+    std::printf(
+        "gradwire local: shard %zu serving on %s, metrics at %s (log %s)\n", i,
+        addresses_[i].c_str(), MetricsUrl(metrics_port).c_str(),
+        shards_[i].log.c_str());
   }
   std::fflush(stdout);
   return absl::OkStatus();
@@ -238,10 +276,18 @@ absl::Status LocalCluster::StartWorkers() {
   for (int i = 0; i < options_.workers; ++i) {
     const std::string summary = RunPath(absl::StrCat("worker-", i, ".json"));
     std::filesystem::remove(summary);
+    const std::string metrics_file =
+        RunPath(absl::StrCat("worker-", i, ".metrics-port"));
+    std::filesystem::remove(metrics_file);
     SpawnOptions spawn;
-    spawn.argv = {worker, "--shards=" + shards, absl::StrCat("--worker-id=", i),
+    spawn.argv = {worker,
+                  "--shards=" + shards,
+                  absl::StrCat("--worker-id=", i),
                   absl::StrCat("--num-workers=", options_.workers),
-                  "--summary-json=" + summary};
+                  "--summary-json=" + summary,
+                  "--metrics-address=127.0.0.1",
+                  "--metrics-port=0",
+                  "--metrics-port-file=" + metrics_file};
     // Worker 0's accuracy is the cluster's; the others skip the evaluation
     // (a user's --evaluate, which comes later, still wins).
     if (i > 0) spawn.argv.push_back("--evaluate=false");
@@ -251,6 +297,7 @@ absl::Status LocalCluster::StartWorkers() {
     Member m;
     m.name = absl::StrCat("worker ", i);
     m.log = RunPath(absl::StrCat("worker-", i, ".log"));
+    m.metrics_port_file = metrics_file;
     // Worker 0 keeps the terminal for its progress; its errors go to the log
     // too, so that a failure can be shown with the others'.
     spawn.stdout_path = i == 0 ? "" : m.log;
@@ -267,6 +314,7 @@ absl::Status LocalCluster::StartWorkers() {
 // Reaps what has exited; reports every process that failed on its own.
 // True when the run must stop (a failure, or every worker is done).
 bool LocalCluster::PollAll() {
+  ReportWorkerMetrics();
   bool workers_done = true;
   for (Member& w : workers_) {
     if (w.process->running()) {

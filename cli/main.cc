@@ -58,6 +58,9 @@ ABSL_FLAG(double, start_timeout_seconds, 60,
 // `gradwire health`.
 ABSL_FLAG(std::string, addr, "", "The shard to check, as HOST:PORT.");
 ABSL_FLAG(double, timeout_seconds, 5, "How long to wait for the answer.");
+ABSL_FLAG(bool, dry_run, false,
+          "Check the flags, print the settings they resolve to, and exit "
+          "without asking (exit 0; 2 for a bad flag).");
 
 // Abseil reports a malformed flag value through this hook and then exits
 // with 1; exiting here gives every usage error the same code. The message
@@ -121,7 +124,8 @@ constexpr absl::string_view kHealthUsage =
     "(NOT_SERVING,\nunreachable, no answer in time, ...) otherwise; 2 for a "
     "bad command line.";
 
-constexpr absl::string_view kHealthFlags[] = {"addr", "timeout_seconds"};
+constexpr absl::string_view kHealthFlags[] = {"addr", "timeout_seconds",
+                                              "dry_run"};
 
 [[noreturn]] void UsageError(absl::string_view command,
                              absl::string_view message) {
@@ -259,6 +263,10 @@ int RunHealth(const std::vector<std::string>& args) {
   const double timeout = absl::GetFlag(FLAGS_timeout_seconds);
   if (address.empty()) UsageError("health", "--addr is required");
   if (!(timeout > 0)) UsageError("health", "--timeout-seconds must be > 0");
+  if (absl::GetFlag(FLAGS_dry_run)) {
+    std::fputs(FlagValues(kHealthFlags).c_str(), stdout);
+    return 0;
+  }
   const absl::Status status = CheckHealth(address, absl::Seconds(timeout));
   if (!status.ok()) {
     std::printf("%s\n", status.ToString().c_str());

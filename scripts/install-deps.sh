@@ -5,8 +5,14 @@
 # Dockerfile all install through this script. It is idempotent: it installs
 # only what is missing and runs `apt-get update` only when something is.
 #
-# Usage: scripts/install-deps.sh [--print]
-#   --print  print the package list and exit (used by image builds).
+# Usage: scripts/install-deps.sh [--print] [--image-build | --runtime ROLE]
+#   --print          print the package list and exit (used by image builds).
+#   --image-build    only what an image's build stage needs: PACKAGES less
+#                    IMAGE_BUILD_SKIP, no deployment-check tools.
+#   --runtime ROLE   only the run-time libraries of the image of ROLE
+#                    (server or worker; deploy/docker/Dockerfile).
+# Without --image-build or --runtime: PACKAGES, DEPLOY_CHECK_PACKAGES and the
+# UNPACKED_PACKAGES (everything a developer and CI need).
 set -euo pipefail
 
 PACKAGES=(
@@ -26,27 +32,122 @@ PACKAGES=(
   dataset-fashion-mnist iproute2 openssl
 )
 
-if [[ "${1:-}" == "--print" ]]; then
-  printf '%s\n' "${PACKAGES[@]}"
+# Not needed to build the images' binaries (tests, fuzzing, benchmarks).
+IMAGE_BUILD_SKIP=(
+  clang libclang-rt-14-dev clang-format libgtest-dev libgmock-dev
+  libbenchmark-dev prometheus dataset-fashion-mnist iproute2 openssl
+)
+
+# make check-deploy: docker-compose validates docker-compose.yml; Node.js and
+# npm run deploy/validate. Where the installed nodejs brings its own npm
+# (it then "Provides: npm"), that one counts.
+DEPLOY_CHECK_PACKAGES=(docker-compose nodejs npm)
+
+# Unpacked into $TOOLS_DIR/PACKAGE instead of installed: on many machines
+# another repository's kubectl package owns /usr/bin/kubectl, and Debian's
+# kubernetes-client (kubectl 1.20, whose `kubectl kustomize` renders
+# deploy/k8s for make check-deploy) cannot be installed beside it.
+UNPACKED_PACKAGES=(kubernetes-client)
+TOOLS_DIR=${GRADWIRE_TOOLS_DIR:-/opt/gradwire-tools}
+
+# Run-time libraries of the images (deploy/docker/Dockerfile). The shard has
+# no libtorch; the worker adds it, Gloo and the training data.
+RUNTIME_SERVER_PACKAGES=(
+  libabsl20220623 libgrpc++1.51 libgrpc29 libprotobuf32 libcivetweb1 zlib1g
+)
+RUNTIME_WORKER_PACKAGES=(
+  "${RUNTIME_SERVER_PACKAGES[@]}" libtorch1.13 libgloo0 dataset-fashion-mnist
+)
+
+usage() {
+  echo "usage: $0 [--print] [--image-build | --runtime server|worker]" >&2
+  exit 2
+}
+
+print=false
+mode=all
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --print) print=true ;;
+    --image-build) mode=image-build ;;
+    --runtime)
+      [[ $# -ge 2 ]] || usage
+      case "$2" in
+        server | worker) mode="runtime-$2" ;;
+        *) usage ;;
+      esac
+      shift
+      ;;
+    *) usage ;;
+  esac
+  shift
+done
+
+selected=()
+unpack=()
+case "$mode" in
+  all)
+    selected=("${PACKAGES[@]}" "${DEPLOY_CHECK_PACKAGES[@]}")
+    unpack=("${UNPACKED_PACKAGES[@]}")
+    ;;
+  image-build)
+    for pkg in "${PACKAGES[@]}"; do
+      if [[ " ${IMAGE_BUILD_SKIP[*]} " != *" $pkg "* ]]; then
+        selected+=("$pkg")
+      fi
+    done
+    ;;
+  runtime-server) selected=("${RUNTIME_SERVER_PACKAGES[@]}") ;;
+  runtime-worker) selected=("${RUNTIME_WORKER_PACKAGES[@]}") ;;
+esac
+
+if $print; then
+  printf '%s\n' "${selected[@]}" "${unpack[@]}"
   exit 0
 fi
 
+# Virtual packages that installed packages provide (nodesource's nodejs
+# provides npm, for one).
+provided=" $(dpkg-query -W -f='${db:Status-Abbrev}|${Provides}\n' 2>/dev/null |
+  sed -n 's/^ii *|//p' | tr ',' '\n' | sed 's/ *(.*)//; s/^ *//' |
+  tr '\n' ' ' || true) "
+
 missing=()
-for pkg in "${PACKAGES[@]}"; do
+for pkg in "${selected[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
-  if [[ "$status" != "install ok installed" ]]; then
+  if [[ "$status" != "install ok installed" && "$provided" != *" $pkg "* ]]; then
     missing+=("$pkg")
   fi
 done
+missing_unpack=()
+for pkg in "${unpack[@]}"; do
+  if [[ ! -f "$TOOLS_DIR/$pkg/.unpacked" ]]; then missing_unpack+=("$pkg"); fi
+done
 
-if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "install-deps: all ${#PACKAGES[@]} packages present"
+if [[ ${#missing[@]} -eq 0 && ${#missing_unpack[@]} -eq 0 ]]; then
+  echo "install-deps: all $(( ${#selected[@]} + ${#unpack[@]} )) packages present"
   exit 0
 fi
 
-echo "install-deps: installing ${missing[*]}"
+echo "install-deps: installing ${missing[*]} ${missing_unpack[*]}"
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+if [[ ${#missing[@]} -gt 0 ]]; then
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+for pkg in "${missing_unpack[@]}"; do
+  download=$(mktemp -d)
+  # apt-get download writes into the current directory, as the _apt user
+  # where it can.
+  chmod 0777 "$download"
+  (cd "$download" && apt-get download -q "$pkg")
+  $SUDO rm -rf "${TOOLS_DIR:?}/$pkg"
+  $SUDO mkdir -p "$TOOLS_DIR/$pkg"
+  $SUDO dpkg-deb -x "$download"/"$pkg"_*.deb "$TOOLS_DIR/$pkg"
+  dpkg-deb -f "$download"/"$pkg"_*.deb Version |
+    $SUDO tee "$TOOLS_DIR/$pkg/.unpacked" >/dev/null
+  rm -rf "$download"
+  echo "install-deps: unpacked $pkg into $TOOLS_DIR/$pkg"
+done

@@ -84,14 +84,16 @@ absl::Status Checkpointer::WriteOne(const char* reason) {
   const uint64_t sequence = CheckpointSequence(*snapshot);
   absl::StatusOr<std::string> path =
       WriteCheckpoint(options_.dir, *snapshot, sequence);
+  const absl::Time end = absl::Now();
+  shard_->metrics().RecordCheckpoint(path.ok(), end - start, end);
   if (!path.ok()) {
     LogShardEventf(options_.shard_id, "%s checkpoint %d failed: %s", reason,
                    sequence, path.status().ToString());
     return path.status();
   }
-  LogShardEventf(
-      options_.shard_id, "%s checkpoint sequence %d written to %s in %d ms",
-      reason, sequence, *path, absl::ToInt64Milliseconds(absl::Now() - start));
+  LogShardEventf(options_.shard_id,
+                 "%s checkpoint sequence %d written to %s in %d ms", reason,
+                 sequence, *path, absl::ToInt64Milliseconds(end - start));
   return absl::OkStatus();
 }
 

@@ -15,6 +15,8 @@
 // final one at shutdown, say) reuses its sequence and replaces it atomically;
 // it may still carry more (BSP pushes that have not completed a step).
 //
+// Each write's duration, or its failure, goes to the shard's ShardMetrics.
+//
 // Only one thread writes at a time: the background thread, or Stop's final
 // write after that thread has ended, as WriteCheckpoint requires.
 #ifndef GRADWIRE_SERVER_CHECKPOINTER_H_

@@ -8,7 +8,8 @@
 // checkpoint fails; kUsageExitCode (2) for a bad command line, before
 // anything is bound. stdout carries exactly one line,
 // "gradwire-server listening on HOST:PORT", for scripts; every log line goes
-// to stderr.
+// to stderr. Prometheus metrics are served at
+// http://--metrics-address:--metrics-port/metrics.
 #include <signal.h>
 #include <unistd.h>
 
@@ -23,8 +24,8 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/str_cat.h"
 #include "common/command_line.h"
+#include "common/port_file.h"
 #include "server/event_log.h"
-#include "server/port_file.h"
 #include "server/server_options.h"
 #include "server/shard_server.h"
 
@@ -62,6 +63,17 @@ ABSL_FLAG(int64_t, max_message_bytes, int64_t{64} << 20,
 ABSL_FLAG(double, shutdown_grace_seconds, 10.0,
           "On SIGTERM/SIGINT, how long in-flight calls may run before they "
           "are cancelled.");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0",
+          "Numeric IPv4 address of the Prometheus endpoint (/metrics).");
+ABSL_FLAG(int64_t, metrics_port, 0,
+          "TCP port of the Prometheus endpoint; 0 lets the OS pick one "
+          "(logged, and written to --metrics-port-file); -1 turns it off.");
+ABSL_FLAG(bool, dry_run, false,
+          "Check the flags, print the settings they resolve to, and exit "
+          "without serving (exit 0; 2 for a bad flag).");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "If set, the metrics port is written to this file (atomically) "
+          "once bound, before --port-file.");
 
 // Abseil reports a malformed flag (unknown name, unparsable value) through
 // this hook and then exits with 1; exiting here gives every usage error the
@@ -77,7 +89,8 @@ namespace {
 constexpr absl::string_view kUsage =
     "gradwire-server: one shard of a gradwire parameter server.\n"
     "Serves gradwire.v1.ParameterServer and grpc.health.v1.Health on one "
-    "port.\nStop it with SIGTERM or SIGINT (a final checkpoint is written).";
+    "port,\nand Prometheus metrics over HTTP at /metrics on another.\n"
+    "Stop it with SIGTERM or SIGINT (a final checkpoint is written).";
 
 constexpr absl::string_view kFlagNames[] = {"address",
                                             "port",
@@ -91,7 +104,11 @@ constexpr absl::string_view kFlagNames[] = {"address",
                                             "checkpoint_every",
                                             "threads",
                                             "max_message_bytes",
-                                            "shutdown_grace_seconds"};
+                                            "shutdown_grace_seconds",
+                                            "metrics_address",
+                                            "metrics_port",
+                                            "metrics_port_file",
+                                            "dry_run"};
 
 ServerOptions OptionsFromFlags() {
   ServerOptions o;
@@ -108,6 +125,9 @@ ServerOptions OptionsFromFlags() {
   o.threads = absl::GetFlag(FLAGS_threads);
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
+  o.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
   return o;
 }
 
@@ -116,10 +136,18 @@ ServerOptions OptionsFromFlags() {
 ServerOptions ParseCommandLineOrExit(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   if (IsHelpRequest(argc, argv)) {
-    std::fputs(FlagsHelp(kUsage, kFlagNames).c_str(), stdout);
+    std::fputs(FlagsHelp(absl::StrCat(kUsage, "\n\n", kFlagEnvironmentHelp),
+                         kFlagNames)
+                   .c_str(),
+               stdout);
     std::exit(0);
   }
   NormalizeFlagNames(argc, argv);
+  if (absl::Status s = ApplyFlagEnvironment(kFlagNames); !s.ok()) {
+    std::fprintf(stderr, "gradwire-server: %s\n",
+                 std::string(s.message()).c_str());
+    std::exit(kUsageExitCode);
+  }
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   ServerOptions options = OptionsFromFlags();
   absl::Status valid = ValidateServerOptions(options);
@@ -131,6 +159,10 @@ ServerOptions ParseCommandLineOrExit(int argc, char** argv) {
     std::fprintf(stderr, "gradwire-server: %s (see --help)\n",
                  std::string(valid.message()).c_str());
     std::exit(kUsageExitCode);
+  }
+  if (absl::GetFlag(FLAGS_dry_run)) {
+    std::fputs(FlagValues(kFlagNames).c_str(), stdout);
+    std::exit(0);
   }
   return options;
 }
@@ -171,6 +203,16 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   std::printf("gradwire-server listening on %s\n",
               (*server)->connect_address().c_str());
   std::fflush(stdout);
+  // The metrics port first: whoever waits for --port-file may then read it.
+  if (!options.metrics_port_file.empty()) {
+    if (absl::Status s =
+            WritePortFile(options.metrics_port_file, (*server)->metrics_port());
+        !s.ok()) {
+      LogShardEventf(shard_id, "cannot write the metrics port file: %s",
+                     s.ToString());
+      return 1;
+    }
+  }
   if (!options.port_file.empty()) {
     if (absl::Status s = WritePortFile(options.port_file, (*server)->port());
         !s.ok()) {

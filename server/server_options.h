@@ -46,7 +46,18 @@ struct ServerOptions {
   int64_t max_message_bytes = int64_t{64} << 20;
   // How long in-flight calls may run once shutdown starts, >= 0 seconds.
   double shutdown_grace_seconds = 10.0;
+  // The Prometheus endpoint (http://metrics_address:metrics_port/metrics):
+  // a numeric IPv4 address; a port in [0, 65535], 0 letting the OS pick
+  // one (so that several shards on one machine never collide), or -1 for
+  // no endpoint.
+  std::string metrics_address = "0.0.0.0";
+  int64_t metrics_port = 0;
+  // If set, the metrics port is written here once bound, before port_file.
+  std::string metrics_port_file;
 };
+
+// The metrics port value that turns the endpoint off.
+inline constexpr int64_t kMetricsOff = -1;
 
 // The consistency mode named `name` ("bsp", "asp", "ssp"; case-insensitive),
 // UNSPECIFIED for "". INVALID_ARGUMENT naming the choices otherwise.
@@ -55,8 +66,9 @@ absl::StatusOr<v1::ConsistencyMode> ParseConsistencyMode(
 
 // Checks every field against the ranges above and against each other
 // (shard_id < num_shards; staleness only with ssp; a checkpoint cadence
-// only with a checkpoint directory). INVALID_ARGUMENT naming the flag
-// (as --flag-name) and the value on the first violation.
+// only with a checkpoint directory; a metrics port file only with metrics).
+// INVALID_ARGUMENT naming the flag (as --flag-name) and the value on the first
+// violation.
 absl::Status ValidateServerOptions(const ServerOptions& options);
 
 // The Shard's options. Requires ValidateServerOptions(options).ok().

@@ -34,17 +34,34 @@ grpc::Status ParameterServerService::Init(grpc::ServerContext* context,
 grpc::Status ParameterServerService::Push(grpc::ServerContext* context,
                                           const v1::PushRequest* request,
                                           v1::PushResponse* response) {
-  return ToGrpcStatus(shard_->Push(*request, response));
+  const absl::Status status = shard_->Push(*request, response);
+  shard_->metrics().CountPushBytes(request->ByteSizeLong(),
+                                   status.ok() ? response->ByteSizeLong() : 0);
+  return ToGrpcStatus(status);
 }
 
 grpc::Status ParameterServerService::Pull(grpc::ServerContext* context,
                                           const v1::PullRequest* request,
                                           v1::PullResponse* response) {
+  absl::Duration waited;
+  const grpc::Status status = WaitAndPull(context, *request, response, &waited);
+  ShardMetrics& metrics = shard_->metrics();
+  metrics.ObservePullWait(waited);
+  metrics.CountPullBytes(request->ByteSizeLong(),
+                         status.ok() ? response->ByteSizeLong() : 0);
+  return status;
+}
+
+grpc::Status ParameterServerService::WaitAndPull(grpc::ServerContext* context,
+                                                 const v1::PullRequest& request,
+                                                 v1::PullResponse* response,
+                                                 absl::Duration* waited) {
   const absl::Time deadline = PullDeadline(context->deadline(), absl::Now());
   for (;;) {
     const absl::Time slice_end =
         std::min(deadline, absl::Now() + kPullWaitSlice);
-    const absl::Status status = shard_->Pull(*request, slice_end, response);
+    const absl::Status status =
+        shard_->Pull(request, slice_end, response, waited);
     // Shard::Pull has no side effects and clears `response` on failure, so a
     // slice that ran out is simply tried again.
     if (!absl::IsDeadlineExceeded(status) || slice_end >= deadline) {

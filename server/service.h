@@ -11,6 +11,9 @@
 // server that began to shut down; a Pull without a deadline waits at most
 // kMaxPullWait.
 //
+// Metrics: the serialized sizes of Push and Pull requests and replies, and
+// each Pull's wait, go to the shard's ShardMetrics.
+//
 // Thread safety: every method may be called concurrently (gRPC's sync server
 // does so).
 #ifndef GRADWIRE_SERVER_SERVICE_H_
@@ -66,6 +69,11 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   void BeginShutdown();
 
  private:
+  // Pull's loop of waiting slices; adds the time spent waiting to *waited.
+  grpc::Status WaitAndPull(grpc::ServerContext* context,
+                           const v1::PullRequest& request,
+                           v1::PullResponse* response, absl::Duration* waited);
+
   // Constant after construction.
   Shard* const shard_;
 

@@ -52,7 +52,16 @@ absl::StatusOr<std::unique_ptr<ChunkState>> NewChunk(
 
 }  // namespace
 
-Shard::Shard(ShardOptions options) : options_(options) {}
+Shard::Shard(ShardOptions options, ShardMetrics* shard_metrics)
+    : options_(options), metrics_(shard_metrics) {
+  if (metrics_ == nullptr) {
+    own_registry_ = std::make_unique<metrics::Registry>();
+    // Cannot fail: the names are fixed and the registry is empty.
+    own_metrics_ =
+        ShardMetrics::Create(own_registry_.get(), options_.shard_id).value();
+    metrics_ = own_metrics_.get();
+  }
+}
 
 Shard::~Shard() = default;
 
@@ -81,6 +90,7 @@ absl::Status Shard::Init(const v1::InitRequest& request,
     if (absl::Status s = CheckInitIdentity(request, **config); !s.ok()) {
       return s;
     }
+    ResetWorkerActivity((*config)->num_workers);
     config_ = std::move(*config);
     chunks_ = std::move(chunks);
     initialized_.store(true, std::memory_order_release);
@@ -88,6 +98,24 @@ absl::Status Shard::Init(const v1::InitRequest& request,
   }
   FillInitResponse(request, response);
   return absl::OkStatus();
+}
+
+void Shard::ResetWorkerActivity(uint32_t num_workers) {
+  last_push_nanos_ = std::make_unique<std::atomic<int64_t>[]>(num_workers);
+  for (uint32_t w = 0; w < num_workers; ++w) {
+    last_push_nanos_[w].store(0, std::memory_order_relaxed);
+  }
+}
+
+uint32_t Shard::ActiveWorkers(absl::Time now, absl::Duration window) const {
+  if (!initialized()) return 0;
+  const int64_t since = absl::ToUnixNanos(now - window);
+  uint32_t active = 0;
+  for (uint32_t w = 0; w < config_->num_workers; ++w) {
+    const int64_t last = last_push_nanos_[w].load(std::memory_order_relaxed);
+    if (last != 0 && last >= since) ++active;
+  }
+  return active;
 }
 
 absl::Status Shard::CheckInitIdentity(const v1::InitRequest& request,

@@ -31,6 +31,12 @@
 // it bit for bit. Without a pull compressor, pulls return w in the requested
 // dense precision.
 //
+// Metrics: every Push is counted by outcome, and aggregation, optimizer
+// and pull-wait times and ASP/SSP staleness are observed, in the
+// ShardMetrics given at construction (shard_metrics.h), with lock-free
+// atomic updates. The time of each worker's last accepted push is kept for
+// ActiveWorkers.
+//
 // Thread safety: all methods are safe to call concurrently.
 #ifndef GRADWIRE_SERVER_SHARD_H_
 #define GRADWIRE_SERVER_SHARD_H_
@@ -50,6 +56,7 @@
 #include "server/chunk_state.h"
 #include "server/optimizer.h"
 #include "server/shard_config.h"
+#include "server/shard_metrics.h"
 #include "server/snapshot.h"
 
 namespace gradwire {
@@ -71,7 +78,9 @@ struct ShardOptions {
 
 class Shard {
  public:
-  explicit Shard(ShardOptions options);
+  // `shard_metrics` is not owned and must outlive the shard; null counts
+  // into a registry of the shard's own that nothing reads (tests, tools).
+  explicit Shard(ShardOptions options, ShardMetrics* shard_metrics = nullptr);
   ~Shard();
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
@@ -85,15 +94,31 @@ class Shard {
   absl::Status Push(const v1::PushRequest& request, v1::PushResponse* response);
 
   // Waits until each chunk's clock reaches min_step (DEADLINE_EXCEEDED if
-  // `deadline` passes first), then answers dense weights or deltas.
+  // `deadline` passes first), then answers dense weights or deltas. When
+  // `waited` is set, the time spent waiting is added to it.
   absl::Status Pull(const v1::PullRequest& request, absl::Time deadline,
-                    v1::PullResponse* response);
+                    v1::PullResponse* response,
+                    absl::Duration* waited = nullptr);
 
   v1::ShardInfo Info() const;
 
   bool initialized() const {
     return initialized_.load(std::memory_order_acquire);
   }
+
+  uint32_t shard_id() const { return options_.shard_id; }
+
+  // Workers of the accepted config; 0 before Init.
+  uint32_t num_workers() const {
+    return initialized() ? config_->num_workers : 0;
+  }
+
+  // Workers whose last accepted or duplicate push arrived at most `window`
+  // before `now`; 0 before Init.
+  uint32_t ActiveWorkers(absl::Time now, absl::Duration window) const;
+
+  // Where this shard counts its work (for the service and checkpointer).
+  ShardMetrics& metrics() const { return *metrics_; }
 
   // Total optimizer updates applied since start (for checkpoint cadence).
   uint64_t updates_applied() const {
@@ -122,7 +147,13 @@ class Shard {
   void FillInitResponse(const v1::InitRequest& request,
                         v1::InitResponse* response) const;
   ChunkState* FindChunk(uint64_t key) const;
-  // Validates one pushed chunk and decodes it into `*gradient`.
+  // Push without the counting: sets *outcome on every return.
+  absl::Status ValidateAndApply(const v1::PushRequest& request,
+                                v1::PushResponse* response,
+                                PushOutcome* outcome);
+  // Validates one pushed chunk and decodes it into `*gradient`:
+  // FAILED_PRECONDITION when this shard does not own it, INVALID_ARGUMENT
+  // when it does not decode.
   absl::Status DecodePushedChunk(const v1::ChunkGradient& pushed,
                                  ChunkState** chunk,
                                  CompressedChunk* gradient) const;
@@ -135,10 +166,17 @@ class Shard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
   absl::Status PullOne(const v1::ChunkPull& pull,
                        const v1::PullRequest& request, absl::Time deadline,
-                       v1::ChunkWeights* out) const;
+                       v1::ChunkWeights* out, absl::Duration* waited) const;
+  // Sizes last_push_nanos_ for `num_workers`; part of becoming initialised.
+  void ResetWorkerActivity(uint32_t num_workers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(init_mu_);
 
-  // Constant after construction.
+  // Constant after construction. Without metrics from the caller, the
+  // shard's own registry and metrics.
   const ShardOptions options_;
+  std::unique_ptr<metrics::Registry> own_registry_;
+  std::unique_ptr<ShardMetrics> own_metrics_;
+  ShardMetrics* metrics_ = nullptr;
 
   // Guards the switch from uninitialised to initialised. After that,
   // config_, chunks_ and the compressors are constant and read without it.
@@ -146,6 +184,10 @@ class Shard {
   std::atomic<bool> initialized_{false};
   std::unique_ptr<const ShardConfig> config_;
   std::map<uint64_t, std::unique_ptr<ChunkState>> chunks_;
+  // Per worker id, Unix nanoseconds of the last accepted or duplicate push
+  // (0: none yet); the array is set with chunks_, its entries are relaxed
+  // atomics written on every push.
+  std::unique_ptr<std::atomic<int64_t>[]> last_push_nanos_;
 
   mutable std::atomic<uint64_t> updates_applied_{0};
 };

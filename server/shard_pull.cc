@@ -1,5 +1,6 @@
 // Shard::Pull: wait for the asked step, then answer dense or delta.
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/codec/codec.h"
 #include "server/shard.h"
 
@@ -22,7 +23,7 @@ absl::Status EncodeDense(absl::Span<const float> weights,
 }  // namespace
 
 absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
-                         v1::PullResponse* response) {
+                         v1::PullResponse* response, absl::Duration* waited) {
   if (!initialized()) {
     return absl::FailedPreconditionError(
         "shard is not initialised: Init first");
@@ -46,7 +47,7 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
   }
   for (const v1::ChunkPull& pull : request.chunks()) {
     if (absl::Status s =
-            PullOne(pull, request, deadline, response->add_chunks());
+            PullOne(pull, request, deadline, response->add_chunks(), waited);
         !s.ok()) {
       response->Clear();
       return s;
@@ -57,7 +58,8 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
 
 absl::Status Shard::PullOne(const v1::ChunkPull& pull,
                             const v1::PullRequest& request, absl::Time deadline,
-                            v1::ChunkWeights* out) const {
+                            v1::ChunkWeights* out,
+                            absl::Duration* waited) const {
   ChunkState* chunk = FindChunk(pull.key());
   absl::MutexLock lock(&chunk->mu);
   const ChunkSnapshot& state = chunk->state;
@@ -65,10 +67,16 @@ absl::Status Shard::PullOne(const v1::ChunkPull& pull,
   const auto reached = [&state, wanted]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return state.clock >= wanted;
   };
-  if (!chunk->mu.AwaitWithDeadline(absl::Condition(&reached), deadline)) {
-    return absl::DeadlineExceededError(absl::StrFormat(
-        "chunk %d: clock %d did not reach step %d before the deadline",
-        chunk->key, state.clock, wanted));
+  if (!reached()) {
+    const absl::Time start = absl::Now();
+    const bool arrived =
+        chunk->mu.AwaitWithDeadline(absl::Condition(&reached), deadline);
+    if (waited != nullptr) *waited += absl::Now() - start;
+    if (!arrived) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "chunk %d: clock %d did not reach step %d before the deadline",
+          chunk->key, state.clock, wanted));
+    }
   }
   out->set_key(chunk->key);
   out->set_version(state.version);

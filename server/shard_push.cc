@@ -1,8 +1,10 @@
 // Shard::Push: validate everything, then apply atomically.
 #include <algorithm>
+#include <chrono>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/codec/codec.h"
 #include "server/shard.h"
 #include "server/step_rules.h"
@@ -37,6 +39,19 @@ class ChunkLocks {
   std::vector<absl::Mutex*> locked_;
 };
 
+// Records why a push ended and passes its status on.
+absl::Status Refuse(PushOutcome* outcome, PushOutcome why,
+                    absl::Status status) {
+  *outcome = why;
+  return status;
+}
+
+using SteadyClock = std::chrono::steady_clock;
+
+double SecondsSince(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
 }  // namespace
 
 absl::Status Shard::DecodePushedChunk(const v1::ChunkGradient& pushed,
@@ -59,18 +74,31 @@ absl::Status Shard::DecodePushedChunk(const v1::ChunkGradient& pushed,
 
 absl::Status Shard::Push(const v1::PushRequest& request,
                          v1::PushResponse* response) {
+  PushOutcome outcome = PushOutcome::kAccepted;
+  absl::Status status = ValidateAndApply(request, response, &outcome);
+  metrics_->CountPush(outcome);
+  return status;
+}
+
+absl::Status Shard::ValidateAndApply(const v1::PushRequest& request,
+                                     v1::PushResponse* response,
+                                     PushOutcome* outcome) {
   if (!initialized()) {
-    return absl::FailedPreconditionError(
-        "shard is not initialised: Init first");
+    return Refuse(
+        outcome, PushOutcome::kNotInitialized,
+        absl::FailedPreconditionError("shard is not initialised: Init first"));
   }
   const ShardConfig& config = *config_;
   const uint32_t worker = request.worker_id();
   if (worker >= config.num_workers) {
-    return absl::OutOfRangeError(absl::StrFormat(
-        "worker id %d is outside [0, %d)", worker, config.num_workers));
+    return Refuse(
+        outcome, PushOutcome::kUnknownWorker,
+        absl::OutOfRangeError(absl::StrFormat("worker id %d is outside [0, %d)",
+                                              worker, config.num_workers)));
   }
   if (request.chunks().empty()) {
-    return absl::InvalidArgumentError("push carries no chunks");
+    return Refuse(outcome, PushOutcome::kInvalid,
+                  absl::InvalidArgumentError("push carries no chunks"));
   }
   // Phase 1, no locks: decode and validate every chunk.
   std::vector<PushItem> items(request.chunks_size());
@@ -78,14 +106,18 @@ absl::Status Shard::Push(const v1::PushRequest& request,
   for (int i = 0; i < request.chunks_size(); ++i) {
     const v1::ChunkGradient& pushed = request.chunks(i);
     if (!seen.insert(pushed.key()).second) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("chunk %d appears twice in one push", pushed.key()));
+      return Refuse(outcome, PushOutcome::kInvalid,
+                    absl::InvalidArgumentError(absl::StrFormat(
+                        "chunk %d appears twice in one push", pushed.key())));
     }
     items[i].request_index = i;
     if (absl::Status s =
             DecodePushedChunk(pushed, &items[i].chunk, &items[i].gradient);
         !s.ok()) {
-      return s;
+      const PushOutcome why = absl::IsFailedPrecondition(s)
+                                  ? PushOutcome::kNotOwned
+                                  : PushOutcome::kInvalid;
+      return Refuse(outcome, why, std::move(s));
     }
   }
   std::sort(items.begin(), items.end(),
@@ -99,14 +131,20 @@ absl::Status Shard::Push(const v1::PushRequest& request,
     auto verdict =
         JudgePush(config.mode, config.staleness, item.chunk->key, state.clock,
                   state.workers[worker], request.step());
-    if (!verdict.ok()) return verdict.status();
+    if (!verdict.ok()) {
+      return Refuse(outcome, PushOutcome::kStepOutOfRange, verdict.status());
+    }
     item.verdict = *verdict;
   }
+  last_push_nanos_[worker].store(absl::GetCurrentTimeNanos(),
+                                 std::memory_order_relaxed);
+  *outcome = PushOutcome::kDuplicate;
   response->mutable_acks()->Reserve(request.chunks_size());
   for (int i = 0; i < request.chunks_size(); ++i) response->add_acks();
   for (PushItem& item : items) {
     if (item.verdict == PushVerdict::kApply) {
       Apply(item.chunk, worker, request.step(), item.gradient);
+      *outcome = PushOutcome::kAccepted;
     }
     v1::ChunkAck* ack = response->mutable_acks(item.request_index);
     ack->set_key(item.chunk->key);
@@ -122,11 +160,13 @@ void Shard::Apply(ChunkState* chunk, uint32_t worker, uint64_t step,
   const ShardConfig& config = *config_;
   ChunkSnapshot& state = chunk->state;
   MarkStep(&state.workers[worker], step);
+  const SteadyClock::time_point start = SteadyClock::now();
   if (config.mode == v1::CONSISTENCY_MODE_BSP) {
     // Average over the workers: each push adds its share of the mean.
     state.accumulator.resize(chunk->numel, 0.0f);
     AccumulateInto(gradient, 1.0f / config.num_workers,
                    absl::MakeSpan(state.accumulator));
+    metrics_->ObserveAggregation(SecondsSince(start));
     if (++state.pending_pushes < config.num_workers) return;
     Update(chunk, state.accumulator);
     std::fill(state.accumulator.begin(), state.accumulator.end(), 0.0f);
@@ -134,10 +174,13 @@ void Shard::Apply(ChunkState* chunk, uint32_t worker, uint64_t step,
     ++state.clock;
     return;
   }
-  // ASP and SSP: every push is an update of its own.
+  // ASP and SSP: every push is an update of its own. The step is at or
+  // past the clock (an older one would be a duplicate).
+  metrics_->ObserveStaleness(step > state.clock ? step - state.clock : 0);
   thread_local std::vector<float> dense;
   dense.resize(chunk->numel);
   DecompressInto(gradient, absl::MakeSpan(dense));
+  metrics_->ObserveAggregation(SecondsSince(start));
   Update(chunk, dense);
   state.clock = SlowestNextStep(state.workers);
 }
@@ -145,8 +188,10 @@ void Shard::Apply(ChunkState* chunk, uint32_t worker, uint64_t step,
 void Shard::Update(ChunkState* chunk, absl::Span<const float> gradient) const {
   const ShardConfig& config = *config_;
   ChunkSnapshot& state = chunk->state;
+  const SteadyClock::time_point start = SteadyClock::now();
   config.optimizer->Apply(absl::MakeSpan(state.weights), gradient,
                           &state.optimizer);
+  metrics_->ObserveOptimizer(SecondsSince(start));
   ++state.version;
   updates_applied_.fetch_add(1, std::memory_order_relaxed);
   if (!config.pull_compressor) return;

@@ -51,10 +51,14 @@ std::string ConnectableHost(const std::string& address) {
   return address;
 }
 
-ShardServer::ShardServer(const ServerOptions& options)
+ShardServer::ShardServer(const ServerOptions& options,
+                         std::unique_ptr<metrics::Registry> registry,
+                         std::unique_ptr<ShardMetrics> shard_metrics)
     : options_(options),
       shard_id_(static_cast<uint32_t>(options.shard_id)),
-      shard_(ToShardOptions(options)),
+      registry_(std::move(registry)),
+      shard_metrics_(std::move(shard_metrics)),
+      shard_(ToShardOptions(options), shard_metrics_.get()),
       service_(&shard_) {}
 
 ShardServer::~ShardServer() {
@@ -69,11 +73,17 @@ std::string ShardServer::connect_address() const {
 
 absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
     const ServerOptions& options) {
-  std::unique_ptr<ShardServer> server(new ShardServer(options));
+  auto registry = std::make_unique<metrics::Registry>();
+  auto shard_metrics = ShardMetrics::Create(
+      registry.get(), static_cast<uint32_t>(options.shard_id));
+  if (!shard_metrics.ok()) return shard_metrics.status();
+  std::unique_ptr<ShardServer> server(
+      new ShardServer(options, std::move(registry), *std::move(shard_metrics)));
   LogShardEventf(server->shard_id_, "starting: shard %d of %d, mode %s",
                  options.shard_id, options.num_shards,
                  options.mode.empty() ? "from Init" : options.mode);
   if (absl::Status s = server->Restore(); !s.ok()) return s;
+  if (absl::Status s = server->ServeMetrics(); !s.ok()) return s;
   if (absl::Status s = server->Serve(); !s.ok()) return s;
   if (!options.checkpoint_dir.empty()) {
     CheckpointerOptions checkpoints;
@@ -90,6 +100,28 @@ absl::Status ShardServer::Restore() {
   if (options_.checkpoint_dir.empty()) return absl::OkStatus();
   return RestoreNewestCheckpoint(options_.checkpoint_dir, shard_id_, &shard_)
       .status();
+}
+
+absl::Status ShardServer::ServeMetrics() {
+  auto process = metrics::ProcessMetrics::Register(registry_.get());
+  if (!process.ok()) return process.status();
+  process_metrics_ = *std::move(process);
+  auto state = RegisterShardStateMetrics(registry_.get(), &shard_);
+  if (!state.ok()) return state.status();
+  state_metrics_ = *std::move(state);
+  if (options_.metrics_port == kMetricsOff) {
+    LogShardEventf(shard_id_, "metrics endpoint off (--metrics-port=-1)");
+    return absl::OkStatus();
+  }
+  metrics::ExposerOptions endpoint;
+  endpoint.address = options_.metrics_address;
+  endpoint.port = static_cast<int>(options_.metrics_port);
+  auto exposer = metrics::Exposer::Start(endpoint, registry_.get());
+  if (!exposer.ok()) return exposer.status();
+  exposer_ = *std::move(exposer);
+  LogShardEventf(shard_id_, "metrics at http://%s/metrics",
+                 JoinHostPort(options_.metrics_address, exposer_->port()));
+  return absl::OkStatus();
 }
 
 absl::Status ShardServer::Serve() {

@@ -2,9 +2,11 @@
 // the checkpointer and the grpc::Server, started and stopped in order.
 //
 // Start:    restore the newest checkpoint if the checkpoint directory holds
-//           one, bind, start serving, mark the health service SERVING
-//           (overall "" and gradwire.v1.ParameterServer) and start the
-//           periodic checkpointer. The options were validated by the caller.
+//           one, start the metrics endpoint (unless options.metrics_port
+//           is kMetricsOff), bind, start serving, mark the health service
+//           SERVING (overall "" and gradwire.v1.ParameterServer) and start
+//           the periodic checkpointer. The options were validated by the
+//           caller.
 // Shutdown: health NOT_SERVING; waiting Pulls end (UNAVAILABLE); new calls
 //           are refused and in-flight ones get `shutdown grace` to finish,
 //           then are cancelled; then the final checkpoint is written.
@@ -17,8 +19,13 @@
 // a thread, so with W workers pulling the server needs more than W threads
 // or pushes queue behind the waiting pulls until their deadlines.
 //
-// Thread safety: Start and Shutdown are called by one thread; port() and
-// connect_address() are constant after Start.
+// Metrics: the shard's (shard_metrics.h) and the process' own
+// (common/metrics/process_metrics.h), served at /metrics by a civetweb
+// server with its own threads; it keeps serving until the ShardServer is
+// destroyed, so a final scrape can follow Shutdown.
+//
+// Thread safety: Start and Shutdown are called by one thread; port(),
+// metrics_port() and connect_address() are constant after Start.
 #ifndef GRADWIRE_SERVER_SHARD_SERVER_H_
 #define GRADWIRE_SERVER_SHARD_SERVER_H_
 
@@ -27,11 +34,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/metrics/exposer.h"
+#include "common/metrics/process_metrics.h"
+#include "common/metrics/registry.h"
 #include "grpcpp/grpcpp.h"
 #include "server/checkpointer.h"
 #include "server/server_options.h"
 #include "server/service.h"
 #include "server/shard.h"
+#include "server/shard_metrics.h"
 
 namespace gradwire {
 
@@ -46,8 +57,8 @@ std::string ConnectableHost(const std::string& address);
 class ShardServer {
  public:
   // Starts serving `options` (which must pass ValidateServerOptions).
-  // Errors: a checkpoint that cannot be read or restored, a port that
-  // cannot be bound (UNAVAILABLE naming the address).
+  // Errors: a checkpoint that cannot be read or restored, a port (gRPC or
+  // metrics) that cannot be bound (UNAVAILABLE naming the address).
   static absl::StatusOr<std::unique_ptr<ShardServer>> Start(
       const ServerOptions& options);
 
@@ -60,6 +71,8 @@ class ShardServer {
   int port() const { return port_; }
   // ConnectableHost(address):port.
   std::string connect_address() const;
+  // The bound metrics port, or 0 when metrics are off.
+  int metrics_port() const { return exposer_ ? exposer_->port() : 0; }
 
   // Stops serving as described above and returns the final checkpoint's
   // status (OK when checkpoints are off or the shard was never
@@ -67,8 +80,11 @@ class ShardServer {
   absl::Status Shutdown();
 
  private:
-  explicit ShardServer(const ServerOptions& options);
+  ShardServer(const ServerOptions& options,
+              std::unique_ptr<metrics::Registry> registry,
+              std::unique_ptr<ShardMetrics> shard_metrics);
   absl::Status Restore();
+  absl::Status ServeMetrics();
   absl::Status Serve();
   void SetServing(bool serving);
 
@@ -77,12 +93,22 @@ class ShardServer {
   const uint32_t shard_id_;
   int port_ = 0;
 
+  // Declared before the shard, which counts into them, so they outlive it.
+  const std::unique_ptr<metrics::Registry> registry_;
+  const std::unique_ptr<ShardMetrics> shard_metrics_;
+
   Shard shard_;
   ParameterServerService service_;
   std::unique_ptr<grpc::Server> server_;
   // Null when checkpoints are off.
   std::unique_ptr<Checkpointer> checkpointer_;
   bool shut_down_ = false;
+
+  // Scrape-time metrics and the endpoint, declared last so they are
+  // destroyed first: no scrape runs once the shard starts to go away.
+  std::unique_ptr<metrics::ProcessMetrics> process_metrics_;
+  std::vector<std::unique_ptr<metrics::CallbackRegistration>> state_metrics_;
+  std::unique_ptr<metrics::Exposer> exposer_;
 };
 
 }  // namespace gradwire

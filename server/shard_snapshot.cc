@@ -98,6 +98,7 @@ absl::Status Shard::Restore(ShardSnapshot snapshot) {
           absl::StrFormat("checkpoint chunk %d appears twice", key));
     }
   }
+  ResetWorkerActivity((*config)->num_workers);
   config_ = std::move(*config);
   chunks_ = std::move(chunks);
   initialized_.store(true, std::memory_order_release);

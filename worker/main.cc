@@ -1,6 +1,7 @@
 // gradwire-worker: trains Fashion-MNIST against gradwire shards.
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/command_line.h"
+#include "common/metrics/exposer.h"
+#include "common/metrics/process_metrics.h"
+#include "common/metrics/registry.h"
+#include "common/port_file.h"
 #include "worker/progress.h"
 #include "worker/trainer.h"
 #include "worker/worker_flags.h"
@@ -17,6 +22,43 @@ extern "C" void ABSL_INTERNAL_C_SYMBOL(AbslInternalReportFatalUsageError)(
     absl::string_view) {
   _exit(gradwire::kUsageExitCode);
 }
+
+namespace {
+
+// The /metrics endpoint and the process metrics; none with
+// --metrics-port=-1.
+struct MetricsExporter {
+  std::unique_ptr<gradwire::metrics::ProcessMetrics> process;
+  std::unique_ptr<gradwire::metrics::Exposer> exposer;
+};
+
+absl::StatusOr<MetricsExporter> StartMetrics(
+    const gradwire::WorkerConfig& config, const std::string& label,
+    gradwire::metrics::Registry* registry) {
+  MetricsExporter exporter;
+  if (config.metrics_port < 0) return exporter;
+  auto process = gradwire::metrics::ProcessMetrics::Register(registry);
+  if (!process.ok()) return process.status();
+  exporter.process = std::move(*process);
+  gradwire::metrics::ExposerOptions options;
+  options.address = config.metrics_address;
+  options.port = static_cast<int>(config.metrics_port);
+  auto exposer = gradwire::metrics::Exposer::Start(options, registry);
+  if (!exposer.ok()) return exposer.status();
+  exporter.exposer = std::move(*exposer);
+  absl::FPrintF(stderr, "%s: metrics at http://%s:%d/metrics\n", label,
+                config.metrics_address, exporter.exposer->port());
+  if (!config.metrics_port_file.empty()) {
+    if (absl::Status s = gradwire::WritePortFile(config.metrics_port_file,
+                                                 exporter.exposer->port());
+        !s.ok()) {
+      return s;
+    }
+  }
+  return exporter;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   gradwire::NormalizeFlagNames(argc, argv);
@@ -47,6 +89,14 @@ int main(int argc, char** argv) {
                           ? absl::StrFormat(".%d", config->sync.local_rank)
                           : std::string());
   config->trainer.label = label;
+  // Metrics first, so that a scraper sees the worker from its start.
+  gradwire::metrics::Registry registry;
+  auto exporter = StartMetrics(*config, label, &registry);
+  if (!exporter.ok()) {
+    absl::FPrintF(stderr, "%s: %s\n", label, exporter.status().ToString());
+    return 1;
+  }
+  if (config->metrics_port >= 0) config->sync.metrics_registry = &registry;
   auto sync = gradwire::ParameterSync::Connect(config->sync);
   if (!sync.ok()) {
     absl::FPrintF(stderr, "%s: %s\n", label, sync.status().ToString());

@@ -1,6 +1,7 @@
 #include "worker/parameter_sync.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -10,6 +11,7 @@
 #include "worker/device_chunks.h"
 #include "worker/grpc_ps_client.h"
 #include "worker/local_group.h"
+#include "worker/worker_metrics.h"
 
 namespace gradwire {
 
@@ -142,11 +144,24 @@ absl::StatusOr<std::unique_ptr<ParameterSync>> ParameterSync::Create(
   group_options.size = options.local_size;
   group_options.store_host = options.local_store_host;
   group_options.store_port = options.local_store_port;
+  std::unique_ptr<WorkerMetrics> worker_metrics;
+  if (options.metrics_registry != nullptr) {
+    // Local ranks of one node show up as "worker.rank".
+    const std::string worker =
+        options.local_size > 1
+            ? absl::StrFormat("%d.%d", options.worker_id, options.local_rank)
+            : absl::StrFormat("%d", options.worker_id);
+    auto made = WorkerMetrics::Create(options.metrics_registry, worker,
+                                      options.compressor.name);
+    if (!made.ok()) return made.status();
+    worker_metrics = std::move(*made);
+  }
   auto group = LocalGroup::Create(group_options);
   if (!group.ok()) return group.status();
   std::unique_ptr<ParameterSync> sync(new ParameterSync(
       std::move(options), std::move(client), std::move(*group)));
   sync->compressor_ = std::move(*compressor);
+  sync->metrics_ = std::move(worker_metrics);
   return sync;
 }
 
@@ -262,6 +277,7 @@ absl::Status ParameterSync::InitShards() {
   }
   step_ = resume == UINT64_MAX ? 0 : resume;
   stats_.init_bytes = client_->traffic().init_bytes_sent;
+  if (metrics_) metrics_->RecordTraffic(client_->traffic());
   for (ChunkSlot& slot : slots_) slot.version = kHoldsNothing;
   return CatchTorch("gradwire register", [&]() -> absl::Status {
     torch::NoGradGuard no_grad;
@@ -288,7 +304,9 @@ absl::Status ParameterSync::Step(int epoch) {
   if (!partition_) return absl::FailedPreconditionError("Register first");
   return CatchTorch("gradwire step", [&]() -> absl::Status {
     torch::NoGradGuard no_grad;
-    absl::Time start = absl::Now();
+    const SyncStats before = stats_;
+    const absl::Time step_start = absl::Now();
+    absl::Time start = step_start;
     for (torch::Tensor& p : parameters_) {
       // A parameter outside this step's graph has no gradient: it pushes
       // zeros, like every other worker's view of it.
@@ -308,8 +326,34 @@ absl::Status ParameterSync::Step(int epoch) {
     stats_.reduce_seconds += SecondsSince(start);
     ++step_;
     ++stats_.steps;
+    if (metrics_) RecordStepMetrics(before, SecondsSince(step_start));
     return absl::OkStatus();
   });
+}
+
+void ParameterSync::RecordStepMetrics(const SyncStats& before,
+                                      double step_seconds) {
+  metrics_->RecordTraffic(client_->traffic());
+  metrics_->AddDenseEquivalentBytes(stats_.dense_equivalent_bytes -
+                                    before.dense_equivalent_bytes);
+  StepTimings timings;
+  timings.step = step_seconds;
+  timings.reduce = stats_.reduce_seconds - before.reduce_seconds;
+  timings.compress = stats_.compress_seconds - before.compress_seconds;
+  timings.push = stats_.push_seconds - before.push_seconds;
+  timings.pull = stats_.pull_seconds - before.pull_seconds;
+  metrics_->RecordStep(timings, ResidualNorm());
+}
+
+double ParameterSync::ResidualNorm() const {
+  // Host residuals only; residuals kept on a CUDA device are not read back
+  // for a gauge.
+  double sum_of_squares = 0;
+  for (const ChunkSlot& slot : slots_) {
+    for (const float r : slot.feedback.residual)
+      sum_of_squares += double{r} * r;
+  }
+  return std::sqrt(sum_of_squares);
 }
 
 absl::Status ParameterSync::PushGradients(int epoch) {

@@ -47,10 +47,14 @@
 #include "worker/ps_client.h"
 
 namespace gradwire {
+namespace metrics {
+class Registry;
+}  // namespace metrics
 
 class DeviceChunkCompressor;
 class LocalGroup;
 class Partition;
+class WorkerMetrics;
 
 struct SyncOptions {
   // One address (host:port) per shard, in shard-id order.
@@ -79,6 +83,9 @@ struct SyncOptions {
   // Deadlines and retries of the RPCs.
   absl::Duration rpc_timeout = absl::Seconds(30);
   absl::Duration pull_timeout = absl::Seconds(300);
+  // Where to export this worker's Prometheus metrics (worker_metrics.h);
+  // not owned, must outlive the ParameterSync. Null: no metrics.
+  metrics::Registry* metrics_registry = nullptr;
 };
 
 // Byte counts of this worker, serialized message sizes.
@@ -130,6 +137,9 @@ class ParameterSync {
   // The next step number (steps pushed so far, including resumed ones).
   uint64_t step() const { return step_; }
   const SyncStats& stats() const { return stats_; }
+  // The worker's metrics (null without options.metrics_registry); the
+  // training loop sets its loss, throughput and epoch there.
+  WorkerMetrics* metrics() const { return metrics_.get(); }
 
  private:
   struct ChunkSlot;
@@ -146,6 +156,9 @@ class ParameterSync {
   absl::Status ApplyPulled(const std::vector<v1::PullResponse>& responses);
   absl::Status ShareInsideNode();
   uint64_t MinStepToPull() const;
+  // Exports one finished step (stats before it: `before`) to metrics_.
+  void RecordStepMetrics(const SyncStats& before, double step_seconds);
+  double ResidualNorm() const;
   bool OwnsLocally(uint64_t key) const;
 
   SyncOptions options_;
@@ -162,6 +175,7 @@ class ParameterSync {
   std::vector<v1::PushRequest> dense_equivalent_;
   uint64_t step_ = 0;
   SyncStats stats_;
+  std::unique_ptr<WorkerMetrics> metrics_;
 };
 
 }  // namespace gradwire

@@ -9,6 +9,7 @@
 #include "worker/fashion_mnist.h"
 #include "worker/models.h"
 #include "worker/progress.h"
+#include "worker/worker_metrics.h"
 
 namespace gradwire {
 namespace {
@@ -133,6 +134,11 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
         sample.pushed_bytes = sync->stats().pushed_bytes;
         sample.dense_equivalent_bytes = sync->stats().dense_equivalent_bytes;
         if (!options.quiet) progress.Update(sample);
+        if (WorkerMetrics* m = sync->metrics()) {
+          m->SetLoss(result.final_loss);
+          m->SetSamplesPerSecond(sample.samples_per_second);
+          m->SetEpoch(epoch);
+        }
         if (seconds > 10) {
           window_start = absl::Now();
           window_samples = 0;
@@ -156,6 +162,13 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
     result.steps = sync->step();
     result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
     result.sync = sync->stats();
+    if (const WorkerMetrics* m = sync->metrics()) {
+      // The summary reports what the dashboards show: the same counters.
+      result.sync.pushed_bytes = m->SentBytes("push");
+      result.sync.pulled_bytes = m->ReceivedBytes("pull");
+      result.sync.init_bytes = m->SentBytes("init");
+      result.sync.dense_equivalent_bytes = m->DenseEquivalentBytes();
+    }
     return result;
   } catch (const std::exception& e) {
     return absl::InternalError(

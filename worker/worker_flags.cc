@@ -34,6 +34,14 @@ ABSL_FLAG(int64_t, train_limit, 0,
 ABSL_FLAG(int64_t, test_limit, 0,
           "Use only the first N test examples (0: all).");
 ABSL_FLAG(int64_t, seed, 1, "Seed of model initialisation and batch order.");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0",
+          "Numeric IPv4 address of the Prometheus endpoint (/metrics).");
+ABSL_FLAG(int64_t, metrics_port, 0,
+          "TCP port of the Prometheus endpoint; 0 lets the OS pick one "
+          "(logged, and written to --metrics-port-file); -1 turns it off.");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "If set, the metrics port is written to this file (atomically) "
+          "once bound.");
 ABSL_FLAG(bool, dry_run, false,
           "Check the flags, print the settings they resolve to, and exit "
           "without connecting (exit 0; 2 for a bad flag).");
@@ -299,6 +307,16 @@ absl::StatusOr<WorkerConfig> WorkerConfigFromFlags() {
     return s;
   config.summary_json = absl::GetFlag(FLAGS_summary_json);
   config.dry_run = absl::GetFlag(FLAGS_dry_run);
+  config.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  config.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  config.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
+  if (config.metrics_port < -1 || config.metrics_port > 65535) {
+    return Bad("--metrics-port: %d is outside [-1, 65535]",
+               config.metrics_port);
+  }
+  if (config.metrics_port == -1 && !config.metrics_port_file.empty()) {
+    return Bad("--metrics-port-file needs the endpoint (--metrics-port=-1)");
+  }
   return config;
 }
 

@@ -19,6 +19,10 @@ struct WorkerConfig {
   std::string summary_json;
   // --dry-run: check the flags and exit.
   bool dry_run = false;
+  // The /metrics endpoint: port 0 lets the OS pick, -1 turns it off.
+  std::string metrics_address = "0.0.0.0";
+  int64_t metrics_port = 0;
+  std::string metrics_port_file;
 };
 
 // Reads the parsed flags. INVALID_ARGUMENT naming the flag for a bad value.

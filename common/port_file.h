@@ -1,7 +1,7 @@
-// The file through which a server started with --port=0 tells others the
-// port the OS gave it.
-#ifndef GRADWIRE_SERVER_PORT_FILE_H_
-#define GRADWIRE_SERVER_PORT_FILE_H_
+// The file through which a process that listens on --port=0 (a shard's gRPC
+// port, any /metrics port) tells others the port the OS gave it.
+#ifndef GRADWIRE_COMMON_PORT_FILE_H_
+#define GRADWIRE_COMMON_PORT_FILE_H_
 
 #include <string>
 
@@ -16,4 +16,4 @@ absl::Status WritePortFile(const std::string& path, int port);
 
 }  // namespace gradwire
 
-#endif  // GRADWIRE_SERVER_PORT_FILE_H_
+#endif  // GRADWIRE_COMMON_PORT_FILE_H_

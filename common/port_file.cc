@@ -1,4 +1,4 @@
-#include "server/port_file.h"
+#include "common/port_file.h"
 
 #include <errno.h>
 #include <fcntl.h>

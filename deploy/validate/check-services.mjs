@@ -1,0 +1,355 @@
+// Checks that every gradwire process that docker-compose.yml and the rendered
+// Kubernetes manifests start is one our binaries accept, and that the
+// processes of one deployment agree with each other.
+//
+//   node check-services.mjs --repo DIR --bin-dir DIR --compose FILE
+//        --prometheus FILE [--k8s NAME=FILE]... [--no-dry-run]
+//
+// --compose is `docker-compose config` output; each --k8s FILE is one
+// `kubectl kustomize` render. For each process: its command line and
+// environment as the container would have them (the image's ENV and
+// ENTRYPOINT from the Dockerfile, then the service's own), every GRADWIRE_*
+// variable must name a flag of the binary (the binaries ignore unknown ones),
+// and `BINARY --dry-run ARGS` run with that environment (plus PATH and LANG)
+// must exit 0, printing (where it prints `--flag=value` lines) the values this
+// check expects.
+// Then the cluster: shard ids 0..S-1 and --num-shards S, worker ids 0..W-1 and
+// --num-workers W, the workers' --shards list naming every shard's address,
+// ports matching probes, health checks and Prometheus targets.
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { parse as parseYaml, parseAllDocuments } from "yaml";
+import { IMAGES, imageName, imageStage } from "./images.mjs";
+
+const BINARIES = ["gradwire-server", "gradwire-worker", "gradwire"];
+const problems = [];
+const problem = (origin, message) => problems.push(`${origin}: ${message}`);
+
+const VALUE_OPTIONS = { "--repo": "repo", "--bin-dir": "binDir", "--compose": "compose", "--prometheus": "prometheus" };
+
+function parseArgs(argv) {
+  const options = { k8s: [], dryRun: true };
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === "--no-dry-run") options.dryRun = false;
+    else if (argv[i] === "--k8s" && i + 1 < argv.length) options.k8s.push(argv[++i]);
+    else if (argv[i] in VALUE_OPTIONS && i + 1 < argv.length) options[VALUE_OPTIONS[argv[i]]] = argv[++i];
+    else throw new Error(`unknown argument ${argv[i]}`);
+  }
+  for (const [flag, key] of Object.entries(VALUE_OPTIONS))
+    if (!options[key]) throw new Error(`${flag} is required`);
+  return options;
+}
+
+// Added to the container's environment when a binary runs here.
+const baseEnv = () => ({ PATH: process.env.PATH, LANG: "C.UTF-8" });
+
+// Flag name -> default, from `BINARY [SUBCOMMAND] --help`.
+const helpCache = new Map();
+function flagsOf(binDir, binary, subcommand) {
+  const key = `${binary} ${subcommand ?? ""}`;
+  if (!helpCache.has(key)) {
+    const argv = [...(subcommand ? [subcommand] : []), "--help"];
+    const run = spawnSync(path.resolve(binDir, binary), argv, { env: baseEnv(), encoding: "utf8", timeout: 30000 });
+    const flags = new Map();
+    for (const m of `${run.stdout}`.matchAll(/^\s+--([a-z0-9-]+) \(default: (.*)\)$/gm))
+      flags.set(m[1], m[2].replace(/^"(.*)"$/, "$1"));
+    if (run.status !== 0 || flags.size === 0)
+      throw new Error(`${binary} ${argv.join(" ")} did not list its flags (exit ${run.status}): ${run.stderr ?? run.error}`);
+    helpCache.set(key, flags);
+  }
+  return helpCache.get(key);
+}
+
+const envFlag = (variable) => variable.slice("GRADWIRE_".length).toLowerCase().replaceAll("_", "-");
+
+// Flag values as the binary would resolve them: default, then GRADWIRE_*,
+// then the command line.
+function resolve(invocation, flags) {
+  const values = Object.fromEntries(flags);
+  for (const [variable, value] of Object.entries(invocation.env)) {
+    if (!variable.startsWith("GRADWIRE_")) continue;
+    const flag = envFlag(variable);
+    if (flags.has(flag)) values[flag] = String(value);
+    else if (invocation.envIsItsOwn)
+      problem(invocation.origin, `${variable} sets no flag: ${invocation.binary} has no --${flag}`);
+  }
+  for (const arg of invocation.args) {
+    // --name=value, --name (a bool: true) or --noname (a bool: false).
+    const m = /^--([a-z0-9_-]+)(?:=(.*))?$/s.exec(arg);
+    const name = m?.[1].replaceAll("_", "-");
+    if (name && flags.has(name)) values[name] = m[2] ?? "true";
+    else if (name?.startsWith("no") && m[2] === undefined && flags.has(name.slice(2))) values[name.slice(2)] = "false";
+    else problem(invocation.origin, `${invocation.binary} has no flag ${arg.split("=")[0]}`);
+  }
+  return values;
+}
+
+const sameValue = (a, b) =>
+  a === b || (a !== "" && b !== "" && !Number.isNaN(Number(a)) && Number(a) === Number(b));
+
+function dryRun(binDir, invocation) {
+  const argv = [...(invocation.subcommand ? [invocation.subcommand] : []), "--dry-run", ...invocation.args];
+  const quote = (t) => (/^[\w@%+=:,./-]*$/.test(t) ? t : `'${t.replaceAll("'", "'\\''")}'`);
+  const shown = Object.entries(invocation.env).map(([k, v]) => quote(`${k}=${v}`));
+  console.log(`check-services: ${invocation.origin}: env ${shown.join(" ")} ${invocation.binary} ${argv.map(quote).join(" ")}`);
+  const run = spawnSync(path.resolve(binDir, invocation.binary), argv, {
+    env: { ...baseEnv(), ...invocation.env }, encoding: "utf8", timeout: 30000,
+  });
+  if (run.status !== 0) {
+    const output = `${run.stderr ?? ""}${run.stdout ?? ""}`.trim().split("\n").slice(-4).join(" | ");
+    problem(invocation.origin, `${invocation.binary} ${argv.join(" ")} exited ${run.status ?? run.signal}: ${output || run.error}`);
+    return;
+  }
+  // Where the binary prints "--flag=value" lines, they must be what this
+  // check resolved (its model of flags and environment is the binary's).
+  for (const m of `${run.stdout}`.matchAll(/^--([a-z0-9-]+)=(.*)$/gm)) {
+    const expected = invocation.flags[m[1]];
+    if (m[1] !== "dry-run" && expected !== undefined && !sameValue(expected, m[2]))
+      problem(invocation.origin, `--dry-run resolved --${m[1]}=${m[2]}, this check expected ${expected}`);
+  }
+}
+
+// The command line of a container: ENTRYPOINT/CMD of its image unless the
+// service overrides them.
+function commandLine(stage, entrypoint, command) {
+  const split = (v) => (typeof v === "string" ? v.trim().split(/\s+/) : v);
+  if (entrypoint) return [...split(entrypoint), ...(split(command) ?? [])];
+  return [...(stage.entrypoint ?? []), ...(split(command) ?? stage.cmd ?? [])];
+}
+
+function composeInvocations(repo, config) {
+  const invocations = [];
+  for (const [name, service] of Object.entries(config.services ?? {})) {
+    const origin = `compose ${name}`;
+    const environment = Array.isArray(service.environment)
+      ? Object.fromEntries(service.environment.map((e) => [e.split("=")[0], e.split("=").slice(1).join("=")]))
+      : Object.fromEntries(Object.entries(service.environment ?? {}).filter(([, v]) => v !== null).map(([k, v]) => [k, String(v)]));
+    let ref = service.image ? IMAGES[imageName(service.image)] : undefined;
+    if (service.build) {
+      const context = service.build.context ?? ".";
+      const built = {
+        dockerfile: path.relative(repo, path.resolve(repo, context, service.build.dockerfile ?? "Dockerfile")),
+        target: service.build.target,
+      };
+      if (ref && (ref.dockerfile !== built.dockerfile || ref.target !== built.target))
+        problem(origin, `image ${service.image} is built from ${ref.dockerfile} stage ${ref.target} elsewhere, here from ${built.dockerfile} stage ${built.target}`);
+      ref = built;
+    }
+    if (!ref) {
+      if (Object.keys(environment).some((k) => k.startsWith("GRADWIRE_")))
+        problem(origin, "sets GRADWIRE_* variables but runs no gradwire image");
+      continue;
+    }
+    const { stage, error } = imageStage(repo, ref);
+    if (error) { problem(origin, error); continue; }
+    const argv = commandLine(stage, service.entrypoint, service.command);
+    const env = { ...stage.env, ...environment };
+    const binary = path.basename(argv[0] ?? "");
+    if (!BINARIES.includes(binary)) { problem(origin, `runs ${argv[0]}, not a gradwire binary`); continue; }
+    invocations.push({ origin, binary, args: argv.slice(1), env, envIsItsOwn: true, compose: { name, service } });
+    const test = service.healthcheck?.test;
+    if (Array.isArray(test) && test[0] === "CMD" && path.basename(test[1] ?? "") === "gradwire") {
+      invocations.push({ origin: `${origin} healthcheck`, binary: "gradwire", subcommand: test[2],
+                         args: test.slice(3), env, envIsItsOwn: false, healthOf: name });
+    }
+  }
+  return invocations;
+}
+
+const label = (o) => `${o.kind}/${o.metadata?.name}`;
+
+// Values of the downward API that the check stands in for, chosen as the
+// largest index the controller will give.
+function fieldSample(fieldPath, owner) {
+  if (fieldPath === "metadata.labels['apps.kubernetes.io/pod-index']")
+    return owner.kind === "StatefulSet" ? String((owner.spec.replicas ?? 1) - 1) : null;
+  if (fieldPath === "metadata.annotations['batch.kubernetes.io/job-completion-index']")
+    return owner.kind === "Job" && owner.spec.completionMode === "Indexed"
+      ? String((owner.spec.completions ?? 1) - 1) : null;
+  if (fieldPath === "metadata.name") return `${owner.metadata.name}-0`;
+  if (fieldPath === "metadata.namespace") return "default";
+  return null;
+}
+
+// Kubernetes' $(VAR) expansion in command, args and env values.
+const expand = (text, env) =>
+  String(text).replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)/g, (all, name) =>
+    all === "$$" ? "$" : name in env ? env[name] : all);
+
+function k8sInvocations(repo, render, objects) {
+  const invocations = [];
+  const configMap = (name) => objects.find((o) => o.kind === "ConfigMap" && o.metadata?.name === name)?.data;
+  for (const o of objects) {
+    const spec = o.spec?.template?.spec;
+    if (!spec) continue;
+    for (const c of [...(spec.initContainers ?? []), ...(spec.containers ?? [])]) {
+      const origin = `${render} ${label(o)} container ${c.name}`;
+      const ref = IMAGES[imageName(c.image)];
+      if (!ref) { problem(origin, `image ${c.image} is none of the gradwire images (${Object.keys(IMAGES).join(", ")})`); continue; }
+      const { stage, error } = imageStage(repo, ref);
+      if (error) { problem(origin, error); continue; }
+      const own = {};
+      for (const source of c.envFrom ?? []) {
+        const data = source.configMapRef ? configMap(source.configMapRef.name) : undefined;
+        if (!data) { problem(origin, `cannot resolve envFrom ${JSON.stringify(source)}`); continue; }
+        for (const [k, v] of Object.entries(data)) own[`${source.prefix ?? ""}${k}`] = String(v);
+      }
+      for (const e of c.env ?? []) {
+        const from = e.valueFrom;
+        let value = e.value !== undefined ? expand(e.value, { ...stage.env, ...own }) : undefined;
+        if (from?.configMapKeyRef) value = configMap(from.configMapKeyRef.name)?.[from.configMapKeyRef.key];
+        if (from?.fieldRef) {
+          value = fieldSample(from.fieldRef.fieldPath, o);
+          if (value === null) problem(origin, `env ${e.name}: ${from.fieldRef.fieldPath} has no value in a pod of a ${o.kind}`);
+        }
+        if (value === undefined || value === null) { problem(origin, `env ${e.name}: cannot resolve its value`); continue; }
+        own[e.name] = String(value);
+      }
+      const env = { ...stage.env, ...own };
+      const argv = (c.command ? [...c.command, ...(c.args ?? [])] : commandLine(stage, null, c.args)).map((a) => expand(a, env));
+      const binary = path.basename(argv[0] ?? "");
+      if (!BINARIES.includes(binary)) {
+        const settings = Object.keys(own).filter((k) => k.startsWith("GRADWIRE_"));
+        if (settings.length) problem(origin, `sets ${settings.join(", ")} but runs ${argv[0]}, not a gradwire binary`);
+        continue;
+      }
+      invocations.push({ origin, binary, args: argv.slice(1), env, envIsItsOwn: true, k8s: { object: o, container: c } });
+    }
+  }
+  return invocations;
+}
+
+// Bind mounts of the compose file must name paths that exist.
+function composeMountChecks(config) {
+  for (const [name, service] of Object.entries(config.services ?? {})) {
+    for (const volume of service.volumes ?? []) {
+      const source = typeof volume === "string" ? volume.split(":")[0] : volume.type === "bind" ? volume.source : null;
+      if (source && path.isAbsolute(source) && !existsSync(source))
+        problem(`compose ${name}`, `mounts ${source}, which does not exist`);
+    }
+  }
+}
+
+function composeClusterChecks(invocations, config, prometheus) {
+  const shards = invocations.filter((i) => i.compose && i.binary === "gradwire-server");
+  const workers = invocations.filter((i) => i.compose && i.binary === "gradwire-worker");
+  const [S, W] = [shards.length, workers.length];
+  const ids = (list, flag) => list.map((i) => Number(i.flags[flag])).sort((a, b) => a - b).join(",");
+  const range = (n) => [...Array(n).keys()].join(",");
+  if (ids(shards, "shard-id") !== range(S)) problem("compose", `shard ids are ${ids(shards, "shard-id")}, want ${range(S)}`);
+  if (ids(workers, "worker-id") !== range(W)) problem("compose", `worker ids are ${ids(workers, "worker-id")}, want ${range(W)}`);
+  const byId = [...shards].sort((a, b) => a.flags["shard-id"] - b.flags["shard-id"]);
+  const addresses = byId.map((s) => `${s.compose.name}:${s.flags.port}`).join(",");
+  for (const s of shards) {
+    if (Number(s.flags["num-shards"]) !== S) problem(s.origin, `--num-shards=${s.flags["num-shards"]}, but there are ${S} shards`);
+    if (![0, W].includes(Number(s.flags["num-workers"]))) problem(s.origin, `--num-workers=${s.flags["num-workers"]}, but there are ${W} workers`);
+    if (s.flags["metrics-port"] !== undefined && !(Number(s.flags["metrics-port"]) > 0)) problem(s.origin, `--metrics-port=${s.flags["metrics-port"]} cannot be scraped`);
+  }
+  for (const w of workers) {
+    if (Number(w.flags["num-workers"]) !== W) problem(w.origin, `--num-workers=${w.flags["num-workers"]}, but there are ${W} workers`);
+    if (w.flags.shards !== addresses) problem(w.origin, `--shards=${w.flags.shards}, want ${addresses} (every shard in id order)`);
+    if (w.flags["metrics-port"] !== undefined && !(Number(w.flags["metrics-port"]) > 0)) problem(w.origin, `--metrics-port=${w.flags["metrics-port"]} cannot be scraped`);
+    for (const s of shards) {
+      if (s.flags.mode && s.flags.mode !== w.flags.mode) problem(w.origin, `--mode=${w.flags.mode}, ${s.compose.name} has --mode=${s.flags.mode}`);
+      if (w.compose.service.depends_on?.[s.compose.name]?.condition !== "service_healthy")
+        problem(w.origin, `does not wait for ${s.compose.name} (depends_on condition: service_healthy)`);
+    }
+  }
+  for (const s of shards) {
+    const health = invocations.find((i) => i.healthOf === s.compose.name);
+    if (!health) { problem(s.origin, "has no `gradwire health` healthcheck"); continue; }
+    const addr = health.flags.addr ?? "";
+    if (addr !== `127.0.0.1:${s.flags.port}` && addr !== `localhost:${s.flags.port}`)
+      problem(health.origin, `--addr=${addr}, but the shard listens on port ${s.flags.port}`);
+  }
+  const jobs = Object.fromEntries((prometheus.scrape_configs ?? []).map((j) =>
+    [j.job_name, (j.static_configs ?? []).flatMap((c) => c.targets ?? []).sort().join(",")]));
+  const targets = (list) => list.map((i) => `${i.compose.name}:${i.flags["metrics-port"]}`).sort().join(",");
+  for (const [job, list] of [["gradwire-shard", shards], ["gradwire-worker", workers]]) {
+    if (list.some((i) => i.flags["metrics-port"] === undefined)) continue;
+    if (jobs[job] !== targets(list))
+      problem("prometheus.yml", `job ${job} scrapes ${jobs[job] ?? "nothing"}, want ${targets(list)}`);
+  }
+}
+
+function portNamed(container, name) {
+  return (container.ports ?? []).find((p) => p.name === name)?.containerPort;
+}
+
+function k8sClusterChecks(render, invocations, objects) {
+  const shards = invocations.filter((i) => i.binary === "gradwire-server");
+  const workers = invocations.filter((i) => i.binary === "gradwire-worker");
+  for (const i of [...shards, ...workers]) {
+    if (i.flags["metrics-port"] === undefined) continue;
+    const { object, container } = i.k8s;
+    const metrics = Number(i.flags["metrics-port"]);
+    if (portNamed(container, "metrics") !== metrics)
+      problem(i.origin, `port "metrics" is ${portNamed(container, "metrics")}, --metrics-port=${metrics}`);
+    const annotation = object.spec.template.metadata?.annotations?.["prometheus.io/port"];
+    if (annotation !== undefined && Number(annotation) !== metrics)
+      problem(i.origin, `prometheus.io/port is ${annotation}, --metrics-port=${metrics}`);
+  }
+  if (shards.length !== 1 || shards[0].k8s.object.kind !== "StatefulSet") {
+    problem(render, `want one StatefulSet of shards, found ${shards.map((s) => label(s.k8s.object)).join(", ") || "none"}`);
+    return;
+  }
+  const shard = shards[0];
+  const sts = shard.k8s.object;
+  const S = sts.spec.replicas ?? 1;
+  const port = Number(shard.flags.port);
+  if (Number(shard.flags["num-shards"]) !== S) problem(shard.origin, `--num-shards=${shard.flags["num-shards"]}, but replicas is ${S}`);
+  if (portNamed(shard.k8s.container, "grpc") !== port) problem(shard.origin, `port "grpc" is ${portNamed(shard.k8s.container, "grpc")}, --port=${port}`);
+  for (const probe of ["startupProbe", "readinessProbe", "livenessProbe"]) {
+    const p = shard.k8s.container[probe];
+    if (!p?.grpc) problem(shard.origin, `has no gRPC ${probe}`);
+    else if (p.grpc.port !== port) problem(shard.origin, `${probe} asks port ${p.grpc.port}, --port=${port}`);
+  }
+  const addresses = [...Array(S).keys()].map((k) => `${sts.metadata.name}-${k}.${sts.spec.serviceName}:${port}`).join(",");
+  for (const w of workers) {
+    const job = w.k8s.object;
+    if (job.kind !== "Job" || job.spec.completionMode !== "Indexed") { problem(w.origin, "workers run as an Indexed Job"); continue; }
+    const W = job.spec.completions ?? 1;
+    if ((job.spec.parallelism ?? 1) !== W) problem(w.origin, `parallelism ${job.spec.parallelism} != completions ${W}: every worker must run at once`);
+    if (Number(w.flags["num-workers"]) !== W) problem(w.origin, `--num-workers=${w.flags["num-workers"]}, but completions is ${W}`);
+    if (![0, W].includes(Number(shard.flags["num-workers"]))) problem(shard.origin, `--num-workers=${shard.flags["num-workers"]}, but the Job has ${W} workers`);
+    if (w.flags.shards !== addresses) problem(w.origin, `--shards=${w.flags.shards}, want ${addresses} (every shard in id order)`);
+    if (shard.flags.mode && shard.flags.mode !== w.flags.mode) problem(w.origin, `--mode=${w.flags.mode}, the shards have --mode=${shard.flags.mode}`);
+  }
+  if (workers.length === 0) problem(render, "no worker Job");
+}
+
+function main() {
+  const options = parseArgs(process.argv.slice(2));
+  const repo = path.resolve(options.repo);
+  for (const binary of BINARIES) {
+    if (!existsSync(path.join(options.binDir, binary)))
+      throw new Error(`${path.join(options.binDir, binary)} is missing: build it first (make build)`);
+  }
+  const compose = parseYaml(readFileSync(options.compose, "utf8"));
+  const prometheus = parseYaml(readFileSync(options.prometheus, "utf8"));
+  const composeInv = composeInvocations(repo, compose);
+  const renders = options.k8s.map((arg) => {
+    const [name, file] = [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)];
+    const objects = parseAllDocuments(readFileSync(file, "utf8")).map((d) => d.toJS()).filter(Boolean);
+    return { name, objects, invocations: k8sInvocations(repo, name, objects) };
+  });
+  const all = [...composeInv, ...renders.flatMap((r) => r.invocations)];
+  for (const i of all) i.flags = resolve(i, flagsOf(options.binDir, i.binary, i.subcommand));
+  composeMountChecks(compose);
+  composeClusterChecks(composeInv, compose, prometheus);
+  for (const r of renders) k8sClusterChecks(r.name, r.invocations, r.objects);
+  if (options.dryRun) for (const i of all) dryRun(options.binDir, i);
+  else console.log("check-services: --dry-run runs SKIPPED (--no-dry-run)");
+  for (const p of problems) console.error(`check-services: ${p}`);
+  if (problems.length === 0)
+    console.log(`check-services: ${all.length} gradwire processes (compose and ${renders.length} Kubernetes renders) consistent${options.dryRun ? " and accepted by --dry-run" : ""}`);
+  return problems.length === 0 ? 0 : 1;
+}
+
+try {
+  process.exit(main());
+} catch (error) {
+  console.error(`check-services: ${error.message}`);
+  process.exit(1);
+}

@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Offline checks of the deployment files (make check-deploy). Nothing is
+# built, pulled or started; every check runs on this machine:
+#
+#   compose      docker-compose.yml: `docker-compose config -q` (Debian's
+#                docker-compose 1.29); warnings count as failures.
+#   prometheus   deploy/prometheus/prometheus.yml: `promtool check config`.
+#   grafana      deploy/grafana/provisioning/**/*.yml parse as YAML.
+#   kustomize    deploy/k8s/base and every deploy/k8s/overlays/* render with
+#                Debian's kubectl 1.20 (kustomize 2.0, unpacked by
+#                scripts/install-deps.sh), and with the kubectl on PATH too
+#                where that is another one.
+#   k8s-schema   every rendered object validates against the Kubernetes API
+#                schema (kubernetes-models; unknown kinds and unknown fields
+#                fail) and refers only to objects of its render
+#                (deploy/validate/validate-k8s.mjs).
+#   services     every gradwire process of the compose file and of the renders:
+#                its GRADWIRE_* variables and flags exist in the binary,
+#                `BINARY --dry-run ARGS` accepts them in exactly the container's
+#                environment, and shard/worker counts, ids, addresses, ports,
+#                probes and Prometheus targets agree; compose bind mounts name
+#                existing files (deploy/validate/check-services.mjs).
+#   images       the COPY sources of deploy/docker/Dockerfile* exist and the
+#                run-time packages (install-deps.sh --runtime) are known to apt.
+#   scripts      shellcheck on this script and scripts/install-deps.sh
+#                (where shellcheck is installed).
+#
+# Usage: scripts/check-deploy.sh [--no-dry-run]
+#   BUILD=DIR (default build): the binaries are DIR/bin.
+#   --no-dry-run skips the `--dry-run` runs (and says so); CI does not use it.
+# Exit status 0 when every check passes; 1 otherwise, after running them all.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=${BUILD:-build}
+TOOLS_DIR=${GRADWIRE_TOOLS_DIR:-/opt/gradwire-tools}
+DEBIAN_KUBECTL=$TOOLS_DIR/kubernetes-client/usr/bin/kubectl
+DRY_RUN_FLAG=()
+if [[ "${1:-}" == "--no-dry-run" ]]; then
+  DRY_RUN_FLAG=(--no-dry-run)
+elif [[ $# -gt 0 ]]; then
+  echo "usage: $0 [--no-dry-run]" >&2
+  exit 2
+fi
+
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+passed=0
+failed=0
+
+# check NAME FUNCTION: runs FUNCTION, counts and reports it. A function
+# returns non-zero on the first problem, after printing what it was.
+check() {
+  local name=$1 started=$SECONDS
+  echo "== check-deploy: $name"
+  if "$2"; then
+    passed=$((passed + 1))
+    echo "check-deploy: ok: $name ($((SECONDS - started)) s)"
+  else
+    failed=$((failed + 1))
+    echo "check-deploy: FAILED: $name" >&2
+  fi
+}
+
+tools() {
+  local tool ok=0
+  for tool in docker-compose node npm promtool; do
+    if ! command -v "$tool" >/dev/null; then
+      echo "$tool not found: run scripts/install-deps.sh" >&2
+      ok=1
+    fi
+  done
+  if [[ ! -x "$DEBIAN_KUBECTL" ]]; then
+    echo "$DEBIAN_KUBECTL not found: run scripts/install-deps.sh" >&2
+    ok=1
+  fi
+  [[ $ok -eq 0 ]] || return 1
+  # The validators' packages, exactly as deploy/validate/package-lock.json
+  # pins them.
+  if ! (cd deploy/validate && npm ci --no-audit --no-fund --loglevel=error >"$OUT/npm.log" 2>&1); then
+    echo "npm ci in deploy/validate failed:" >&2
+    tail -20 "$OUT/npm.log" >&2
+    return 1
+  fi
+}
+
+compose() {
+  if ! docker-compose -f docker-compose.yml config -q 2>"$OUT/compose.err"; then
+    echo "docker-compose.yml is invalid:" >&2
+    cat "$OUT/compose.err" >&2
+    return 1
+  fi
+  if [[ -s "$OUT/compose.err" ]]; then
+    echo "docker-compose.yml: docker-compose warned:" >&2
+    cat "$OUT/compose.err" >&2
+    return 1
+  fi
+  docker-compose -f docker-compose.yml config >"$OUT/compose.yml"
+}
+
+prometheus() {
+  promtool check config deploy/prometheus/prometheus.yml
+}
+
+grafana() {
+  local files
+  files=$(find deploy/grafana/provisioning -name '*.yml' -o -name '*.yaml' | sort)
+  if [[ -z "$files" ]]; then
+    echo "no Grafana provisioning files in deploy/grafana/provisioning" >&2
+    return 1
+  fi
+  # shellcheck disable=SC2086 # one file name a word
+  node deploy/validate/check-yaml.mjs $files
+}
+
+# Renders every kustomization with Debian's kubectl, and with the kubectl on
+# PATH when that is another binary; lists the renders in $OUT/renders.
+kustomize() {
+  local kubectls=("$DEBIAN_KUBECTL") dir name kubectl version label ok=0
+  local path_kubectl
+  path_kubectl=$(command -v kubectl || true)
+  if [[ -n "$path_kubectl" && "$(realpath "$path_kubectl")" != "$(realpath "$DEBIAN_KUBECTL")" ]]; then
+    kubectls+=("$path_kubectl")
+  fi
+  : >"$OUT/renders"
+  for kubectl in "${kubectls[@]}"; do
+    version=$("$kubectl" version --client 2>/dev/null |
+      sed -n 's/.*GitVersion:"\([^"]*\)".*/\1/p; s/^Client Version: \(v[^ ]*\).*/\1/p' | head -1)
+    label="kubectl-${version:-unknown}"
+    if [[ "$kubectl" == "$DEBIAN_KUBECTL" ]]; then label="debian-$label"; fi
+    for dir in deploy/k8s/base deploy/k8s/overlays/*/; do
+      dir=${dir%/}
+      name="${dir#deploy/k8s/}@$label"
+      if "$kubectl" kustomize "$dir" >"$OUT/${name//\//_}.yaml" 2>"$OUT/kustomize.err"; then
+        echo "$name=$OUT/${name//\//_}.yaml" >>"$OUT/renders"
+        echo "rendered $dir with $kubectl ($version)"
+      else
+        echo "$dir does not render with $kubectl ($version):" >&2
+        cat "$OUT/kustomize.err" >&2
+        ok=1
+      fi
+    done
+  done
+  return $ok
+}
+
+k8s_schema() {
+  [[ -s "$OUT/renders" ]] || { echo "nothing rendered" >&2; return 1; }
+  local renders
+  mapfile -t renders <"$OUT/renders"
+  node deploy/validate/validate-k8s.mjs "${renders[@]}"
+}
+
+services() {
+  [[ -s "$OUT/compose.yml" ]] || { echo "no compose config (see compose)" >&2; return 1; }
+  # The renders of Debian's kubectl; those of another kubectl differ only in
+  # the ConfigMaps' name suffixes.
+  local renders=() render
+  while read -r render; do
+    renders+=(--k8s "$render")
+  done < <(grep "@debian-kubectl-" "$OUT/renders" || true)
+  [[ ${#renders[@]} -gt 0 ]] || { echo "no render of Debian's kubectl (see kustomize)" >&2; return 1; }
+  node deploy/validate/check-services.mjs --repo . --bin-dir "$BUILD/bin" \
+    --compose "$OUT/compose.yml" --prometheus deploy/prometheus/prometheus.yml \
+    "${renders[@]}" "${DRY_RUN_FLAG[@]}"
+}
+
+images() {
+  local dockerfile source ok=0 role pkg
+  for dockerfile in deploy/docker/Dockerfile deploy/docker/Dockerfile.cuda; do
+    # COPY SOURCE... DEST from the build context (not --from=STAGE).
+    while read -r source; do
+      if [[ ! -e "$source" ]]; then
+        echo "$dockerfile copies $source, which does not exist" >&2
+        ok=1
+      fi
+    done < <(awk '$1 == "COPY" && $2 !~ /^--from/ { for (i = 2; i < NF; i++) print $i }' "$dockerfile")
+  done
+  if ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null; then
+    echo "apt has no package lists (apt-get update): run-time packages not checked"
+    return $ok
+  fi
+  local wanted known
+  for role in server worker; do
+    wanted=$(scripts/install-deps.sh --print --runtime "$role" | sort -u)
+    # shellcheck disable=SC2086 # one package name a word
+    known=$(apt-cache show --no-all-versions $wanted 2>/dev/null |
+      sed -n 's/^Package: //p' | sort -u)
+    for pkg in $(comm -23 <(echo "$wanted") <(echo "$known")); do
+      echo "scripts/install-deps.sh --runtime $role: no package $pkg in apt" >&2
+      ok=1
+    done
+  done
+  return $ok
+}
+
+shell_scripts() {
+  if ! command -v shellcheck >/dev/null; then
+    echo "shellcheck not installed: skipped"
+    return 0
+  fi
+  shellcheck scripts/check-deploy.sh scripts/install-deps.sh
+}
+
+start=$SECONDS
+check tools tools
+if [[ $failed -eq 0 ]]; then
+  check compose compose
+  check prometheus prometheus
+  check grafana grafana
+  check kustomize kustomize
+  check k8s-schema k8s_schema
+  check services services
+fi
+check images images
+check scripts shell_scripts
+
+if [[ ${#DRY_RUN_FLAG[@]} -gt 0 ]]; then
+  echo "check-deploy: the --dry-run runs were SKIPPED (--no-dry-run)"
+fi
+echo "check-deploy: $((SECONDS - start)) s"
+echo "check-deploy: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]

@@ -1,0 +1,219 @@
+#include "worker/worker_metrics.h"
+
+#include <atomic>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "common/metrics/histogram.h"
+
+namespace gradwire {
+namespace {
+
+using metrics::Counter;
+using metrics::Family;
+using metrics::Gauge;
+using metrics::Histogram;
+using metrics::Labels;
+
+constexpr const char* kRpcs[] = {"init", "push", "pull"};
+constexpr int kNumRpcs = 3;
+
+int RpcIndex(const char* rpc) {
+  for (int i = 0; i < kNumRpcs; ++i) {
+    if (std::strcmp(rpc, kRpcs[i]) == 0) return i;
+  }
+  return -1;
+}
+
+// A counter that follows a running total it does not own: each Follow adds
+// what the total grew by since the last one.
+struct FollowingCounter {
+  Counter* counter = nullptr;
+  std::atomic<uint64_t> seen{0};
+
+  void Follow(uint64_t total) {
+    const uint64_t before = seen.exchange(total, std::memory_order_relaxed);
+    if (total > before) counter->Increment(static_cast<double>(total - before));
+  }
+};
+
+}  // namespace
+
+struct WorkerMetrics::Children {
+  FollowingCounter sent[kNumRpcs];
+  FollowingCounter received[kNumRpcs];
+  FollowingCounter retries;
+  Counter* dense_equivalent = nullptr;
+  Counter* steps = nullptr;
+  Histogram* step_seconds = nullptr;
+  Histogram* reduce_seconds = nullptr;
+  Histogram* compress_seconds = nullptr;
+  Histogram* push_seconds = nullptr;
+  Histogram* pull_seconds = nullptr;
+  Gauge* residual_norm = nullptr;
+  Gauge* loss = nullptr;
+  Gauge* samples_per_second = nullptr;
+  Gauge* epoch = nullptr;
+};
+
+absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(
+    metrics::Registry* registry, const std::string& worker,
+    const std::string& compressor) {
+  auto children = std::make_unique<Children>();
+  const Labels labels = {{"compressor", compressor}, {"worker", worker}};
+  const auto counter = [&](const char* name,
+                           const char* help) -> absl::StatusOr<Counter*> {
+    auto family = registry->AddCounterFamily({name, help});
+    if (!family.ok()) return family.status();
+    return &(*family)->Add(labels);
+  };
+  const auto gauge = [&](const char* name,
+                         const char* help) -> absl::StatusOr<Gauge*> {
+    auto family = registry->AddGaugeFamily({name, help});
+    if (!family.ok()) return family.status();
+    return &(*family)->Add(labels);
+  };
+  // From 1 ms to about 65 s: a step of a small model on a fast link up to a
+  // pull that waits for a straggler.
+  const std::vector<double> seconds = metrics::ExponentialBuckets(0.001, 2, 17);
+  const auto histogram = [&](const char* name,
+                             const char* help) -> absl::StatusOr<Histogram*> {
+    auto family = registry->AddHistogramFamily({name, help}, seconds);
+    if (!family.ok()) return family.status();
+    return &(*family)->Add(labels);
+  };
+
+  for (const auto& [family_name, help, followers] :
+       {std::make_tuple("gradwire_worker_sent_bytes_total",
+                        "Serialized request bytes sent to the shards, by RPC "
+                        "(retried attempts included).",
+                        children->sent),
+        std::make_tuple("gradwire_worker_received_bytes_total",
+                        "Serialized response bytes received from the shards, "
+                        "by RPC.",
+                        children->received)}) {
+    auto family = registry->AddCounterFamily({family_name, help});
+    if (!family.ok()) return family.status();
+    for (int i = 0; i < kNumRpcs; ++i) {
+      Labels with_rpc = labels;
+      with_rpc["rpc"] = kRpcs[i];
+      followers[i].counter = &(*family)->Add(with_rpc);
+    }
+  }
+
+  struct CounterSpec {
+    Counter** slot;
+    const char* name;
+    const char* help;
+  };
+  for (const CounterSpec& spec : std::vector<CounterSpec>{
+           {&children->retries.counter, "gradwire_worker_rpc_retries_total",
+            "RPC attempts after the first, over all shards and RPCs."},
+           {&children->dense_equivalent,
+            "gradwire_worker_dense_equivalent_bytes_total",
+            "What fp32 dense pushes of the same gradients would have sent."},
+           {&children->steps, "gradwire_worker_steps_total",
+            "Training steps finished."}}) {
+    auto made = counter(spec.name, spec.help);
+    if (!made.ok()) return made.status();
+    *spec.slot = *made;
+  }
+
+  struct HistogramSpec {
+    Histogram** slot;
+    const char* name;
+    const char* help;
+  };
+  for (const HistogramSpec& spec : std::vector<HistogramSpec>{
+           {&children->step_seconds, "gradwire_worker_step_seconds",
+            "Duration of a whole synchronisation step."},
+           {&children->reduce_seconds, "gradwire_worker_reduce_seconds",
+            "Intra-node gradient reduction per step."},
+           {&children->compress_seconds, "gradwire_worker_compress_seconds",
+            "Compression with error feedback and encoding per step."},
+           {&children->push_seconds, "gradwire_worker_push_seconds",
+            "Push RPCs to all shards per step."},
+           {&children->pull_seconds, "gradwire_worker_pull_seconds",
+            "Pull RPCs, waiting included, per step."}}) {
+    auto made = histogram(spec.name, spec.help);
+    if (!made.ok()) return made.status();
+    *spec.slot = *made;
+  }
+
+  struct GaugeSpec {
+    Gauge** slot;
+    const char* name;
+    const char* help;
+  };
+  for (const GaugeSpec& spec : std::vector<GaugeSpec>{
+           {&children->residual_norm, "gradwire_worker_residual_norm",
+            "L2 norm of the error-feedback residuals after the last step."},
+           {&children->loss, "gradwire_worker_loss",
+            "Training loss of the last step."},
+           {&children->samples_per_second, "gradwire_worker_samples_per_second",
+            "Training examples per second, over the last few seconds."},
+           {&children->epoch, "gradwire_worker_epoch",
+            "Current epoch, from 0."}}) {
+    auto made = gauge(spec.name, spec.help);
+    if (!made.ok()) return made.status();
+    *spec.slot = *made;
+  }
+  return std::unique_ptr<WorkerMetrics>(new WorkerMetrics(std::move(children)));
+}
+
+WorkerMetrics::WorkerMetrics(std::unique_ptr<Children> children)
+    : children_(std::move(children)) {}
+
+WorkerMetrics::~WorkerMetrics() = default;
+
+void WorkerMetrics::RecordTraffic(const TrafficStats& traffic) {
+  Children& c = *children_;
+  c.sent[0].Follow(traffic.init_bytes_sent);
+  c.sent[1].Follow(traffic.push_bytes_sent);
+  c.sent[2].Follow(traffic.pull_bytes_sent);
+  c.received[0].Follow(traffic.init_bytes_received);
+  c.received[1].Follow(traffic.push_bytes_received);
+  c.received[2].Follow(traffic.pull_bytes_received);
+  c.retries.Follow(traffic.retries);
+}
+
+void WorkerMetrics::AddDenseEquivalentBytes(uint64_t bytes) {
+  children_->dense_equivalent->Increment(static_cast<double>(bytes));
+}
+
+void WorkerMetrics::RecordStep(const StepTimings& t, double residual_norm) {
+  Children& c = *children_;
+  c.steps->Increment();
+  c.step_seconds->Observe(t.step);
+  c.reduce_seconds->Observe(t.reduce);
+  c.compress_seconds->Observe(t.compress);
+  c.push_seconds->Observe(t.push);
+  c.pull_seconds->Observe(t.pull);
+  c.residual_norm->Set(residual_norm);
+}
+
+void WorkerMetrics::SetLoss(double loss) { children_->loss->Set(loss); }
+
+void WorkerMetrics::SetSamplesPerSecond(double samples_per_second) {
+  children_->samples_per_second->Set(samples_per_second);
+}
+
+void WorkerMetrics::SetEpoch(int epoch) { children_->epoch->Set(epoch); }
+
+uint64_t WorkerMetrics::SentBytes(const char* rpc) const {
+  const int i = RpcIndex(rpc);
+  return i < 0 ? 0 : static_cast<uint64_t>(children_->sent[i].counter->Value());
+}
+
+uint64_t WorkerMetrics::ReceivedBytes(const char* rpc) const {
+  const int i = RpcIndex(rpc);
+  return i < 0 ? 0
+               : static_cast<uint64_t>(children_->received[i].counter->Value());
+}
+
+uint64_t WorkerMetrics::DenseEquivalentBytes() const {
+  return static_cast<uint64_t>(children_->dense_equivalent->Value());
+}
+
+}  // namespace gradwire

@@ -1,0 +1,82 @@
+// A worker's Prometheus metrics (common/metrics/): what it sent and
+// received on the wire, what dense fp32 would have cost, how long each
+// phase of a step took, and how training goes.
+//
+//   gradwire_worker_sent_bytes_total{rpc}       serialized request bytes
+//   gradwire_worker_received_bytes_total{rpc}   serialized response bytes
+//       rpc: init | push | pull (retried attempts included)
+//   gradwire_worker_dense_equivalent_bytes_total  fp32 dense pushes of the
+//                                               same gradients
+//   gradwire_worker_steps_total, gradwire_worker_rpc_retries_total
+//   gradwire_worker_{step,reduce,compress,push,pull}_seconds  histograms
+//   gradwire_worker_residual_norm   L2 norm of the error-feedback residuals
+//   gradwire_worker_loss, gradwire_worker_samples_per_second,
+//   gradwire_worker_epoch           set by the training loop
+//
+// Every series has the labels worker (the worker id; "0.1" for local rank 1
+// of worker 0) and compressor. The byte counters are the numbers the
+// worker's summary reports: TotalSentBytes() and friends read them back.
+//
+// Hot path: children are resolved at Create; each update is an atomic add
+// or store, no lock, no allocation.
+//
+// Thread safety: every method may be called concurrently.
+#ifndef GRADWIRE_WORKER_WORKER_METRICS_H_
+#define GRADWIRE_WORKER_WORKER_METRICS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/metrics/registry.h"
+#include "worker/ps_client.h"
+
+namespace gradwire {
+
+// One step's timings, in seconds.
+struct StepTimings {
+  double step = 0;
+  double reduce = 0;
+  double compress = 0;
+  double push = 0;
+  double pull = 0;
+};
+
+class WorkerMetrics {
+ public:
+  // Registers the families in `registry` (which must outlive the result)
+  // and resolves the children for `worker` and `compressor`. Errors: the
+  // Registry's (a family name taken by another type).
+  static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Create(
+      metrics::Registry* registry, const std::string& worker,
+      const std::string& compressor);
+  ~WorkerMetrics();
+  WorkerMetrics(const WorkerMetrics&) = delete;
+  WorkerMetrics& operator=(const WorkerMetrics&) = delete;
+
+  // Brings the byte and retry counters up to `traffic` (totals since the
+  // client was made; they only grow).
+  void RecordTraffic(const TrafficStats& traffic);
+  void AddDenseEquivalentBytes(uint64_t bytes);
+  // One finished step.
+  void RecordStep(const StepTimings& timings, double residual_norm);
+  void SetLoss(double loss);
+  void SetSamplesPerSecond(double samples_per_second);
+  void SetEpoch(int epoch);
+
+  // Counter values, as the summary reports them.
+  uint64_t SentBytes(const char* rpc) const;
+  uint64_t ReceivedBytes(const char* rpc) const;
+  uint64_t DenseEquivalentBytes() const;
+
+ private:
+  struct Children;
+  explicit WorkerMetrics(std::unique_ptr<Children> children);
+
+  std::unique_ptr<Children> children_;
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_WORKER_WORKER_METRICS_H_
