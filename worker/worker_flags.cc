@@ -291,6 +291,9 @@ constexpr absl::string_view kWorkerFlags[] = {"shards",
                                               "rpc_timeout_seconds",
                                               "progress",
                                               "summary_json",
+                                              "metrics_address",
+                                              "metrics_port",
+                                              "metrics_port_file",
                                               "dry_run"};
 
 }  // namespace
