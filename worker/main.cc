@@ -9,6 +9,8 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/command_line.h"
 #include "common/metrics/exposer.h"
 #include "common/metrics/process_metrics.h"
@@ -134,6 +136,12 @@ int main(int argc, char** argv) {
                     config->summary_json);
       return 1;
     }
+  }
+  if (exporter->exposer != nullptr && config->metrics_linger_seconds > 0) {
+    // A Job's last counts would otherwise never reach Prometheus.
+    absl::FPrintF(stderr, "%s: keeping /metrics up for %g s\n", label,
+                  config->metrics_linger_seconds);
+    absl::SleepFor(absl::Seconds(config->metrics_linger_seconds));
   }
   return 0;
 }

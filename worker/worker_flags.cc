@@ -42,6 +42,9 @@ ABSL_FLAG(int64_t, metrics_port, 0,
 ABSL_FLAG(std::string, metrics_port_file, "",
           "If set, the metrics port is written to this file (atomically) "
           "once bound.");
+ABSL_FLAG(double, metrics_linger_seconds, 0,
+          "After training, keep /metrics up this long so that Prometheus "
+          "scrapes the final counts (a scrape interval or two).");
 ABSL_FLAG(bool, dry_run, false,
           "Check the flags, print the settings they resolve to, and exit "
           "without connecting (exit 0; 2 for a bad flag).");
@@ -294,6 +297,7 @@ constexpr absl::string_view kWorkerFlags[] = {"shards",
                                               "metrics_address",
                                               "metrics_port",
                                               "metrics_port_file",
+                                              "metrics_linger_seconds",
                                               "dry_run"};
 
 }  // namespace
@@ -313,6 +317,12 @@ absl::StatusOr<WorkerConfig> WorkerConfigFromFlags() {
   config.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   config.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   config.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
+  config.metrics_linger_seconds = absl::GetFlag(FLAGS_metrics_linger_seconds);
+  if (!(config.metrics_linger_seconds >= 0 &&
+        config.metrics_linger_seconds <= 3600)) {
+    return Bad("--metrics-linger-seconds: %g is outside [0, 3600]",
+               config.metrics_linger_seconds);
+  }
   if (config.metrics_port < -1 || config.metrics_port > 65535) {
     return Bad("--metrics-port: %d is outside [-1, 65535]",
                config.metrics_port);

@@ -23,6 +23,8 @@ struct WorkerConfig {
   std::string metrics_address = "0.0.0.0";
   int64_t metrics_port = 0;
   std::string metrics_port_file;
+  // How long /metrics stays up after training.
+  double metrics_linger_seconds = 0;
 };
 
 // Reads the parsed flags. INVALID_ARGUMENT naming the flag for a bad value.
