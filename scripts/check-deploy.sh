@@ -6,6 +6,10 @@
 #                docker-compose 1.29); warnings count as failures.
 #   prometheus   deploy/prometheus/prometheus.yml: `promtool check config`.
 #   grafana      deploy/grafana/provisioning/**/*.yml parse as YAML.
+#   dashboard    deploy/grafana/dashboards/*.json: every panel has a unique
+#                id, a gridPos, targets and the provisioned data source, and
+#                every metric name of the queries is registered in the
+#                sources (deploy/validate/check-dashboard.mjs).
 #   kustomize    deploy/k8s/base and every deploy/k8s/overlays/* render with
 #                Debian's kubectl 1.20 (kustomize 2.0, unpacked by
 #                scripts/install-deps.sh), and with the kubectl on PATH too
@@ -113,6 +117,25 @@ grafana() {
   node deploy/validate/check-yaml.mjs $files
 }
 
+# The metric names of the dashboards' queries must be among the string
+# literals of the files that register the families.
+METRIC_SOURCES=(worker/worker_metrics.cc server/shard_metrics.cc
+  common/metrics/process_metrics.cc)
+
+dashboard() {
+  local dashboards datasources file args=()
+  dashboards=$(find deploy/grafana/dashboards -name '*.json' | sort)
+  datasources=$(find deploy/grafana/provisioning/datasources -name '*.yml' -o -name '*.yaml' | sort)
+  if [[ -z "$dashboards" ]]; then
+    echo "no dashboards in deploy/grafana/dashboards" >&2
+    return 1
+  fi
+  for file in $datasources; do args+=(--datasources "$file"); done
+  for file in "${METRIC_SOURCES[@]}"; do args+=(--source "$file"); done
+  # shellcheck disable=SC2086 # one file name a word
+  node deploy/validate/check-dashboard.mjs "${args[@]}" $dashboards
+}
+
 # Renders every kustomization with Debian's kubectl, and with the kubectl on
 # PATH when that is another binary; lists the renders in $OUT/renders.
 kustomize() {
@@ -208,6 +231,7 @@ if [[ $failed -eq 0 ]]; then
   check compose compose
   check prometheus prometheus
   check grafana grafana
+  check dashboard dashboard
   check kustomize kustomize
   check k8s-schema k8s_schema
   check services services
