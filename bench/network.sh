@@ -45,22 +45,8 @@ done
 BIN=$(cd "$BIN" && pwd)
 
 netns_require
-work=$(mktemp -d)
-finish() {
-  local code=$?
-  topology_abort
-  if [[ $code != 0 ]]; then
-    for log in "$work"/*/*.log; do
-      [[ -f "$log" ]] || continue
-      echo "--- $log (last lines)" >&2
-      tail -n 10 "$log" >&2
-    done
-  fi
-  rm -rf "$work"
-  exit "$code"
-}
-trap finish EXIT
-trap 'exit 130' INT TERM
+topology_work_dir
+work=$TOPOLOGY_WORK
 
 # run NAME FLAGS...: one training on a fresh topology; sets seconds_per_step
 # and bytes_per_step.

@@ -33,22 +33,8 @@ for b in gradwire-server gradwire-worker gradwire; do
 done
 
 netns_require
-work=$(mktemp -d)
-finish() {
-  local code=$?
-  topology_abort
-  if [[ $code != 0 ]]; then
-    for log in "$work"/*/*.log; do
-      [[ -f "$log" ]] || continue
-      echo "--- $log (last lines)" >&2
-      tail -n 15 "$log" >&2
-    done
-  fi
-  rm -rf "$work"
-  exit "$code"
-}
-trap finish EXIT
-trap 'exit 130' INT TERM
+topology_work_dir
+work=$TOPOLOGY_WORK
 
 for rate in "${rates[@]}"; do
   echo "=== $rate"

@@ -96,5 +96,28 @@ topology_abort() {
   netns_cleanup
 }
 
+# Makes a work directory (TOPOLOGY_WORK) and, on any exit, stops what runs,
+# removes the namespaces, shows the end of every log after a failure and
+# deletes the directory.
+topology_work_dir() {
+  TOPOLOGY_WORK=$(mktemp -d)
+  trap topology_finish EXIT
+  trap 'exit 130' INT TERM
+}
+
+topology_finish() {
+  local code=$?
+  topology_abort
+  if [[ $code != 0 ]]; then
+    for log in "$TOPOLOGY_WORK"/*/*.log; do
+      [[ -f "$log" ]] || continue
+      echo "--- $log (last lines)" >&2
+      tail -n 15 "$log" >&2
+    done
+  fi
+  rm -rf "$TOPOLOGY_WORK"
+  exit "$code"
+}
+
 # The value of a key in a flat JSON file.
 json_value() { sed -n "s/.*\"$2\": \"\{0,1\}\([^,\"}]*\).*/\1/p" "$1"; }

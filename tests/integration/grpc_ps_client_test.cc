@@ -40,22 +40,6 @@ using ::testing::HasSubstr;
 
 constexpr uint32_t kNumShards = 2;
 
-// A port on 127.0.0.1 that nothing listens on (bound, then released).
-int UnusedPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
 // A gradwire-server on a port the test chooses, to bring a killed shard
 // back where its clients expect it (ServerProcess always asks for port 0).
 // SIGKILLed and reaped on destruction; dies with the test (PDEATHSIG).
@@ -488,7 +472,7 @@ TEST_F(GrpcPsClientTest, RetriesRunOutWithUnavailable) {
 TEST_F(GrpcPsClientTest, ConnectToADeadAddressIsUnavailableWithinTheTimeout) {
   auto live = StartShard(0, 1);
   ASSERT_NE(live, nullptr);
-  const std::string dead = absl::StrCat("127.0.0.1:", UnusedPort());
+  const std::string dead = absl::StrCat("127.0.0.1:", PickFreeLoopbackPort());
   ClientOptions options = Options(0);
   options.connect_timeout = absl::Seconds(1);
   const absl::Time start = absl::Now();
