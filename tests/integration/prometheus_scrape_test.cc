@@ -2,6 +2,7 @@
 // temporary config and storage directory) scrapes a running cluster of two
 // shards and two workers; a PromQL query over its HTTP API must return each
 // worker's pushed-bytes counter with the value the worker's summary reports.
+// A live worker's /metrics passes `promtool check metrics` on the way.
 #include <signal.h>
 #include <unistd.h>
 
@@ -176,6 +177,22 @@ TEST_F(PrometheusScrapeTest, QueriedPushedBytesMatchTheWorkersSummaries) {
     workers.push_back(*pid);
     children_.push_back(*pid);
   }
+  // A live worker's /metrics (training, or lingering after it) passes
+  // promtool with nothing to report.
+  std::string worker_text;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < deadline &&
+         worker_text.find("gradwire_worker_steps_total") == std::string::npos) {
+    auto scraped = metrics_test::HttpRequest(worker_metrics[0], "/metrics");
+    if (scraped.ok() && scraped->status == 200) worker_text = scraped->body;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_THAT(worker_text, ::testing::HasSubstr("gradwire_worker_steps_total"));
+  auto promtool = metrics_test::PromtoolCheckMetrics(worker_text);
+  ASSERT_TRUE(promtool.ok()) << promtool.status();
+  EXPECT_EQ(promtool->exit_code, 0) << promtool->output;
+  EXPECT_EQ(promtool->output, "") << worker_text;
+
   for (int i = 0; i < 2; ++i) {
     absl::StatusOr<int> code = WaitForExit(workers[i], absl::Seconds(120));
     ASSERT_TRUE(code.ok()) << code.status();
