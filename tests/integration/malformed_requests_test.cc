@@ -135,17 +135,8 @@ class MalformedRequestsTest : public ::testing::Test {
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     stub_ = server_->NewStub();
-    for (uint32_t worker = 0; worker < kWorkers; ++worker) {
-      grpc::ClientContext context;
-      SetTimeout(&context);
-      v1::InitResponse response;
-      const grpc::Status s =
-          stub_->Init(&context,
-                      MakeInit(SgdConfig(kWorkers, v1::CONSISTENCY_MODE_BSP),
-                               chunks_, worker),
-                      &response);
-      ASSERT_TRUE(s.ok()) << ToAbsl(s);
-    }
+    const absl::Status s = InitBspWorkers(stub_.get(), chunks_, kWorkers);
+    ASSERT_TRUE(s.ok()) << s;
   }
 
   // The shard as it was after Init: initial weights, serving, and step 0

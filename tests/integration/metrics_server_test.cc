@@ -59,17 +59,8 @@ class MetricsServerTest : public ::testing::Test {
   }
 
   void InitAllWorkers() {
-    for (uint32_t worker = 0; worker < kWorkers; ++worker) {
-      grpc::ClientContext context;
-      SetTimeout(&context);
-      v1::InitResponse response;
-      const grpc::Status s =
-          stub_->Init(&context,
-                      MakeInit(SgdConfig(kWorkers, v1::CONSISTENCY_MODE_BSP),
-                               chunks_, worker),
-                      &response);
-      ASSERT_TRUE(s.ok()) << ToAbsl(s);
-    }
+    const absl::Status s = InitBspWorkers(stub_.get(), chunks_, kWorkers);
+    ASSERT_TRUE(s.ok()) << s;
   }
 
   // Pushes `step` of `worker` for `keys` (dense random gradients) and

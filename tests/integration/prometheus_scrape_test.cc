@@ -50,17 +50,6 @@ size_t CountOf(const std::string& text, const std::string& part) {
   return count;
 }
 
-// The value of `"key": value` in a flat JSON summary, -1 if absent.
-double SummaryNumber(const std::string& json, const std::string& key) {
-  const size_t at = json.find("\"" + key + "\": ");
-  double value = -1;
-  if (at == std::string::npos) return value;
-  const size_t start = at + key.size() + 4;
-  absl::SimpleAtod(json.substr(start, json.find_first_of(",}", start) - start),
-                   &value);
-  return value;
-}
-
 // From a Prometheus instant-query answer of `max by (worker) (...)`, the
 // value of the series with worker="id"; -1 if it is not there.
 double QueryValueForWorker(const std::string& answer, const std::string& id) {
@@ -213,7 +202,10 @@ TEST_F(PrometheusScrapeTest, QueriedPushedBytesMatchTheWorkersSummaries) {
   for (int i = 0; i < 2; ++i) {
     const std::string summary =
         ReadFileOrEmpty(absl::StrCat(dir_.path(), "/worker-", i, ".json"));
-    const double pushed = SummaryNumber(summary, "pushed_bytes");
+    double pushed = -1;
+    ASSERT_TRUE(
+        absl::SimpleAtod(SummaryField(summary, "pushed_bytes"), &pushed))
+        << summary;
     ASSERT_GT(pushed, 0) << summary;
     EXPECT_EQ(QueryValueForWorker(answer->body, absl::StrCat(i)), pushed)
         << "worker " << i << ": " << answer->body;

@@ -218,6 +218,18 @@ std::unique_ptr<v1::ParameterServer::Stub> ServerProcess::NewStub() const {
   return v1::ParameterServer::NewStub(NewChannel());
 }
 
+std::string SummaryField(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\": ");
+  if (at == std::string::npos) return "";
+  const size_t start = at + key.size() + 4;
+  std::string value =
+      json.substr(start, json.find_first_of(",}", start) - start);
+  if (value.size() >= 2 && value.front() == '"') {
+    value = value.substr(1, value.size() - 2);
+  }
+  return value;
+}
+
 int PickFreeLoopbackPort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};

@@ -45,6 +45,10 @@ class TempDir {
 // listens on.
 int PickFreeLoopbackPort();
 
+// The text of `"key": value` in a flat JSON object (a worker's or a
+// cluster's summary), quotes of a string value removed; empty if absent.
+std::string SummaryField(const std::string& json, const std::string& key);
+
 // Reads a whole file; empty if it cannot be read.
 std::string ReadFileOrEmpty(const std::string& path);
 

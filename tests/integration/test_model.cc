@@ -39,6 +39,23 @@ v1::TrainingConfig SgdConfig(uint32_t num_workers, v1::ConsistencyMode mode) {
   return config;
 }
 
+absl::Status InitBspWorkers(v1::ParameterServer::Stub* stub,
+                            const std::vector<TestChunk>& chunks,
+                            uint32_t num_workers) {
+  for (uint32_t worker = 0; worker < num_workers; ++worker) {
+    grpc::ClientContext context;
+    SetTimeout(&context);
+    v1::InitResponse response;
+    const grpc::Status s =
+        stub->Init(&context,
+                   MakeInit(SgdConfig(num_workers, v1::CONSISTENCY_MODE_BSP),
+                            chunks, worker),
+                   &response);
+    if (!s.ok()) return ToAbsl(s);
+  }
+  return absl::OkStatus();
+}
+
 v1::ChunkData DenseData(const std::vector<float>& values) {
   CompressedChunk chunk;
   chunk.encoding = Encoding::kDense;

@@ -38,6 +38,12 @@ v1::InitRequest MakeInit(const v1::TrainingConfig& config,
                          const std::vector<TestChunk>& chunks,
                          uint32_t worker_id);
 
+// Inits the shard behind `stub` once per worker 0..num_workers-1 with
+// SgdConfig(num_workers, BSP) and `chunks`; the first failure.
+absl::Status InitBspWorkers(v1::ParameterServer::Stub* stub,
+                            const std::vector<TestChunk>& chunks,
+                            uint32_t num_workers);
+
 // Dense fp32 chunk data of `values`.
 v1::ChunkData DenseData(const std::vector<float>& values);
 

@@ -25,22 +25,9 @@ std::string EnvOrEmpty(const char* name) {
   return value != nullptr ? value : "";
 }
 
-// The text after `"key": ` up to the next comma or brace, quotes removed.
-std::string JsonField(const std::string& json, const std::string& key) {
-  const size_t at = json.find("\"" + key + "\": ");
-  if (at == std::string::npos) return "";
-  const size_t start = at + key.size() + 4;
-  std::string value =
-      json.substr(start, json.find_first_of(",}", start) - start);
-  if (value.size() >= 2 && value.front() == '"') {
-    value = value.substr(1, value.size() - 2);
-  }
-  return value;
-}
-
 double JsonNumber(const std::string& json, const std::string& key) {
   double value = -1;
-  EXPECT_TRUE(absl::SimpleAtod(JsonField(json, key), &value))
+  EXPECT_TRUE(absl::SimpleAtod(SummaryField(json, key), &value))
       << key << " in " << json;
   return value;
 }
@@ -146,9 +133,9 @@ TEST_F(WorkerProcessesTest, TwoLocalRanksReduceWithGlooAndEndIdentical) {
         ReadFileOrEmpty(absl::StrCat(dir_.path(), "/rank-", rank, ".json")));
   }
   const std::string fingerprint =
-      JsonField(summaries[0], "weights_fingerprint");
+      SummaryField(summaries[0], "weights_fingerprint");
   EXPECT_EQ(fingerprint.size(), 16u) << summaries[0];
-  EXPECT_EQ(JsonField(summaries[1], "weights_fingerprint"), fingerprint);
+  EXPECT_EQ(SummaryField(summaries[1], "weights_fingerprint"), fingerprint);
   EXPECT_EQ(JsonNumber(summaries[0], "steps"), 25);
   EXPECT_EQ(JsonNumber(summaries[1], "steps"), 25);
   EXPECT_GT(JsonNumber(summaries[0], "test_accuracy"), 0.3) << summaries[0];
@@ -192,10 +179,10 @@ TEST_F(ReproducibilityTest, SameSeedSameRunOtherSeedOtherRun) {
   ASSERT_FALSE(other.empty());
   for (const char* key : {"weights_fingerprint", "test_accuracy",
                           "pushed_bytes", "pulled_bytes", "final_loss"}) {
-    EXPECT_EQ(JsonField(first, key), JsonField(again, key)) << key;
+    EXPECT_EQ(SummaryField(first, key), SummaryField(again, key)) << key;
   }
-  EXPECT_NE(JsonField(first, "weights_fingerprint"),
-            JsonField(other, "weights_fingerprint"));
+  EXPECT_NE(SummaryField(first, "weights_fingerprint"),
+            SummaryField(other, "weights_fingerprint"));
 }
 
 }  // namespace
