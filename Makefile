@@ -2,13 +2,20 @@
 #
 #   make test        install missing packages, configure, build, run all tests
 #   make test-asan   the unit tests of common/ and server/ under ASan + UBSan
-#   make fuzz-smoke  build the libFuzzer targets and run each for FUZZ_SECONDS
-#   make fuzz        the same for FUZZ_LONG_SECONDS (default one hour)
+#   make fuzz-smoke  build the libFuzzer targets (decode, push, init) and fuzz
+#                    them one after another, FUZZ_SECONDS in total (split
+#                    evenly: CI's FUZZ_SECONDS=60 is 20 s per target, so that
+#                    its fuzz step stays a few minutes with the build)
+#   make fuzz        the same for FUZZ_LONG_SECONDS in total (default one hour)
 #   make bench       the compression benchmark (writes build/bench-compress.json)
 #   make bench-network  dense fp32 against Top-K 1% + EF on 1 Gbit/s links
 #                    between network namespaces (root; build/bench-network.json)
+#   make bench-straggler  1 shard + 3 workers, one slowed, under BSP and SSP
+#                    (staleness 2, 4); writes build/bench-straggler.json
 #   make bench-convergence  accuracy and bytes of every compressor (about 25
 #                    min; writes build/convergence.{md,json})
+#   make bench-load  64 simulated workers against 2 real shards: throughput,
+#                    latency, errors, shard memory (build/bench-load.json)
 #   make demo        2 shards + 2 workers train Fashion-MNIST on this machine
 #                    (gradwire local; writes build/demo-summary.json)
 #   make format      clang-format every C++ file
@@ -23,15 +30,22 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_LONG_SECONDS ?= 3600
+# The fuzz targets; the seconds given to fuzz-smoke / fuzz are shared by them.
+FUZZ_TARGETS := decode push init
+fuzz_seconds_each = $$(( $(1) / $(words $(FUZZ_TARGETS)) > 0 ? $(1) / $(words $(FUZZ_TARGETS)) : 1 ))
 # Extra flags for `make demo`, appended last so they win, e.g.
 # DEMO_ARGS="--max-steps=100" on a busy machine.
 DEMO_ARGS  ?=
 # Flags for bench/network.sh, e.g. "--rate=10gbit --steps=100".
 NETWORK_ARGS ?=
+# Flags for bench/straggler.sh, e.g. "--delay-ms=300 --every=4".
+STRAGGLER_ARGS ?=
 # Flags for bench/convergence.sh, e.g. "--model=cnn --epochs=1".
 CONVERGENCE_ARGS ?=
+# Flags for gradwire-bench-load, e.g. "--mode=bsp --steps=200".
+LOAD_ARGS ?=
 
-.PHONY: all deps configure build test test-asan fuzz-smoke fuzz bench bench-convergence bench-network demo format check-deploy clean
+.PHONY: all deps configure build test test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-network bench-straggler bench-load demo format check-deploy clean
 
 all: build
 
@@ -54,18 +68,18 @@ test-asan: deps
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
 
-$(FUZZ_BUILD)/bin/gradwire-fuzz-decode: deps
+fuzz-build: deps
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRADWIRE_BUILD_FUZZERS=ON \
 	  -DGRADWIRE_SANITIZE=ON -DGRADWIRE_BUILD_BENCHMARKS=OFF \
 	  -DGRADWIRE_BUILD_TESTS=ON -DGRADWIRE_CUDA=OFF -DGRADWIRE_BUILD_WORKER=OFF
-	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target gradwire-fuzz-decode
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix gradwire-fuzz-,$(FUZZ_TARGETS))
 
-fuzz-smoke: $(FUZZ_BUILD)/bin/gradwire-fuzz-decode
-	tests/fuzz/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+fuzz-smoke: fuzz-build
+	tests/fuzz/run-fuzz.sh $(FUZZ_BUILD) $(call fuzz_seconds_each,$(FUZZ_SECONDS))
 
-fuzz: $(FUZZ_BUILD)/bin/gradwire-fuzz-decode
-	tests/fuzz/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_LONG_SECONDS)
+fuzz: fuzz-build
+	tests/fuzz/run-fuzz.sh $(FUZZ_BUILD) $(call fuzz_seconds_each,$(FUZZ_LONG_SECONDS))
 
 bench: build
 	$(BUILD)/bin/gradwire-bench-compress --json $(BUILD)/bench-compress.json
@@ -75,6 +89,12 @@ bench-convergence: build
 
 bench-network: build
 	bench/network.sh --bin $(BUILD)/bin --json $(BUILD)/bench-network.json $(NETWORK_ARGS)
+
+bench-straggler: build
+	bench/straggler.sh --bin $(BUILD)/bin --json $(BUILD)/bench-straggler.json $(STRAGGLER_ARGS)
+
+bench-load: build
+	$(BUILD)/bin/gradwire-bench-load --json $(BUILD)/bench-load.json $(LOAD_ARGS)
 
 demo: build
 	$(BUILD)/bin/gradwire local --shards=2 --workers=2 --model=cnn \

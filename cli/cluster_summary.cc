@@ -22,7 +22,10 @@ enum class Rule { kSum, kMax, kFirst, kDrop };
 Rule RuleFor(absl::string_view key) {
   if (key == "worker_id") return Rule::kDrop;
   if (absl::EndsWith(key, "_bytes") || key == "retries") return Rule::kSum;
-  if (key == "steps" || absl::EndsWith(key, "_seconds")) return Rule::kMax;
+  if (key == "steps" || key == "steps_run" || key == "max_step_lead" ||
+      absl::EndsWith(key, "_seconds")) {
+    return Rule::kMax;
+  }
   return Rule::kFirst;
 }
 

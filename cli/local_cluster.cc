@@ -188,6 +188,9 @@ absl::Status LocalCluster::StartShards() {
                   "--metrics-port=0",
                   "--metrics-port-file=" +
                       RunPath(absl::StrCat("shard-", i, ".metrics-port"))};
+    for (std::string& flag : TransportFlags(options_.transport.shard)) {
+      spawn.argv.push_back(std::move(flag));
+    }
     if (!options_.checkpoint_dir.empty()) {
       spawn.argv.push_back(absl::StrCat(
           "--checkpoint-dir=", options_.checkpoint_dir, "/shard-", i));
@@ -238,7 +241,8 @@ absl::Status LocalCluster::WaitUntilServing() {
       }
       if (const int port = ShardPort(i); port > 0) {
         addresses_[i] = absl::StrCat("127.0.0.1:", port);
-        health = CheckHealth(addresses_[i], kHealthTimeout);
+        health = CheckHealth(addresses_[i], kHealthTimeout,
+                             options_.health_transport);
         if (health.ok()) break;
       }
       if (absl::Now() > deadline) {
@@ -291,6 +295,9 @@ absl::Status LocalCluster::StartWorkers() {
     // Worker 0's accuracy is the cluster's; the others skip the evaluation
     // (a user's --evaluate, which comes later, still wins).
     if (i > 0) spawn.argv.push_back("--evaluate=false");
+    for (std::string& flag : TransportFlags(options_.transport.worker)) {
+      spawn.argv.push_back(std::move(flag));
+    }
     spawn.argv.insert(spawn.argv.end(), options_.worker_args.begin(),
                       options_.worker_args.end());
     spawn.extra_env = env;

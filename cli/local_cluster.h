@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "cli/local_transport.h"
+#include "common/tls/transport_security.h"
 
 namespace gradwire::cli {
 
@@ -44,6 +46,11 @@ struct LocalClusterOptions {
   absl::Duration start_timeout = absl::Seconds(60);
   // The directory holding gradwire-server and gradwire-worker.
   std::string bin_dir;
+  // TLS and token flags of the shards and the workers (placed before
+  // worker_args), and the workers' settings loaded (LoadLocalTransport) for
+  // the health checks. Default: plaintext without a token.
+  LocalTransport transport;
+  TransportSecurity health_transport;
 };
 
 // Exit codes of RunLocalCluster besides 0 (every worker finished, the

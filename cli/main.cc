@@ -25,8 +25,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "cli/local_cluster.h"
+#include "cli/local_transport.h"
 #include "cli/process.h"
 #include "common/command_line.h"
+#include "common/tls/transport_security.h"
 #include "worker/health_client.h"
 
 // `gradwire local`.
@@ -54,10 +56,25 @@ ABSL_FLAG(double, grace_seconds, 10,
           "after SIGTERM before SIGKILL.");
 ABSL_FLAG(double, start_timeout_seconds, 60,
           "How long the shards may take to start serving.");
+ABSL_FLAG(std::string, tls_dir, "",
+          "Directory written by scripts/dev-certs.sh: mutual TLS between "
+          "every worker and shard, and its auth-token file as the bearer "
+          "token. Empty: plaintext.");
+
+// Both commands.
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding the bearer token (trailing whitespace is ignored). "
+          "local: every shard requires it and every worker sends it (default "
+          "with --tls-dir: DIR/auth-token); health: sent, though the health "
+          "service needs none.");
 
 // `gradwire health`.
 ABSL_FLAG(std::string, addr, "", "The shard to check, as HOST:PORT.");
 ABSL_FLAG(double, timeout_seconds, 5, "How long to wait for the answer.");
+ABSL_FLAG(std::string, tls_cert, "", gradwire::kClientTlsCertHelp);
+ABSL_FLAG(std::string, tls_key, "", gradwire::kClientTlsKeyHelp);
+ABSL_FLAG(std::string, tls_ca, "", gradwire::kClientTlsCaHelp);
+ABSL_FLAG(std::string, tls_server_name, "", gradwire::kClientTlsServerNameHelp);
 ABSL_FLAG(bool, dry_run, false,
           "Check the flags, print the settings they resolve to, and exit "
           "without asking (exit 0; 2 for a bad flag).");
@@ -98,17 +115,24 @@ constexpr absl::string_view kLocalUsage =
     "--, goes to each worker unchanged (see\ngradwire-worker --help); "
     "gradwire local sets the workers' --shards, --worker-id,\n--num-workers "
     "and --summary-json itself. Ctrl-C stops all processes.\n"
+    "--tls-dir=DIR (from scripts/dev-certs.sh DIR) runs the cluster with "
+    "mutual TLS and\na bearer token; it sets the --tls-* flags of shards and "
+    "workers.\n"
     "Exit code: 0 when every process succeeded; 1 when one failed; 2 for a "
     "bad command\nline (also a worker flag the workers reject); 130 after "
     "Ctrl-C.";
 
 constexpr absl::string_view kLocalFlags[] = {
-    "shards",  "workers",   "summary_json",  "checkpoint_dir",
-    "log_dir", "keep_logs", "grace_seconds", "start_timeout_seconds"};
+    "shards",  "workers",        "summary_json",  "checkpoint_dir",
+    "log_dir", "keep_logs",      "grace_seconds", "start_timeout_seconds",
+    "tls_dir", "auth_token_file"};
 constexpr absl::string_view kLocalBoolFlags[] = {"keep_logs"};
 // Worker flags that gradwire local sets for each worker.
 constexpr absl::string_view kWorkerFlagsSetByLocal[] = {"worker_id",
                                                         "num_workers"};
+// Worker flags that gradwire local derives from --tls-dir.
+constexpr absl::string_view kWorkerFlagsSetByTlsDir[] = {
+    "tls_cert", "tls_key", "tls_ca", "tls_server_name"};
 // Worker flags for several processes per worker node, which gradwire local
 // does not start (a worker waiting for its local peers would wait forever).
 constexpr absl::string_view kWorkerFlagsNotSupported[] = {
@@ -119,13 +143,22 @@ constexpr absl::string_view kHealthUsage =
     "(grpc.health.v1, service gradwire.v1.ParameterServer).\n"
     "\n"
     "  gradwire health --addr=127.0.0.1:7000\n"
+    "  gradwire health --addr=shard-0:7000 --tls-ca=ca.pem "
+    "[--tls-cert=client.pem "
+    "--tls-key=client.key]\n"
     "\n"
     "Exit code: 0 and SERVING on stdout when it serves; 1 with the status "
     "(NOT_SERVING,\nunreachable, no answer in time, ...) otherwise; 2 for a "
-    "bad command line.";
+    "bad command line.\nThe --tls-* flags and --auth-token-file also come "
+    "from GRADWIRE_TLS_CA, ...;\nthe command line wins.";
 
-constexpr absl::string_view kHealthFlags[] = {"addr", "timeout_seconds",
-                                              "dry_run"};
+constexpr absl::string_view kHealthFlags[] = {
+    "addr",   "timeout_seconds", "tls_cert",        "tls_key",
+    "tls_ca", "tls_server_name", "auth_token_file", "dry_run"};
+
+// The health flags that GRADWIRE_<NAME> variables set too.
+constexpr absl::string_view kHealthTransportFlags[] = {
+    "tls_cert", "tls_key", "tls_ca", "tls_server_name", "auth_token_file"};
 
 [[noreturn]] void UsageError(absl::string_view command,
                              absl::string_view message) {
@@ -190,6 +223,10 @@ std::vector<std::string> SplitLocalArguments(
       }
     } else if (Contains(kWorkerFlagsSetByLocal, name)) {
       UsageError("local", absl::StrCat(arg, " is set by gradwire local"));
+    } else if (Contains(kWorkerFlagsSetByTlsDir, name)) {
+      UsageError("local", absl::StrCat(arg,
+                                       " is set by gradwire local from "
+                                       "--tls-dir (scripts/dev-certs.sh DIR)"));
     } else if (Contains(kWorkerFlagsNotSupported, name)) {
       UsageError("local", absl::StrCat(arg,
                                        " is not supported: gradwire local "
@@ -227,6 +264,11 @@ LocalClusterOptions LocalOptionsOrExit(const std::vector<std::string>& args) {
   o.keep_logs = absl::GetFlag(FLAGS_keep_logs);
   o.grace = absl::Seconds(grace);
   o.start_timeout = absl::Seconds(start);
+  o.transport = LocalTransportFrom(absl::GetFlag(FLAGS_tls_dir),
+                                   absl::GetFlag(FLAGS_auth_token_file));
+  absl::StatusOr<TransportSecurity> health = LoadLocalTransport(o.transport);
+  if (!health.ok()) UsageError("local", health.status().message());
+  o.health_transport = *std::move(health);
   return o;
 }
 
@@ -258,16 +300,31 @@ int RunHealth(const std::vector<std::string>& args) {
       UsageError("health", absl::StrCat("unknown flag ", arg));
     }
   }
+  // The transport flags also come from the environment, so that a probe
+  // run inside a shard's container finds the shard's TLS settings there.
+  if (absl::Status s = ApplyFlagEnvironment(kHealthTransportFlags); !s.ok()) {
+    UsageError("health", s.message());
+  }
   ParseOwnFlags("health", args);
   const std::string address = absl::GetFlag(FLAGS_addr);
   const double timeout = absl::GetFlag(FLAGS_timeout_seconds);
   if (address.empty()) UsageError("health", "--addr is required");
   if (!(timeout > 0)) UsageError("health", "--timeout-seconds must be > 0");
+  TransportSecurityFiles files;
+  files.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  files.tls_key = absl::GetFlag(FLAGS_tls_key);
+  files.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  files.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  files.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  absl::StatusOr<TransportSecurity> transport =
+      LoadTransportSecurity(files, TransportRole::kClient);
+  if (!transport.ok()) UsageError("health", transport.status().message());
   if (absl::GetFlag(FLAGS_dry_run)) {
     std::fputs(FlagValues(kHealthFlags).c_str(), stdout);
     return 0;
   }
-  const absl::Status status = CheckHealth(address, absl::Seconds(timeout));
+  const absl::Status status =
+      CheckHealth(address, absl::Seconds(timeout), *transport);
   if (!status.ok()) {
     std::printf("%s\n", status.ToString().c_str());
     return 1;

@@ -2,7 +2,11 @@
 # Offline checks of the deployment files (make check-deploy). Nothing is
 # built, pulled or started; every check runs on this machine:
 #
-#   compose      docker-compose.yml: `docker-compose config -q` (Debian's
+#   dev-certs    scripts/dev-certs.sh writes a throw-away CA, certificates
+#                and token into a temporary folder, for the TLS variants.
+#   compose      docker-compose.yml, and docker-compose.yml merged with
+#                docker-compose.tls.yml (its secrets from the dev-certs
+#                folder): `docker-compose config -q` (Debian's
 #                docker-compose 1.29); warnings count as failures.
 #   prometheus   deploy/prometheus/prometheus.yml: `promtool check config`.
 #   grafana      deploy/grafana/provisioning/**/*.yml parse as YAML.
@@ -18,15 +22,20 @@
 #                schema (kubernetes-models; unknown kinds and unknown fields
 #                fail) and refers only to objects of its render
 #                (deploy/validate/validate-k8s.mjs).
-#   services     every gradwire process of the compose file and of the renders:
+#   services     every gradwire process of the compose configs and of the
+#                renders (exec probes and health checks included):
 #                its GRADWIRE_* variables and flags exist in the binary,
 #                `BINARY --dry-run ARGS` accepts them in exactly the container's
 #                environment, and shard/worker counts, ids, addresses, ports,
 #                probes and Prometheus targets agree; compose bind mounts name
-#                existing files (deploy/validate/check-services.mjs).
+#                existing files; the TLS files of compose secrets and of
+#                the Secret gradwire-tls are the dev-certs ones, so the
+#                dry-runs read real certificates
+#                (deploy/validate/check-services.mjs).
 #   images       the COPY sources of deploy/docker/Dockerfile* exist and the
 #                run-time packages (install-deps.sh --runtime) are known to apt.
-#   scripts      shellcheck on this script and scripts/install-deps.sh
+#   scripts      shellcheck on this script, scripts/install-deps.sh and
+#                scripts/dev-certs.sh
 #                (where shellcheck is installed).
 #
 # Usage: scripts/check-deploy.sh [--no-dry-run]
@@ -88,18 +97,52 @@ tools() {
   fi
 }
 
-compose() {
-  if ! docker-compose -f docker-compose.yml config -q 2>"$OUT/compose.err"; then
-    echo "docker-compose.yml is invalid:" >&2
+# The TLS variants' files, as a user makes them (docker-compose.tls.yml,
+# deploy/k8s/overlays/tls).
+TLS_DIR=$OUT/tls
+TLS_FILES=(ca.pem server.pem server.key client.pem client.key auth-token)
+
+dev_certs() {
+  if ! scripts/dev-certs.sh "$TLS_DIR" >"$OUT/dev-certs.log" 2>&1; then
+    echo "scripts/dev-certs.sh $TLS_DIR failed:" >&2
+    tail -20 "$OUT/dev-certs.log" >&2
+    return 1
+  fi
+  local file ok=0
+  for file in "${TLS_FILES[@]}"; do
+    if [[ ! -s "$TLS_DIR/$file" ]]; then
+      echo "scripts/dev-certs.sh wrote no $file" >&2
+      ok=1
+    fi
+  done
+  return $ok
+}
+
+# compose_config NAME FILE...: `docker-compose config` of FILE... merged, into
+# $OUT/NAME.yml; invalid or warned about: fails.
+compose_config() {
+  local name=$1 args=() file
+  shift
+  for file in "$@"; do args+=(-f "$file"); done
+  if ! GRADWIRE_TLS_DIR=$TLS_DIR docker-compose "${args[@]}" config -q 2>"$OUT/compose.err"; then
+    echo "$* is invalid:" >&2
     cat "$OUT/compose.err" >&2
     return 1
   fi
   if [[ -s "$OUT/compose.err" ]]; then
-    echo "docker-compose.yml: docker-compose warned:" >&2
+    echo "$*: docker-compose warned:" >&2
     cat "$OUT/compose.err" >&2
     return 1
   fi
-  docker-compose -f docker-compose.yml config >"$OUT/compose.yml"
+  GRADWIRE_TLS_DIR=$TLS_DIR docker-compose "${args[@]}" config >"$OUT/$name.yml"
+  echo "$* ok"
+}
+
+compose() {
+  local ok=0
+  compose_config compose docker-compose.yml || ok=1
+  compose_config compose-tls docker-compose.yml docker-compose.tls.yml || ok=1
+  return $ok
 }
 
 prometheus() {
@@ -175,7 +218,10 @@ k8s_schema() {
 }
 
 services() {
-  [[ -s "$OUT/compose.yml" ]] || { echo "no compose config (see compose)" >&2; return 1; }
+  local name
+  for name in compose compose-tls; do
+    [[ -s "$OUT/$name.yml" ]] || { echo "no $name config (see compose)" >&2; return 1; }
+  done
   # The renders of Debian's kubectl; those of another kubectl differ only in
   # the ConfigMaps' name suffixes.
   local renders=() render
@@ -184,7 +230,8 @@ services() {
   done < <(grep "@debian-kubectl-" "$OUT/renders" || true)
   [[ ${#renders[@]} -gt 0 ]] || { echo "no render of Debian's kubectl (see kustomize)" >&2; return 1; }
   node deploy/validate/check-services.mjs --repo . --bin-dir "$BUILD/bin" \
-    --compose "$OUT/compose.yml" --prometheus deploy/prometheus/prometheus.yml \
+    --compose "compose=$OUT/compose.yml" --compose "compose-tls=$OUT/compose-tls.yml" \
+    --secret "gradwire-tls=$TLS_DIR" --prometheus deploy/prometheus/prometheus.yml \
     "${renders[@]}" "${DRY_RUN_FLAG[@]}"
 }
 
@@ -222,12 +269,13 @@ shell_scripts() {
     echo "shellcheck not installed: skipped"
     return 0
   fi
-  shellcheck scripts/check-deploy.sh scripts/install-deps.sh
+  shellcheck scripts/check-deploy.sh scripts/install-deps.sh scripts/dev-certs.sh
 }
 
 start=$SECONDS
 check tools tools
 if [[ $failed -eq 0 ]]; then
+  check dev-certs dev_certs
   check compose compose
   check prometheus prometheus
   check grafana grafana

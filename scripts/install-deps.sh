@@ -22,6 +22,8 @@ PACKAGES=(
   # Wire protocol and RPC.
   protobuf-compiler libprotobuf-dev libgrpc++-dev protobuf-compiler-grpc
   libabsl-dev zlib1g-dev
+  # TLS: gradwire_tls checks certificates and keys with OpenSSL.
+  libssl-dev
   # Worker: libtorch (CPU) with c10d Gloo.
   libtorch-dev libgloo-dev
   # Tests and benchmarks.
@@ -54,6 +56,7 @@ TOOLS_DIR=${GRADWIRE_TOOLS_DIR:-/opt/gradwire-tools}
 # no libtorch; the worker adds it, Gloo and the training data.
 RUNTIME_SERVER_PACKAGES=(
   libabsl20220623 libgrpc++1.51 libgrpc29 libprotobuf32 libcivetweb1 zlib1g
+  libssl3
 )
 RUNTIME_WORKER_PACKAGES=(
   "${RUNTIME_SERVER_PACKAGES[@]}" libtorch1.13 libgloo0 dataset-fashion-mnist

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "server/file_util.h"
 
 namespace gradwire {
 namespace {
@@ -282,54 +283,12 @@ absl::StatusOr<absl::string_view> CheckFraming(absl::string_view bytes) {
 
 // ------------------------------------------------------------- file system
 
-template <typename F>
-auto RetryOnEintr(F f) {
-  decltype(f()) result;
-  do {
-    result = f();
-  } while (result == -1 && errno == EINTR);
-  return result;
-}
-
-absl::Status ErrnoStatus(absl::string_view what, const std::string& path) {
-  return absl::ErrnoToStatus(errno, absl::StrCat(what, " ", path));
-}
-
 // One fwrite per line, so lines from concurrent threads do not interleave.
 // The shard's event log (server/event_log.h) needs a shard id, which the
 // loader does not know before it has read a checkpoint.
 void LogLine(absl::string_view message) {
   const std::string line = absl::StrCat("gradwire checkpoint: ", message, "\n");
   std::fwrite(line.data(), 1, line.size(), stderr);
-}
-
-// Closes the descriptor unless Release()d; for error paths.
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  ~ScopedFd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int get() const { return fd_; }
-  int Release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
-absl::Status WriteAll(int fd, const char* data, size_t size,
-                      const std::string& path) {
-  while (size > 0) {
-    // Linux writes at most ~2 GiB per call; ask for less and loop.
-    const size_t ask = std::min<size_t>(size, size_t{1} << 30);
-    const ssize_t n = RetryOnEintr([&] { return write(fd, data, ask); });
-    if (n < 0) return ErrnoStatus("cannot write", path);
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
 }
 
 // Buffers the small fields and writes large float arrays straight through,
@@ -364,44 +323,6 @@ class FileSink final : public ByteSink {
   absl::Status status_;
 };
 
-absl::Status FsyncDirectory(const std::string& dir) {
-  ScopedFd fd(RetryOnEintr(
-      [&] { return open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); }));
-  if (fd.get() < 0) return ErrnoStatus("cannot open directory", dir);
-  if (RetryOnEintr([&] { return fsync(fd.get()); }) != 0) {
-    return ErrnoStatus("cannot fsync directory", dir);
-  }
-  return absl::OkStatus();
-}
-
-std::string ParentDirectory(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-// mkdir -p, fsyncing the parent of each directory it creates so that the
-// new entries survive a crash together with the checkpoint.
-absl::Status MakeDirectories(const std::string& dir) {
-  for (size_t end = dir.find('/', 1); true; end = dir.find('/', end + 1)) {
-    const std::string prefix = dir.substr(0, end);
-    if (mkdir(prefix.c_str(), 0755) == 0) {
-      absl::Status synced = FsyncDirectory(ParentDirectory(prefix));
-      if (!synced.ok()) return synced;
-    } else if (errno != EEXIST) {
-      return ErrnoStatus("cannot create directory", prefix);
-    }
-    if (end == std::string::npos) break;
-  }
-  struct stat info;
-  if (stat(dir.c_str(), &info) != 0) return ErrnoStatus("cannot stat", dir);
-  if (!S_ISDIR(info.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("checkpoint directory ", dir, " is not a directory"));
-  }
-  return absl::OkStatus();
-}
-
 // Writes the file image to `path` and fsyncs it.
 absl::Status WriteFileDurably(const std::string& path,
                               const ShardSnapshot& snapshot) {
@@ -419,37 +340,6 @@ absl::Status WriteFileDurably(const std::string& path,
   // close() is not retried on EINTR: Linux has released the descriptor.
   if (close(fd.Release()) != 0) return ErrnoStatus("cannot close", path);
   return absl::OkStatus();
-}
-
-struct FileBytes {
-  std::unique_ptr<char[]> data;
-  size_t size = 0;
-};
-
-// Reads up to the size fstat reports; a file that shrinks meanwhile yields
-// fewer bytes, and the parser reports the tear.
-absl::StatusOr<FileBytes> ReadWholeFile(const std::string& path) {
-  ScopedFd fd(
-      RetryOnEintr([&] { return open(path.c_str(), O_RDONLY | O_CLOEXEC); }));
-  if (fd.get() < 0) return ErrnoStatus("cannot open", path);
-  struct stat info;
-  if (fstat(fd.get(), &info) != 0) return ErrnoStatus("cannot stat", path);
-  if (!S_ISREG(info.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, " is not a regular file"));
-  }
-  const size_t capacity = static_cast<size_t>(info.st_size);
-  // Uninitialised on purpose: zero-filling hundreds of MB costs real time.
-  FileBytes file{std::unique_ptr<char[]>(new char[capacity]), 0};
-  while (file.size < capacity) {
-    const ssize_t n = RetryOnEintr([&] {
-      return read(fd.get(), file.data.get() + file.size, capacity - file.size);
-    });
-    if (n < 0) return ErrnoStatus("cannot read", path);
-    if (n == 0) break;
-    file.size += static_cast<size_t>(n);
-  }
-  return file;
 }
 
 struct DirectoryListing {
@@ -471,37 +361,27 @@ bool ParseCheckpointName(absl::string_view name, uint64_t* sequence) {
 }
 
 absl::StatusOr<DirectoryListing> ListDirectory(const std::string& dir) {
-  std::unique_ptr<DIR, int (*)(DIR*)> handle(opendir(dir.c_str()), closedir);
-  if (handle == nullptr) {
-    if (errno == ENOENT) {
-      return absl::NotFoundError(absl::StrCat("no checkpoint directory ", dir));
-    }
-    return ErrnoStatus("cannot list directory", dir);
-  }
+  absl::StatusOr<std::vector<std::string>> names = ListFileNames(dir);
+  if (!names.ok()) return names.status();
   DirectoryListing listing;
-  while (true) {
-    errno = 0;
-    const dirent* entry = readdir(handle.get());
-    if (entry == nullptr) break;
-    const absl::string_view name = entry->d_name;
+  for (const std::string& name : *names) {
     uint64_t sequence = 0;
     if (ParseCheckpointName(name, &sequence)) {
-      listing.checkpoints.emplace_back(sequence, std::string(name));
+      listing.checkpoints.emplace_back(sequence, name);
     } else if (absl::StartsWith(name, kFilePrefix) &&
                absl::EndsWith(name, absl::StrCat(kFileSuffix, kTempSuffix))) {
-      listing.temp_files.emplace_back(name);
+      listing.temp_files.push_back(name);
     }
   }
-  if (errno != 0) return ErrnoStatus("cannot list directory", dir);
   std::sort(listing.checkpoints.begin(), listing.checkpoints.end(),
             std::greater<>());
   return listing;
 }
 
-void RemoveFile(const std::string& path) {
-  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-    LogLine(ErrnoStatus("cannot delete", path).ToString());
-  }
+// Deletes `path`, logging a failure: retention must not fail a write.
+void RemoveOrLog(const std::string& path) {
+  absl::Status removed = RemoveFile(path);
+  if (!removed.ok()) LogLine(removed.ToString());
 }
 
 // Retention after a successful write; see WriteCheckpoint's contract.
@@ -513,7 +393,7 @@ void RemoveOldCheckpoints(const std::string& dir, const std::string& written,
     return;
   }
   for (const std::string& name : listing->temp_files) {
-    RemoveFile(absl::StrCat(dir, "/", name));
+    RemoveOrLog(absl::StrCat(dir, "/", name));
   }
   int kept = 1;  // the checkpoint just written
   for (const auto& [sequence, name] : listing->checkpoints) {
@@ -521,7 +401,7 @@ void RemoveOldCheckpoints(const std::string& dir, const std::string& written,
     if (kept < keep) {
       ++kept;
     } else {
-      RemoveFile(absl::StrCat(dir, "/", name));
+      RemoveOrLog(absl::StrCat(dir, "/", name));
     }
   }
 }
@@ -556,8 +436,7 @@ absl::StatusOr<ShardSnapshot> ParseSnapshot(absl::string_view bytes) {
 absl::StatusOr<ShardSnapshot> ReadCheckpointFile(const std::string& path) {
   absl::StatusOr<FileBytes> file = ReadWholeFile(path);
   if (!file.ok()) return file.status();
-  absl::StatusOr<ShardSnapshot> snapshot =
-      ParseSnapshot(absl::string_view(file->data.get(), file->size));
+  absl::StatusOr<ShardSnapshot> snapshot = ParseSnapshot(file->view());
   if (!snapshot.ok()) {
     return absl::Status(snapshot.status().code(),
                         absl::StrCat(path, ": ", snapshot.status().message()));

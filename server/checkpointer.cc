@@ -35,7 +35,12 @@ absl::StatusOr<bool> RestoreNewestCheckpoint(const std::string& dir,
 
 Checkpointer::Checkpointer(const Shard* shard, CheckpointerOptions options)
     : shard_(shard), options_(std::move(options)) {
-  if (options_.every_updates > 0) thread_ = std::thread([this] { Run(); });
+  if (options_.wal != nullptr) previous_rotation_ = options_.wal->generation();
+  const bool wal_bound =
+      options_.wal != nullptr && options_.wal_checkpoint_bytes > 0;
+  if (options_.every_updates > 0 || wal_bound) {
+    thread_ = std::thread([this] { Run(); });
+  }
 }
 
 Checkpointer::~Checkpointer() {
@@ -65,20 +70,35 @@ bool Checkpointer::WaitForStop() {
 
 void Checkpointer::Run() {
   while (!WaitForStop()) {
-    if (!shard_->initialized()) continue;
-    if (shard_->updates_applied() - updates_at_last_write_ <
-        options_.every_updates) {
-      continue;
-    }
+    if (!shard_->initialized() || !Due()) continue;
     // A failed write (full disk, say) is logged and retried only after
     // another every_updates updates, so it cannot flood the log.
     WriteOne("periodic").IgnoreError();
   }
 }
 
+bool Checkpointer::Due() const {
+  if (options_.every_updates > 0 &&
+      shard_->updates_applied() - updates_at_last_write_ >=
+          options_.every_updates) {
+    return true;
+  }
+  return options_.wal != nullptr && options_.wal_checkpoint_bytes > 0 &&
+         options_.wal->segment_bytes() >= options_.wal_checkpoint_bytes;
+}
+
 absl::Status Checkpointer::WriteOne(const char* reason) {
   const absl::Time start = absl::Now();
   updates_at_last_write_ = shard_->updates_applied();
+  absl::StatusOr<uint64_t> rotation = absl::UnavailableError("no log");
+  if (options_.wal != nullptr) {
+    rotation = options_.wal->Rotate();
+    if (!rotation.ok()) {
+      // The checkpoint is still worth writing; the old segments stay.
+      LogShardEventf(options_.shard_id, "cannot rotate the write-ahead log: %s",
+                     rotation.status().ToString());
+    }
+  }
   absl::StatusOr<ShardSnapshot> snapshot = shard_->Snapshot();
   if (!snapshot.ok()) return snapshot.status();
   const uint64_t sequence = CheckpointSequence(*snapshot);
@@ -94,6 +114,12 @@ absl::Status Checkpointer::WriteOne(const char* reason) {
   LogShardEventf(options_.shard_id,
                  "%s checkpoint sequence %d written to %s in %d ms", reason,
                  sequence, *path, absl::ToInt64Milliseconds(end - start));
+  if (rotation.ok()) {
+    // The previous checkpoint stays loadable (it is kept as a fallback), so
+    // keep the segments its replay needs too.
+    options_.wal->RemoveSegmentsBefore(previous_rotation_);
+    previous_rotation_ = *rotation;
+  }
   return absl::OkStatus();
 }
 

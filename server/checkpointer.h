@@ -33,6 +33,7 @@
 #include "absl/time/time.h"
 #include "server/shard.h"
 #include "server/snapshot.h"
+#include "server/write_ahead_log.h"
 
 namespace gradwire {
 
@@ -59,12 +60,21 @@ struct CheckpointerOptions {
   absl::Duration poll_interval = absl::Milliseconds(50);
   // For log lines.
   uint32_t shard_id = 0;
+  // The shard's write-ahead log, or null. Not owned; must outlive the
+  // Checkpointer. Each checkpoint first rotates it (so the snapshot holds
+  // every record of the closed segments), and once written removes the
+  // segments that neither it nor the previous checkpoint needs.
+  WriteAheadLog* wal = nullptr;
+  // With `wal`: also checkpoint once its current segment holds this many
+  // bytes; 0 for no bound.
+  uint64_t wal_checkpoint_bytes = 0;
 };
 
 class Checkpointer {
  public:
   // `shard` is not owned and must outlive the Checkpointer. Starts the
-  // background thread when options.every_updates > 0.
+  // background thread when options.every_updates > 0 or a log size bound is
+  // set.
   Checkpointer(const Shard* shard, CheckpointerOptions options);
   // Ends the background thread without a final write.
   ~Checkpointer();
@@ -81,7 +91,10 @@ class Checkpointer {
   void Run();
   // True once Stop was requested; waits up to one poll interval for it.
   bool WaitForStop();
-  // Snapshot, write, log. Updates updates_at_last_write_.
+  // Whether the cadence or the log size calls for a checkpoint now.
+  bool Due() const;
+  // Rotate the log, snapshot, write, log, remove old log segments. Updates
+  // updates_at_last_write_ and previous_rotation_.
   absl::Status WriteOne(const char* reason);
 
   // Constant after construction.
@@ -94,6 +107,9 @@ class Checkpointer {
   // Used by the background thread, then by StopAndWriteFinal after joining
   // it; never by two threads at once, so it needs no lock.
   uint64_t updates_at_last_write_ = 0;
+  // The log generation the previous checkpoint started (its replay starts
+  // there); segments before it are no longer needed.
+  uint64_t previous_rotation_ = 0;
   std::thread thread_;
 };
 

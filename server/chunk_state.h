@@ -3,6 +3,7 @@
 #define GRADWIRE_SERVER_CHUNK_STATE_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -13,7 +14,10 @@ namespace gradwire {
 
 struct ChunkState {
   explicit ChunkState(ChunkSnapshot initial)
-      : key(initial.key), numel(initial.numel), state(std::move(initial)) {}
+      : key(initial.key),
+        numel(initial.numel),
+        state(std::move(initial)),
+        dropped(state.workers.size(), false) {}
 
   // Constant after construction.
   const uint64_t key;
@@ -28,6 +32,11 @@ struct ChunkState {
   // delta_version == state.version and delta_version > 0.
   CompressedChunk delta ABSL_GUARDED_BY(mu);
   uint64_t delta_version ABSL_GUARDED_BY(mu) = 0;
+  // The workers Shard::DropWorker took out of this chunk's live set (one
+  // flag per worker id) and how many they are. Kept out of the snapshot:
+  // after a restart from a checkpoint every worker is live again.
+  std::vector<bool> dropped ABSL_GUARDED_BY(mu);
+  uint32_t num_dropped ABSL_GUARDED_BY(mu) = 0;
 };
 
 }  // namespace gradwire

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/command_line.h"
 #include "common/port_file.h"
+#include "common/tls/transport_security.h"
 #include "server/event_log.h"
 #include "server/server_options.h"
 #include "server/shard_server.h"
@@ -53,6 +54,17 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
 ABSL_FLAG(int64_t, checkpoint_every, 0,
           "Write a checkpoint after this many optimizer updates (counted over "
           "all chunks); 0: only at shutdown.");
+ABSL_FLAG(bool, wal, true,
+          "Keep a write-ahead log of accepted pushes in --checkpoint-dir and "
+          "replay it at start, so that a killed shard loses no acknowledged "
+          "update. --wal=false: a kill loses the updates since the last "
+          "checkpoint. No effect without --checkpoint-dir.");
+ABSL_FLAG(bool, wal_fsync, false,
+          "fdatasync the write-ahead log before acknowledging a push: "
+          "survives the machine's death, not only the process'.");
+ABSL_FLAG(int64_t, wal_checkpoint_bytes, int64_t{256} << 20,
+          "Also write a checkpoint once the current log segment holds this "
+          "many bytes (bounds disk use and replay time); 0: no bound.");
 ABSL_FLAG(int64_t, threads, 0,
           "Upper bound on gRPC handler threads; 0: no bound. A Pull that "
           "waits for a step holds a thread, so a bound must exceed the number "
@@ -63,6 +75,14 @@ ABSL_FLAG(int64_t, max_message_bytes, int64_t{64} << 20,
 ABSL_FLAG(double, shutdown_grace_seconds, 10.0,
           "On SIGTERM/SIGINT, how long in-flight calls may run before they "
           "are cancelled.");
+ABSL_FLAG(double, worker_timeout_seconds, 30.0,
+          "Drop a worker from the live set after this many seconds without "
+          "an Init, Push or Pull from it (a Pull waiting for its step counts "
+          "as alive), so that BSP steps complete with the other workers' "
+          "pushes; it rejoins with Init or a push of a step not yet "
+          "completed. 0: never drop (a dead worker stalls BSP). The default "
+          "30 stays below the 60 s a Pull waits at most, so the others go on "
+          "before their pulls fail, and far above a slow worker's step.");
 ABSL_FLAG(std::string, metrics_address, "0.0.0.0",
           "Numeric IPv4 address of the Prometheus endpoint (/metrics).");
 ABSL_FLAG(int64_t, metrics_port, 0,
@@ -74,6 +94,12 @@ ABSL_FLAG(bool, dry_run, false,
 ABSL_FLAG(std::string, metrics_port_file, "",
           "If set, the metrics port is written to this file (atomically) "
           "once bound, before --port-file.");
+ABSL_FLAG(std::string, tls_cert, "", gradwire::kServerTlsCertHelp);
+ABSL_FLAG(std::string, tls_key, "", gradwire::kServerTlsKeyHelp);
+ABSL_FLAG(std::string, tls_ca, "", gradwire::kServerTlsCaHelp);
+ABSL_FLAG(bool, tls_require_client_cert, false,
+          gradwire::kServerTlsRequireClientCertHelp);
+ABSL_FLAG(std::string, auth_token_file, "", gradwire::kServerAuthTokenFileHelp);
 
 // Abseil reports a malformed flag (unknown name, unparsable value) through
 // this hook and then exits with 1; exiting here gives every usage error the
@@ -102,12 +128,21 @@ constexpr absl::string_view kFlagNames[] = {"address",
                                             "staleness",
                                             "checkpoint_dir",
                                             "checkpoint_every",
+                                            "wal",
+                                            "wal_fsync",
+                                            "wal_checkpoint_bytes",
                                             "threads",
                                             "max_message_bytes",
                                             "shutdown_grace_seconds",
+                                            "worker_timeout_seconds",
                                             "metrics_address",
                                             "metrics_port",
                                             "metrics_port_file",
+                                            "tls_cert",
+                                            "tls_key",
+                                            "tls_ca",
+                                            "tls_require_client_cert",
+                                            "auth_token_file",
                                             "dry_run"};
 
 ServerOptions OptionsFromFlags() {
@@ -122,12 +157,22 @@ ServerOptions OptionsFromFlags() {
   o.staleness = absl::GetFlag(FLAGS_staleness);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  o.wal = absl::GetFlag(FLAGS_wal);
+  o.wal_fsync = absl::GetFlag(FLAGS_wal_fsync);
+  o.wal_checkpoint_bytes = absl::GetFlag(FLAGS_wal_checkpoint_bytes);
   o.threads = absl::GetFlag(FLAGS_threads);
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
+  o.worker_timeout_seconds = absl::GetFlag(FLAGS_worker_timeout_seconds);
   o.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   o.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
+  o.transport.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  o.transport.tls_key = absl::GetFlag(FLAGS_tls_key);
+  o.transport.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  o.transport.tls_require_client_cert =
+      absl::GetFlag(FLAGS_tls_require_client_cert);
+  o.transport.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
   return o;
 }
 

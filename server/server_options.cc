@@ -69,6 +69,18 @@ absl::Status CheckMetrics(const ServerOptions& o) {
   return absl::OkStatus();
 }
 
+absl::Status CheckWriteAheadLog(const ServerOptions& o) {
+  if (o.wal_checkpoint_bytes < 0) {
+    return OutOfBounds("wal-checkpoint-bytes", o.wal_checkpoint_bytes,
+                       ">= 0 (0: no bound)");
+  }
+  if (o.wal_fsync && (o.checkpoint_dir.empty() || !o.wal)) {
+    return absl::InvalidArgumentError(
+        "--wal-fsync: needs --checkpoint-dir and --wal");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<v1::ConsistencyMode> ParseConsistencyMode(
@@ -88,6 +100,11 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
   }
   if (absl::Status s = CheckNumbers(options); !s.ok()) return s;
   if (absl::Status s = CheckMetrics(options); !s.ok()) return s;
+  if (absl::Status s =
+          ValidateTransportSecurity(options.transport, TransportRole::kServer);
+      !s.ok()) {
+    return s;
+  }
   auto mode = ParseConsistencyMode(options.mode);
   if (!mode.ok()) return mode.status();
   if (options.staleness != 0 && *mode != v1::CONSISTENCY_MODE_SSP) {
@@ -98,6 +115,15 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--checkpoint-every=%d: needs --checkpoint-dir",
                         options.checkpoint_every));
+  }
+  if (absl::Status s = CheckWriteAheadLog(options); !s.ok()) return s;
+  if (!(std::isfinite(options.worker_timeout_seconds) &&
+        options.worker_timeout_seconds >= 0.0 &&
+        options.worker_timeout_seconds <= 86400.0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--worker-timeout-seconds=%g: must be in [0, 86400] (0: never drop "
+        "a worker)",
+        options.worker_timeout_seconds));
   }
   if (!(std::isfinite(options.shutdown_grace_seconds) &&
         options.shutdown_grace_seconds >= 0.0 &&

@@ -23,17 +23,21 @@ absl::Time PullDeadline(std::chrono::system_clock::time_point call_deadline,
   return std::min(absl::FromChrono(call_deadline), cap);
 }
 
-ParameterServerService::ParameterServerService(Shard* shard) : shard_(shard) {}
+ParameterServerService::ParameterServerService(Shard* shard,
+                                               WorkerActivity* activity)
+    : shard_(shard), activity_(activity) {}
 
 grpc::Status ParameterServerService::Init(grpc::ServerContext* context,
                                           const v1::InitRequest* request,
                                           v1::InitResponse* response) {
+  if (activity_ != nullptr) activity_->Heard(request->worker_id(), absl::Now());
   return ToGrpcStatus(shard_->Init(*request, response));
 }
 
 grpc::Status ParameterServerService::Push(grpc::ServerContext* context,
                                           const v1::PushRequest* request,
                                           v1::PushResponse* response) {
+  if (activity_ != nullptr) activity_->Heard(request->worker_id(), absl::Now());
   const absl::Status status = shard_->Push(*request, response);
   shard_->metrics().CountPushBytes(request->ByteSizeLong(),
                                    status.ok() ? response->ByteSizeLong() : 0);
@@ -44,7 +48,11 @@ grpc::Status ParameterServerService::Pull(grpc::ServerContext* context,
                                           const v1::PullRequest* request,
                                           v1::PullResponse* response) {
   absl::Duration waited;
-  const grpc::Status status = WaitAndPull(context, *request, response, &waited);
+  grpc::Status status;
+  {
+    const ScopedPullWait alive_while_waiting(activity_, request->worker_id());
+    status = WaitAndPull(context, *request, response, &waited);
+  }
   ShardMetrics& metrics = shard_->metrics();
   metrics.ObservePullWait(waited);
   metrics.CountPullBytes(request->ByteSizeLong(),

@@ -11,6 +11,10 @@
 // server that began to shut down; a Pull without a deadline waits at most
 // kMaxPullWait.
 //
+// Liveness: with a WorkerActivity, every Init, Push and Pull is reported as
+// hearing from its worker, and a waiting Pull for as long as it waits
+// (worker_liveness.h).
+//
 // Metrics: the serialized sizes of Push and Pull requests and replies, and
 // each Pull's wait, go to the shard's ShardMetrics.
 //
@@ -27,6 +31,7 @@
 #include "gradwire/v1/parameter_server.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/shard.h"
+#include "server/worker_liveness.h"
 
 namespace gradwire {
 
@@ -46,8 +51,10 @@ absl::Time PullDeadline(std::chrono::system_clock::time_point call_deadline,
 
 class ParameterServerService final : public v1::ParameterServer::Service {
  public:
-  // `shard` is not owned and must outlive the service.
-  explicit ParameterServerService(Shard* shard);
+  // `shard` and `activity` are not owned and must outlive the service;
+  // `activity` may be null (no liveness tracking).
+  explicit ParameterServerService(Shard* shard,
+                                  WorkerActivity* activity = nullptr);
 
   grpc::Status Init(grpc::ServerContext* context,
                     const v1::InitRequest* request,
@@ -76,6 +83,7 @@ class ParameterServerService final : public v1::ParameterServer::Service {
 
   // Constant after construction.
   Shard* const shard_;
+  WorkerActivity* const activity_;
 
   std::atomic<bool> shutting_down_{false};
 };

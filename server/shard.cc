@@ -72,6 +72,18 @@ ChunkState* Shard::FindChunk(uint64_t key) const {
 
 absl::Status Shard::Init(const v1::InitRequest& request,
                          v1::InitResponse* response) {
+  uint64_t ticket = 0;
+  absl::Status status = InitLocked(request, response, &ticket);
+  if (status.ok() && !response->initialized_now()) {
+    RejoinByInit(request, &ticket);
+  }
+  if (ticket != 0) journal_->WaitDurable(ticket);
+  return status;
+}
+
+absl::Status Shard::InitLocked(const v1::InitRequest& request,
+                               v1::InitResponse* response,
+                               uint64_t* journal_ticket) {
   absl::MutexLock lock(&init_mu_);
   if (initialized()) {
     if (absl::Status s = CompareWithAccepted(request); !s.ok()) return s;
@@ -79,6 +91,17 @@ absl::Status Shard::Init(const v1::InitRequest& request,
   } else {
     auto config = ShardConfig::FromProto(request.config(), options_);
     if (!config.ok()) return config.status();
+    // Checked before anything is allocated: a few bytes per declared chunk
+    // would otherwise buy num_workers progress entries each.
+    const uint64_t progress_entries =
+        static_cast<uint64_t>(request.chunks_size()) * (*config)->num_workers;
+    if (progress_entries > options_.max_worker_progress_entries) {
+      return Invalid(
+          "Init declares %d chunks for num_workers %d: %d worker-progress "
+          "entries exceed this shard's limit of %d",
+          request.chunks_size(), (*config)->num_workers, progress_entries,
+          options_.max_worker_progress_entries);
+    }
     std::map<uint64_t, std::unique_ptr<ChunkState>> chunks;
     for (const v1::ChunkDeclaration& declaration : request.chunks()) {
       auto chunk = NewChunk(declaration, **config, options_.max_chunk_numel);
@@ -95,6 +118,10 @@ absl::Status Shard::Init(const v1::InitRequest& request,
     chunks_ = std::move(chunks);
     initialized_.store(true, std::memory_order_release);
     response->set_initialized_now(true);
+    if (journal_ != nullptr) {
+      *journal_ticket = journal_->Append(JournalRecordType::kInit,
+                                         request.SerializeAsString());
+    }
   }
   FillInitResponse(request, response);
   return absl::OkStatus();
@@ -104,6 +131,10 @@ void Shard::ResetWorkerActivity(uint32_t num_workers) {
   last_push_nanos_ = std::make_unique<std::atomic<int64_t>[]>(num_workers);
   for (uint32_t w = 0; w < num_workers; ++w) {
     last_push_nanos_[w].store(0, std::memory_order_relaxed);
+  }
+  live_ = std::make_unique<std::atomic<bool>[]>(num_workers);
+  for (uint32_t w = 0; w < num_workers; ++w) {
+    live_[w].store(true, std::memory_order_relaxed);
   }
 }
 
@@ -191,7 +222,7 @@ v1::ShardInfo Shard::Info() const {
   if (!initialized()) return info;
   info.set_initialized(true);
   *info.mutable_config() = config_->proto;
-  info.set_live_workers(config_->num_workers);
+  info.set_live_workers(LiveWorkers());
   uint64_t min_version = UINT64_MAX, max_version = 0, min_clock = UINT64_MAX;
   for (const auto& [key, chunk] : chunks_) {
     absl::MutexLock lock(&chunk->mu);

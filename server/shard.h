@@ -18,6 +18,21 @@
 //        slowest worker's pushed-step count.
 //   SSP  as ASP, but a push of step t is OUT_OF_RANGE unless
 //        t <= clock + staleness.
+// Live set: each chunk waits only for the workers in its live set; all
+// are live after Init or a restore. DropWorker takes a worker out: a BSP
+// step that waits only for dropped workers completes with the pushes that
+// arrived, averaged over the workers that pushed (the pre-divided sum is
+// scaled by num_workers / pushers; with nobody dropped nothing is scaled, so
+// results are bit for bit those of a full live set), and later steps
+// complete without it; in ASP/SSP the clock is the slowest live worker's.
+// The dropped worker's progress is marked done for every step completed
+// without it, so a late push of such a step is a duplicate. It is live
+// again after an Init (which tells it, in next_steps, to resume at the
+// chunk's clock) or after a push that the chunk applies (a step not yet
+// completed); each rejoin is counted and logged (one line). Drops are not
+// part of snapshots: after a restart from a checkpoint every worker is live
+// again.
+//
 // Exactly once: a push of (worker, step, chunk) that was already accounted
 // for is acknowledged with duplicate = true and not applied again. A worker
 // may run at most kStepWindow steps ahead of its own oldest missing step
@@ -56,6 +71,7 @@
 #include "server/chunk_state.h"
 #include "server/optimizer.h"
 #include "server/shard_config.h"
+#include "server/shard_journal.h"
 #include "server/shard_metrics.h"
 #include "server/snapshot.h"
 
@@ -74,6 +90,10 @@ struct ShardOptions {
   uint32_t staleness = 0;
   // Largest element count one declared chunk may have.
   uint64_t max_chunk_numel = uint64_t{1} << 28;
+  // Largest chunks x workers of an Init: every chunk keeps the progress of
+  // every worker (about 17 bytes each), so this bounds what a small Init
+  // can make the shard allocate (256 MiB at the default).
+  uint64_t max_worker_progress_entries = uint64_t{1} << 24;
 };
 
 class Shard {
@@ -101,6 +121,22 @@ class Shard {
                     absl::Duration* waited = nullptr);
 
   v1::ShardInfo Info() const;
+
+  // Takes `worker` out of the live set of every chunk (see above) and
+  // completes what then waits for no live worker. A pure function of the
+  // shard's state and its argument: the caller decides when a worker is
+  // gone (server/worker_liveness.h reads the clock), and the shard neither
+  // reads a clock nor logs. The drop changes chunk state, so it is
+  // journaled (JournalRecordType::kDropWorker, under every chunk's lock, so
+  // that it is ordered with each chunk's pushes) and a replay must call this
+  // same method for the record. Dropping a dropped worker changes nothing.
+  // FAILED_PRECONDITION before Init; OUT_OF_RANGE for an unknown worker.
+  absl::Status DropWorker(uint32_t worker);
+
+  // Whether `worker` is in the live set (false before Init or for an id
+  // outside the config); LiveWorkers counts them.
+  bool IsLive(uint32_t worker) const;
+  uint32_t LiveWorkers() const;
 
   bool initialized() const {
     return initialized_.load(std::memory_order_acquire);
@@ -134,12 +170,21 @@ class Shard {
   // another shard; INVALID_ARGUMENT if it is inconsistent.
   absl::Status Restore(ShardSnapshot snapshot);
 
+  // Reports every accepted Init and every Push that applied something to
+  // `journal` (shard_journal.h) and waits until it is durable before
+  // answering; null (the default) journals nothing. `journal` is not owned
+  // and must outlive the shard. Call before serving requests.
+  void set_journal(ShardJournal* journal) { journal_ = journal; }
+
   // A hash of every piece of state a snapshot holds, for tests that prove a
   // refused request changed nothing. The cached pull delta is not part of it
   // (a restored shard answers with the dense shadow until the next update).
   uint64_t StateDigest() const;
 
  private:
+  // Init under init_mu_; sets *journal_ticket when it journaled the Init.
+  absl::Status InitLocked(const v1::InitRequest& request,
+                          v1::InitResponse* response, uint64_t* journal_ticket);
   absl::Status CheckInitIdentity(const v1::InitRequest& request,
                                  const ShardConfig& config) const;
   absl::Status CompareWithAccepted(const v1::InitRequest& request) const
@@ -147,10 +192,33 @@ class Shard {
   void FillInitResponse(const v1::InitRequest& request,
                         v1::InitResponse* response) const;
   ChunkState* FindChunk(uint64_t key) const;
+  // Live-set bookkeeping (shard_membership.cc). BSP: whether every live
+  // worker pushed the current step (and anyone did).
+  bool EveryLiveWorkerPushed(const ChunkState& chunk) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
+  // BSP: runs the optimizer on the step's mean, marks the step done for
+  // dropped workers that did not push it and advances the clock.
+  void CompleteBspStep(ChunkState* chunk) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  // ASP/SSP: the clock becomes the slowest live worker's next step; dropped
+  // workers are marked done below it.
+  void AdvanceUnsyncedClock(ChunkState* chunk) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  // Puts `worker` back into the live set of `chunk`; whether it was out.
+  bool RejoinChunk(ChunkState* chunk, uint32_t worker) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  // After an accepted Init of a dropped worker: back into every chunk's live
+  // set, journaled as the Init; sets *journal_ticket when journaled.
+  void RejoinByInit(const v1::InitRequest& request, uint64_t* journal_ticket);
+  // Counts and logs a worker's return to the live set.
+  void RecordRejoin(uint32_t worker, uint64_t step, const char* how);
   // Push without the counting: sets *outcome on every return.
+  // Sets *journal_ticket when the push was journaled.
+  // Sets *rejoined when the push put a dropped worker back into a live set.
   absl::Status ValidateAndApply(const v1::PushRequest& request,
                                 v1::PushResponse* response,
-                                PushOutcome* outcome);
+                                PushOutcome* outcome, uint64_t* journal_ticket,
+                                bool* rejoined);
   // Validates one pushed chunk and decodes it into `*gradient`:
   // FAILED_PRECONDITION when this shard does not own it, INVALID_ARGUMENT
   // when it does not decode.
@@ -188,8 +256,13 @@ class Shard {
   // (0: none yet); the array is set with chunks_, its entries are relaxed
   // atomics written on every push.
   std::unique_ptr<std::atomic<int64_t>[]> last_push_nanos_;
+  // Per worker id, whether it is in the live set: a summary of the chunks'
+  // `dropped` flags for IsLive and the metrics, sized with last_push_nanos_.
+  std::unique_ptr<std::atomic<bool>[]> live_;
 
   mutable std::atomic<uint64_t> updates_applied_{0};
+  // Set before serving; see set_journal.
+  ShardJournal* journal_ = nullptr;
 };
 
 }  // namespace gradwire

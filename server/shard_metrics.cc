@@ -117,6 +117,16 @@ absl::Status ShardMetrics::AddCounters(metrics::Registry* registry,
       Assign(CounterChild(registry, "gradwire_shard_checkpoint_failures_total",
                           "Checkpoint writes that failed.", {{"shard", shard}}),
              &checkpoint_failures_),
+      Assign(CounterChild(registry, "gradwire_shard_worker_drops_total",
+                          "Workers dropped from the live set after "
+                          "--worker-timeout-seconds of silence.",
+                          {{"shard", shard}}),
+             &worker_drops_),
+      Assign(CounterChild(registry, "gradwire_shard_worker_rejoins_total",
+                          "Dropped workers back in the live set (by Init or "
+                          "a push of a step not yet completed).",
+                          {{"shard", shard}}),
+             &worker_rejoins_),
   });
 }
 
@@ -225,6 +235,12 @@ std::vector<StateGaugeSpec> StateGauges() {
        "Workers whose last accepted push is at most 60 s old.",
        [](const Shard& shard, double* out) {
          *out = shard.ActiveWorkers(absl::Now(), kActiveWorkerWindow);
+         return shard.initialized();
+       }},
+      {"gradwire_shard_live_workers",
+       "Workers in the live set: those a BSP step waits for.",
+       [](const Shard& shard, double* out) {
+         *out = shard.LiveWorkers();
          return shard.initialized();
        }},
   };

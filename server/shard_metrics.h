@@ -23,6 +23,9 @@
 //                                              SSP); 0 when none was needed
 //   gradwire_shard_checkpoint_seconds          successful checkpoint writes
 //   gradwire_shard_checkpoint_failures_total   failed checkpoint writes
+//   gradwire_shard_worker_drops_total          workers taken out of the live
+//                                              set (Shard::DropWorker)
+//   gradwire_shard_worker_rejoins_total        dropped workers back in it
 // Computed at scrape time:
 //   gradwire_shard_checkpoint_age_seconds      since the last checkpoint this
 //                                              process wrote (absent before)
@@ -96,6 +99,8 @@ class ShardMetrics {
   void ObservePullWait(absl::Duration waited) {
     pull_wait_->Observe(absl::ToDoubleSeconds(waited));
   }
+  void CountWorkerDrop() { worker_drops_->Increment(); }
+  void CountWorkerRejoin() { worker_rejoins_->Increment(); }
   // A checkpoint write that took `duration` and ended at `end`.
   void RecordCheckpoint(bool ok, absl::Duration duration, absl::Time end);
 
@@ -121,6 +126,8 @@ class ShardMetrics {
   metrics::Histogram* pull_wait_ = nullptr;
   metrics::Histogram* checkpoint_duration_ = nullptr;
   metrics::Counter* checkpoint_failures_ = nullptr;
+  metrics::Counter* worker_drops_ = nullptr;
+  metrics::Counter* worker_rejoins_ = nullptr;
   std::unique_ptr<metrics::CallbackRegistration> checkpoint_age_;
 
   // Unix nanoseconds of the last successful checkpoint; 0 before one.
@@ -139,6 +146,7 @@ class ShardMetrics {
 //   gradwire_shard_workers              workers in the config
 //   gradwire_shard_active_workers       workers with an accepted push in the
 //                                       last kActiveWorkerWindow
+//   gradwire_shard_live_workers         workers in the live set (shard.h)
 // All but the first are absent before Init. `shard` and `registry` must
 // outlive the returned registrations.
 absl::StatusOr<std::vector<std::unique_ptr<metrics::CallbackRegistration>>>

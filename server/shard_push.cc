@@ -75,14 +75,21 @@ absl::Status Shard::DecodePushedChunk(const v1::ChunkGradient& pushed,
 absl::Status Shard::Push(const v1::PushRequest& request,
                          v1::PushResponse* response) {
   PushOutcome outcome = PushOutcome::kAccepted;
-  absl::Status status = ValidateAndApply(request, response, &outcome);
+  uint64_t ticket = 0;
+  bool rejoined = false;
+  absl::Status status =
+      ValidateAndApply(request, response, &outcome, &ticket, &rejoined);
+  // After the chunk locks are released: concurrent pushes share one write.
+  if (ticket != 0) journal_->WaitDurable(ticket);
   metrics_->CountPush(outcome);
+  if (rejoined) RecordRejoin(request.worker_id(), request.step(), "a push");
   return status;
 }
 
 absl::Status Shard::ValidateAndApply(const v1::PushRequest& request,
                                      v1::PushResponse* response,
-                                     PushOutcome* outcome) {
+                                     PushOutcome* outcome,
+                                     uint64_t* journal_ticket, bool* rejoined) {
   if (!initialized()) {
     return Refuse(
         outcome, PushOutcome::kNotInitialized,
@@ -124,6 +131,9 @@ absl::Status Shard::ValidateAndApply(const v1::PushRequest& request,
             [](const PushItem& a, const PushItem& b) {
               return a.chunk->key < b.chunk->key;
             });
+  // Serialized outside the locks; journaled only if something is applied.
+  std::string record;
+  if (journal_ != nullptr) record = request.SerializeAsString();
   // Phase 2, under every chunk's lock: judge the steps, then apply.
   ChunkLocks locks(items);
   for (PushItem& item : items) {
@@ -143,6 +153,8 @@ absl::Status Shard::ValidateAndApply(const v1::PushRequest& request,
   for (int i = 0; i < request.chunks_size(); ++i) response->add_acks();
   for (PushItem& item : items) {
     if (item.verdict == PushVerdict::kApply) {
+      // A dropped worker whose push is still wanted is live again.
+      if (RejoinChunk(item.chunk, worker)) *rejoined = true;
       Apply(item.chunk, worker, request.step(), item.gradient);
       *outcome = PushOutcome::kAccepted;
     }
@@ -151,6 +163,11 @@ absl::Status Shard::ValidateAndApply(const v1::PushRequest& request,
     ack->set_version(item.chunk->state.version);
     ack->set_clock(item.chunk->state.clock);
     ack->set_duplicate(item.verdict == PushVerdict::kDuplicate);
+  }
+  if (journal_ != nullptr && *outcome == PushOutcome::kAccepted) {
+    // Under the chunk locks, so each chunk's records are in apply order.
+    *journal_ticket =
+        journal_->Append(JournalRecordType::kPush, std::move(record));
   }
   return absl::OkStatus();
 }
@@ -167,11 +184,8 @@ void Shard::Apply(ChunkState* chunk, uint32_t worker, uint64_t step,
     AccumulateInto(gradient, 1.0f / config.num_workers,
                    absl::MakeSpan(state.accumulator));
     metrics_->ObserveAggregation(SecondsSince(start));
-    if (++state.pending_pushes < config.num_workers) return;
-    Update(chunk, state.accumulator);
-    std::fill(state.accumulator.begin(), state.accumulator.end(), 0.0f);
-    state.pending_pushes = 0;
-    ++state.clock;
+    ++state.pending_pushes;
+    if (EveryLiveWorkerPushed(*chunk)) CompleteBspStep(chunk);
     return;
   }
   // ASP and SSP: every push is an update of its own. The step is at or
@@ -182,7 +196,7 @@ void Shard::Apply(ChunkState* chunk, uint32_t worker, uint64_t step,
   DecompressInto(gradient, absl::MakeSpan(dense));
   metrics_->ObserveAggregation(SecondsSince(start));
   Update(chunk, dense);
-  state.clock = SlowestNextStep(state.workers);
+  AdvanceUnsyncedClock(chunk);
 }
 
 void Shard::Update(ChunkState* chunk, absl::Span<const float> gradient) const {

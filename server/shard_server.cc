@@ -8,9 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/tls/grpc_transport.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "server/event_log.h"
+#include "server/journal_replay.h"
 
 #ifdef GRADWIRE_HAVE_GRPC_REFLECTION
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -59,7 +61,7 @@ ShardServer::ShardServer(const ServerOptions& options,
       registry_(std::move(registry)),
       shard_metrics_(std::move(shard_metrics)),
       shard_(ToShardOptions(options), shard_metrics_.get()),
-      service_(&shard_) {}
+      service_(&shard_, &activity_) {}
 
 ShardServer::~ShardServer() {
   if (shut_down_ || server_ == nullptr) return;
@@ -85,11 +87,19 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
   if (absl::Status s = server->Restore(); !s.ok()) return s;
   if (absl::Status s = server->ServeMetrics(); !s.ok()) return s;
   if (absl::Status s = server->Serve(); !s.ok()) return s;
+  if (options.worker_timeout_seconds > 0) {
+    server->watchdog_ = std::make_unique<LivenessWatchdog>(
+        &server->shard_, &server->activity_,
+        absl::Seconds(options.worker_timeout_seconds));
+  }
   if (!options.checkpoint_dir.empty()) {
     CheckpointerOptions checkpoints;
     checkpoints.dir = options.checkpoint_dir;
     checkpoints.every_updates = static_cast<uint64_t>(options.checkpoint_every);
     checkpoints.shard_id = server->shard_id_;
+    checkpoints.wal = server->wal_.get();
+    checkpoints.wal_checkpoint_bytes =
+        static_cast<uint64_t>(options.wal_checkpoint_bytes);
     server->checkpointer_ =
         std::make_unique<Checkpointer>(&server->shard_, std::move(checkpoints));
   }
@@ -98,8 +108,32 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
 
 absl::Status ShardServer::Restore() {
   if (options_.checkpoint_dir.empty()) return absl::OkStatus();
-  return RestoreNewestCheckpoint(options_.checkpoint_dir, shard_id_, &shard_)
-      .status();
+  absl::StatusOr<bool> restored =
+      RestoreNewestCheckpoint(options_.checkpoint_dir, shard_id_, &shard_);
+  if (!restored.ok()) return restored.status();
+  if (!options_.wal) {
+    LogShardEventf(shard_id_,
+                   "write-ahead log off: a kill loses the updates applied "
+                   "since the last checkpoint");
+    return absl::OkStatus();
+  }
+  absl::StatusOr<JournalReplayStats> replayed =
+      ReplayJournal(options_.checkpoint_dir, &shard_);
+  if (!replayed.ok()) return replayed.status();
+  WriteAheadLogOptions wal;
+  wal.dir = options_.checkpoint_dir;
+  wal.fsync = options_.wal_fsync;
+  wal.shard_id = shard_id_;
+  absl::StatusOr<std::unique_ptr<WriteAheadLog>> opened =
+      WriteAheadLog::Open(std::move(wal));
+  if (!opened.ok()) return opened.status();
+  wal_ = *std::move(opened);
+  shard_.set_journal(wal_.get());
+  LogShardEventf(shard_id_, "write-ahead log on (%s): segment %d",
+                 options_.wal_fsync ? "fdatasync before each ack"
+                                    : "written before each ack",
+                 wal_->generation());
+  return absl::OkStatus();
 }
 
 absl::Status ShardServer::ServeMetrics() {
@@ -136,8 +170,17 @@ absl::Status ShardServer::Serve() {
   // gRPC sets SO_REUSEPORT by default, which would let a second shard bind
   // the same port and silently share its traffic; a taken port must fail.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port_);
-  builder.RegisterService(&service_);
+  absl::StatusOr<TransportSecurity> security =
+      LoadTransportSecurity(options_.transport, TransportRole::kServer);
+  if (!security.ok()) return security.status();
+  builder.AddListeningPort(listen, ServerCredentialsFor(*security), &port_);
+  if (security->auth_token.empty()) {
+    builder.RegisterService(&service_);
+  } else {
+    token_checking_service_ =
+        std::make_unique<TokenCheckingService>(&service_, security->auth_token);
+    builder.RegisterService(token_checking_service_.get());
+  }
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(options_.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
@@ -152,6 +195,8 @@ absl::Status ShardServer::Serve() {
   LogShardEventf(shard_id_, "listening on %s (max message %d bytes)",
                  JoinHostPort(options_.address, port_),
                  options_.max_message_bytes);
+  LogShardEventf(shard_id_, "transport: %s; auth token: %s",
+                 DescribeTransport(*security), DescribeAuthToken(*security));
   return absl::OkStatus();
 }
 
@@ -167,6 +212,8 @@ absl::Status ShardServer::Shutdown() {
   const absl::Duration grace = ShutdownGrace(options_);
   LogShardEventf(shard_id_, "shutting down (grace %s)",
                  absl::FormatDuration(grace));
+  // Workers fall silent while the server goes away: nobody is dropped now.
+  watchdog_.reset();
   SetServing(false);
   service_.BeginShutdown();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));

@@ -2,11 +2,16 @@
 // the checkpointer and the grpc::Server, started and stopped in order.
 //
 // Start:    restore the newest checkpoint if the checkpoint directory holds
-//           one, start the metrics endpoint (unless options.metrics_port
-//           is kMetricsOff), bind, start serving, mark the health service
-//           SERVING (overall "" and gradwire.v1.ParameterServer) and start
-//           the periodic checkpointer. The options were validated by the
-//           caller.
+//           one, replay the write-ahead log over it and start a new log
+//           segment (unless --wal=false), start the metrics endpoint (unless
+//           options.metrics_port is kMetricsOff), bind, start serving, mark the
+//           health service SERVING (overall "" and gradwire.v1.ParameterServer)
+//           and start the periodic checkpointer. The options were validated by
+//           the caller.
+// Liveness: with options.worker_timeout_seconds > 0, a watchdog drops the
+//           workers silent for longer from the shard's live set
+//           (worker_liveness.h); it starts once serving and stops first
+//           at Shutdown.
 // Shutdown: health NOT_SERVING; waiting Pulls end (UNAVAILABLE); new calls
 //           are refused and in-flight ones get `shutdown grace` to finish,
 //           then are cancelled; then the final checkpoint is written.
@@ -18,6 +23,12 @@
 // unbounded. A bound must leave room: each Pull that waits for a step holds
 // a thread, so with W workers pulling the server needs more than W threads
 // or pushes queue behind the waiting pulls until their deadlines.
+//
+// Transport: options.transport decides the server credentials (plaintext,
+// TLS or mutual TLS; common/tls/grpc_transport.h) and whether
+// gradwire.v1.ParameterServer is served behind a TokenCheckingService. The
+// health service never needs the token. Start logs one line naming both
+// ("transport: TLS; auth token: on").
 //
 // Metrics: the shard's (shard_metrics.h) and the process' own
 // (common/metrics/process_metrics.h), served at /metrics by a civetweb
@@ -43,6 +54,9 @@
 #include "server/service.h"
 #include "server/shard.h"
 #include "server/shard_metrics.h"
+#include "server/token_checking_service.h"
+#include "server/worker_liveness.h"
+#include "server/write_ahead_log.h"
 
 namespace gradwire {
 
@@ -97,12 +111,23 @@ class ShardServer {
   const std::unique_ptr<metrics::Registry> registry_;
   const std::unique_ptr<ShardMetrics> shard_metrics_;
 
+  // Null without a checkpoint directory or with --wal=false. Declared
+  // before the shard that journals into it and the checkpointer that
+  // rotates it.
+  std::unique_ptr<WriteAheadLog> wal_;
   Shard shard_;
+  // What the service heard from each worker, for the watchdog.
+  WorkerActivity activity_;
   ParameterServerService service_;
+  // Wraps service_ when a token is required; null otherwise.
+  std::unique_ptr<TokenCheckingService> token_checking_service_;
   std::unique_ptr<grpc::Server> server_;
   // Null when checkpoints are off.
   std::unique_ptr<Checkpointer> checkpointer_;
   bool shut_down_ = false;
+  // Drops silent workers (worker_liveness.h); null with
+  // --worker-timeout-seconds=0. Destroyed before the shard it drops from.
+  std::unique_ptr<LivenessWatchdog> watchdog_;
 
   // Scrape-time metrics and the endpoint, declared last so they are
   // destroyed first: no scrape runs once the shard starts to go away.

@@ -28,6 +28,19 @@ void MarkStep(WorkerProgress* progress, uint64_t step) {
   progress->ahead_bits >>= 1;
 }
 
+void MarkStepsBelow(WorkerProgress* progress, uint64_t step) {
+  if (step <= progress->next_step) return;
+  const uint64_t shift = step - progress->next_step;
+  // Bit shift - 1 stands for `step` itself; the bits above it move down so
+  // that bit 0 stands for step + 1 again.
+  const bool holds_step =
+      shift - 1 < kStepWindow && ((progress->ahead_bits >> (shift - 1)) & 1u);
+  progress->ahead_bits =
+      shift < kStepWindow ? progress->ahead_bits >> shift : 0;
+  progress->next_step = step;
+  if (holds_step) MarkStep(progress, step);
+}
+
 uint64_t SlowestNextStep(const std::vector<WorkerProgress>& workers) {
   uint64_t slowest = UINT64_MAX;
   for (const WorkerProgress& w : workers)

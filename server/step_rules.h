@@ -24,6 +24,10 @@ bool HasStep(const WorkerProgress& progress, uint64_t step);
 // Records `step` (not yet held) in `progress`.
 void MarkStep(WorkerProgress* progress, uint64_t step);
 
+// Marks every step below `step` as held (a dropped worker's steps that
+// completed without it); steps at or above it keep their state.
+void MarkStepsBelow(WorkerProgress* progress, uint64_t step);
+
 // The clock implied by worker progress: the smallest next_step.
 uint64_t SlowestNextStep(const std::vector<WorkerProgress>& workers);
 

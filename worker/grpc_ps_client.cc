@@ -162,6 +162,19 @@ absl::Status ValidateClientOptions(const ClientOptions& options) {
                          absl::StrCat(options.max_message_bytes),
                          "in [1 KiB, 2 GiB - 1]");
   }
+  const TransportSecurity& transport = options.transport;
+  if (transport.role != TransportRole::kClient) {
+    return InvalidOption("transport.role", "server", "client");
+  }
+  if (transport.cert_pem.empty() != transport.key_pem.empty()) {
+    return InvalidOption("transport", "a certificate or key alone",
+                         "both or neither");
+  }
+  if (!transport.tls() &&
+      !(transport.cert_pem.empty() && transport.server_name.empty())) {
+    return InvalidOption("transport", "a certificate or server name",
+                         "given only with a CA (TLS)");
+  }
   return absl::OkStatus();
 }
 
@@ -189,7 +202,12 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Connect(
       return shard->Error(
           absl::StatusCode::kUnavailable,
           absl::StrCat("not reachable within the connect timeout of ",
-                       absl::FormatDuration(options.connect_timeout)));
+                       absl::FormatDuration(options.connect_timeout),
+                       options.transport.tls()
+                           ? " (TLS: is the shard up with TLS, and does its "
+                             "certificate chain to --tls-ca, name the "
+                             "address and lie within its validity period?)"
+                           : ""));
     }
   }
   return std::unique_ptr<GrpcPsClient>(

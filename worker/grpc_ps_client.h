@@ -46,6 +46,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/tls/transport_security.h"
 #include "worker/ps_client.h"
 
 namespace gradwire {
@@ -73,6 +74,12 @@ struct ClientOptions {
   // otherwise): a push under another worker's id would defeat the shard's
   // exactly-once bookkeeping.
   uint32_t worker_id = 0;
+  // TLS, the client certificate and the bearer token, read by
+  // LoadTransportSecurity(files, TransportRole::kClient); the default is
+  // plaintext without a token. A TLS handshake that fails (unknown CA,
+  // expired or misnamed certificate, client certificate refused) leaves the
+  // channel unready: Connect reports UNAVAILABLE after connect_timeout.
+  TransportSecurity transport;
 };
 
 // INVALID_ARGUMENT naming the first field outside the ranges above.

@@ -87,8 +87,11 @@ absl::Status ToStatus(uint64_t serving_status) {
 
 // One Check call; the ServingStatus or the call's error.
 absl::StatusOr<uint64_t> Check(const std::string& address,
-                               absl::Duration timeout) {
-  grpc::GenericStub stub(CreateShardChannel(address, ClientOptions()));
+                               absl::Duration timeout,
+                               const TransportSecurity& transport) {
+  ClientOptions options;
+  options.transport = transport;
+  grpc::GenericStub stub(CreateShardChannel(address, options));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   const grpc::ByteBuffer request =
@@ -108,7 +111,8 @@ absl::StatusOr<uint64_t> Check(const std::string& address,
 
 }  // namespace
 
-absl::Status CheckHealth(const std::string& address, absl::Duration timeout) {
+absl::Status CheckHealth(const std::string& address, absl::Duration timeout,
+                         const TransportSecurity& transport) {
   if (address.empty()) {
     return absl::InvalidArgumentError("health check: empty address");
   }
@@ -117,7 +121,7 @@ absl::Status CheckHealth(const std::string& address, absl::Duration timeout) {
         absl::StrCat("health check of ", address, ": timeout ",
                      absl::FormatDuration(timeout), " is not positive"));
   }
-  absl::StatusOr<uint64_t> serving = Check(address, timeout);
+  absl::StatusOr<uint64_t> serving = Check(address, timeout, transport);
   const absl::Status status =
       serving.ok() ? ToStatus(*serving) : serving.status();
   if (status.ok()) return status;

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/tls/transport_security.h"
 
 namespace gradwire {
 
@@ -17,7 +18,10 @@ inline constexpr char kParameterServerServiceName[] =
 
 // Asks the server at `address` ("host:port") whether
 // kParameterServerServiceName is SERVING, waiting at most `timeout` (> 0)
-// for the answer. One attempt, no retries.
+// for the answer. One attempt, no retries. `transport` (a client's, see
+// ClientOptions::transport) must match the shard's: over TLS a failed
+// handshake is UNAVAILABLE. The health service needs no token; one in
+// `transport` is sent anyway.
 //
 // Returns OK when it is SERVING. Otherwise the message names the address:
 //   UNAVAILABLE        the server answered NOT_SERVING (it is shutting
@@ -29,7 +33,8 @@ inline constexpr char kParameterServerServiceName[] =
 //
 // Thread safety: safe to call concurrently; each call opens its own
 // channel.
-absl::Status CheckHealth(const std::string& address, absl::Duration timeout);
+absl::Status CheckHealth(const std::string& address, absl::Duration timeout,
+                         const TransportSecurity& transport = {});
 
 }  // namespace gradwire
 

@@ -16,6 +16,7 @@
 #include "common/metrics/process_metrics.h"
 #include "common/metrics/registry.h"
 #include "common/port_file.h"
+#include "common/tls/transport_security.h"
 #include "worker/progress.h"
 #include "worker/trainer.h"
 #include "worker/worker_flags.h"
@@ -91,6 +92,9 @@ int main(int argc, char** argv) {
                           ? absl::StrFormat(".%d", config->sync.local_rank)
                           : std::string());
   config->trainer.label = label;
+  absl::FPrintF(stderr, "%s: transport: %s; auth token: %s\n", label,
+                gradwire::DescribeTransport(config->sync.transport),
+                gradwire::DescribeAuthToken(config->sync.transport));
   // Metrics first, so that a scraper sees the worker from its start.
   gradwire::metrics::Registry registry;
   auto exporter = StartMetrics(*config, label, &registry);

@@ -119,6 +119,7 @@ absl::StatusOr<std::unique_ptr<ParameterSync>> ParameterSync::Connect(
   client_options.worker_id = options.worker_id;
   client_options.rpc_timeout = options.rpc_timeout;
   client_options.pull_timeout = options.pull_timeout;
+  client_options.transport = options.transport;
   auto client = GrpcPsClient::Connect(options.shard_addresses, client_options);
   if (!client.ok()) return client.status();
   return Create(std::move(options), std::move(*client));
@@ -321,6 +322,10 @@ absl::Status ParameterSync::Step(int epoch) {
     stats_.reduce_seconds += SecondsSince(start);
     if (absl::Status s = PushGradients(epoch); !s.ok()) return s;
     if (absl::Status s = PullWeights(MinStepToPull()); !s.ok()) return s;
+    if (step_ + 1 > pulled_min_clock_) {
+      stats_.max_step_lead =
+          std::max(stats_.max_step_lead, step_ + 1 - pulled_min_clock_);
+    }
     start = absl::Now();
     if (absl::Status s = ShareInsideNode(); !s.ok()) return s;
     stats_.reduce_seconds += SecondsSince(start);
@@ -453,8 +458,10 @@ absl::Status ParameterSync::PullWeights(uint64_t min_step) {
 absl::Status ParameterSync::ApplyPulled(
     const std::vector<v1::PullResponse>& responses) {
   CompressedChunk decoded;
+  pulled_min_clock_ = UINT64_MAX;
   for (const v1::PullResponse& response : responses) {
     for (const v1::ChunkWeights& weights : response.chunks()) {
+      pulled_min_clock_ = std::min(pulled_min_clock_, weights.clock());
       if (weights.key() >= slots_.size()) {
         return absl::InternalError(
             absl::StrFormat("shard answered unknown chunk %d", weights.key()));

@@ -43,6 +43,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/compress/compressor.h"
+#include "common/tls/transport_security.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "worker/ps_client.h"
 
@@ -83,6 +84,9 @@ struct SyncOptions {
   // Deadlines and retries of the RPCs.
   absl::Duration rpc_timeout = absl::Seconds(30);
   absl::Duration pull_timeout = absl::Seconds(300);
+  // TLS and bearer token of the shard connections (ClientOptions::transport;
+  // LoadTransportSecurity reads them from files). Default: plaintext.
+  TransportSecurity transport;
   // Where to export this worker's Prometheus metrics (worker_metrics.h);
   // not owned, must outlive the ParameterSync. Null: no metrics.
   metrics::Registry* metrics_registry = nullptr;
@@ -97,6 +101,10 @@ struct SyncStats {
   uint64_t dense_equivalent_bytes = 0;
   uint64_t init_bytes = 0;
   uint64_t retries = 0;
+  // The most steps this worker ran ahead of the slowest one, as its pulls
+  // saw it: step + 1 - the smallest chunk clock pulled (0 in BSP; at most
+  // the staleness in SSP).
+  uint64_t max_step_lead = 0;
   // Seconds spent in each phase, summed over steps.
   double reduce_seconds = 0;
   double compress_seconds = 0;
@@ -174,6 +182,8 @@ class ParameterSync {
   // Dense fp32 push requests of the same chunks, for dense_equivalent_bytes.
   std::vector<v1::PushRequest> dense_equivalent_;
   uint64_t step_ = 0;
+  // The smallest chunk clock the last pull answered (for max_step_lead).
+  uint64_t pulled_min_clock_ = 0;
   SyncStats stats_;
   std::unique_ptr<WorkerMetrics> metrics_;
 };

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
+#include "common/tls/grpc_transport.h"
 #include "grpcpp/support/channel_arguments.h"
 
 namespace gradwire {
@@ -30,8 +30,7 @@ std::shared_ptr<grpc::Channel> CreateShardChannel(
                    Milliseconds(options.initial_backoff));
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
                    Milliseconds(options.max_backoff));
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                   arguments);
+  return CreateSecureChannel(address, options.transport, std::move(arguments));
 }
 
 }  // namespace gradwire

@@ -90,6 +90,8 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
       return s;
     }
     Progress progress(options.label, options.interactive);
+    TrainingResult result;
+    result.resumed_at_step = sync->step();
     if (sync->step() > 0 && !options.quiet) {
       progress.Line(absl::StrFormat("resuming at step %d", sync->step()));
     }
@@ -101,7 +103,6 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
             ? std::min<uint64_t>(options.max_steps,
                                  data->steps_per_epoch * options.epochs)
             : data->steps_per_epoch * options.epochs;
-    TrainingResult result;
     const absl::Time start = absl::Now();
     absl::Time window_start = start;
     uint64_t window_samples = 0;
@@ -118,6 +119,10 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
             (*model)->forward(data->train.images.index_select(0, index)),
             data->train.labels.index_select(0, index));
         loss.backward();
+        if (options.step_delay > absl::ZeroDuration() &&
+            sync->step() % options.step_delay_every == 0) {
+          absl::SleepFor(options.step_delay);
+        }
         if (absl::Status s = sync->Step(epoch); !s.ok()) return s;
         result.final_loss = loss.item<double>();
         window_samples += index.size(0);
@@ -202,7 +207,8 @@ std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
           ? absl::StrFormat("\"test_accuracy\": %.6f, ", r.test_accuracy)
           : std::string();
   return absl::StrFormat(
-      "{%s\"steps\": %d, \"wall_seconds\": %.3f, "
+      "{%s\"steps\": %d, \"resumed_at_step\": %d, \"steps_run\": %d, "
+      "\"max_step_lead\": %d, \"wall_seconds\": %.3f, "
       "\"pushed_bytes\": %d, \"pulled_bytes\": %d, "
       "\"dense_equivalent_bytes\": %d, \"init_bytes\": %d, \"retries\": %d, "
       "\"final_loss\": %.6f, \"worker_id\": %d, \"num_workers\": %d, "
@@ -210,13 +216,13 @@ std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
       "\"compress_seconds\": %.3f, \"push_seconds\": %.3f, "
       "\"pull_seconds\": %.3f, \"reduce_seconds\": %.3f, "
       "\"weights_fingerprint\": \"%s\"}\n",
-      accuracy, r.steps, r.wall_seconds, r.sync.pushed_bytes,
-      r.sync.pulled_bytes, r.sync.dense_equivalent_bytes, r.sync.init_bytes,
-      r.sync.retries, r.final_loss, sync.worker_id, sync.num_workers,
-      sync.compressor.name, sync.compressor.ratio,
-      sync.error_feedback ? "true" : "false", r.sync.compress_seconds,
-      r.sync.push_seconds, r.sync.pull_seconds, r.sync.reduce_seconds,
-      r.weights_fingerprint);
+      accuracy, r.steps, r.resumed_at_step, r.sync.steps, r.sync.max_step_lead,
+      r.wall_seconds, r.sync.pushed_bytes, r.sync.pulled_bytes,
+      r.sync.dense_equivalent_bytes, r.sync.init_bytes, r.sync.retries,
+      r.final_loss, sync.worker_id, sync.num_workers, sync.compressor.name,
+      sync.compressor.ratio, sync.error_feedback ? "true" : "false",
+      r.sync.compress_seconds, r.sync.push_seconds, r.sync.pull_seconds,
+      r.sync.reduce_seconds, r.weights_fingerprint);
 }
 
 }  // namespace gradwire

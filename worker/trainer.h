@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "worker/parameter_sync.h"
 
 namespace gradwire {
@@ -34,6 +35,10 @@ struct TrainerOptions {
   // Measure test accuracy at the end of every epoch. In BSP every worker
   // holds the same weights, so one evaluating worker is enough.
   bool evaluate = true;
+  // Fault injection (tests, benchmarks): sleep `step_delay` before pushing
+  // every `step_delay_every`-th step, which makes this worker a straggler.
+  absl::Duration step_delay = absl::ZeroDuration();
+  int64_t step_delay_every = 1;
 };
 
 struct TrainingResult {
@@ -41,6 +46,9 @@ struct TrainingResult {
   bool evaluated = false;
   double test_accuracy = 0;
   uint64_t steps = 0;
+  // The step Register resumed at (0 unless the shards had seen this worker
+  // before: a restart, or a rejoin after it was dropped).
+  uint64_t resumed_at_step = 0;
   double wall_seconds = 0;
   double final_loss = 0;
   // WeightsFingerprint of the model at the end.

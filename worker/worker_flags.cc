@@ -10,6 +10,7 @@
 #include "common/command_line.h"
 #include "common/compress/registry.h"
 #include "common/precision.h"
+#include "common/tls/transport_security.h"
 #include "worker/progress.h"
 
 ABSL_FLAG(std::string, shards, "127.0.0.1:7000",
@@ -80,9 +81,21 @@ ABSL_FLAG(std::string, mode, "bsp", "Consistency mode: bsp, asp or ssp.");
 ABSL_FLAG(int64_t, staleness, 2, "SSP staleness.");
 ABSL_FLAG(int64_t, partition_bytes, 4 << 20, "Largest chunk in bytes.");
 ABSL_FLAG(double, rpc_timeout_seconds, 30, "Deadline of each Init and Push.");
+ABSL_FLAG(std::string, tls_cert, "", gradwire::kClientTlsCertHelp);
+ABSL_FLAG(std::string, tls_key, "", gradwire::kClientTlsKeyHelp);
+ABSL_FLAG(std::string, tls_ca, "", gradwire::kClientTlsCaHelp);
+ABSL_FLAG(std::string, tls_server_name, "", gradwire::kClientTlsServerNameHelp);
+ABSL_FLAG(std::string, auth_token_file, "", gradwire::kClientAuthTokenFileHelp);
 ABSL_FLAG(std::string, progress, "auto",
           "Progress display: auto (bar on a terminal, lines otherwise), bar, "
           "log or none.");
+ABSL_FLAG(int64_t, step_delay_ms, 0,
+          "Fault injection for tests and benchmarks: sleep this many "
+          "milliseconds before pushing a step, to make this worker a "
+          "straggler (0: off).");
+ABSL_FLAG(int64_t, step_delay_every, 1,
+          "With --step-delay-ms: sleep only before every N-th step (1: every "
+          "step), an intermittent straggler.");
 ABSL_FLAG(std::string, summary_json, "",
           "Write the run's summary to this file.");
 
@@ -224,6 +237,21 @@ absl::Status ReadTopology(SyncOptions* sync) {
   return absl::OkStatus();
 }
 
+// Reads the TLS and token files now, so that a bad one is a usage error.
+absl::Status ReadTransport(SyncOptions* sync) {
+  TransportSecurityFiles files;
+  files.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  files.tls_key = absl::GetFlag(FLAGS_tls_key);
+  files.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  files.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  files.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  absl::StatusOr<TransportSecurity> transport =
+      LoadTransportSecurity(files, TransportRole::kClient);
+  if (!transport.ok()) return transport.status();
+  sync->transport = *std::move(transport);
+  return absl::OkStatus();
+}
+
 absl::Status ReadTrainer(TrainerOptions* t, const SyncOptions& sync) {
   t->data_dir = absl::GetFlag(FLAGS_data_dir);
   t->model = absl::GetFlag(FLAGS_model);
@@ -243,6 +271,15 @@ absl::Status ReadTrainer(TrainerOptions* t, const SyncOptions& sync) {
     return Bad("--train-limit/--test-limit must be >= 0");
   t->seed = absl::GetFlag(FLAGS_seed);
   t->evaluate = absl::GetFlag(FLAGS_evaluate);
+  const int64_t delay_ms = absl::GetFlag(FLAGS_step_delay_ms);
+  if (delay_ms < 0 || delay_ms > 3600000) {
+    return Bad("--step-delay-ms: %d is outside [0, 3600000]", delay_ms);
+  }
+  t->step_delay = absl::Milliseconds(delay_ms);
+  t->step_delay_every = absl::GetFlag(FLAGS_step_delay_every);
+  if (t->step_delay_every < 1) {
+    return Bad("--step-delay-every: %d must be >= 1", t->step_delay_every);
+  }
   const std::string progress = absl::GetFlag(FLAGS_progress);
   if (progress == "auto") {
     t->interactive = Progress::StdoutIsTerminal();
@@ -292,7 +329,14 @@ constexpr absl::string_view kWorkerFlags[] = {"shards",
                                               "staleness",
                                               "partition_bytes",
                                               "rpc_timeout_seconds",
+                                              "tls_cert",
+                                              "tls_key",
+                                              "tls_ca",
+                                              "tls_server_name",
+                                              "auth_token_file",
                                               "progress",
+                                              "step_delay_ms",
+                                              "step_delay_every",
                                               "summary_json",
                                               "metrics_address",
                                               "metrics_port",
@@ -307,7 +351,8 @@ absl::StatusOr<WorkerConfig> WorkerConfigFromFlags() {
   for (absl::Status s :
        {ReadTopology(&config.sync), ReadCompressor(&config.sync),
         ReadOptimizer(config.sync.training.mutable_optimizer()),
-        ReadMode(&config.sync.training), ReadPull(&config.sync)}) {
+        ReadMode(&config.sync.training), ReadPull(&config.sync),
+        ReadTransport(&config.sync)}) {
     if (!s.ok()) return s;
   }
   if (absl::Status s = ReadTrainer(&config.trainer, config.sync); !s.ok())

@@ -2,11 +2,18 @@
 // Kubernetes manifests start is one our binaries accept, and that the
 // processes of one deployment agree with each other.
 //
-//   node check-services.mjs --repo DIR --bin-dir DIR --compose FILE
-//        --prometheus FILE [--k8s NAME=FILE]... [--no-dry-run]
+//   node check-services.mjs --repo DIR --bin-dir DIR --compose [NAME=]FILE...
+//        --prometheus FILE [--k8s NAME=FILE]... [--secret NAME=DIR]...
+//        [--no-dry-run]
 //
-// --compose is `docker-compose config` output; each --k8s FILE is one
-// `kubectl kustomize` render. For each process: its command line and
+// Each --compose FILE is `docker-compose config` output (of one file or of a
+// file and its overrides); each --k8s FILE is one `kubectl kustomize`
+// render. Each --secret names a Kubernetes Secret that the manifests use but
+// do not make (it holds credentials): its keys are the files in DIR, as
+// `kubectl create secret generic NAME --from-file=DIR` makes them. Files a
+// container gets from a compose secret or a Secret volume are run from
+// where they lie here (the compose file's `file:`, the --secret folder), so
+// `--dry-run` reads real certificates. For each process: its command line and
 // environment as the container would have them (the image's ENV and
 // ENTRYPOINT from the Dockerfile, then the service's own), every GRADWIRE_*
 // variable must name a flag of the binary (the binaries ignore unknown ones),
@@ -15,7 +22,8 @@
 // check expects.
 // Then the cluster: shard ids 0..S-1 and --num-shards S, worker ids 0..W-1 and
 // --num-workers W, the workers' --shards list naming every shard's address,
-// ports matching probes, health checks and Prometheus targets.
+// ports matching probes (gRPC probes, or exec probes that run `gradwire
+// health`, which are dry-run too), health checks and Prometheus targets.
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
@@ -26,18 +34,27 @@ const BINARIES = ["gradwire-server", "gradwire-worker", "gradwire"];
 const problems = [];
 const problem = (origin, message) => problems.push(`${origin}: ${message}`);
 
-const VALUE_OPTIONS = { "--repo": "repo", "--bin-dir": "binDir", "--compose": "compose", "--prometheus": "prometheus" };
+const VALUE_OPTIONS = { "--repo": "repo", "--bin-dir": "binDir", "--prometheus": "prometheus" };
+
+// "NAME=FILE" -> [NAME, FILE].
+const splitNamed = (arg) => [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)];
 
 function parseArgs(argv) {
-  const options = { k8s: [], dryRun: true };
+  const options = { k8s: [], compose: [], secrets: {}, dryRun: true };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === "--no-dry-run") options.dryRun = false;
     else if (argv[i] === "--k8s" && i + 1 < argv.length) options.k8s.push(argv[++i]);
+    else if (argv[i] === "--compose" && i + 1 < argv.length) options.compose.push(argv[++i]);
+    else if (argv[i] === "--secret" && argv[i + 1]?.includes("=")) {
+      const [name, dir] = splitNamed(argv[++i]);
+      options.secrets[name] = dir;
+    }
     else if (argv[i] in VALUE_OPTIONS && i + 1 < argv.length) options[VALUE_OPTIONS[argv[i]]] = argv[++i];
     else throw new Error(`unknown argument ${argv[i]}`);
   }
   for (const [flag, key] of Object.entries(VALUE_OPTIONS))
     if (!options[key]) throw new Error(`${flag} is required`);
+  if (options.compose.length === 0) throw new Error("--compose is required");
   return options;
 }
 
@@ -110,6 +127,41 @@ function dryRun(binDir, invocation) {
   }
 }
 
+// Files mounted into a container, as [container path, path here, is a
+// folder]. A value naming a mounted file (or a file under a mounted folder)
+// is replaced by the path here.
+function mapPath(value, mounts) {
+  for (const [inside, here, folder] of mounts) {
+    if (value === inside) return here;
+    if (folder && value.startsWith(`${inside}/`)) return path.join(here, value.slice(inside.length + 1));
+  }
+  return value;
+}
+
+// In "--flag=VALUE" only VALUE is a path.
+const mapArg = (arg, mounts) => {
+  const at = arg.indexOf("=");
+  return arg.startsWith("--") && at > 0 ? `${arg.slice(0, at + 1)}${mapPath(arg.slice(at + 1), mounts)}` : mapPath(arg, mounts);
+};
+
+const mapEnv = (env, mounts) =>
+  Object.fromEntries(Object.entries(env).map(([k, v]) => [k, mapPath(String(v), mounts)]));
+
+// Compose secrets: /run/secrets/TARGET (TARGET defaults to the secret's
+// name) holds the top-level secret's `file`.
+function composeSecretMounts(origin, service, config) {
+  const mounts = [];
+  for (const entry of service.secrets ?? []) {
+    const source = typeof entry === "string" ? entry : entry.source;
+    const target = (typeof entry === "string" ? undefined : entry.target) ?? source;
+    const file = config.secrets?.[source]?.file;
+    if (!file) { problem(origin, `secret ${source} has no file (not a top-level secret with file:)`); continue; }
+    if (!existsSync(file)) problem(origin, `secret ${source} is ${file}, which does not exist`);
+    mounts.push([path.posix.isAbsolute(target) ? target : `/run/secrets/${target}`, file, false]);
+  }
+  return mounts;
+}
+
 // The command line of a container: ENTRYPOINT/CMD of its image unless the
 // service overrides them.
 function commandLine(stage, entrypoint, command) {
@@ -118,10 +170,10 @@ function commandLine(stage, entrypoint, command) {
   return [...(stage.entrypoint ?? []), ...(split(command) ?? stage.cmd ?? [])];
 }
 
-function composeInvocations(repo, config) {
+function composeInvocations(repo, configName, config) {
   const invocations = [];
   for (const [name, service] of Object.entries(config.services ?? {})) {
-    const origin = `compose ${name}`;
+    const origin = `${configName} ${name}`;
     const environment = Array.isArray(service.environment)
       ? Object.fromEntries(service.environment.map((e) => [e.split("=")[0], e.split("=").slice(1).join("=")]))
       : Object.fromEntries(Object.entries(service.environment ?? {}).filter(([, v]) => v !== null).map(([k, v]) => [k, String(v)]));
@@ -143,15 +195,16 @@ function composeInvocations(repo, config) {
     }
     const { stage, error } = imageStage(repo, ref);
     if (error) { problem(origin, error); continue; }
-    const argv = commandLine(stage, service.entrypoint, service.command);
-    const env = { ...stage.env, ...environment };
+    const mounts = composeSecretMounts(origin, service, config);
+    const argv = commandLine(stage, service.entrypoint, service.command).map((a) => mapArg(a, mounts));
+    const env = mapEnv({ ...stage.env, ...environment }, mounts);
     const binary = path.basename(argv[0] ?? "");
     if (!BINARIES.includes(binary)) { problem(origin, `runs ${argv[0]}, not a gradwire binary`); continue; }
     invocations.push({ origin, binary, args: argv.slice(1), env, envIsItsOwn: true, compose: { name, service } });
     const test = service.healthcheck?.test;
     if (Array.isArray(test) && test[0] === "CMD" && path.basename(test[1] ?? "") === "gradwire") {
       invocations.push({ origin: `${origin} healthcheck`, binary: "gradwire", subcommand: test[2],
-                         args: test.slice(3), env, envIsItsOwn: false, healthOf: name });
+                         args: test.slice(3).map((a) => mapArg(a, mounts)), env, envIsItsOwn: false, healthOf: name });
     }
   }
   return invocations;
@@ -177,7 +230,53 @@ const expand = (text, env) =>
   String(text).replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)/g, (all, name) =>
     all === "$$" ? "$" : name in env ? env[name] : all);
 
-function k8sInvocations(repo, render, objects) {
+// Secret volumes of a container: the Secret must be in the render or given
+// with --secret NAME=DIR, every key a volume's items name must be a file in
+// DIR, and the mounted paths map to DIR's files.
+function secretMounts(origin, spec, container, objects, secrets) {
+  const mounts = [];
+  for (const vm of container.volumeMounts ?? []) {
+    const secret = (spec.volumes ?? []).find((v) => v.name === vm.name)?.secret;
+    if (!secret) continue;
+    const name = secret.secretName;
+    if (objects.some((o) => o.kind === "Secret" && o.metadata?.name === name)) continue;
+    const dir = secrets[name];
+    if (!dir) {
+      if (!secret.optional) problem(origin, `volume ${vm.name}: Secret ${name} is neither in the render nor given with --secret`);
+      continue;
+    }
+    const keyFile = (key) => {
+      if (!existsSync(path.join(dir, key))) problem(origin, `volume ${vm.name}: Secret ${name} has no key ${key} (no file ${key} in ${dir})`);
+      return path.join(dir, key);
+    };
+    const files = (secret.items ?? []).map((item) => [item.path, keyFile(item.key)]);
+    if (vm.subPath) {
+      const item = files.find(([p]) => p === vm.subPath);
+      mounts.push([vm.mountPath, item ? item[1] : keyFile(vm.subPath), false]);
+    } else if (secret.items) {
+      for (const [p, file] of files) mounts.push([path.posix.join(vm.mountPath, p), file, false]);
+    } else {
+      mounts.push([vm.mountPath, dir, true]);
+    }
+  }
+  return mounts;
+}
+
+// `gradwire SUBCOMMAND ...` exec probes of a container.
+const PROBES = ["startupProbe", "readinessProbe", "livenessProbe"];
+function probeInvocations(origin, container, env, mounts, k8s) {
+  const invocations = [];
+  for (const probe of PROBES) {
+    const command = container[probe]?.exec?.command;
+    if (!command || path.basename(command[0] ?? "") !== "gradwire") continue;
+    invocations.push({ origin: `${origin} ${probe}`, binary: "gradwire", subcommand: command[1],
+                       args: command.slice(2).map((a) => mapArg(a, mounts)), env, envIsItsOwn: false,
+                       probe, k8s });
+  }
+  return invocations;
+}
+
+function k8sInvocations(repo, render, objects, secrets) {
   const invocations = [];
   const configMap = (name) => objects.find((o) => o.kind === "ConfigMap" && o.metadata?.name === name)?.data;
   for (const o of objects) {
@@ -206,39 +305,44 @@ function k8sInvocations(repo, render, objects) {
         if (value === undefined || value === null) { problem(origin, `env ${e.name}: cannot resolve its value`); continue; }
         own[e.name] = String(value);
       }
+      const mounts = secretMounts(origin, spec, c, objects, secrets);
       const env = { ...stage.env, ...own };
-      const argv = (c.command ? [...c.command, ...(c.args ?? [])] : commandLine(stage, null, c.args)).map((a) => expand(a, env));
+      const argv = (c.command ? [...c.command, ...(c.args ?? [])] : commandLine(stage, null, c.args))
+        .map((a) => mapArg(expand(a, env), mounts));
       const binary = path.basename(argv[0] ?? "");
       if (!BINARIES.includes(binary)) {
         const settings = Object.keys(own).filter((k) => k.startsWith("GRADWIRE_"));
         if (settings.length) problem(origin, `sets ${settings.join(", ")} but runs ${argv[0]}, not a gradwire binary`);
         continue;
       }
-      invocations.push({ origin, binary, args: argv.slice(1), env, envIsItsOwn: true, k8s: { object: o, container: c } });
+      const k8s = { object: o, container: c };
+      const mappedEnv = mapEnv(env, mounts);
+      invocations.push({ origin, binary, args: argv.slice(1), env: mappedEnv, envIsItsOwn: true, k8s });
+      invocations.push(...probeInvocations(origin, c, mappedEnv, mounts, k8s));
     }
   }
   return invocations;
 }
 
 // Bind mounts of the compose file must name paths that exist.
-function composeMountChecks(config) {
+function composeMountChecks(configName, config) {
   for (const [name, service] of Object.entries(config.services ?? {})) {
     for (const volume of service.volumes ?? []) {
       const source = typeof volume === "string" ? volume.split(":")[0] : volume.type === "bind" ? volume.source : null;
       if (source && path.isAbsolute(source) && !existsSync(source))
-        problem(`compose ${name}`, `mounts ${source}, which does not exist`);
+        problem(`${configName} ${name}`, `mounts ${source}, which does not exist`);
     }
   }
 }
 
-function composeClusterChecks(invocations, config, prometheus) {
+function composeClusterChecks(configName, invocations, config, prometheus) {
   const shards = invocations.filter((i) => i.compose && i.binary === "gradwire-server");
   const workers = invocations.filter((i) => i.compose && i.binary === "gradwire-worker");
   const [S, W] = [shards.length, workers.length];
   const ids = (list, flag) => list.map((i) => Number(i.flags[flag])).sort((a, b) => a - b).join(",");
   const range = (n) => [...Array(n).keys()].join(",");
-  if (ids(shards, "shard-id") !== range(S)) problem("compose", `shard ids are ${ids(shards, "shard-id")}, want ${range(S)}`);
-  if (ids(workers, "worker-id") !== range(W)) problem("compose", `worker ids are ${ids(workers, "worker-id")}, want ${range(W)}`);
+  if (ids(shards, "shard-id") !== range(S)) problem(configName, `shard ids are ${ids(shards, "shard-id")}, want ${range(S)}`);
+  if (ids(workers, "worker-id") !== range(W)) problem(configName, `worker ids are ${ids(workers, "worker-id")}, want ${range(W)}`);
   const byId = [...shards].sort((a, b) => a.flags["shard-id"] - b.flags["shard-id"]);
   const addresses = byId.map((s) => `${s.compose.name}:${s.flags.port}`).join(",");
   for (const s of shards) {
@@ -300,10 +404,18 @@ function k8sClusterChecks(render, invocations, objects) {
   const port = Number(shard.flags.port);
   if (Number(shard.flags["num-shards"]) !== S) problem(shard.origin, `--num-shards=${shard.flags["num-shards"]}, but replicas is ${S}`);
   if (portNamed(shard.k8s.container, "grpc") !== port) problem(shard.origin, `port "grpc" is ${portNamed(shard.k8s.container, "grpc")}, --port=${port}`);
-  for (const probe of ["startupProbe", "readinessProbe", "livenessProbe"]) {
+  for (const probe of PROBES) {
     const p = shard.k8s.container[probe];
-    if (!p?.grpc) problem(shard.origin, `has no gRPC ${probe}`);
-    else if (p.grpc.port !== port) problem(shard.origin, `${probe} asks port ${p.grpc.port}, --port=${port}`);
+    const health = invocations.find((i) => i.probe === probe && i.k8s.container === shard.k8s.container);
+    if (p?.grpc) {
+      if (p.grpc.port !== port) problem(shard.origin, `${probe} asks port ${p.grpc.port}, --port=${port}`);
+    } else if (health?.subcommand === "health") {
+      const addr = health.flags.addr ?? "";
+      if (addr !== `127.0.0.1:${port}` && addr !== `localhost:${port}`)
+        problem(health.origin, `--addr=${addr}, but the shard listens on port ${port}`);
+    } else {
+      problem(shard.origin, `has no ${probe} (gRPC, or an exec probe running \`gradwire health\`)`);
+    }
   }
   const addresses = [...Array(S).keys()].map((k) => `${sts.metadata.name}-${k}.${sts.spec.serviceName}:${port}`).join(",");
   for (const w of workers) {
@@ -326,24 +438,29 @@ function main() {
     if (!existsSync(path.join(options.binDir, binary)))
       throw new Error(`${path.join(options.binDir, binary)} is missing: build it first (make build)`);
   }
-  const compose = parseYaml(readFileSync(options.compose, "utf8"));
   const prometheus = parseYaml(readFileSync(options.prometheus, "utf8"));
-  const composeInv = composeInvocations(repo, compose);
-  const renders = options.k8s.map((arg) => {
-    const [name, file] = [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)];
-    const objects = parseAllDocuments(readFileSync(file, "utf8")).map((d) => d.toJS()).filter(Boolean);
-    return { name, objects, invocations: k8sInvocations(repo, name, objects) };
+  const composes = options.compose.map((arg) => {
+    const [name, file] = arg.includes("=") ? splitNamed(arg) : ["compose", arg];
+    const config = parseYaml(readFileSync(file, "utf8"));
+    return { name, config, invocations: composeInvocations(repo, name, config) };
   });
-  const all = [...composeInv, ...renders.flatMap((r) => r.invocations)];
+  const renders = options.k8s.map((arg) => {
+    const [name, file] = splitNamed(arg);
+    const objects = parseAllDocuments(readFileSync(file, "utf8")).map((d) => d.toJS()).filter(Boolean);
+    return { name, objects, invocations: k8sInvocations(repo, name, objects, options.secrets) };
+  });
+  const all = [...composes, ...renders].flatMap((r) => r.invocations);
   for (const i of all) i.flags = resolve(i, flagsOf(options.binDir, i.binary, i.subcommand));
-  composeMountChecks(compose);
-  composeClusterChecks(composeInv, compose, prometheus);
+  for (const c of composes) {
+    composeMountChecks(c.name, c.config);
+    composeClusterChecks(c.name, c.invocations, c.config, prometheus);
+  }
   for (const r of renders) k8sClusterChecks(r.name, r.invocations, r.objects);
   if (options.dryRun) for (const i of all) dryRun(options.binDir, i);
   else console.log("check-services: --dry-run runs SKIPPED (--no-dry-run)");
   for (const p of problems) console.error(`check-services: ${p}`);
   if (problems.length === 0)
-    console.log(`check-services: ${all.length} gradwire processes (compose and ${renders.length} Kubernetes renders) consistent${options.dryRun ? " and accepted by --dry-run" : ""}`);
+    console.log(`check-services: ${all.length} gradwire processes (${composes.length} compose configs and ${renders.length} Kubernetes renders) consistent${options.dryRun ? " and accepted by --dry-run" : ""}`);
   return problems.length === 0 ? 0 : 1;
 }
 

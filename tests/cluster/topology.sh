@@ -119,5 +119,19 @@ topology_finish() {
   exit "$code"
 }
 
+# The value of metric METRIC (first sample, labels ignored) on host NAME's
+# /metrics at 127.0.0.1:PORT, as an integer; empty when it does not answer.
+# Reads through the namespace's loopback, which a cut link leaves up, with
+# bash's /dev/tcp: no HTTP client needed.
+topology_metric() {
+  local name=$1 port=$2 metric=$3
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  netns_run "$name" timeout 3 bash -c '
+    exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 0
+    printf "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n" >&3
+    cat <&3' _ "$port" 2>/dev/null |
+    awk -v m="$metric" '$1 == m || index($1, m "{") == 1 { printf "%d\n", $2; exit }' || true
+}
+
 # The value of a key in a flat JSON file.
 json_value() { sed -n "s/.*\"$2\": \"\{0,1\}\([^,\"}]*\).*/\1/p" "$1"; }

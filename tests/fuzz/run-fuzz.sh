@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Runs the decode fuzzer for a while on a scratch copy of the seed corpus.
+# Runs every libFuzzer target, one after the other, each for a while on a
+# scratch copy of its seed corpus:
+#   decode  the wire decoder (decode_fuzz.cc, corpus/decode)
+#   push    Shard::Push and Pull end to end (push_fuzz.cc, corpus/push)
+#   init    Shard::Init end to end (init_fuzz.cc, corpus/init)
 #
 # Usage: tests/fuzz/run-fuzz.sh BUILD_DIR SECONDS
 #   BUILD_DIR  a build configured with -DGRADWIRE_BUILD_FUZZERS=ON (clang)
-#   SECONDS    total fuzzing time (-max_total_time)
+#   SECONDS    fuzzing time of EACH target (-max_total_time)
 #
-# Exits non-zero when the fuzzer finds a crash; the crashing input is kept in
-# BUILD_DIR/fuzz-artifacts/ (reproduce with: BUILD_DIR/bin/gradwire-fuzz-decode
-# FILE). The seed corpus in the source tree is never modified.
+# Exits non-zero when a fuzzer finds a crash (after running the others);
+# the crashing input is kept in BUILD_DIR/fuzz-artifacts/<target>/
+# (reproduce with: BUILD_DIR/bin/gradwire-fuzz-<target> FILE). The seed
+# corpora in the source tree are never modified.
 set -euo pipefail
 
 if [[ $# -ne 2 ]]; then
@@ -16,23 +21,43 @@ if [[ $# -ne 2 ]]; then
 fi
 build_dir=$(cd "$1" && pwd)
 seconds=$2
-fuzzer="$build_dir/bin/gradwire-fuzz-decode"
-seeds="$(cd "$(dirname "$0")" && pwd)/corpus/decode"
-
-if [[ ! -x "$fuzzer" ]]; then
-  echo "$fuzzer not found: build target gradwire-fuzz-decode first" >&2
+if ! [[ "$seconds" =~ ^[0-9]+$ ]] || ((seconds < 1)); then
+  echo "SECONDS must be a whole number >= 1, got '$seconds'" >&2
   exit 2
 fi
+corpora="$(cd "$(dirname "$0")" && pwd)/corpus"
+targets=(decode push init)
+
+for target in "${targets[@]}"; do
+  if [[ ! -x "$build_dir/bin/gradwire-fuzz-$target" ]]; then
+    echo "$build_dir/bin/gradwire-fuzz-$target not found:" \
+      "build target gradwire-fuzz-$target first" >&2
+    exit 2
+  fi
+done
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/corpus" "$build_dir/fuzz-artifacts"
-cp "$seeds"/* "$work/corpus/"
 
-"$fuzzer" "$work/corpus" \
-  -max_total_time="$seconds" \
-  -max_len=65536 \
-  -timeout=10 \
-  -rss_limit_mb=2048 \
-  -print_final_stats=1 \
-  -artifact_prefix="$build_dir/fuzz-artifacts/"
+failed=()
+for target in "${targets[@]}"; do
+  echo "=== fuzzing $target for ${seconds}s (gradwire-fuzz-$target)"
+  mkdir -p "$work/$target" "$build_dir/fuzz-artifacts/$target"
+  cp "$corpora/$target"/* "$work/$target/"
+  if ! "$build_dir/bin/gradwire-fuzz-$target" "$work/$target" \
+    -max_total_time="$seconds" \
+    -max_len=65536 \
+    -timeout=10 \
+    -rss_limit_mb=2048 \
+    -print_final_stats=1 \
+    -artifact_prefix="$build_dir/fuzz-artifacts/$target/"; then
+    echo "=== $target FAILED: see $build_dir/fuzz-artifacts/$target/" >&2
+    failed+=("$target")
+  fi
+done
+
+if ((${#failed[@]} > 0)); then
+  echo "=== fuzz targets that found a crash: ${failed[*]}" >&2
+  exit 1
+fi
+echo "=== every target ran ${seconds}s without a crash: ${targets[*]}"

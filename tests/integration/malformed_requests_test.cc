@@ -2,10 +2,12 @@
 // answered with its status code and a message, and afterwards the shard
 // holds the same weights, counts no step for anyone, and still serves.
 //
-// The sparse index encoding (gaps of strictly increasing indices) cannot
-// express unsorted or repeated indices; what a sender can get wrong there
-// is an index past the chunk, a varint cut short, or stray bytes, and those
-// are in the table.
+// The sparse index encoding (gaps of strictly increasing indices) can
+// express an unsorted or repeated index only through a gap that wraps
+// around 2^64; that, an index past the chunk, a varint cut short and stray
+// bytes are in the table. A step from the far past is not malformed: the
+// shard has accounted for it, so it is acknowledged as a duplicate and
+// changes nothing (its own test below).
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -17,6 +19,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/step_rules.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_model.h"
 
@@ -83,6 +86,11 @@ std::vector<BadPush> BadPushes() {
       {"stray bytes after the indices",
        PushOf(0, 0, 0, Sparse(1, std::string("\x05\x01", 2), one)),
        grpc::StatusCode::INVALID_ARGUMENT},
+      {"index repeated (a gap that wraps around 2^64)",
+       PushOf(
+           0, 0, 0,
+           Sparse(2, "\x05" + std::string(9, '\xff') + "\x01", Floats({1, 2}))),
+       grpc::StatusCode::INVALID_ARGUMENT},
       {"nnz larger than the index bytes",
        PushOf(0, 0, 0, Sparse(500, std::string("\x05", 1), one)),
        grpc::StatusCode::INVALID_ARGUMENT},
@@ -91,6 +99,14 @@ std::vector<BadPush> BadPushes() {
        grpc::StatusCode::INVALID_ARGUMENT},
       {"values truncated",
        PushOf(0, 0, 0, Sparse(2, std::string("\x05\x01", 2), one.substr(0, 4))),
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"dense values truncated",
+       PushOf(0, 0, 0,
+              [] {
+                v1::ChunkData data = DenseData(RandomValues(kNumel, 9));
+                data.mutable_dense()->mutable_values()->resize(kNumel * 4 - 2);
+                return data;
+              }()),
        grpc::StatusCode::INVALID_ARGUMENT},
       {"NaN value", PushOf(0, 0, 0, DenseWith(std::nanf(""))),
        grpc::StatusCode::INVALID_ARGUMENT},
@@ -107,6 +123,30 @@ std::vector<BadPush> BadPushes() {
                 data.set_numel(kNumel);
                 return data;
               }()),
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"unknown value type",
+       PushOf(0, 0, 0,
+              [] {
+                v1::ChunkData data = DenseData(RandomValues(kNumel, 10));
+                data.mutable_dense()->set_value_type(
+                    static_cast<v1::ValueType>(9));
+                return data;
+              }()),
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"the same chunk twice in one push",
+       [] {
+         v1::PushRequest twice =
+             PushOf(0, 0, 0, DenseData(RandomValues(kNumel, 12)));
+         *twice.add_chunks() = twice.chunks(0);
+         return twice;
+       }(),
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"no chunks",
+       [] {
+         v1::PushRequest empty;
+         empty.set_step(0);
+         return empty;
+       }(),
        grpc::StatusCode::INVALID_ARGUMENT},
       {"chunk of another shard",
        PushOf(0, 0, 99, DenseData(RandomValues(kNumel, 5))),
@@ -171,6 +211,105 @@ TEST_F(MalformedRequestsTest, EveryBadPushIsRefusedAndChangesNothing) {
   v1::PushResponse response;
   const grpc::Status s = stub_->Push(
       &context, PushOf(0, 0, 0, DenseData(RandomValues(kNumel, 8))), &response);
+  ASSERT_TRUE(s.ok()) << ToAbsl(s);
+  EXPECT_FALSE(response.acks(0).duplicate());
+}
+
+// What a client can see of the shard's state: the chunk's weights and
+// the shard's versions and clock.
+struct VisibleState {
+  std::vector<float> weights;
+  uint64_t min_version = 0;
+  uint64_t max_version = 0;
+  uint64_t min_clock = 0;
+};
+
+absl::StatusOr<VisibleState> ReadVisibleState(
+    v1::ParameterServer::Stub* stub, const std::vector<TestChunk>& chunks,
+    uint64_t clock) {
+  auto weights = PullDense(stub, 0, chunks, clock);
+  if (!weights.ok()) return weights.status();
+  grpc::ClientContext context;
+  SetTimeout(&context);
+  v1::ShardInfo info;
+  if (grpc::Status s = stub->GetInfo(&context, v1::GetInfoRequest(), &info);
+      !s.ok()) {
+    return ToAbsl(s);
+  }
+  return VisibleState{weights->at(0), info.min_version(), info.max_version(),
+                      info.min_clock()};
+}
+
+// A step from the far past (step_rules.h): every step below a worker's
+// next step is accounted for, so the shard acknowledges it as a duplicate
+// with the chunk's current version and clock, and applies nothing. That
+// holds however far back the step is (past the 64-step window of early
+// steps) and whichever worker sends it; a malformed one is still refused,
+// because every chunk is validated before any step is judged.
+TEST_F(MalformedRequestsTest, StepFromTheFarPastIsADuplicateAndChangesNothing) {
+  // Both workers complete steps [0, kSteps): the clock is kSteps.
+  constexpr uint64_t kSteps = kStepWindow + 6;
+  for (uint64_t step = 0; step < kSteps; ++step) {
+    for (uint32_t worker = 0; worker < kWorkers; ++worker) {
+      grpc::ClientContext context;
+      SetTimeout(&context);
+      v1::PushResponse response;
+      const v1::PushRequest push = PushOf(
+          worker, step, 0, DenseData(RandomValues(kNumel, 100 + step, 0.01f)));
+      const grpc::Status s = stub_->Push(&context, push, &response);
+      ASSERT_TRUE(s.ok()) << "step " << step << ": " << ToAbsl(s);
+    }
+  }
+  const absl::StatusOr<VisibleState> before =
+      ReadVisibleState(stub_.get(), chunks_, kSteps);
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_EQ(before->min_clock, kSteps);
+  ASSERT_EQ(before->max_version, kSteps);
+
+  const std::vector<std::pair<std::string, v1::PushRequest>> past = {
+      {"step 0 by worker 0, 70 steps behind it",
+       PushOf(0, 0, 0, DenseData(RandomValues(kNumel, 20)))},
+      {"step 3 by worker 1, far below the clock",
+       PushOf(1, 3, 0, DenseData(RandomValues(kNumel, 21)))},
+      {"the last completed step again",
+       PushOf(0, kSteps - 1, 0, DenseData(RandomValues(kNumel, 22)))},
+  };
+  for (const auto& [name, request] : past) {
+    grpc::ClientContext context;
+    SetTimeout(&context);
+    v1::PushResponse response;
+    const grpc::Status s = stub_->Push(&context, request, &response);
+    ASSERT_TRUE(s.ok()) << name << ": " << ToAbsl(s);
+    ASSERT_EQ(response.acks_size(), 1) << name;
+    EXPECT_TRUE(response.acks(0).duplicate()) << name;
+    EXPECT_EQ(response.acks(0).version(), kSteps) << name;
+    EXPECT_EQ(response.acks(0).clock(), kSteps) << name;
+  }
+  {
+    grpc::ClientContext context;
+    SetTimeout(&context);
+    v1::PushResponse response;
+    const grpc::Status s = stub_->Push(
+        &context, PushOf(0, 0, 0, DenseWith(std::nanf(""))), &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << "a malformed push of a past step: " << ToAbsl(s);
+  }
+
+  const absl::StatusOr<VisibleState> after =
+      ReadVisibleState(stub_.get(), chunks_, kSteps);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->weights, before->weights);
+  EXPECT_EQ(after->min_version, before->min_version);
+  EXPECT_EQ(after->max_version, before->max_version);
+  EXPECT_EQ(after->min_clock, before->min_clock);
+
+  // The current step is still new for worker 0.
+  grpc::ClientContext context;
+  SetTimeout(&context);
+  v1::PushResponse response;
+  const grpc::Status s = stub_->Push(
+      &context, PushOf(0, kSteps, 0, DenseData(RandomValues(kNumel, 23))),
+      &response);
   ASSERT_TRUE(s.ok()) << ToAbsl(s);
   EXPECT_FALSE(response.acks(0).duplicate());
 }

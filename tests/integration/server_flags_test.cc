@@ -19,7 +19,8 @@ TEST(ServerFlagsTest, HelpListsEveryFlagWithItsDefault) {
         "--num-workers (default: 0)", "--mode", "--staleness (default: 0)",
         "--checkpoint-dir", "--checkpoint-every (default: 0)",
         "--threads (default: 0)", "--max-message-bytes (default: 67108864)",
-        "--shutdown-grace-seconds (default: 10)"}) {
+        "--shutdown-grace-seconds (default: 10)",
+        "--worker-timeout-seconds (default: 30)"}) {
     EXPECT_NE(run->out.find(flag), std::string::npos) << flag << "\n"
                                                       << run->out;
   }
@@ -56,6 +57,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlags{{"--staleness=2", "--mode=bsp"}, "--staleness=2"},
         BadFlags{{"--threads=1"}, "--threads=1"},
         BadFlags{{"--shutdown-grace-seconds=-1"}, "--shutdown-grace-seconds"},
+        BadFlags{{"--worker-timeout-seconds=-1"},
+                 "--worker-timeout-seconds=-1: must be in [0, 86400]"},
+        BadFlags{{"--worker-timeout-seconds=1e6"},
+                 "--worker-timeout-seconds=1e+06"},
         BadFlags{{"--port=abc"}, "Illegal value 'abc'"},
         BadFlags{{"--no-such-flag=1"}, "no_such_flag"},
         BadFlags{{"stray"}, "unexpected argument 'stray'"}));

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <future>
 #include <iterator>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -142,7 +144,11 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   if (!binary.ok()) return binary.status();
   std::unique_ptr<ServerProcess> process(new ServerProcess());
   std::vector<std::string> command = CommandLine(*binary, args);
-  command.push_back("--port=0");
+  // A fixed --port from the caller (a restart on the same address) wins.
+  const bool has_port = std::any_of(
+      args.begin(), args.end(),
+      [](const std::string& arg) { return absl::StartsWith(arg, "--port="); });
+  if (!has_port) command.push_back("--port=0");
   command.push_back("--port-file=" + process->dir_.path() + "/port");
   absl::StatusOr<pid_t> pid =
       SpawnProcess(command, process->dir_.path() + "/stdout",

@@ -89,7 +89,8 @@ absl::StatusOr<ExitedProcess> RunServerToExit(
 
 class ServerProcess {
  public:
-  // Starts the server with `args` plus --port=0 and --port-file, and waits
+  // Starts the server with `args` plus --port-file (and --port=0 unless
+  // `args` set a port), and waits
   // up to `timeout` until it listens. Fails (with the server's stderr in the
   // message) if it exits or does not listen in time.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(

@@ -316,6 +316,20 @@ TEST_F(ShardRefusedFirstInitTest, ChunkOverMaxNumel) {
                 options);
 }
 
+// Each chunk keeps every worker's progress: 2 chunks x 65536 workers would
+// cost the shard MiBs for an Init of a few hundred bytes.
+TEST_F(ShardRefusedFirstInitTest, ChunksTimesWorkersOverLimit) {
+  ShardOptions options = Options();
+  options.max_worker_progress_entries = 2 * 3;  // 2 chunks x 3 workers fit.
+  ExpectRefused(
+      InitRequest(0, Config(4, v1::CONSISTENCY_MODE_BSP), DefaultChunks()),
+      absl::StatusCode::kInvalidArgument,
+      {"2 chunks", "num_workers 4", "limit of 6"}, options);
+  auto shard =
+      StartShard(Config(3, v1::CONSISTENCY_MODE_BSP), DefaultChunks(), options);
+  EXPECT_TRUE(shard->initialized());
+}
+
 TEST_F(ShardRefusedFirstInitTest, SparseInitialValues) {
   v1::InitRequest request =
       InitRequest(0, Config(2, v1::CONSISTENCY_MODE_BSP), DefaultChunks());

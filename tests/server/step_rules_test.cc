@@ -243,5 +243,39 @@ TEST(StepRulesTest, JudgeReportsEarlyStepsAsDuplicates) {
       PushVerdict::kApply);
 }
 
+// ------------------------------------------------------------ MarkStepsBelow
+
+TEST(StepRulesTest, MarkStepsBelowHoldsEveryEarlierStepAndKeepsLaterOnes) {
+  // Held: 0..2, and 5, 9 ahead of the missing 3.
+  WorkerProgress progress;
+  for (uint64_t step : {0, 1, 2, 5, 9}) MarkStep(&progress, step);
+  MarkStepsBelow(&progress, 7);
+  EXPECT_EQ(HeldSteps(progress, 20),
+            (std::set<uint64_t>{0, 1, 2, 3, 4, 5, 6, 9}));
+  EXPECT_EQ(progress.next_step, 7u);
+  // Reaching a held step runs on past it.
+  MarkStepsBelow(&progress, 9);
+  EXPECT_EQ(progress.next_step, 10u);
+  EXPECT_EQ(progress.ahead_bits, 0u);
+  // Below next_step: nothing changes.
+  const WorkerProgress before = progress;
+  MarkStepsBelow(&progress, 4);
+  EXPECT_EQ(progress, before);
+}
+
+TEST(StepRulesTest, MarkStepsBelowFarAheadClearsTheWindow) {
+  WorkerProgress progress;
+  MarkStep(&progress, 3);
+  MarkStepsBelow(&progress, 1000);
+  EXPECT_EQ(progress.next_step, 1000u);
+  EXPECT_EQ(progress.ahead_bits, 0u);
+  // Exactly one window: the bit of the step itself was bit 63.
+  WorkerProgress edge;
+  MarkStep(&edge, kStepWindow);  // bit kStepWindow - 1
+  MarkStepsBelow(&edge, kStepWindow);
+  EXPECT_EQ(edge.next_step, kStepWindow + 1);
+  EXPECT_EQ(edge.ahead_bits, 0u);
+}
+
 }  // namespace
 }  // namespace gradwire

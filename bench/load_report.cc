@@ -1,0 +1,253 @@
+#include "bench/load_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "bench/report.h"
+
+namespace gradwire::bench {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+constexpr char kNotes[] =
+    "Real gradwire-server processes on loopback, simulated workers as "
+    "threads of one process with one connection per worker and shard. Each "
+    "worker step sends one Push (every chunk the shard owns, Top-K with "
+    "error feedback, pre-built) and then one Pull (every chunk, with the "
+    "held version and the mode's min_step) to every shard, the shards in "
+    "parallel. pushes_per_s and pulls_per_s count RPCs over both phases; "
+    "latencies are per RPC, from call to completion, and a BSP or SSP pull "
+    "includes its wait for the other workers. bytes are serialized protobuf "
+    "sizes of Push and Pull requests and responses. Memory: VmRSS of each "
+    "shard after the first and the second phase of steps_per_phase steps; "
+    "growth beyond max(max_rss_growth_mib, max_rss_growth_percent of the "
+    "first reading) fails the run; peak is VmHWM at the end.";
+
+double Percentile(const std::vector<float>& sorted, double p) {
+  // Nearest rank: the smallest sample with at least p of them at or below.
+  const size_t rank = static_cast<size_t>(std::ceil(p * sorted.size()));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+double Ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      absl::StrAppend(&out, "\\", std::string(1, c));
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string JsonStrings(const std::vector<std::string>& values) {
+  std::vector<std::string> quoted;
+  for (const std::string& v : values) quoted.push_back(JsonString(v));
+  return absl::StrCat("[", absl::StrJoin(quoted, ", "), "]");
+}
+
+std::string LatencyJson(const LatencySummary& l) {
+  return absl::StrFormat(
+      "{\"count\": %d, \"p50\": %.4g, \"p99\": %.4g, \"max\": %.4g}", l.count,
+      l.p50_ms, l.p99_ms, l.max_ms);
+}
+
+std::string ShardJson(size_t shard, const ShardMemoryReport& m) {
+  return absl::StrFormat(
+      "{\"shard\": %d, \"rss_after_first_phase_mib\": %.2f, "
+      "\"rss_after_second_phase_mib\": %.2f, \"growth_mib\": %.3f, "
+      "\"growth_mib_per_1000_steps\": %.3f, \"limit_mib\": %.2f, "
+      "\"peak_rss_mib\": %.2f}",
+      shard, m.rss_after_first / kMiB, m.rss_after_second / kMiB, m.growth_mib,
+      m.growth_mib_per_1000_steps, m.limit_mib, m.peak / kMiB);
+}
+
+std::string RunJson(const RunReport& r) {
+  std::vector<std::string> shards;
+  for (size_t i = 0; i < r.shards.size(); ++i) {
+    shards.push_back(ShardJson(i, r.shards[i]));
+  }
+  return absl::StrFormat(
+      "    {\"name\": %s, \"server_args\": %s, \"steps_per_phase\": %d, "
+      "\"seconds\": %.3f,\n     \"push_rpcs\": %d, \"pull_rpcs\": %d, "
+      "\"pushes_per_s\": %.1f, \"pulls_per_s\": %.1f, "
+      "\"worker_steps_per_s\": %.1f,\n     \"push_latency_ms\": %s,\n     "
+      "\"pull_latency_ms\": %s,\n     \"errors\": %d, \"first_error\": %s,\n"
+      "     \"bytes_sent\": %d, \"bytes_received\": %d, \"delta_chunks\": %d, "
+      "\"dense_chunks\": %d,\n     \"shards\": [\n       %s],\n"
+      "     \"memory_ok\": %s}",
+      JsonString(r.name), JsonStrings(r.server_args), r.steps_per_phase,
+      r.seconds, r.push_rpcs, r.pull_rpcs, r.pushes_per_s, r.pulls_per_s,
+      r.worker_steps_per_s, LatencyJson(r.push), LatencyJson(r.pull), r.errors,
+      JsonString(r.first_error), r.bytes_sent, r.bytes_received, r.delta_chunks,
+      r.dense_chunks, absl::StrJoin(shards, ",\n       "),
+      r.memory_ok ? "true" : "false");
+}
+
+std::string ConfigJson(const LoadBenchConfig& c, uint64_t num_chunks) {
+  return absl::StrFormat(
+      "{\"workers\": %d, \"shards\": %d, \"params\": %d, \"chunks\": %d, "
+      "\"partition_bytes\": %d, \"density\": %g, \"value_type\": %s, "
+      "\"mode\": %s, \"staleness\": %d, \"pull\": %s, \"pull_ratio\": %g, "
+      "\"steps_per_phase\": %d, \"distinct_gradients\": %d, "
+      "\"server_args\": %s, \"compare_server_args\": %s, "
+      "\"checkpoint_root\": %s, \"max_rss_growth_mib\": %g, "
+      "\"max_rss_growth_percent\": %g}",
+      c.workers, c.shards, c.params, num_chunks, c.partition_bytes, c.density,
+      JsonString(std::string(PrecisionName(c.push_precision))),
+      JsonString(std::string(ModeName(c.mode))),
+      c.mode == v1::CONSISTENCY_MODE_SSP ? c.staleness : 0,
+      JsonString(c.delta_pulls ? "delta" : "dense"), c.pull_ratio, c.steps,
+      c.distinct_gradients, JsonStrings(c.server_args),
+      JsonStrings(c.compare_server_args), JsonString(c.checkpoint_root),
+      c.max_rss_growth_mib, c.max_rss_growth_percent);
+}
+
+std::string ComparisonJson(const std::vector<RunReport>& runs) {
+  if (runs.size() != 2) return "null";
+  const RunComparison r = CompareRuns(runs[0], runs[1]);
+  return absl::StrFormat(
+      "{\"pushes_per_s_ratio\": %.4f, \"pulls_per_s_ratio\": %.4f, "
+      "\"push_p50_ratio\": %.4f, \"push_p99_ratio\": %.4f, "
+      "\"pull_p50_ratio\": %.4f, \"pull_p99_ratio\": %.4f}",
+      r.pushes_per_s, r.pulls_per_s, r.push_p50, r.push_p99, r.pull_p50,
+      r.pull_p99);
+}
+
+}  // namespace
+
+LatencySummary SummarizeLatencies(std::vector<float>* samples) {
+  LatencySummary summary;
+  summary.count = samples->size();
+  if (samples->empty()) return summary;
+  std::sort(samples->begin(), samples->end());
+  summary.p50_ms = Percentile(*samples, 0.50);
+  summary.p99_ms = Percentile(*samples, 0.99);
+  summary.max_ms = samples->back();
+  return summary;
+}
+
+void JudgeMemory(const LoadBenchConfig& config, RunReport* report) {
+  report->memory_ok = !report->shards.empty();
+  for (ShardMemoryReport& m : report->shards) {
+    m.growth_mib =
+        (static_cast<double>(m.rss_after_second) - m.rss_after_first) / kMiB;
+    m.growth_mib_per_1000_steps = m.growth_mib * 1000.0 / config.steps;
+    m.limit_mib = std::max(
+        config.max_rss_growth_mib,
+        config.max_rss_growth_percent / 100.0 * (m.rss_after_first / kMiB));
+    if (m.rss_after_second == 0 || m.growth_mib > m.limit_mib) {
+      report->memory_ok = false;
+    }
+  }
+}
+
+RunComparison CompareRuns(const RunReport& baseline, const RunReport& compare) {
+  RunComparison r;
+  r.pushes_per_s = Ratio(compare.pushes_per_s, baseline.pushes_per_s);
+  r.pulls_per_s = Ratio(compare.pulls_per_s, baseline.pulls_per_s);
+  r.push_p50 = Ratio(compare.push.p50_ms, baseline.push.p50_ms);
+  r.push_p99 = Ratio(compare.push.p99_ms, baseline.push.p99_ms);
+  r.pull_p50 = Ratio(compare.pull.p50_ms, baseline.pull.p50_ms);
+  r.pull_p99 = Ratio(compare.pull.p99_ms, baseline.pull.p99_ms);
+  return r;
+}
+
+void PrintRun(const RunReport& r, std::FILE* out) {
+  absl::FPrintF(
+      out, "[%s] server args: %s\n", r.name,
+      r.server_args.empty() ? "(none)" : absl::StrJoin(r.server_args, " "));
+  absl::FPrintF(
+      out,
+      "[%s] %d steps in %.2f s: %.1f pushes/s, %.1f pulls/s (RPCs), %.1f "
+      "worker steps/s\n"
+      "[%s] push ms p50 %.2f p99 %.2f max %.2f | pull ms p50 %.2f p99 %.2f "
+      "max %.2f\n"
+      "[%s] sent %.1f MB, received %.1f MB; pulled chunks: %d delta, %d "
+      "dense\n"
+      "[%s] errors: %d%s%s\n",
+      r.name, 2 * r.steps_per_phase, r.seconds, r.pushes_per_s, r.pulls_per_s,
+      r.worker_steps_per_s, r.name, r.push.p50_ms, r.push.p99_ms, r.push.max_ms,
+      r.pull.p50_ms, r.pull.p99_ms, r.pull.max_ms, r.name, r.bytes_sent / 1e6,
+      r.bytes_received / 1e6, r.delta_chunks, r.dense_chunks, r.name, r.errors,
+      r.errors > 0 ? "; first: " : "", r.first_error);
+  for (size_t i = 0; i < r.shards.size(); ++i) {
+    const ShardMemoryReport& m = r.shards[i];
+    absl::FPrintF(out,
+                  "[%s] shard %d RSS %.1f MiB after %d steps, %.1f MiB after "
+                  "%d (%+.2f MiB, %+.2f MiB per 1000 steps; limit %.1f MiB), "
+                  "peak %.1f MiB\n",
+                  r.name, i, m.rss_after_first / kMiB, r.steps_per_phase,
+                  m.rss_after_second / kMiB, 2 * r.steps_per_phase,
+                  m.growth_mib, m.growth_mib_per_1000_steps, m.limit_mib,
+                  m.peak / kMiB);
+  }
+  if (r.shards.empty() || r.shards.back().rss_after_second == 0) {
+    absl::FPrintF(out, "[%s] memory: NOT MEASURED (the run stopped early)\n",
+                  r.name);
+  } else {
+    absl::FPrintF(out,
+                  "[%s] memory: %s (every shard's RSS growth from step %d to "
+                  "%d must stay within its limit)\n",
+                  r.name, r.memory_ok ? "OK" : "FAIL, RSS GREW",
+                  r.steps_per_phase, 2 * r.steps_per_phase);
+  }
+  std::fflush(out);
+}
+
+void PrintComparison(const RunComparison& r, std::FILE* out) {
+  absl::FPrintF(
+      out,
+      "compare / baseline: pushes/s %.3fx, pulls/s %.3fx | push p50 %.3fx "
+      "p99 %.3fx | pull p50 %.3fx p99 %.3fx\n",
+      r.pushes_per_s, r.pulls_per_s, r.push_p50, r.push_p99, r.pull_p50,
+      r.pull_p99);
+  std::fflush(out);
+}
+
+absl::Status WriteLoadJson(const std::string& path,
+                           const LoadBenchConfig& config, uint64_t num_chunks,
+                           const std::vector<RunReport>& runs) {
+  std::vector<std::string> run_json;
+  uint64_t errors = 0;
+  std::string first_error;
+  bool memory_ok = true;
+  for (const RunReport& r : runs) {
+    run_json.push_back(RunJson(r));
+    errors += r.errors;
+    if (first_error.empty()) first_error = r.first_error;
+    memory_ok = memory_ok && r.memory_ok;
+  }
+  const HostInfo host = CurrentHost();
+  const std::string json = absl::StrFormat(
+      "{\n  \"benchmark\": \"gradwire-bench-load\",\n  \"host\": "
+      "{\"hostname\": %s, \"cpu\": %s, \"hardware_threads\": %d},\n"
+      "  \"config\": %s,\n  \"runs\": [\n%s\n  ],\n  \"comparison\": %s,\n"
+      "  \"errors\": %d,\n  \"first_error\": %s,\n  \"memory_ok\": %s,\n"
+      "  \"ok\": %s,\n  \"notes\": %s\n}\n",
+      JsonString(host.hostname), JsonString(host.cpu_model),
+      host.hardware_threads, ConfigJson(config, num_chunks),
+      absl::StrJoin(run_json, ",\n"), ComparisonJson(runs), errors,
+      JsonString(first_error), memory_ok ? "true" : "false",
+      errors == 0 && memory_ok ? "true" : "false", JsonString(kNotes));
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << json;
+  file.close();
+  if (!file) {
+    return absl::UnavailableError(
+        absl::StrCat("--json: cannot write the results to '", path, "'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gradwire::bench

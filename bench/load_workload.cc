@@ -1,0 +1,185 @@
+#include "bench/load_workload.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "common/codec/codec.h"
+#include "common/compress/compressor.h"
+#include "common/compress/registry.h"
+
+namespace gradwire::bench {
+namespace {
+
+constexpr char kTensorName[] = "model.weights";
+// Small enough that tens of thousands of ASP updates keep the weights far
+// from overflow.
+constexpr float kLearningRate = 0.01f;
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [-1, 1), distinct per (seed, stream). What the shard does with a
+// push does not depend on the value distribution, and a hash is far cheaper
+// than a gaussian draw for 64 workers x 1M elements x several gradients.
+void FillGradient(uint64_t seed, uint64_t stream, absl::Span<float> out) {
+  const uint64_t base = SplitMix64(seed ^ SplitMix64(stream));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const uint64_t bits = SplitMix64(base + i) >> 40;  // 24 random bits.
+    out[i] = static_cast<float>(bits) * (2.0f / 16777216.0f) - 1.0f;
+  }
+}
+
+v1::TrainingConfig TrainingConfigFor(const LoadBenchConfig& config,
+                                     const Partition& partition) {
+  v1::TrainingConfig training;
+  training.set_num_workers(config.workers);
+  training.set_mode(config.mode);
+  if (config.mode == v1::CONSISTENCY_MODE_SSP) {
+    training.set_staleness(config.staleness);
+  }
+  v1::OptimizerConfig* optimizer = training.mutable_optimizer();
+  optimizer->set_kind(v1::OPTIMIZER_KIND_SGD);
+  optimizer->set_learning_rate(kLearningRate);
+  optimizer->set_schedule(v1::LR_SCHEDULE_KIND_CONSTANT);
+  if (config.delta_pulls) {
+    // What gradwire-worker declares for delta pulls: Top-K, fp32 values.
+    v1::PullEncoding* encoding = training.mutable_pull_encoding();
+    encoding->set_compressor("topk");
+    encoding->set_ratio(config.pull_ratio);
+    encoding->set_value_type(v1::VALUE_TYPE_FP32);
+  }
+  training.set_model_fingerprint(partition.plan_fingerprint());
+  training.set_num_shards(config.shards);
+  training.set_partition_bytes(config.partition_bytes);
+  return training;
+}
+
+absl::Status BuildInit(const v1::TrainingConfig& training,
+                       const Partition& partition, uint32_t shard,
+                       v1::InitRequest* init) {
+  init->set_worker_id(0);
+  init->set_shard_id(shard);
+  *init->mutable_config() = training;
+  CompressedChunk zeros;
+  zeros.encoding = Encoding::kDense;
+  for (const ChunkSpec& spec : partition.ChunksOfShard(shard)) {
+    v1::ChunkDeclaration* declaration = init->add_chunks();
+    declaration->set_key(spec.key);
+    declaration->set_tensor_name(kTensorName);
+    declaration->set_offset(spec.offset);
+    zeros.numel = spec.numel;
+    zeros.values.assign(spec.numel, 0.0f);
+    if (absl::Status s = EncodeChunk(zeros, declaration->mutable_initial());
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Worker `worker`'s pushes; `feedback` is scratch (one state per chunk).
+absl::Status BuildWorkerPushes(const LoadBenchConfig& config,
+                               const Partition& partition,
+                               const Compressor& topk, uint32_t worker,
+                               WorkerPushes* out) {
+  std::vector<FeedbackState> feedback(partition.num_chunks());
+  std::vector<float> gradient;
+  CompressedChunk chunk;
+  out->variants.resize(config.distinct_gradients);
+  for (int v = 0; v < config.distinct_gradients; ++v) {
+    std::vector<v1::PushRequest>& requests = out->variants[v];
+    requests.resize(config.shards);
+    for (uint32_t s = 0; s < config.shards; ++s) {
+      requests[s].set_worker_id(worker);
+    }
+    for (const ChunkSpec& spec : partition.chunks()) {
+      gradient.resize(spec.numel);
+      const uint64_t stream =
+          (uint64_t{worker} << 40) | (uint64_t(v) << 32) | spec.key;
+      FillGradient(config.seed, stream, absl::MakeSpan(gradient));
+      CompressContext context;
+      context.chunk_key = spec.key;
+      context.step = v;
+      absl::Status s = topk.CompressWithFeedback(gradient, context,
+                                                 &feedback[spec.key], &chunk);
+      v1::ChunkGradient* pushed = requests[spec.shard].add_chunks();
+      pushed->set_key(spec.key);
+      if (s.ok()) s = EncodeChunk(chunk, pushed->mutable_gradient());
+      if (!s.ok()) {
+        return absl::Status(
+            s.code(), absl::StrCat("worker ", worker, " chunk ", spec.key, ": ",
+                                   s.message()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<LoadModel> BuildLoadModel(const LoadBenchConfig& config) {
+  PartitionOptions options;
+  options.partition_bytes = config.partition_bytes;
+  options.num_shards = config.shards;
+  absl::StatusOr<Partition> partition =
+      Partition::Build({{kTensorName, config.params}}, options);
+  if (!partition.ok()) return partition.status();
+  if (partition->num_chunks() < config.shards) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--params=", config.params,
+        " at --partition-bytes=", config.partition_bytes, " makes ",
+        partition->num_chunks(), " chunks, fewer than --shards=", config.shards,
+        "; lower --partition-bytes"));
+  }
+  LoadModel model;
+  model.partition = std::make_unique<Partition>(*std::move(partition));
+  const v1::TrainingConfig training =
+      TrainingConfigFor(config, *model.partition);
+  model.inits.resize(config.shards);
+  for (uint32_t s = 0; s < config.shards; ++s) {
+    if (absl::Status st =
+            BuildInit(training, *model.partition, s, &model.inits[s]);
+        !st.ok()) {
+      return st;
+    }
+  }
+  return model;
+}
+
+absl::StatusOr<std::vector<WorkerPushes>> BuildAllPushes(
+    const LoadBenchConfig& config, const Partition& partition) {
+  CompressorOptions options;
+  options.name = "topk";
+  options.ratio = config.density;
+  options.precision = config.push_precision;
+  absl::StatusOr<std::unique_ptr<Compressor>> topk = MakeCompressor(options);
+  if (!topk.ok()) return topk.status();
+  std::vector<WorkerPushes> pushes(config.workers);
+  std::vector<absl::Status> results(config.workers);
+  const uint32_t threads = std::clamp<uint32_t>(
+      std::thread::hardware_concurrency(), 1, std::min(config.workers, 8u));
+  std::vector<std::thread> pool;
+  for (uint32_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (uint32_t w = t; w < config.workers; w += threads) {
+        results[w] =
+            BuildWorkerPushes(config, partition, **topk, w, &pushes[w]);
+      }
+    });
+  }
+  for (std::thread& thread : pool) thread.join();
+  for (const absl::Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  return pushes;
+}
+
+}  // namespace gradwire::bench

@@ -1,0 +1,58 @@
+#include "cli/local_transport.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace gradwire::cli {
+
+LocalTransport LocalTransportFrom(const std::string& tls_dir,
+                                  const std::string& auth_token_file) {
+  LocalTransport t;
+  const std::string token = !auth_token_file.empty() || tls_dir.empty()
+                                ? auth_token_file
+                                : absl::StrCat(tls_dir, "/", kDevAuthToken);
+  t.shard.auth_token_file = t.worker.auth_token_file = token;
+  if (tls_dir.empty()) return t;
+  const auto path = [&tls_dir](const char* name) {
+    return absl::StrCat(tls_dir, "/", name);
+  };
+  t.shard.tls_cert = path(kDevServerCert);
+  t.shard.tls_key = path(kDevServerKey);
+  t.shard.tls_ca = path(kDevCaCert);
+  t.shard.tls_require_client_cert = true;
+  t.worker.tls_cert = path(kDevClientCert);
+  t.worker.tls_key = path(kDevClientKey);
+  t.worker.tls_ca = path(kDevCaCert);
+  return t;
+}
+
+absl::StatusOr<TransportSecurity> LoadLocalTransport(
+    const LocalTransport& transport) {
+  absl::Status shard =
+      ValidateTransportSecurity(transport.shard, TransportRole::kServer);
+  absl::StatusOr<TransportSecurity> worker =
+      LoadTransportSecurity(transport.worker, TransportRole::kClient);
+  const absl::Status first = !shard.ok() ? shard : worker.status();
+  if (first.ok()) return worker;
+  if (transport.shard.tls_cert.empty()) return first;
+  return absl::InvalidArgumentError(
+      absl::StrCat(first.message(),
+                   " (--tls-dir needs the files of scripts/dev-certs.sh DIR)"));
+}
+
+std::vector<std::string> TransportFlags(const TransportSecurityFiles& files) {
+  std::vector<std::string> flags;
+  const auto add = [&flags](const char* name, const std::string& value) {
+    if (!value.empty()) flags.push_back(absl::StrCat("--", name, "=", value));
+  };
+  add("tls-cert", files.tls_cert);
+  add("tls-key", files.tls_key);
+  add("tls-ca", files.tls_ca);
+  if (files.tls_require_client_cert) {
+    flags.push_back("--tls-require-client-cert");
+  }
+  add("tls-server-name", files.tls_server_name);
+  add("auth-token-file", files.auth_token_file);
+  return flags;
+}
+
+}  // namespace gradwire::cli

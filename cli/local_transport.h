@@ -1,0 +1,51 @@
+// Transport security of `gradwire local`: --tls-dir (the output of
+// scripts/dev-certs.sh) turns on mutual TLS and the bearer token for the
+// whole local cluster; --auth-token-file alone turns on the token over
+// plaintext. These helpers turn the two into each role's flags.
+//
+// Thread safety: pure functions (LoadLocalTransport reads the files).
+#ifndef GRADWIRE_CLI_LOCAL_TRANSPORT_H_
+#define GRADWIRE_CLI_LOCAL_TRANSPORT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/tls/transport_security.h"
+
+namespace gradwire::cli {
+
+// The files scripts/dev-certs.sh writes into its output directory.
+inline constexpr char kDevCaCert[] = "ca.pem";
+inline constexpr char kDevServerCert[] = "server.pem";
+inline constexpr char kDevServerKey[] = "server.key";
+inline constexpr char kDevClientCert[] = "client.pem";
+inline constexpr char kDevClientKey[] = "client.key";
+inline constexpr char kDevAuthToken[] = "auth-token";
+
+// The shards' and the workers' settings.
+struct LocalTransport {
+  TransportSecurityFiles shard;
+  TransportSecurityFiles worker;
+};
+
+// From --tls-dir (empty: plaintext) and --auth-token-file (empty: with a
+// TLS directory its auth-token file, otherwise no token). With a directory
+// the shards serve server.pem and require client certificates signed by
+// ca.pem; the workers verify the shards with ca.pem and present client.pem.
+LocalTransport LocalTransportFrom(const std::string& tls_dir,
+                                  const std::string& auth_token_file);
+
+// Checks both roles' files (LoadTransportSecurity) and returns what the
+// health checks of `gradwire local` use: the workers' settings, loaded.
+// INVALID_ARGUMENT naming the flag and file on a problem, with a hint about
+// scripts/dev-certs.sh when a TLS directory lacks a file.
+absl::StatusOr<TransportSecurity> LoadLocalTransport(
+    const LocalTransport& transport);
+
+// "--tls-cert=...", ... for the flags set in `files` (none for plaintext).
+std::vector<std::string> TransportFlags(const TransportSecurityFiles& files);
+
+}  // namespace gradwire::cli
+
+#endif  // GRADWIRE_CLI_LOCAL_TRANSPORT_H_
