@@ -20,7 +20,7 @@ namespace gradwire::testing {
 namespace {
 
 constexpr int kShards = 2;
-constexpr int kSteps = 120;
+constexpr int kSteps = 240;
 // Shard 0 is killed once it has applied this many updates (after its first
 // periodic checkpoint, so the restart needs both checkpoint and log).
 constexpr uint64_t kKillAfterUpdates = 50;
@@ -78,6 +78,7 @@ class ShardKillTest : public ::testing::Test {
             "--shards=" + addresses,
             "--num-workers=1",
             "--model=mlp",
+            "--epochs=2",
             absl::StrCat("--max-steps=", kSteps),
             "--train-limit=8000",
             "--test-limit=2000",
