@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/json_text.h"
 #include "bench/report.h"
 
 namespace gradwire::bench {
@@ -35,20 +36,6 @@ double Percentile(const std::vector<float>& sorted, double p) {
 }
 
 double Ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      absl::StrAppend(&out, "\\", std::string(1, c));
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out + "\"";
-}
 
 std::string JsonStrings(const std::vector<std::string>& values) {
   std::vector<std::string> quoted;

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "bench/synthetic_gradient.h"
 #include "common/codec/codec.h"
 #include "common/compress/compressor.h"
 #include "common/compress/registry.h"
@@ -18,24 +19,6 @@ constexpr char kTensorName[] = "model.weights";
 // Small enough that tens of thousands of ASP updates keep the weights far
 // from overflow.
 constexpr float kLearningRate = 0.01f;
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// Uniform in [-1, 1), distinct per (seed, stream). What the shard does with a
-// push does not depend on the value distribution, and a hash is far cheaper
-// than a gaussian draw for 64 workers x 1M elements x several gradients.
-void FillGradient(uint64_t seed, uint64_t stream, absl::Span<float> out) {
-  const uint64_t base = SplitMix64(seed ^ SplitMix64(stream));
-  for (size_t i = 0; i < out.size(); ++i) {
-    const uint64_t bits = SplitMix64(base + i) >> 40;  // 24 random bits.
-    out[i] = static_cast<float>(bits) * (2.0f / 16777216.0f) - 1.0f;
-  }
-}
 
 v1::TrainingConfig TrainingConfigFor(const LoadBenchConfig& config,
                                      const Partition& partition) {
@@ -104,7 +87,7 @@ absl::Status BuildWorkerPushes(const LoadBenchConfig& config,
       gradient.resize(spec.numel);
       const uint64_t stream =
           (uint64_t{worker} << 40) | (uint64_t(v) << 32) | spec.key;
-      FillGradient(config.seed, stream, absl::MakeSpan(gradient));
+      FillSyntheticGradient(config.seed, stream, absl::MakeSpan(gradient));
       CompressContext context;
       context.chunk_key = spec.key;
       context.step = v;

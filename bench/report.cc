@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "bench/json_text.h"
 
 namespace gradwire::bench {
 namespace {
@@ -32,20 +33,6 @@ std::string Optional(const std::optional<double>& v, const char* format) {
 
 std::string JsonNumber(const std::optional<double>& v) {
   return v.has_value() ? absl::StrFormat("%.6g", *v) : "null";
-}
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      absl::StrAppend(&out, "\\", std::string(1, c));
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out + "\"";
 }
 
 std::string RowJson(const ResultRow& r) {

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/json_text.h"
 
 namespace gradwire::bench {
 namespace {
@@ -29,20 +30,6 @@ constexpr char kNotes[] =
     "process kept busy over the measurement (on a shared machine a path with "
     "more runnable threads, or threads that sleep between requests, wins "
     "more of it); selected_per_cpu_s = selected_per_s / cpu_cores.";
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      absl::StrAppend(&out, "\\", std::string(1, c));
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out + "\"";
-}
 
 std::string RowJson(const ServerResultRow& r) {
   return absl::StrFormat(

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "bench/synthetic_gradient.h"
 #include "common/codec/codec.h"
 #include "common/compress/compressor.h"
 #include "common/compress/registry.h"
@@ -17,24 +18,6 @@ namespace {
 constexpr char kTensorName[] = "model.weights";
 // Small enough that thousands of updates keep the weights far from overflow.
 constexpr float kLearningRate = 0.01f;
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// Uniform in [-1, 1), distinct for every (seed, pusher, chunk). What the
-// shard does with a push does not depend on the value distribution, and a
-// hash is far cheaper than a gaussian draw for 8 pushers x 25M elements.
-void FillGradient(uint64_t seed, uint64_t stream, absl::Span<float> out) {
-  const uint64_t base = SplitMix64(seed ^ SplitMix64(stream));
-  for (size_t i = 0; i < out.size(); ++i) {
-    const uint64_t bits = SplitMix64(base + i) >> 40;  // 24 random bits.
-    out[i] = static_cast<float>(bits) * (2.0f / 16777216.0f) - 1.0f;
-  }
-}
 
 v1::TrainingConfig TrainingConfigFor(const Partition& partition) {
   v1::TrainingConfig config;
@@ -76,8 +59,8 @@ absl::Status BuildPusher(const Partition& partition, const Compressor& topk,
   CompressedChunk chunk;
   for (const ChunkSpec& spec : partition.ChunksOfShard(0)) {
     gradient.resize(spec.numel);
-    FillGradient(seed, uint64_t{worker} << 32 | spec.key,
-                 absl::MakeSpan(gradient));
+    FillSyntheticGradient(seed, uint64_t{worker} << 32 | spec.key,
+                          absl::MakeSpan(gradient));
     CompressContext context;
     context.chunk_key = spec.key;
     if (absl::Status s = topk.Compress(gradient, context, &chunk); !s.ok()) {

@@ -16,29 +16,6 @@ namespace {
 
 using namespace shard_test;  // NOLINT(build/namespaces): test helpers.
 
-constexpr double kTol = 1e-5;
-
-// `weights` after one SGD step with the mean of `gradients`, in double.
-std::vector<double> SgdWithMean(
-    const std::vector<double>& weights,
-    const std::vector<std::vector<float>>& gradients) {
-  std::vector<double> out = weights;
-  for (size_t i = 0; i < out.size(); ++i) {
-    double sum = 0.0;
-    for (const std::vector<float>& g : gradients) sum += g[i];
-    out[i] -= double{kLearningRate} * sum / gradients.size();
-  }
-  return out;
-}
-
-void ExpectNear(const std::vector<float>& actual,
-                const std::vector<double>& expected) {
-  ASSERT_EQ(actual.size(), expected.size());
-  for (size_t i = 0; i < actual.size(); ++i) {
-    EXPECT_NEAR(actual[i], expected[i], kTol) << "element " << i;
-  }
-}
-
 std::vector<double> InitialA() {
   const std::vector<float> w = InitialWeights(kKeyA, kNumelA);
   return std::vector<double>(w.begin(), w.end());
@@ -46,10 +23,7 @@ std::vector<double> InitialA() {
 
 // Pushes Gradient(worker, step) of chunk A; fails the test on an error.
 v1::ChunkAck PushA(Shard& shard, uint32_t worker, uint64_t step) {
-  auto response = Push(shard, DensePush(worker, step, kKeyA, kNumelA));
-  EXPECT_TRUE(response.ok()) << response.status();
-  if (!response.ok() || response->acks_size() != 1) return v1::ChunkAck();
-  return response->acks(0);
+  return PushOne(shard, DensePush(worker, step, kKeyA, kNumelA));
 }
 
 uint64_t ClockOfA(Shard& shard) {

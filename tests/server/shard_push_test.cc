@@ -18,41 +18,8 @@ namespace {
 using namespace shard_test;  // NOLINT(build/namespaces): test helpers.
 using ::testing::HasSubstr;
 
-// Float results against doubles: values around 1, a few dozen updates.
-constexpr double kTol = 1e-5;
-
-// `weights` after one SGD step (kLearningRate) with the mean of `gradients`,
-// computed in double.
-std::vector<double> SgdWithMean(
-    const std::vector<double>& weights,
-    const std::vector<std::vector<float>>& gradients) {
-  std::vector<double> out = weights;
-  for (size_t i = 0; i < out.size(); ++i) {
-    double sum = 0.0;
-    for (const std::vector<float>& g : gradients) sum += g[i];
-    out[i] -= double{kLearningRate} * sum / gradients.size();
-  }
-  return out;
-}
-
 std::vector<double> ToDouble(const std::vector<float>& v) {
   return std::vector<double>(v.begin(), v.end());
-}
-
-void ExpectNear(const std::vector<float>& actual,
-                const std::vector<double>& expected, double tol = kTol) {
-  ASSERT_EQ(actual.size(), expected.size());
-  for (size_t i = 0; i < actual.size(); ++i) {
-    EXPECT_NEAR(actual[i], expected[i], tol) << "element " << i;
-  }
-}
-
-// The ack of a successful push of one chunk.
-v1::ChunkAck PushOne(Shard& shard, const v1::PushRequest& request) {
-  auto response = Push(shard, request);
-  EXPECT_TRUE(response.ok()) << response.status();
-  if (!response.ok() || response->acks_size() != 1) return v1::ChunkAck();
-  return response->acks(0);
 }
 
 std::string Bytes(const std::vector<float>& values) {

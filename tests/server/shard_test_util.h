@@ -193,6 +193,40 @@ inline absl::StatusOr<v1::PushResponse> Push(Shard& shard,
   return response;
 }
 
+// The ack of a successful push of one chunk; fails the test on an error.
+inline v1::ChunkAck PushOne(Shard& shard, const v1::PushRequest& request) {
+  auto response = Push(shard, request);
+  EXPECT_TRUE(response.ok()) << response.status();
+  if (!response.ok() || response->acks_size() != 1) return v1::ChunkAck();
+  return response->acks(0);
+}
+
+// Float results against doubles: values around 1, a few dozen updates.
+inline constexpr double kSgdTolerance = 1e-5;
+
+// `weights` after one SGD step (kLearningRate) with the mean of `gradients`,
+// computed in double.
+inline std::vector<double> SgdWithMean(
+    const std::vector<double>& weights,
+    const std::vector<std::vector<float>>& gradients) {
+  std::vector<double> out = weights;
+  for (size_t i = 0; i < out.size(); ++i) {
+    double sum = 0.0;
+    for (const std::vector<float>& g : gradients) sum += g[i];
+    out[i] -= double{kLearningRate} * sum / gradients.size();
+  }
+  return out;
+}
+
+inline void ExpectNear(const std::vector<float>& actual,
+                       const std::vector<double>& expected,
+                       double tol = kSgdTolerance) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    EXPECT_NEAR(actual[i], expected[i], tol) << "element " << i;
+  }
+}
+
 // Dense fp32 pull of one chunk, no waiting, no delta.
 inline absl::StatusOr<v1::ChunkWeights> PullDense(Shard& shard, uint64_t key,
                                                   uint32_t worker = 0) {

@@ -192,17 +192,22 @@ v1::TrainingConfig DeltaConfig() {
   return config;
 }
 
+// Makes `wal` the shard's journal and has worker 0 Init it (a logged record).
+void InitJournaled(Shard& shard, WriteAheadLog* wal) {
+  shard.set_journal(wal);
+  v1::InitResponse response;
+  ASSERT_TRUE(
+      shard.Init(InitRequest(0, DeltaConfig(), DefaultChunks()), &response)
+          .ok());
+}
+
 TEST_F(WriteAheadLogTest, ReplayRebuildsTheStateOfTheShardThatWroteTheLog) {
   uint64_t digest = 0;
   {
     auto wal = Open();
     ASSERT_NE(wal, nullptr);
     Shard shard(Options());
-    shard.set_journal(wal.get());
-    v1::InitResponse response;
-    ASSERT_TRUE(
-        shard.Init(InitRequest(0, DeltaConfig(), DefaultChunks()), &response)
-            .ok());
+    ASSERT_NO_FATAL_FAILURE(InitJournaled(shard, wal.get()));
     Train(shard, 0, 6);
     // Half of step 6: pending in the BSP sum.
     ASSERT_TRUE(Push(shard, DensePush(1, 6, kKeyA, kNumelA)).ok());
@@ -224,11 +229,7 @@ TEST_F(WriteAheadLogTest, ReplayOverACheckpointSkipsWhatItHolds) {
     auto wal = Open();
     ASSERT_NE(wal, nullptr);
     Shard shard(Options());
-    shard.set_journal(wal.get());
-    v1::InitResponse response;
-    ASSERT_TRUE(
-        shard.Init(InitRequest(0, DeltaConfig(), DefaultChunks()), &response)
-            .ok());
+    ASSERT_NO_FATAL_FAILURE(InitJournaled(shard, wal.get()));
     Train(shard, 0, 3);
     checkpoint = shard.Snapshot();
     ASSERT_TRUE(checkpoint.ok());
@@ -253,11 +254,7 @@ TEST_F(WriteAheadLogTest, ReplayRepeatsWorkerDropsAndRejoins) {
     auto wal = Open();
     ASSERT_NE(wal, nullptr);
     Shard shard(Options());
-    shard.set_journal(wal.get());
-    v1::InitResponse response;
-    ASSERT_TRUE(
-        shard.Init(InitRequest(0, DeltaConfig(), DefaultChunks()), &response)
-            .ok());
+    ASSERT_NO_FATAL_FAILURE(InitJournaled(shard, wal.get()));
     Train(shard, 0, 2);
     // Worker 1 goes silent during step 2: the step completes without it.
     ASSERT_TRUE(Push(shard, DensePush(0, 2, kKeyA, kNumelA)).ok());
@@ -265,6 +262,7 @@ TEST_F(WriteAheadLogTest, ReplayRepeatsWorkerDropsAndRejoins) {
     ASSERT_TRUE(shard.DropWorker(1).ok());
     ASSERT_TRUE(Push(shard, DensePush(0, 3, kKeyA, kNumelA)).ok());
     // It comes back with an Init and resumes at the shards' clock.
+    v1::InitResponse response;
     ASSERT_TRUE(
         shard.Init(InitRequest(1, DeltaConfig(), DefaultChunks()), &response)
             .ok());
