@@ -105,6 +105,10 @@ absl::Status ShardMetrics::AddCounters(metrics::Registry* registry,
   constexpr const char* kSent = "gradwire_shard_sent_bytes_total";
   constexpr const char* kSentHelp =
       "Serialized size of the Push and Pull replies sent, in bytes.";
+  constexpr const char* kAuth = "gradwire_shard_auth_refusals_total";
+  constexpr const char* kAuthHelp =
+      "Calls refused for their credentials: unauthenticated (no bearer "
+      "token) or permission_denied (a wrong one).";
   const Labels push = {{"shard", shard}, {"rpc", "push"}};
   const Labels pull = {{"shard", shard}, {"rpc", "pull"}};
   return FirstError({
@@ -127,6 +131,12 @@ absl::Status ShardMetrics::AddCounters(metrics::Registry* registry,
                           "a push of a step not yet completed).",
                           {{"shard", shard}}),
              &worker_rejoins_),
+      Assign(CounterChild(registry, kAuth, kAuthHelp,
+                          {{"shard", shard}, {"code", "unauthenticated"}}),
+             &auth_no_token_),
+      Assign(CounterChild(registry, kAuth, kAuthHelp,
+                          {{"shard", shard}, {"code", "permission_denied"}}),
+             &auth_wrong_token_),
   });
 }
 

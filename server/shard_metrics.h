@@ -26,6 +26,9 @@
 //   gradwire_shard_worker_drops_total          workers taken out of the live
 //                                              set (Shard::DropWorker)
 //   gradwire_shard_worker_rejoins_total        dropped workers back in it
+//   gradwire_shard_auth_refusals_total{code}   calls refused for their
+//       credentials (--auth-token-file): unauthenticated (no bearer token)
+//       or permission_denied (a wrong one)
 // Computed at scrape time:
 //   gradwire_shard_checkpoint_age_seconds      since the last checkpoint this
 //                                              process wrote (absent before)
@@ -101,6 +104,11 @@ class ShardMetrics {
   }
   void CountWorkerDrop() { worker_drops_->Increment(); }
   void CountWorkerRejoin() { worker_rejoins_->Increment(); }
+  // A call refused by the bearer-token check: `wrong_token` for
+  // PERMISSION_DENIED, else UNAUTHENTICATED.
+  void CountAuthRefusal(bool wrong_token) {
+    (wrong_token ? auth_wrong_token_ : auth_no_token_)->Increment();
+  }
   // A checkpoint write that took `duration` and ended at `end`.
   void RecordCheckpoint(bool ok, absl::Duration duration, absl::Time end);
 
@@ -128,6 +136,8 @@ class ShardMetrics {
   metrics::Counter* checkpoint_failures_ = nullptr;
   metrics::Counter* worker_drops_ = nullptr;
   metrics::Counter* worker_rejoins_ = nullptr;
+  metrics::Counter* auth_no_token_ = nullptr;
+  metrics::Counter* auth_wrong_token_ = nullptr;
   std::unique_ptr<metrics::CallbackRegistration> checkpoint_age_;
 
   // Unix nanoseconds of the last successful checkpoint; 0 before one.

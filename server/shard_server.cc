@@ -177,8 +177,8 @@ absl::Status ShardServer::Serve() {
   if (security->auth_token.empty()) {
     builder.RegisterService(&service_);
   } else {
-    token_checking_service_ =
-        std::make_unique<TokenCheckingService>(&service_, security->auth_token);
+    token_checking_service_ = std::make_unique<TokenCheckingService>(
+        &service_, &shard_.metrics(), security->auth_token);
     builder.RegisterService(token_checking_service_.get());
   }
   builder.SetMaxReceiveMessageSize(

@@ -7,12 +7,18 @@
 namespace gradwire {
 
 TokenCheckingService::TokenCheckingService(ParameterServerService* service,
+                                           ShardMetrics* metrics,
                                            std::string token)
-    : service_(service), token_(std::move(token)) {}
+    : service_(service), metrics_(metrics), token_(std::move(token)) {}
 
 grpc::Status TokenCheckingService::Check(
     const grpc::ServerContext& context) const {
-  return ToGrpcStatus(CheckCallAuthorization(context, token_));
+  const absl::Status checked = CheckCallAuthorization(context, token_);
+  if (!checked.ok()) {
+    metrics_->CountAuthRefusal(checked.code() ==
+                               absl::StatusCode::kPermissionDenied);
+  }
+  return ToGrpcStatus(checked);
 }
 
 grpc::Status TokenCheckingService::Init(grpc::ServerContext* context,

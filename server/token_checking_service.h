@@ -17,6 +17,10 @@
 // Only this service is wrapped: grpc.health.v1.Health stays reachable
 // without a token (probes), over TLS when TLS is on.
 //
+// Each refusal is counted in gradwire_shard_auth_refusals_total
+// (shard_metrics.h), so a misconfigured or hostile client shows on the
+// dashboards and not only in its own log.
+//
 // Thread safety: every method may be called concurrently; the token is
 // constant.
 #ifndef GRADWIRE_SERVER_TOKEN_CHECKING_SERVICE_H_
@@ -27,13 +31,16 @@
 #include "gradwire/v1/parameter_server.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/service.h"
+#include "server/shard_metrics.h"
 
 namespace gradwire {
 
 class TokenCheckingService final : public v1::ParameterServer::Service {
  public:
-  // `service` is not owned and must outlive this one; `token` is not empty.
-  TokenCheckingService(ParameterServerService* service, std::string token);
+  // `service` and `metrics` are not owned and must outlive this one;
+  // `token` is not empty.
+  TokenCheckingService(ParameterServerService* service, ShardMetrics* metrics,
+                       std::string token);
 
   grpc::Status Init(grpc::ServerContext* context,
                     const v1::InitRequest* request,
@@ -53,6 +60,7 @@ class TokenCheckingService final : public v1::ParameterServer::Service {
   grpc::Status Check(const grpc::ServerContext& context) const;
 
   ParameterServerService* const service_;
+  ShardMetrics* const metrics_;
   const std::string token_;
 };
 

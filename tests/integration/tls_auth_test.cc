@@ -7,12 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/tls/bearer_token.h"
 #include "common/tls/grpc_transport.h"
 #include "common/tls/transport_security.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/metrics_test_util.h"
 #include "tests/integration/dev_certs.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_model.h"
@@ -233,8 +235,45 @@ TEST_F(TlsAuthTest, ClientRefusesAnExpiredServerCertificate) {
   EXPECT_EQ(Init(client.get()).error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
+TEST_F(TlsAuthTest, MutualTlsRefusesAnExpiredClientCertificate) {
+  // Expiry is the client certificate's one defect: the shard trusts its CA.
+  auto verify =
+      RunToExit("/usr/bin/openssl",
+                {"verify", "-CAfile", expired_->ca(), expired_->client_cert()});
+  ASSERT_TRUE(verify.ok()) << verify.status();
+  EXPECT_NE(verify->exit_code, 0);
+  EXPECT_THAT(verify->out + verify->err, HasSubstr("certificate has expired"));
+
+  StartShard({"--tls-cert=" + good_->server_cert(),
+              "--tls-key=" + good_->server_key(), "--tls-ca=" + expired_->ca(),
+              "--tls-require-client-cert"});
+  auto expired = NewStub(Client(good_, expired_, nullptr));
+  v1::ShardInfo info;
+  EXPECT_EQ(GetInfo(expired.get(), &info).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Init(expired.get()).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Push(expired.get(), 0).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+// The shard's gradwire_shard_auth_refusals_total sample with `code`, or -1.
+double AuthRefusals(int metrics_port, const std::string& code) {
+  auto response = metrics_test::HttpRequest(metrics_port, "/metrics");
+  EXPECT_TRUE(response.ok()) << response.status();
+  if (!response.ok()) return -1;
+  for (const auto& [key, value] : metrics_test::ParseSamples(response->body)) {
+    if (absl::StartsWith(key, "gradwire_shard_auth_refusals_total{") &&
+        absl::StrContains(key, absl::StrCat("code=\"", code, "\""))) {
+      return value;
+    }
+  }
+  return -1;
+}
+
 TEST_F(TlsAuthTest, TokenOnPlaintext) {
-  std::vector<std::string> flags = {"--auth-token-file=" + good_->token_file()};
+  const int metrics_port = PickFreeLoopbackPort();
+  std::vector<std::string> flags = {
+      "--auth-token-file=" + good_->token_file(), "--metrics-address=127.0.0.1",
+      absl::StrCat("--metrics-port=", metrics_port)};
   StartShard(flags);
   EXPECT_THAT(shard_->Stderr(),
               HasSubstr("transport: plaintext (no TLS; anyone who can reach "
@@ -245,6 +284,8 @@ TEST_F(TlsAuthTest, TokenOnPlaintext) {
                             NewStub(Client(nullptr, nullptr, nullptr)).get(),
                             grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_FALSE(ReadState(right.get()).initialized);
+  EXPECT_EQ(AuthRefusals(metrics_port, "unauthenticated"), 4);
+  EXPECT_EQ(AuthRefusals(metrics_port, "permission_denied"), 0);
   Train(right.get());
   ExpectRefusedAndUnchanged(right.get(),
                             NewStub(Client(nullptr, nullptr, nullptr)).get(),
@@ -261,6 +302,10 @@ TEST_F(TlsAuthTest, TokenOnPlaintext) {
   v1::ShardInfo info;
   EXPECT_EQ(plain->GetInfo(&context, v1::GetInfoRequest(), &info).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
+  // Every refusal is on the dashboards (4 calls each above, plus the Basic
+  // one); accepted calls are not.
+  EXPECT_EQ(AuthRefusals(metrics_port, "unauthenticated"), 4 + 4 + 1);
+  EXPECT_EQ(AuthRefusals(metrics_port, "permission_denied"), 4);
   // Health needs no token.
   EXPECT_EQ(CheckHealth(Channel(TransportSecurity()), "").value_or(-1), 1);
   EXPECT_EQ(
