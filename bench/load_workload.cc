@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "bench/synthetic_gradient.h"
+#include "bench/zero_init.h"
 #include "common/codec/codec.h"
 #include "common/compress/compressor.h"
 #include "common/compress/registry.h"
@@ -43,29 +44,6 @@ v1::TrainingConfig TrainingConfigFor(const LoadBenchConfig& config,
   training.set_num_shards(config.shards);
   training.set_partition_bytes(config.partition_bytes);
   return training;
-}
-
-absl::Status BuildInit(const v1::TrainingConfig& training,
-                       const Partition& partition, uint32_t shard,
-                       v1::InitRequest* init) {
-  init->set_worker_id(0);
-  init->set_shard_id(shard);
-  *init->mutable_config() = training;
-  CompressedChunk zeros;
-  zeros.encoding = Encoding::kDense;
-  for (const ChunkSpec& spec : partition.ChunksOfShard(shard)) {
-    v1::ChunkDeclaration* declaration = init->add_chunks();
-    declaration->set_key(spec.key);
-    declaration->set_tensor_name(kTensorName);
-    declaration->set_offset(spec.offset);
-    zeros.numel = spec.numel;
-    zeros.values.assign(spec.numel, 0.0f);
-    if (absl::Status s = EncodeChunk(zeros, declaration->mutable_initial());
-        !s.ok()) {
-      return s;
-    }
-  }
-  return absl::OkStatus();
 }
 
 // Worker `worker`'s pushes; `feedback` is scratch (one state per chunk).
@@ -128,8 +106,8 @@ absl::StatusOr<LoadModel> BuildLoadModel(const LoadBenchConfig& config) {
       TrainingConfigFor(config, *model.partition);
   model.inits.resize(config.shards);
   for (uint32_t s = 0; s < config.shards; ++s) {
-    if (absl::Status st =
-            BuildInit(training, *model.partition, s, &model.inits[s]);
+    if (absl::Status st = BuildZeroInit(training, *model.partition, s,
+                                        kTensorName, &model.inits[s]);
         !st.ok()) {
       return st;
     }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "bench/synthetic_gradient.h"
+#include "bench/zero_init.h"
 #include "common/codec/codec.h"
 #include "common/compress/compressor.h"
 #include "common/compress/registry.h"
@@ -29,27 +30,6 @@ v1::TrainingConfig TrainingConfigFor(const Partition& partition) {
   config.set_num_shards(1);
   config.set_partition_bytes(partition.options().partition_bytes);
   return config;
-}
-
-absl::Status BuildInit(const Partition& partition, v1::InitRequest* init) {
-  init->set_worker_id(0);
-  init->set_shard_id(0);
-  *init->mutable_config() = TrainingConfigFor(partition);
-  CompressedChunk zeros;
-  zeros.encoding = Encoding::kDense;
-  for (const ChunkSpec& spec : partition.ChunksOfShard(0)) {
-    v1::ChunkDeclaration* declaration = init->add_chunks();
-    declaration->set_key(spec.key);
-    declaration->set_tensor_name(kTensorName);
-    declaration->set_offset(spec.offset);
-    zeros.numel = spec.numel;
-    zeros.values.assign(spec.numel, 0.0f);
-    if (absl::Status s = EncodeChunk(zeros, declaration->mutable_initial());
-        !s.ok()) {
-      return s;
-    }
-  }
-  return absl::OkStatus();
 }
 
 // Builds pusher `worker`'s requests, one per chunk, into `*load`.
@@ -108,7 +88,9 @@ absl::StatusOr<Workload> BuildWorkload(const ServerBenchConfig& config,
   workload.numel = config.numel;
   workload.num_chunks = partition->num_chunks();
   workload.density = config.density;
-  if (absl::Status s = BuildInit(*partition, &workload.init); !s.ok()) {
+  if (absl::Status s = BuildZeroInit(TrainingConfigFor(*partition), *partition,
+                                     0, kTensorName, &workload.init);
+      !s.ok()) {
     return s;
   }
   workload.pushers.resize(max_pushers);
