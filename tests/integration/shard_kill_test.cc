@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -152,6 +153,11 @@ TEST_F(ShardKillTest, KilledShardLosesNoAcknowledgedUpdateAndAppliesNoneTwice) {
   EXPECT_EQ(SummaryField(killed, "test_accuracy"),
             SummaryField(reference, "test_accuracy"));
   EXPECT_GT(JsonNumber(killed, "test_accuracy"), 0.7) << killed;
+  std::cout << "killed run: " << JsonNumber(killed, "steps") << " steps, "
+            << JsonNumber(killed, "retries") << " retries, accuracy "
+            << SummaryField(killed, "test_accuracy") << " (uninterrupted "
+            << SummaryField(reference, "test_accuracy") << "), fingerprint "
+            << SummaryField(killed, "weights_fingerprint") << "\n";
 }
 
 }  // namespace
