@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/metrics/registry.h"
@@ -104,10 +105,13 @@ class ShardMetrics {
   }
   void CountWorkerDrop() { worker_drops_->Increment(); }
   void CountWorkerRejoin() { worker_rejoins_->Increment(); }
-  // A call refused by the bearer-token check: `wrong_token` for
-  // PERMISSION_DENIED, else UNAUTHENTICATED.
-  void CountAuthRefusal(bool wrong_token) {
-    (wrong_token ? auth_wrong_token_ : auth_no_token_)->Increment();
+  // A call refused by the bearer-token check with `code`:
+  // kPermissionDenied (a wrong token), anything else counts as
+  // UNAUTHENTICATED (no token).
+  void CountAuthRefusal(absl::StatusCode code) {
+    (code == absl::StatusCode::kPermissionDenied ? auth_wrong_token_
+                                                 : auth_no_token_)
+        ->Increment();
   }
   // A checkpoint write that took `duration` and ended at `end`.
   void RecordCheckpoint(bool ok, absl::Duration duration, absl::Time end);

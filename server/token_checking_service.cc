@@ -14,10 +14,7 @@ TokenCheckingService::TokenCheckingService(ParameterServerService* service,
 grpc::Status TokenCheckingService::Check(
     const grpc::ServerContext& context) const {
   const absl::Status checked = CheckCallAuthorization(context, token_);
-  if (!checked.ok()) {
-    metrics_->CountAuthRefusal(checked.code() ==
-                               absl::StatusCode::kPermissionDenied);
-  }
+  if (!checked.ok()) metrics_->CountAuthRefusal(checked.code());
   return ToGrpcStatus(checked);
 }
 
