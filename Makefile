@@ -18,6 +18,9 @@
 #                    latency, errors, shard memory (build/bench-load.json)
 #   make demo        2 shards + 2 workers train Fashion-MNIST on this machine
 #                    (gradwire local; writes build/demo-summary.json)
+#   make demo-python the same with Python workers (examples/python/train.py
+#                    through --worker-command; writes
+#                    build/demo-python-summary.json)
 #   make format      clang-format every C++ file
 #   make check-deploy  offline checks of docker-compose.yml, deploy/docker,
 #                    deploy/k8s and deploy/prometheus, with every service's
@@ -45,7 +48,7 @@ CONVERGENCE_ARGS ?=
 # Flags for gradwire-bench-load, e.g. "--mode=bsp --steps=200".
 LOAD_ARGS ?=
 
-.PHONY: all deps configure build test test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-network bench-straggler bench-load demo format check-deploy clean
+.PHONY: all deps configure build test test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-network bench-straggler bench-load demo demo-python format check-deploy clean
 
 all: build
 
@@ -100,6 +103,15 @@ demo: build
 	$(BUILD)/bin/gradwire local --shards=2 --workers=2 --model=cnn \
 	  --compressor=topk --ratio=0.01 --error-feedback --epochs=1 \
 	  --summary-json=$(BUILD)/demo-summary.json $(DEMO_ARGS)
+
+# The workers inherit gradwire local's environment: PYTHONPATH finds the
+# gradwire Python module built into $(BUILD)/python.
+demo-python: build
+	PYTHONPATH=$(abspath $(BUILD))/python $(BUILD)/bin/gradwire local \
+	  --shards=2 --workers=2 \
+	  --worker-command="/usr/bin/python3 examples/python/train.py" \
+	  --model=cnn --compressor=topk --ratio=0.01 --error-feedback --epochs=1 \
+	  --summary-json=$(BUILD)/demo-python-summary.json $(DEMO_ARGS)
 
 check-deploy: build
 	BUILD=$(BUILD) scripts/check-deploy.sh

@@ -269,7 +269,10 @@ absl::Status LocalCluster::WaitUntilServing() {
 }
 
 absl::Status LocalCluster::StartWorkers() {
-  const std::string worker = options_.bin_dir + "/gradwire-worker";
+  const std::vector<std::string> command =
+      options_.worker_command.empty()
+          ? std::vector<std::string>{options_.bin_dir + "/gradwire-worker"}
+          : options_.worker_command;
   const std::string shards = absl::StrJoin(addresses_, ",");
   std::vector<std::string> env;
   if (std::getenv("OMP_NUM_THREADS") == nullptr) {
@@ -284,14 +287,15 @@ absl::Status LocalCluster::StartWorkers() {
         RunPath(absl::StrCat("worker-", i, ".metrics-port"));
     std::filesystem::remove(metrics_file);
     SpawnOptions spawn;
-    spawn.argv = {worker,
-                  "--shards=" + shards,
-                  absl::StrCat("--worker-id=", i),
-                  absl::StrCat("--num-workers=", options_.workers),
-                  "--summary-json=" + summary,
-                  "--metrics-address=127.0.0.1",
-                  "--metrics-port=0",
-                  "--metrics-port-file=" + metrics_file};
+    // Keep this list and the one in local_cluster.h and README.md equal: a
+    // user's worker command must accept every flag.
+    spawn.argv = command;
+    spawn.argv.insert(
+        spawn.argv.end(),
+        {"--shards=" + shards, absl::StrCat("--worker-id=", i),
+         absl::StrCat("--num-workers=", options_.workers),
+         "--summary-json=" + summary, "--metrics-address=127.0.0.1",
+         "--metrics-port=0", "--metrics-port-file=" + metrics_file});
     // Worker 0's accuracy is the cluster's; the others skip the evaluation
     // (a user's --evaluate, which comes later, still wins).
     if (i > 0) spawn.argv.push_back("--evaluate=false");

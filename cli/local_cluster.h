@@ -1,7 +1,8 @@
 // `gradwire local`: a whole gradwire job on this machine. Starts S shards
-// (gradwire-server) and W workers (gradwire-worker) as real processes on
-// loopback with OS-chosen ports, supervises them to the end, stops all of
-// them on failure or on a stop signal, and sums up the run.
+// (gradwire-server) and W workers (gradwire-worker, or a command of the
+// user's such as a Python training script) as real processes on loopback
+// with OS-chosen ports, supervises them to the end, stops all of them on
+// failure or on a stop signal, and sums up the run.
 //
 // Sequence: the shards start (each writes its port to a file in the run
 // directory); once every shard answers SERVING on grpc.health.v1, the
@@ -27,9 +28,21 @@ namespace gradwire::cli {
 struct LocalClusterOptions {
   int shards = 1;
   int workers = 1;
-  // Appended verbatim to every worker's command line, after --shards,
-  // --worker-id, --num-workers and --summary-json (which the caller must
-  // not repeat here).
+  // What starts a worker: the path of an executable (run with execve, no
+  // PATH search; see FindExecutable in cli/process.h) and its own first
+  // arguments. Empty: <bin_dir>/gradwire-worker. Either way each worker's
+  // command line goes on with the same flags, in this order:
+  //   --shards=<host:port,...> --worker-id=<i> --num-workers=<W>
+  //   --summary-json=<run dir>/worker-<i>.json --metrics-address=127.0.0.1
+  //   --metrics-port=0 --metrics-port-file=<run dir>/worker-<i>.metrics-port
+  //   --evaluate=false (workers 1..W-1 only), TransportFlags(transport.worker),
+  //   then worker_args.
+  // A worker must write its summary (the keys CombineWorkerSummaries
+  // requires) to the --summary-json path and exit 0; the metrics port file
+  // is optional.
+  std::vector<std::string> worker_command;
+  // Appended verbatim to every worker's command line, after the flags above
+  // (which the caller must not repeat here).
   std::vector<std::string> worker_args;
   // The cluster's summary (see cli/cluster_summary.h); empty: none.
   std::string summary_json;
@@ -44,7 +57,8 @@ struct LocalClusterOptions {
   absl::Duration grace = absl::Seconds(10);
   // How long the shards may take to serve after starting.
   absl::Duration start_timeout = absl::Seconds(60);
-  // The directory holding gradwire-server and gradwire-worker.
+  // The directory holding gradwire-server and gradwire-worker (the latter
+  // only needed when worker_command is empty).
   std::string bin_dir;
   // TLS and token flags of the shards and the workers (placed before
   // worker_args), and the workers' settings loaded (LoadLocalTransport) for

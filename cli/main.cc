@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "cli/local_cluster.h"
@@ -37,7 +38,8 @@ ABSL_FLAG(int64_t, shards, 1,
           "worker's --shards: gradwire local passes the workers the shards' "
           "addresses.");
 ABSL_FLAG(int64_t, workers, 1,
-          "Number of workers (gradwire-worker processes) to start.");
+          "Number of workers (gradwire-worker processes, or "
+          "--worker-command) to start.");
 ABSL_FLAG(std::string, summary_json, "",
           "Write the cluster's summary here: the keys of the worker summary "
           "with byte counts summed over workers and steps/wall_seconds the "
@@ -56,6 +58,13 @@ ABSL_FLAG(double, grace_seconds, 10,
           "after SIGTERM before SIGKILL.");
 ABSL_FLAG(double, start_timeout_seconds, 60,
           "How long the shards may take to start serving.");
+ABSL_FLAG(std::string, worker_command, "",
+          "Command line that starts each worker instead of gradwire-worker, "
+          "split on whitespace (no quoting), e.g. \"/usr/bin/python3 "
+          "examples/python/train.py\". Its first word names an executable "
+          "file: a path, or a name looked up in PATH. Each worker's flags "
+          "(see above) are appended, as for gradwire-worker. Empty: "
+          "gradwire-worker next to gradwire.");
 ABSL_FLAG(std::string, tls_dir, "",
           "Directory written by scripts/dev-certs.sh: mutual TLS between "
           "every worker and shard, and its auth-token file as the bearer "
@@ -115,6 +124,14 @@ constexpr absl::string_view kLocalUsage =
     "--, goes to each worker unchanged (see\ngradwire-worker --help); "
     "gradwire local sets the workers' --shards, --worker-id,\n--num-workers "
     "and --summary-json itself. Ctrl-C stops all processes.\n"
+    "--worker-command=\"CMD ARGS\" starts CMD ARGS instead of gradwire-worker "
+    "for\nevery worker, with the same flags appended: --shards=HOST:PORT,...\n"
+    "--worker-id=I --num-workers=W --summary-json=FILE "
+    "--metrics-address=127.0.0.1\n--metrics-port=0 --metrics-port-file=FILE, "
+    "--evaluate=false on workers\n1..W-1, --tls-cert --tls-key --tls-ca (with "
+    "--tls-dir), --auth-token-file\n(with --tls-dir or --auth-token-file), "
+    "then the worker flags given here. It\nmust write its summary JSON to FILE "
+    "and exit 0 (see README.md).\n"
     "--tls-dir=DIR (from scripts/dev-certs.sh DIR) runs the cluster with "
     "mutual TLS and\na bearer token; it sets the --tls-* flags of shards and "
     "workers.\n"
@@ -123,9 +140,9 @@ constexpr absl::string_view kLocalUsage =
     "Ctrl-C.";
 
 constexpr absl::string_view kLocalFlags[] = {
-    "shards",  "workers",        "summary_json",  "checkpoint_dir",
-    "log_dir", "keep_logs",      "grace_seconds", "start_timeout_seconds",
-    "tls_dir", "auth_token_file"};
+    "shards",         "workers",   "summary_json",   "checkpoint_dir",
+    "log_dir",        "keep_logs", "grace_seconds",  "start_timeout_seconds",
+    "worker_command", "tls_dir",   "auth_token_file"};
 constexpr absl::string_view kLocalBoolFlags[] = {"keep_logs"};
 // Worker flags that gradwire local sets for each worker.
 constexpr absl::string_view kWorkerFlagsSetByLocal[] = {"worker_id",
@@ -239,6 +256,40 @@ std::vector<std::string> SplitLocalArguments(
   return workers;
 }
 
+// Whether `args` (local's own and the workers') set local's flag `name`
+// before a bare --.
+bool GivenBeforeDashes(const std::vector<std::string>& args,
+                       absl::string_view name) {
+  for (const std::string& arg : args) {
+    if (arg == "--") return false;
+    if (FlagName(arg) == name) return true;
+  }
+  return false;
+}
+
+// --worker-command split into words, its first resolved as execvp would;
+// empty when the flag was not given.
+std::vector<std::string> WorkerCommandOrExit(
+    const std::vector<std::string>& args) {
+  if (!GivenBeforeDashes(args, "worker_command")) return {};
+  const std::string flag = absl::GetFlag(FLAGS_worker_command);
+  std::vector<std::string> words =
+      absl::StrSplit(flag, absl::ByAnyChar(" \t\n\r\f\v"), absl::SkipEmpty());
+  if (words.empty()) {
+    UsageError("local",
+               "--worker-command is empty (give the program that "
+               "starts a worker, e.g. --worker-command=\"python3 "
+               "train.py\")");
+  }
+  absl::StatusOr<std::string> program = FindExecutable(words[0]);
+  if (!program.ok()) {
+    UsageError("local",
+               absl::StrCat("--worker-command: ", program.status().message()));
+  }
+  words[0] = *std::move(program);
+  return words;
+}
+
 LocalClusterOptions LocalOptionsOrExit(const std::vector<std::string>& args) {
   LocalClusterOptions o;
   o.worker_args = SplitLocalArguments(args);
@@ -258,6 +309,7 @@ LocalClusterOptions LocalOptionsOrExit(const std::vector<std::string>& args) {
   if (!(start > 0)) UsageError("local", "--start-timeout-seconds must be > 0");
   o.shards = static_cast<int>(shards);
   o.workers = static_cast<int>(workers);
+  o.worker_command = WorkerCommandOrExit(args);
   o.summary_json = absl::GetFlag(FLAGS_summary_json);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.log_dir = absl::GetFlag(FLAGS_log_dir);
@@ -279,7 +331,9 @@ int RunLocal(const std::vector<std::string>& args) {
     absl::FPrintF(stderr, "gradwire local: %s\n", bin_dir.status().ToString());
     return 1;
   }
-  for (const char* binary : {"gradwire-server", "gradwire-worker"}) {
+  std::vector<std::string> binaries = {"gradwire-server"};
+  if (options.worker_command.empty()) binaries.push_back("gradwire-worker");
+  for (const std::string& binary : binaries) {
     const std::string path = absl::StrCat(*bin_dir, "/", binary);
     if (access(path.c_str(), X_OK) != 0) {
       absl::FPrintF(stderr,

@@ -3,12 +3,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -107,6 +109,16 @@ std::vector<char*> NullTerminated(std::vector<std::string>& strings) {
   _exit(127);
 }
 
+// Why `path` is not a regular file (after symlinks) that this process may
+// execute; empty when it is one.
+std::string NotExecutableReason(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  if (access(path.c_str(), X_OK) != 0) return "not executable";
+  return "";
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
@@ -177,6 +189,27 @@ absl::StatusOr<std::string> SelfDirectory() {
   if (n < 0) return absl::ErrnoToStatus(errno, "readlink /proc/self/exe");
   const std::string exe(path, n);
   return exe.substr(0, exe.rfind('/'));
+}
+
+absl::StatusOr<std::string> FindExecutable(const std::string& program) {
+  if (program.empty()) return absl::InvalidArgumentError("empty program name");
+  if (absl::StrContains(program, '/')) {
+    const std::string reason = NotExecutableReason(program);
+    if (reason.empty()) return program;
+    return absl::NotFoundError(absl::StrCat(program, ": ", reason));
+  }
+  // glibc's execvp uses confstr(_CS_PATH) when PATH is unset: /bin:/usr/bin.
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path != nullptr ? path : "/bin:/usr/bin";
+  for (absl::string_view dir : absl::StrSplit(dirs, ':')) {
+    const std::string candidate =
+        dir.empty() ? program : absl::StrCat(dir, "/", program);
+    if (NotExecutableReason(candidate).empty()) {
+      return dir.empty() ? absl::StrCat("./", program) : candidate;
+    }
+  }
+  return absl::NotFoundError(
+      absl::StrCat("no executable file ", program, " in PATH (", dirs, ")"));
 }
 
 std::string TailOfFile(const std::string& path, int max_lines) {

@@ -78,6 +78,14 @@ class ChildProcess {
 // The directory holding the running binary (from /proc/self/exe).
 absl::StatusOr<std::string> SelfDirectory();
 
+// The file execvp would run for `program`, as a path that execve (and so
+// Spawn) can run: `program` itself when it contains a slash, otherwise the
+// first directory of $PATH (an empty entry is the current directory; unset,
+// "/bin:/usr/bin") that holds a regular file of that name which this process
+// may execute. NOT_FOUND when no such file exists, naming what was looked
+// for; INVALID_ARGUMENT for an empty `program`.
+absl::StatusOr<std::string> FindExecutable(const std::string& program);
+
 // The last `max_lines` lines of a file (whole lines, without a trailing
 // newline); empty if the file cannot be read. Reads at most the last 64 KiB.
 std::string TailOfFile(const std::string& path, int max_lines);

@@ -32,12 +32,17 @@ PACKAGES=(
   libcivetweb-dev prometheus
   # Training data and network namespaces for cluster tests.
   dataset-fashion-mnist iproute2 openssl
+  # The Python package (python/): a pybind11 extension built against
+  # Debian's python3-torch (the same libtorch 1.13), its tests, and the
+  # example's ResNet-18.
+  python3-dev python3-torch pybind11-dev python3-pytest python3-torchvision
 )
 
 # Not needed to build the images' binaries (tests, fuzzing, benchmarks).
 IMAGE_BUILD_SKIP=(
   clang libclang-rt-14-dev clang-format libgtest-dev libgmock-dev
   libbenchmark-dev prometheus dataset-fashion-mnist iproute2 openssl
+  python3-dev python3-torch pybind11-dev python3-pytest python3-torchvision
 )
 
 # make check-deploy: docker-compose validates docker-compose.yml; Node.js and

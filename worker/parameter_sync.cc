@@ -11,6 +11,7 @@
 #include "worker/device_chunks.h"
 #include "worker/grpc_ps_client.h"
 #include "worker/local_group.h"
+#include "worker/push_pipeline.h"
 #include "worker/worker_metrics.h"
 
 namespace gradwire {
@@ -119,6 +120,7 @@ absl::StatusOr<std::unique_ptr<ParameterSync>> ParameterSync::Connect(
   client_options.worker_id = options.worker_id;
   client_options.rpc_timeout = options.rpc_timeout;
   client_options.pull_timeout = options.pull_timeout;
+  client_options.connect_timeout = options.connect_timeout;
   client_options.transport = options.transport;
   auto client = GrpcPsClient::Connect(options.shard_addresses, client_options);
   if (!client.ok()) return client.status();
@@ -216,10 +218,15 @@ absl::Status ParameterSync::Register(const NamedTensors& parameters) {
   auto partition = Partition::Build(std::move(specs), partition_options);
   if (!partition.ok()) return partition.status();
   partition_ = std::make_unique<Partition>(std::move(*partition));
+  owned_keys_.assign(parameters_.size(), {});
+  announced_.assign(parameters_.size(), false);
   for (const ChunkSpec& spec : partition_->chunks()) {
     ChunkSlot slot;
     slot.spec = spec;
     slots_.push_back(std::move(slot));
+    if (OwnsLocally(spec.key)) {
+      owned_keys_[spec.tensor_index].push_back(spec.key);
+    }
   }
   return InitShards();
 }
@@ -308,19 +315,24 @@ absl::Status ParameterSync::Step(int epoch) {
     const SyncStats before = stats_;
     const absl::Time step_start = absl::Now();
     absl::Time start = step_start;
-    for (torch::Tensor& p : parameters_) {
-      // A parameter outside this step's graph has no gradient: it pushes
-      // zeros, like every other worker's view of it.
-      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    if (step_announced_) {
+      if (absl::Status s = FinishOverlappedPush(); !s.ok()) return s;
+    } else {
+      for (torch::Tensor& p : parameters_) {
+        // A parameter outside this step's graph has no gradient: it pushes
+        // zeros, like every other worker's view of it.
+        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      }
+      if (group_->size() > 1) {
+        std::vector<torch::Tensor> gradients;
+        for (torch::Tensor& p : parameters_)
+          gradients.push_back(p.mutable_grad());
+        if (absl::Status s = group_->AllReduceMean(gradients); !s.ok())
+          return s;
+      }
+      stats_.reduce_seconds += SecondsSince(start);
+      if (absl::Status s = PushGradients(epoch); !s.ok()) return s;
     }
-    if (group_->size() > 1) {
-      std::vector<torch::Tensor> gradients;
-      for (torch::Tensor& p : parameters_)
-        gradients.push_back(p.mutable_grad());
-      if (absl::Status s = group_->AllReduceMean(gradients); !s.ok()) return s;
-    }
-    stats_.reduce_seconds += SecondsSince(start);
-    if (absl::Status s = PushGradients(epoch); !s.ok()) return s;
     if (absl::Status s = PullWeights(MinStepToPull()); !s.ok()) return s;
     if (step_ + 1 > pulled_min_clock_) {
       stats_.max_step_lead =
@@ -361,7 +373,71 @@ double ParameterSync::ResidualNorm() const {
   return std::sqrt(sum_of_squares);
 }
 
+absl::Status ParameterSync::GradientReady(size_t index, int epoch) {
+  if (!partition_) return absl::FailedPreconditionError("Register first");
+  if (index >= parameters_.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "parameter index %d is outside [0, %d)", index, parameters_.size()));
+  }
+  if (group_->size() > 1) {
+    return absl::FailedPreconditionError(
+        "overlap needs local_size 1: local ranks reduce whole steps");
+  }
+  if (announced_[index]) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the gradient of %s was already pushed in step %d; call Step() "
+        "before the next backward pass",
+        partition_->tensors()[index].name, step_));
+  }
+  if (!pipeline_) {
+    pipeline_ = std::make_unique<PushPipeline>(
+        [this](const std::vector<uint64_t>& keys) {
+          return CompressAndPush(keys, overlap_epoch_, &overlap_timings_);
+        });
+  }
+  if (!step_announced_) {
+    // The first announcement of a step: nothing is queued, the pipeline
+    // thread is idle, and these fields are the caller's to set.
+    step_announced_ = true;
+    overlap_epoch_ = epoch;
+    overlap_timings_ = PushTimings();
+    if (device_compressor_) device_compressor_->BeginStep();
+  }
+  announced_[index] = true;
+  pipeline_->Enqueue(owned_keys_[index]);
+  return absl::OkStatus();
+}
+
+absl::Status ParameterSync::FinishOverlappedPush() {
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (announced_[i]) continue;
+    torch::Tensor& p = parameters_[i];
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    announced_[i] = true;
+    pipeline_->Enqueue(owned_keys_[i]);
+  }
+  const absl::Status pushed = pipeline_->Drain();
+  announced_.assign(parameters_.size(), false);
+  step_announced_ = false;
+  CountPushed(overlap_timings_);
+  return pushed;
+}
+
 absl::Status ParameterSync::PushGradients(int epoch) {
+  if (device_compressor_) device_compressor_->BeginStep();
+  std::vector<uint64_t> keys;
+  for (const std::vector<uint64_t>& owned : owned_keys_) {
+    keys.insert(keys.end(), owned.begin(), owned.end());
+  }
+  std::sort(keys.begin(), keys.end());
+  PushTimings timings;
+  const absl::Status pushed = CompressAndPush(keys, epoch, &timings);
+  CountPushed(timings);
+  return pushed;
+}
+
+absl::Status ParameterSync::CompressAndPush(const std::vector<uint64_t>& keys,
+                                            int epoch, PushTimings* timings) {
   absl::Time start = absl::Now();
   const uint32_t shards = partition_->num_shards();
   std::vector<v1::PushRequest> requests(shards);
@@ -372,13 +448,14 @@ absl::Status ParameterSync::PushGradients(int epoch) {
   CompressContext context;
   context.step = step_;
   context.epoch = epoch;
-  if (device_compressor_) device_compressor_->BeginStep();
-  for (ChunkSlot& slot : slots_) {
+  for (const uint64_t key : keys) {
+    ChunkSlot& slot = slots_[key];
     const ChunkSpec& spec = slot.spec;
-    if (!OwnsLocally(spec.key)) continue;
-    torch::Tensor& parameter = parameters_[spec.tensor_index];
+    const torch::Tensor& parameter = parameters_[spec.tensor_index];
     context.chunk_key = spec.key;
-    absl::Status s = CompressChunk(parameter.grad(), context, &slot);
+    absl::Status s = CatchTorch("gradwire push", [&] {
+      return CompressChunk(parameter.grad(), context, &slot);
+    });
     if (!s.ok()) {
       return absl::Status(
           s.code(),
@@ -393,20 +470,25 @@ absl::Status ParameterSync::PushGradients(int epoch) {
       return e;
     }
   }
-  stats_.compress_seconds += SecondsSince(start);
-  for (uint32_t s = 0; s < shards; ++s) {
+  timings->compress_seconds += SecondsSince(start);
+  start = absl::Now();
+  std::vector<v1::PushResponse> responses;
+  absl::Status pushed = client_->Push(requests, &responses);
+  timings->push_seconds += SecondsSince(start);
+  return pushed;
+}
+
+void ParameterSync::CountPushed(const PushTimings& timings) {
+  stats_.compress_seconds += timings.compress_seconds;
+  stats_.push_seconds += timings.push_seconds;
+  for (uint32_t s = 0; s < partition_->num_shards(); ++s) {
     if (dense_equivalent_[s].chunks().empty()) continue;
     dense_equivalent_[s].set_step(step_);
     stats_.dense_equivalent_bytes += dense_equivalent_[s].ByteSizeLong();
   }
-  start = absl::Now();
-  std::vector<v1::PushResponse> responses;
-  absl::Status pushed = client_->Push(requests, &responses);
-  stats_.push_seconds += SecondsSince(start);
   const TrafficStats traffic = client_->traffic();
   stats_.pushed_bytes = traffic.push_bytes_sent;
   stats_.retries = traffic.retries;
-  return pushed;
 }
 
 absl::Status ParameterSync::CompressChunk(const torch::Tensor& gradient,

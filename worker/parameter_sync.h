@@ -55,6 +55,7 @@ class Registry;
 class DeviceChunkCompressor;
 class LocalGroup;
 class Partition;
+class PushPipeline;
 class WorkerMetrics;
 
 struct SyncOptions {
@@ -84,6 +85,8 @@ struct SyncOptions {
   // Deadlines and retries of the RPCs.
   absl::Duration rpc_timeout = absl::Seconds(30);
   absl::Duration pull_timeout = absl::Seconds(300);
+  // How long Connect waits for every shard's channel to be ready.
+  absl::Duration connect_timeout = absl::Seconds(30);
   // TLS and bearer token of the shard connections (ClientOptions::transport;
   // LoadTransportSecurity reads them from files). Default: plaintext.
   TransportSecurity transport;
@@ -142,6 +145,20 @@ class ParameterSync {
   // new chunks; the step can be retried.
   absl::Status Step(int epoch = 0);
 
+  // Overlap of communication with the backward pass: says that the
+  // gradient of parameter `index` (registration order) is final for this
+  // step, and has its chunks compressed and pushed on a background thread
+  // at once, while backward() goes on with the other parameters (a
+  // gradient hook calls this). The gradient must not change until Step(),
+  // which pushes the parameters not announced (a missing gradient pushes
+  // zeros), waits for every push and pulls. Compression and pushes are
+  // the same as without overlap, so the weights are too.
+  // Errors: FAILED_PRECONDITION before Register, with local ranks
+  // (local_size > 1: the node reduces whole steps), or for a parameter
+  // already announced this step; INVALID_ARGUMENT for an index out of
+  // range. A failed push is returned by the next Step().
+  absl::Status GradientReady(size_t index, int epoch = 0);
+
   // The next step number (steps pushed so far, including resumed ones).
   uint64_t step() const { return step_; }
   const SyncStats& stats() const { return stats_; }
@@ -154,8 +171,24 @@ class ParameterSync {
   ParameterSync(SyncOptions options, std::unique_ptr<PsClient> client,
                 std::unique_ptr<LocalGroup> group);
 
+  // Seconds of one batch of pushed chunks.
+  struct PushTimings {
+    double compress_seconds = 0;
+    double push_seconds = 0;
+  };
+
   absl::Status InitShards();
   absl::Status PushGradients(int epoch);
+  // Compresses, encodes and pushes the chunks `keys` of step_ (one request
+  // per shard), adding its seconds to *timings.
+  absl::Status CompressAndPush(const std::vector<uint64_t>& keys, int epoch,
+                               PushTimings* timings);
+  // With overlap: pushes the parameters not announced and waits for every
+  // push of this step.
+  absl::Status FinishOverlappedPush();
+  // Adds one step's dense-equivalent bytes and the client's push traffic to
+  // stats_.
+  void CountPushed(const PushTimings& timings);
   // Compresses one chunk's gradient into slot->scratch: on the device, or
   // through the CPU compressor.
   absl::Status CompressChunk(const torch::Tensor& gradient,
@@ -179,6 +212,16 @@ class ParameterSync {
   std::unique_ptr<Partition> partition_;
   std::vector<torch::Tensor> parameters_;
   std::vector<ChunkSlot> slots_;  // Indexed by chunk key.
+  // The chunk keys of each parameter that this local rank pushes.
+  std::vector<std::vector<uint64_t>> owned_keys_;
+  // Overlap (GradientReady): created on first use. While a step's pushes
+  // are queued, only the pipeline thread touches the announced chunks'
+  // slots, the client and overlap_timings_; Drain() hands them back.
+  std::unique_ptr<PushPipeline> pipeline_;
+  std::vector<bool> announced_;  // Per parameter, this step.
+  bool step_announced_ = false;
+  int overlap_epoch_ = 0;
+  PushTimings overlap_timings_;
   // Dense fp32 push requests of the same chunks, for dense_equivalent_bytes.
   std::vector<v1::PushRequest> dense_equivalent_;
   uint64_t step_ = 0;

@@ -12,17 +12,25 @@
 #include "common/precision.h"
 #include "common/tls/transport_security.h"
 #include "worker/progress.h"
+#include "worker/sync_settings.h"
+
+namespace {
+// Every synchronisation flag's default is SyncSettings's.
+const gradwire::SyncSettings kDefaults;
+}  // namespace
 
 ABSL_FLAG(std::string, shards, "127.0.0.1:7000",
           "Comma-separated shard addresses (host:port), in shard-id order.");
-ABSL_FLAG(int64_t, worker_id, 0,
+ABSL_FLAG(int64_t, worker_id, kDefaults.worker_id,
           "This node's worker id, in [0, --num-workers).");
-ABSL_FLAG(int64_t, num_workers, 1, "Number of worker nodes.");
-ABSL_FLAG(int64_t, local_rank, 0, "This process's rank inside its node.");
-ABSL_FLAG(int64_t, local_size, 1,
+ABSL_FLAG(int64_t, num_workers, kDefaults.num_workers,
+          "Number of worker nodes.");
+ABSL_FLAG(int64_t, local_rank, kDefaults.local_rank,
+          "This process's rank inside its node.");
+ABSL_FLAG(int64_t, local_size, kDefaults.local_size,
           "Processes on this node; > 1 reduces gradients inside the node "
           "(Gloo) before pushing.");
-ABSL_FLAG(std::string, local_store, "127.0.0.1:29500",
+ABSL_FLAG(std::string, local_store, kDefaults.local_store,
           "host:port of the node's c10d TCPStore (hosted by local rank 0).");
 ABSL_FLAG(std::string, data_dir, "/usr/share/datasets/fashion-mnist",
           "Directory holding the Fashion-MNIST .gz IDX files.");
@@ -52,35 +60,43 @@ ABSL_FLAG(bool, dry_run, false,
 ABSL_FLAG(bool, evaluate, true,
           "Measure test accuracy after every epoch (in BSP all workers hold "
           "the same weights; gradwire local evaluates on worker 0 only).");
-ABSL_FLAG(std::string, compressor, "topk",
+ABSL_FLAG(std::string, compressor, kDefaults.compressor,
           "Gradient compressor: none, fp16, bf16, topk, randomk, threshold, "
           "dgc, qsgd, onebit.");
-ABSL_FLAG(double, ratio, 0.01, "Fraction of elements sparsifiers keep.");
-ABSL_FLAG(double, threshold, 0.001, "threshold compressor: |g| to keep.");
-ABSL_FLAG(int64_t, levels, 256, "qsgd: quantisation levels.");
-ABSL_FLAG(std::string, value_type, "fp16",
+ABSL_FLAG(double, ratio, kDefaults.ratio,
+          "Fraction of elements sparsifiers keep.");
+ABSL_FLAG(double, threshold, kDefaults.threshold,
+          "threshold compressor: |g| to keep.");
+ABSL_FLAG(int64_t, levels, kDefaults.levels, "qsgd: quantisation levels.");
+ABSL_FLAG(std::string, value_type, kDefaults.value_type,
           "Precision of pushed values: fp32, fp16 or bf16.");
-ABSL_FLAG(bool, error_feedback, true,
+ABSL_FLAG(bool, error_feedback, kDefaults.error_feedback,
           "Keep what compression left out for later steps.");
-ABSL_FLAG(double, dgc_momentum, 0.0,
+ABSL_FLAG(double, dgc_momentum, kDefaults.dgc_momentum,
           "dgc: momentum correction factor (0: off).");
-ABSL_FLAG(bool, dgc_momentum_masking, true, "dgc: momentum-factor masking.");
-ABSL_FLAG(double, dgc_clip_norm, 0.0,
+ABSL_FLAG(bool, dgc_momentum_masking, kDefaults.dgc_momentum_masking,
+          "dgc: momentum-factor masking.");
+ABSL_FLAG(double, dgc_clip_norm, kDefaults.dgc_clip_norm,
           "dgc: local gradient clipping norm (0: off).");
-ABSL_FLAG(int64_t, dgc_warmup_epochs, 0, "dgc: epochs of sparsity warm-up.");
-ABSL_FLAG(std::string, pull, "delta",
+ABSL_FLAG(int64_t, dgc_warmup_epochs, kDefaults.dgc_warmup_epochs,
+          "dgc: epochs of sparsity warm-up.");
+ABSL_FLAG(std::string, pull, kDefaults.pull,
           "Pulls: dense (full weights every step) or delta (compressed "
           "weight deltas with server-side error feedback).");
-ABSL_FLAG(double, pull_ratio, 0.05, "Fraction of elements a delta pull keeps.");
-ABSL_FLAG(std::string, optimizer, "momentum",
+ABSL_FLAG(double, pull_ratio, kDefaults.pull_ratio,
+          "Fraction of elements a delta pull keeps.");
+ABSL_FLAG(std::string, optimizer, kDefaults.optimizer,
           "Server optimizer: sgd, momentum, nesterov, adam, adamw.");
-ABSL_FLAG(double, lr, 0.05, "Learning rate.");
-ABSL_FLAG(double, momentum, 0.9, "Momentum (beta1 for adam).");
-ABSL_FLAG(double, weight_decay, 0.0, "Weight decay.");
-ABSL_FLAG(std::string, mode, "bsp", "Consistency mode: bsp, asp or ssp.");
-ABSL_FLAG(int64_t, staleness, 2, "SSP staleness.");
-ABSL_FLAG(int64_t, partition_bytes, 4 << 20, "Largest chunk in bytes.");
-ABSL_FLAG(double, rpc_timeout_seconds, 30, "Deadline of each Init and Push.");
+ABSL_FLAG(double, lr, kDefaults.lr, "Learning rate.");
+ABSL_FLAG(double, momentum, kDefaults.momentum, "Momentum (beta1 for adam).");
+ABSL_FLAG(double, weight_decay, kDefaults.weight_decay, "Weight decay.");
+ABSL_FLAG(std::string, mode, kDefaults.mode,
+          "Consistency mode: bsp, asp or ssp.");
+ABSL_FLAG(int64_t, staleness, kDefaults.staleness, "SSP staleness.");
+ABSL_FLAG(int64_t, partition_bytes, kDefaults.partition_bytes,
+          "Largest chunk in bytes.");
+ABSL_FLAG(double, rpc_timeout_seconds, kDefaults.rpc_timeout_seconds,
+          "Deadline of each Init and Push.");
 ABSL_FLAG(std::string, tls_cert, "", gradwire::kClientTlsCertHelp);
 ABSL_FLAG(std::string, tls_key, "", gradwire::kClientTlsKeyHelp);
 ABSL_FLAG(std::string, tls_ca, "", gradwire::kClientTlsCaHelp);
@@ -107,149 +123,42 @@ absl::Status Bad(const absl::FormatSpec<Args...>& format, const Args&... args) {
   return absl::InvalidArgumentError(absl::StrFormat(format, args...));
 }
 
-absl::Status ReadOptimizer(v1::OptimizerConfig* optimizer) {
-  const std::string name = absl::GetFlag(FLAGS_optimizer);
-  optimizer->set_learning_rate(absl::GetFlag(FLAGS_lr));
-  optimizer->set_weight_decay(absl::GetFlag(FLAGS_weight_decay));
-  optimizer->set_schedule(v1::LR_SCHEDULE_KIND_CONSTANT);
-  if (name == "sgd") {
-    optimizer->set_kind(v1::OPTIMIZER_KIND_SGD);
-  } else if (name == "momentum" || name == "nesterov") {
-    optimizer->set_kind(v1::OPTIMIZER_KIND_MOMENTUM);
-    optimizer->set_momentum(absl::GetFlag(FLAGS_momentum));
-    optimizer->set_nesterov(name == "nesterov");
-  } else if (name == "adam" || name == "adamw") {
-    optimizer->set_kind(name == "adam" ? v1::OPTIMIZER_KIND_ADAM
-                                       : v1::OPTIMIZER_KIND_ADAMW);
-    optimizer->set_momentum(absl::GetFlag(FLAGS_momentum));
-    optimizer->set_beta2(0.999f);
-    optimizer->set_epsilon(1e-8f);
-  } else {
-    return Bad("--optimizer: unknown optimizer '%s'", name);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ReadMode(v1::TrainingConfig* training) {
-  const std::string mode = absl::GetFlag(FLAGS_mode);
-  if (mode == "bsp") {
-    training->set_mode(v1::CONSISTENCY_MODE_BSP);
-  } else if (mode == "asp") {
-    training->set_mode(v1::CONSISTENCY_MODE_ASP);
-  } else if (mode == "ssp") {
-    training->set_mode(v1::CONSISTENCY_MODE_SSP);
-    const int64_t staleness = absl::GetFlag(FLAGS_staleness);
-    if (staleness < 0 || staleness > 1000) {
-      return Bad("--staleness: %d is outside [0, 1000]", staleness);
-    }
-    training->set_staleness(staleness);
-  } else {
-    return Bad("--mode: '%s' is not bsp, asp or ssp", mode);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ReadCompressor(SyncOptions* sync) {
-  CompressorOptions& c = sync->compressor;
-  c.name = absl::GetFlag(FLAGS_compressor);
-  c.ratio = absl::GetFlag(FLAGS_ratio);
-  c.threshold = static_cast<float>(absl::GetFlag(FLAGS_threshold));
-  const int64_t levels = absl::GetFlag(FLAGS_levels);
-  if (levels < 1 || levels > 65535)
-    return Bad("--levels: %d is outside [1, 65535]", levels);
-  c.levels = static_cast<uint32_t>(levels);
-  const auto precision = ParsePrecision(absl::GetFlag(FLAGS_value_type));
-  if (!precision) {
-    return Bad("--value-type: '%s' is not fp32, fp16 or bf16",
-               absl::GetFlag(FLAGS_value_type));
-  }
-  c.precision = *precision;
-  c.dgc.momentum = static_cast<float>(absl::GetFlag(FLAGS_dgc_momentum));
-  c.dgc.momentum_masking = absl::GetFlag(FLAGS_dgc_momentum_masking);
-  c.dgc.clip_norm = static_cast<float>(absl::GetFlag(FLAGS_dgc_clip_norm));
-  c.dgc.warmup_epochs =
-      static_cast<int>(absl::GetFlag(FLAGS_dgc_warmup_epochs));
-  sync->error_feedback = absl::GetFlag(FLAGS_error_feedback);
-  auto made = MakeCompressor(c);
-  if (!made.ok()) return Bad("--compressor: %s", made.status().message());
-  return absl::OkStatus();
-}
-
-absl::Status ReadPull(SyncOptions* sync) {
-  const std::string pull = absl::GetFlag(FLAGS_pull);
-  if (pull == "dense") {
-    sync->pull_deltas = false;
-    return absl::OkStatus();
-  }
-  if (pull != "delta") return Bad("--pull: '%s' is not dense or delta", pull);
-  const double ratio = absl::GetFlag(FLAGS_pull_ratio);
-  if (!(ratio > 0 && ratio <= 1))
-    return Bad("--pull-ratio: %g is outside (0, 1]", ratio);
-  sync->pull_deltas = true;
-  v1::PullEncoding* encoding = sync->training.mutable_pull_encoding();
-  encoding->set_compressor("topk");
-  encoding->set_ratio(ratio);
-  encoding->set_value_type(v1::VALUE_TYPE_FP32);
-  return absl::OkStatus();
-}
-
-absl::Status ReadTopology(SyncOptions* sync) {
-  sync->shard_addresses =
+// The synchronisation flags, by name; SyncOptionsFromSettings checks them.
+SyncSettings SettingsFromFlags() {
+  SyncSettings s;
+  s.shards =
       absl::StrSplit(absl::GetFlag(FLAGS_shards), ',', absl::SkipEmpty());
-  if (sync->shard_addresses.empty()) return Bad("--shards: no address given");
-  const int64_t workers = absl::GetFlag(FLAGS_num_workers);
-  const int64_t id = absl::GetFlag(FLAGS_worker_id);
-  if (workers < 1 || workers > 65536)
-    return Bad("--num-workers: %d is outside [1, 65536]", workers);
-  if (id < 0 || id >= workers)
-    return Bad("--worker-id: %d is outside [0, %d)", id, workers);
-  sync->num_workers = workers;
-  sync->worker_id = id;
-  const int64_t local_size = absl::GetFlag(FLAGS_local_size);
-  const int64_t local_rank = absl::GetFlag(FLAGS_local_rank);
-  if (local_size < 1 || local_size > 64)
-    return Bad("--local-size: %d is outside [1, 64]", local_size);
-  if (local_rank < 0 || local_rank >= local_size) {
-    return Bad("--local-rank: %d is outside [0, %d)", local_rank, local_size);
-  }
-  sync->local_size = local_size;
-  sync->local_rank = local_rank;
-  const std::vector<std::string> store =
-      absl::StrSplit(absl::GetFlag(FLAGS_local_store), ':');
-  int port = 0;
-  if (store.size() != 2 || !absl::SimpleAtoi(store[1], &port) || port <= 0 ||
-      port > 65535) {
-    return Bad("--local-store: '%s' is not host:port",
-               absl::GetFlag(FLAGS_local_store));
-  }
-  sync->local_store_host = store[0];
-  sync->local_store_port = port;
-  const int64_t partition = absl::GetFlag(FLAGS_partition_bytes);
-  if (partition < 4 || partition % 4 != 0) {
-    return Bad("--partition-bytes: %d must be a positive multiple of 4",
-               partition);
-  }
-  sync->partition_bytes = partition;
-  const double timeout = absl::GetFlag(FLAGS_rpc_timeout_seconds);
-  if (!(timeout > 0))
-    return Bad("--rpc-timeout-seconds: %g must be > 0", timeout);
-  sync->rpc_timeout = absl::Seconds(timeout);
-  return absl::OkStatus();
-}
-
-// Reads the TLS and token files now, so that a bad one is a usage error.
-absl::Status ReadTransport(SyncOptions* sync) {
-  TransportSecurityFiles files;
-  files.tls_cert = absl::GetFlag(FLAGS_tls_cert);
-  files.tls_key = absl::GetFlag(FLAGS_tls_key);
-  files.tls_ca = absl::GetFlag(FLAGS_tls_ca);
-  files.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
-  files.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
-  absl::StatusOr<TransportSecurity> transport =
-      LoadTransportSecurity(files, TransportRole::kClient);
-  if (!transport.ok()) return transport.status();
-  sync->transport = *std::move(transport);
-  return absl::OkStatus();
+  s.worker_id = absl::GetFlag(FLAGS_worker_id);
+  s.num_workers = absl::GetFlag(FLAGS_num_workers);
+  s.local_rank = absl::GetFlag(FLAGS_local_rank);
+  s.local_size = absl::GetFlag(FLAGS_local_size);
+  s.local_store = absl::GetFlag(FLAGS_local_store);
+  s.compressor = absl::GetFlag(FLAGS_compressor);
+  s.ratio = absl::GetFlag(FLAGS_ratio);
+  s.threshold = absl::GetFlag(FLAGS_threshold);
+  s.levels = absl::GetFlag(FLAGS_levels);
+  s.value_type = absl::GetFlag(FLAGS_value_type);
+  s.error_feedback = absl::GetFlag(FLAGS_error_feedback);
+  s.dgc_momentum = absl::GetFlag(FLAGS_dgc_momentum);
+  s.dgc_momentum_masking = absl::GetFlag(FLAGS_dgc_momentum_masking);
+  s.dgc_clip_norm = absl::GetFlag(FLAGS_dgc_clip_norm);
+  s.dgc_warmup_epochs = absl::GetFlag(FLAGS_dgc_warmup_epochs);
+  s.pull = absl::GetFlag(FLAGS_pull);
+  s.pull_ratio = absl::GetFlag(FLAGS_pull_ratio);
+  s.optimizer = absl::GetFlag(FLAGS_optimizer);
+  s.lr = absl::GetFlag(FLAGS_lr);
+  s.momentum = absl::GetFlag(FLAGS_momentum);
+  s.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  s.mode = absl::GetFlag(FLAGS_mode);
+  s.staleness = absl::GetFlag(FLAGS_staleness);
+  s.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
+  s.rpc_timeout_seconds = absl::GetFlag(FLAGS_rpc_timeout_seconds);
+  s.transport.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  s.transport.tls_key = absl::GetFlag(FLAGS_tls_key);
+  s.transport.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  s.transport.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  s.transport.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  return s;
 }
 
 absl::Status ReadTrainer(TrainerOptions* t, const SyncOptions& sync) {
@@ -348,13 +257,10 @@ constexpr absl::string_view kWorkerFlags[] = {"shards",
 
 absl::StatusOr<WorkerConfig> WorkerConfigFromFlags() {
   WorkerConfig config;
-  for (absl::Status s :
-       {ReadTopology(&config.sync), ReadCompressor(&config.sync),
-        ReadOptimizer(config.sync.training.mutable_optimizer()),
-        ReadMode(&config.sync.training), ReadPull(&config.sync),
-        ReadTransport(&config.sync)}) {
-    if (!s.ok()) return s;
-  }
+  absl::StatusOr<SyncOptions> sync =
+      SyncOptionsFromSettings(SettingsFromFlags());
+  if (!sync.ok()) return sync.status();
+  config.sync = *std::move(sync);
   if (absl::Status s = ReadTrainer(&config.trainer, config.sync); !s.ok())
     return s;
   config.summary_json = absl::GetFlag(FLAGS_summary_json);

@@ -3,9 +3,12 @@
 // may be left behind), `gradwire health`, and its usage errors.
 #include <dirent.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -66,6 +70,28 @@ void KillProcessesMentioning(const std::string& text) {
     }
   }
 }
+
+// Writes `text` to `path` with mode `mode`.
+void WriteFile(const std::string& path, const std::string& text, int mode) {
+  std::ofstream(path) << text;
+  ASSERT_EQ(chmod(path.c_str(), mode), 0) << path;
+}
+
+// A stand-in for a worker (--worker-command): writes its arguments, one a
+// line, to $1/args-<worker id>, then a summary with the numbers that
+// gradwire local requires to its --summary-json path, and exits 0.
+constexpr char kFakeWorker[] = R"(#!/bin/bash
+out_dir=$1
+shift
+for arg in "$@"; do
+  case "$arg" in
+    --worker-id=*) id=${arg#--worker-id=} ;;
+    --summary-json=*) summary=${arg#--summary-json=} ;;
+  esac
+done
+printf '%s\n' "$@" > "$out_dir/args-$id"
+printf '{"worker_id": %s, "test_accuracy": 0.5, "steps": 3, "wall_seconds": 0.25, "pushed_bytes": 10, "pulled_bytes": 20, "dense_equivalent_bytes": 40}\n' "$id" > "$summary"
+)";
 
 class GradwireLocalTest : public ::testing::Test {
  protected:
@@ -180,6 +206,83 @@ TEST_F(GradwireLocalTest, BadWorkerFlagIsAUsageError) {
   EXPECT_THAT(run.err, HasSubstr("--compressor"));
 }
 
+TEST_F(GradwireLocalTest, WorkerCommandGetsEveryWorkerFlag) {
+  const std::string script = dir_.path() + "/fake-worker.sh";
+  WriteFile(script, kFakeWorker, 0755);
+  const std::string summary = dir_.path() + "/summary.json";
+  const std::string run_dir = dir_.path() + "/run";
+  // The command's own words come first, its flags after them: here the
+  // script's output directory.
+  const ExitedProcess run =
+      RunCli({"local", "--shards=1", "--workers=2",
+              "--worker-command=" + script + "  " + dir_.path(), "--model=mlp",
+              "--max-steps=7", "--summary-json=" + summary,
+              "--log-dir=" + run_dir, "--", "--custom-flag=x"},
+             absl::Seconds(55));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  for (int id : {0, 1}) {
+    const std::string recorded =
+        ReadFileOrEmpty(absl::StrCat(dir_.path(), "/args-", id));
+    const std::vector<std::string> args =
+        absl::StrSplit(recorded, '\n', absl::SkipEmpty());
+    EXPECT_THAT(args, ::testing::Contains(absl::StrCat("--worker-id=", id)))
+        << recorded;
+    EXPECT_THAT(args, ::testing::Contains("--num-workers=2")) << recorded;
+    EXPECT_THAT(
+        args, ::testing::Contains(::testing::StartsWith("--shards=127.0.0.1:")))
+        << recorded;
+    EXPECT_THAT(args, ::testing::Contains(absl::StrCat(
+                          "--summary-json=", run_dir, "/worker-", id, ".json")))
+        << recorded;
+    // The user's worker flags come last, in order.
+    EXPECT_THAT(recorded, ::testing::EndsWith(
+                              "--model=mlp\n--max-steps=7\n--custom-flag=x\n"));
+    EXPECT_THAT(args, ::testing::Not(::testing::Contains(
+                          ::testing::HasSubstr("--worker-command"))));
+  }
+  EXPECT_THAT(ReadFileOrEmpty(dir_.path() + "/args-1"),
+              HasSubstr("--evaluate=false\n"));
+  const std::string json = ReadFileOrEmpty(summary);
+  EXPECT_EQ(SummaryField(json, "workers"), "2") << json;
+  EXPECT_EQ(SummaryField(json, "pushed_bytes"), "20") << json;
+  EXPECT_EQ(SummaryField(json, "steps"), "3") << json;
+  EXPECT_THAT(ProcessesMentioning(run_dir), ::testing::IsEmpty());
+}
+
+// The first word of --worker-command is looked up in PATH, as execvp does.
+TEST_F(GradwireLocalTest, WorkerCommandIsFoundInPath) {
+  const std::string script = dir_.path() + "/fake-worker.sh";
+  WriteFile(script, kFakeWorker, 0644);  // Run by bash: needs no x bit.
+  const ExitedProcess run =
+      RunCli({"local", "--shards=1", "--workers=1",
+              absl::StrCat("--worker-command=bash ", script, " ", dir_.path()),
+              "--log-dir=" + dir_.path() + "/run"},
+             absl::Seconds(55));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(ReadFileOrEmpty(dir_.path() + "/args-0"),
+              HasSubstr("--worker-id=0\n"));
+}
+
+// A worker command that cannot run is a usage error found before any
+// process starts (the run directory is not even created).
+TEST_F(GradwireLocalTest, BadWorkerCommandIsAUsageError) {
+  const std::string not_executable = dir_.path() + "/not-executable.sh";
+  WriteFile(not_executable, kFakeWorker, 0644);
+  for (const std::string& command :
+       {std::string("gradwire-no-such-program --x"),
+        dir_.path() + "/no-such-file", not_executable, dir_.path(),
+        std::string("   "), std::string("")}) {
+    const std::string run_dir = dir_.path() + "/run";
+    const ExitedProcess run =
+        RunCli({"local", "--shards=1", "--workers=1",
+                "--worker-command=" + command, "--log-dir=" + run_dir});
+    EXPECT_EQ(run.exit_code, 2) << command << ": " << run.out << run.err;
+    EXPECT_THAT(run.err, HasSubstr("--worker-command")) << command;
+    EXPECT_THAT(run.out, ::testing::Not(HasSubstr("serving"))) << command;
+    EXPECT_FALSE(std::filesystem::exists(run_dir)) << command;
+  }
+}
+
 TEST_F(GradwireLocalTest, HealthOfALiveShardIsServing) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> shard =
       ServerProcess::Start({});
@@ -208,6 +311,7 @@ TEST_F(GradwireLocalTest, HelpAndUsageErrors) {
     EXPECT_THAT(help.out, HasSubstr("gradwire")) << absl::StrJoin(args, " ");
   }
   EXPECT_THAT(RunCli({"local", "--help"}).out, HasSubstr("--workers"));
+  EXPECT_THAT(RunCli({"local", "--help"}).out, HasSubstr("--worker-command"));
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{},
         {"frobnicate"},

@@ -58,10 +58,12 @@ struct WorkerRun {
   absl::Status status;
 };
 
-// Runs both workers for `steps` BSP steps in two threads.
+// Runs both workers for `steps` BSP steps in two threads. With `overlap`,
+// every parameter but the first is announced through GradientReady (last
+// one first, as backward() finishes them); Step() pushes the first.
 void RunWorkers(std::vector<std::shared_ptr<Shard>> shards,
                 const std::string& compressor, bool deltas, int steps,
-                WorkerRun* runs) {
+                WorkerRun* runs, bool overlap = false) {
   std::vector<std::thread> threads;
   for (uint32_t w = 0; w < 2; ++w) {
     threads.emplace_back([&, w] {
@@ -77,7 +79,10 @@ void RunWorkers(std::vector<std::shared_ptr<Shard>> shards,
       for (int step = 0; step < steps && run.status.ok(); ++step) {
         for (auto& [name, p] : run.parameters)
           p.mutable_grad() = Gradient(p, w, step);
-        run.status = run.sync->Step();
+        for (size_t i = run.parameters.size() - 1; overlap && i > 0; --i) {
+          if (run.status = run.sync->GradientReady(i); !run.status.ok()) break;
+        }
+        if (run.status.ok()) run.status = run.sync->Step();
       }
     });
   }
@@ -132,6 +137,44 @@ TEST(ParameterSyncTest, TopKWithDeltasKeepsReplicasIdenticalAndSendsLess) {
   const SyncStats& stats = runs[0].sync->stats();
   EXPECT_GT(stats.pushed_bytes, 0u);
   EXPECT_LT(stats.pushed_bytes, stats.dense_equivalent_bytes);
+}
+
+TEST(ParameterSyncTest, OverlapPushesTheSameAndEndsWithTheSameWeights) {
+  WorkerRun plain[2];
+  RunWorkers(FakePsClient::MakeShards(2), "topk", /*deltas=*/true, 5, plain);
+  WorkerRun overlapped[2];
+  RunWorkers(FakePsClient::MakeShards(2), "topk", /*deltas=*/true, 5,
+             overlapped, /*overlap=*/true);
+  for (int w = 0; w < 2; ++w) {
+    ASSERT_TRUE(plain[w].status.ok()) << plain[w].status;
+    ASSERT_TRUE(overlapped[w].status.ok()) << overlapped[w].status;
+    for (size_t i = 0; i < plain[w].parameters.size(); ++i) {
+      EXPECT_TRUE(torch::equal(plain[w].parameters[i].second,
+                               overlapped[w].parameters[i].second))
+          << plain[w].parameters[i].first;
+    }
+    EXPECT_EQ(overlapped[w].sync->stats().steps, 5u);
+    EXPECT_EQ(overlapped[w].sync->stats().dense_equivalent_bytes,
+              plain[w].sync->stats().dense_equivalent_bytes);
+  }
+}
+
+TEST(ParameterSyncTest, GradientReadyRefusesMisuse) {
+  auto sync = ParameterSync::Create(
+      Options(0, "none", false),
+      std::make_unique<FakePsClient>(FakePsClient::MakeShards(1)));
+  ASSERT_TRUE(sync.ok());
+  EXPECT_EQ((*sync)->GradientReady(0).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ParameterSync::NamedTensors parameters = MakeParameters();
+  ASSERT_TRUE((*sync)->Register(parameters).ok());
+  EXPECT_EQ((*sync)->GradientReady(2).code(),
+            absl::StatusCode::kInvalidArgument);
+  for (auto& [name, p] : parameters) p.mutable_grad() = torch::ones_like(p);
+  ASSERT_TRUE((*sync)->GradientReady(1).ok());
+  const absl::Status twice = (*sync)->GradientReady(1);
+  EXPECT_EQ(twice.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(twice.message().find("b"), std::string::npos) << twice;
 }
 
 TEST(ParameterSyncTest, RejectsParametersItCannotShare) {

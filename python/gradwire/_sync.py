@@ -1,0 +1,156 @@
+"""gradwire.ParameterSync: the C++ ParameterSync plus the gradient hooks that
+push each parameter's gradient as soon as backward() has finished it."""
+
+import torch
+
+from gradwire import _C
+
+
+class _GradientHooks:
+    """Calls ``on_ready(index)`` when the gradient of ``tensors[index]`` is
+    final in a backward pass (after its AccumulateGrad node ran), on the
+    ``passes``-th backward pass since the last ``reset()`` (gradient
+    accumulation over micro-batches pushes only the sum).
+
+    It also records the gradient's version counter at that moment, so that
+    ``check_unchanged()`` can tell when the gradient was modified after it
+    was pushed (clipping or scaling between backward() and step())."""
+
+    def __init__(self, tensors, names, on_ready, passes):
+        if passes < 1:
+            raise ValueError(
+                f"backward_passes_per_step: {passes} must be >= 1")
+        self._tensors = tensors
+        self._names = names
+        self._on_ready = on_ready
+        self._passes = passes
+        self._counts = [0] * len(tensors)
+        self._versions = [None] * len(tensors)
+        # The AccumulateGrad nodes must stay alive for their hooks to fire.
+        self._accumulators = []
+        self._handles = []
+        for index, tensor in enumerate(tensors):
+            if not tensor.requires_grad:
+                continue
+            accumulator = tensor.expand_as(tensor).grad_fn.next_functions[0][0]
+            self._accumulators.append(accumulator)
+            self._handles.append(
+                accumulator.register_hook(self._make_hook(index)))
+
+    def _make_hook(self, index):
+        def hook(*_):
+            self._counts[index] += 1
+            if self._counts[index] == self._passes:
+                self._versions[index] = self._tensors[index].grad._version
+                self._on_ready(index)
+            elif self._counts[index] > self._passes:
+                raise _C.Error(
+                    f"FAILED_PRECONDITION: {self._names[index]} got "
+                    f"{self._counts[index]} backward passes in one step "
+                    f"(backward_passes_per_step={self._passes}); call "
+                    "step() after each step's backward passes")
+        return hook
+
+    def check_unchanged(self):
+        """Raises gradwire.Error when a pushed gradient changed since."""
+        for index, version in enumerate(self._versions):
+            if version is None:
+                continue
+            grad = self._tensors[index].grad
+            if grad is None or grad._version != version:
+                raise _C.Error(
+                    f"FAILED_PRECONDITION: the gradient of "
+                    f"{self._names[index]} changed after it was pushed "
+                    "during backward() (clipping or scaling before step()?). "
+                    "With overlap, change gradients with "
+                    "DistributedOptimizer.synchronize() first, or pass "
+                    "overlap=False")
+
+    def reset(self):
+        self._counts = [0] * len(self._counts)
+        self._versions = [None] * len(self._versions)
+
+    def remove(self):
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        self._accumulators = []
+
+
+class ParameterSync(_C.ParameterSync):
+    __doc__ = _C.ParameterSync.__doc__
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self._hooks = None
+        self._epoch = 0
+
+    def register(self, parameters, *, overlap=True,
+                 backward_passes_per_step=1):
+        """Declares the parameters and Inits every shard with their values.
+
+        Args:
+          parameters: ``model.named_parameters()``, a dict name -> tensor, or
+            a list of (name, tensor) pairs. Contiguous float32 CPU or CUDA
+            tensors; every worker registers the same names and shapes in the
+            same order. The shards keep the first worker's values: on return
+            every tensor holds them.
+          overlap: push each parameter's gradient as soon as backward() has
+            finished it (a hook on its AccumulateGrad node), so that
+            communication hides behind the rest of the backward pass. The
+            pushed bytes and the weights are the same as without overlap.
+            Needs local_size 1. Gradients must not change between
+            backward() and step(): step() raises gradwire.Error if one did.
+          backward_passes_per_step: with gradient accumulation, the number
+            of backward() calls per step; the gradient is pushed after the
+            last.
+
+        Resumes at the step the shards recorded for this worker (after a
+        restart). Raises ValueError for a bad tensor or list,
+        gradwire.Error when a shard refuses or cannot be reached.
+        """
+        named = list(parameters.items()) if hasattr(parameters, "items") \
+            else list(parameters)
+        self._register(named)
+        if overlap:
+            self._hooks = _GradientHooks(
+                [t for _, t in named], [n for n, _ in named],
+                lambda index: self._gradient_ready(index, self._epoch),
+                backward_passes_per_step)
+        return self
+
+    def set_epoch(self, epoch):
+        """Sets the epoch that compressor warm-up schedules (DGC) see, as
+        ``DistributedSampler.set_epoch``: call it at the start of every
+        epoch, since with overlap the pushes start before step()."""
+        self._epoch = int(epoch)
+
+    def step(self, epoch=None):
+        """One step: pushes the compressed gradients (those that overlap
+        did not push during backward()), waits for the step the
+        consistency mode requires, and writes the shards' new weights into
+        the registered tensors in place. ``epoch`` (default: the one
+        set_epoch gave) feeds warm-up schedules. Raises gradwire.Error when
+        a shard fails or a deadline passes; the step can be retried."""
+        if epoch is not None:
+            self._epoch = int(epoch)
+        if self._hooks is not None:
+            try:
+                self._hooks.check_unchanged()
+            finally:
+                self._hooks.reset()
+        super().step(self._epoch)
+        return self
+
+    def close(self):
+        if self._hooks is not None:
+            self._hooks.remove()
+            self._hooks = None
+        super().close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

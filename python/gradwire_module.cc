@@ -1,0 +1,375 @@
+// gradwire._C: the Python face of the C++ worker library. Everything that
+// costs time (compression, encoding, RPCs, writing weights back) runs in
+// the C++ code below with the GIL released; tensors cross without copies
+// through torch's own pybind11 casters, so a registered parameter is the
+// very tensor the C++ side reads and writes.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "worker/fashion_mnist.h"
+#include "worker/parameter_sync.h"
+#include "worker/sync_settings.h"
+
+namespace py = pybind11;
+
+namespace gradwire {
+namespace {
+
+// gradwire.Error: every failure that is not a bad argument. Its message
+// starts with the status code ("UNAVAILABLE: ...").
+PyObject* g_error = nullptr;
+
+// Raises the Python exception for a failed status: ValueError for
+// INVALID_ARGUMENT (a bad option or tensor), gradwire.Error otherwise.
+[[noreturn]] void Raise(const absl::Status& status) {
+  if (absl::IsInvalidArgument(status)) {
+    throw py::value_error(std::string(status.message()));
+  }
+  PyErr_SetString(g_error, status.ToString().c_str());
+  throw py::error_already_set();
+}
+
+void Check(const absl::Status& status) {
+  if (!status.ok()) Raise(status);
+}
+
+// Python names its options as written: "value_type", not "--value-type".
+std::string KeywordName(absl::string_view key) { return std::string(key); }
+
+// Reads (name, tensor) pairs from named_parameters(), a dict or a list of
+// pairs. Raises ValueError for anything else.
+ParameterSync::NamedTensors ReadNamedTensors(const py::handle& parameters) {
+  py::iterable items = py::hasattr(parameters, "items")
+                           ? parameters.attr("items")().cast<py::iterable>()
+                           : py::reinterpret_borrow<py::iterable>(parameters);
+  ParameterSync::NamedTensors named;
+  for (py::handle item : items) {
+    py::tuple pair;
+    try {
+      pair = item.cast<py::tuple>();
+    } catch (const py::cast_error&) {
+      throw py::value_error(
+          "parameters: expected (name, tensor) pairs, as named_parameters() "
+          "gives");
+    }
+    if (pair.size() != 2 || !THPVariable_Check(pair[1].ptr())) {
+      throw py::value_error(
+          "parameters: expected (name, tensor) pairs, as named_parameters() "
+          "gives");
+    }
+    named.emplace_back(pair[0].cast<std::string>(),
+                       pair[1].cast<torch::Tensor>());
+  }
+  return named;
+}
+
+// The C++ ParameterSync behind gradwire.ParameterSync; null once closed.
+class PySync {
+ public:
+  explicit PySync(std::unique_ptr<ParameterSync> sync)
+      : sync_(std::move(sync)) {}
+
+  ParameterSync& get() {
+    if (!sync_) {
+      PyErr_SetString(g_error, "FAILED_PRECONDITION: ParameterSync is closed");
+      throw py::error_already_set();
+    }
+    return *sync_;
+  }
+
+  void Register(const py::handle& parameters) {
+    ParameterSync::NamedTensors named = ReadNamedTensors(parameters);
+    ParameterSync& sync = get();
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      status = sync.Register(named);
+    }
+    Check(status);
+    registered_ = named.size();
+  }
+
+  void Step(int epoch) {
+    ParameterSync& sync = get();
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      status = sync.Step(epoch);
+    }
+    Check(status);
+  }
+
+  void GradientReady(size_t index, int epoch) {
+    ParameterSync& sync = get();
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      status = sync.GradientReady(index, epoch);
+    }
+    Check(status);
+  }
+
+  void Close() {
+    py::gil_scoped_release release;
+    sync_.reset();
+  }
+
+  size_t registered() const { return registered_; }
+
+ private:
+  std::unique_ptr<ParameterSync> sync_;
+  size_t registered_ = 0;
+};
+
+std::unique_ptr<PySync> Connect(const SyncSettings& settings) {
+  absl::StatusOr<SyncOptions> options =
+      SyncOptionsFromSettings(settings, KeywordName);
+  Check(options.status());
+  absl::StatusOr<std::unique_ptr<ParameterSync>> sync;
+  {
+    py::gil_scoped_release release;
+    sync = ParameterSync::Connect(*std::move(options));
+  }
+  Check(sync.status());
+  return std::make_unique<PySync>(*std::move(sync));
+}
+
+py::tuple LoadFashionMnistPy(const std::string& data_dir, bool train,
+                             int64_t limit) {
+  absl::StatusOr<Dataset> data;
+  {
+    py::gil_scoped_release release;
+    data = LoadFashionMnist(data_dir, train, limit);
+  }
+  Check(data.status());
+  return py::make_tuple(data->images, data->labels);
+}
+
+constexpr char kSyncDoc[] = R"doc(
+Synchronises a model's parameters with gradwire's parameter-server shards.
+
+The shards run the optimizer: after ``loss.backward()``, ``step()`` takes
+the place of ``optimizer.step()``. It compresses every gradient (with error
+feedback), pushes it to the shard that owns it, waits for the step the
+consistency mode requires, and writes the shards' new weights into the
+registered tensors in place. All of it runs in C++ with the GIL released.
+
+Every argument is keyword-only; the defaults are gradwire-worker's.
+
+Topology
+  shards (list[str]): shard addresses "host:port", in shard-id order.
+  worker_id (int): this worker's id in [0, num_workers).
+  num_workers (int): number of workers (nodes) in the job.
+  local_rank, local_size (int): ranks of one node average their gradients
+      with c10d (Gloo on CPU, NCCL on CUDA) before pushing; local_size 1
+      turns that off.
+  local_store (str): "host:port" of the node's c10d TCPStore.
+Compression
+  compressor (str): none, fp16, bf16, topk, randomk, threshold, dgc, qsgd
+      or onebit.
+  ratio (float): fraction of elements a sparsifier keeps, in (0, 1].
+  threshold (float): |g| a threshold compressor keeps.
+  levels (int): qsgd quantisation levels, in [1, 65535].
+  value_type (str): precision of pushed values: fp32, fp16 or bf16.
+  error_feedback (bool): keep what compression left out for later steps.
+  dgc_momentum, dgc_momentum_masking, dgc_clip_norm, dgc_warmup_epochs:
+      Deep Gradient Compression's momentum correction, factor masking,
+      local clipping and sparsity warm-up.
+Shards
+  optimizer (str): sgd, momentum, nesterov, adam or adamw.
+  lr (float): learning rate, momentum (float): momentum (beta1 for adam),
+  weight_decay (float): weight decay.
+  mode (str): bsp, asp or ssp; staleness (int): the SSP bound.
+  pull (str): "delta" (compressed weight deltas with server-side error
+      feedback) or "dense" (full weights every step).
+  pull_ratio (float): fraction of elements a delta pull keeps.
+  partition_bytes (int): largest chunk, in bytes of float32.
+Deadlines and security
+  rpc_timeout_seconds (float): deadline of each Init and Push.
+  pull_timeout_seconds (float): how long a Pull waits for its step.
+  connect_timeout_seconds (float): how long connecting waits for every
+      shard to answer.
+  tls_cert, tls_key, tls_ca, tls_server_name, auth_token_file (str): TLS,
+      mutual TLS and the bearer token of the shard connections (files).
+
+Raises ValueError naming the option for a bad value, gradwire.Error
+(message "UNAVAILABLE: ...") when a shard cannot be reached in time.
+)doc";
+
+void DefineParameterSync(py::module_& m) {
+  const SyncSettings d;
+  py::class_<PySync>(m, "ParameterSync", kSyncDoc)
+      .def(py::init(
+               [](std::vector<std::string> shards, int64_t worker_id,
+                  int64_t num_workers, std::string compressor, double ratio,
+                  double threshold, int64_t levels, std::string value_type,
+                  bool error_feedback, double dgc_momentum,
+                  bool dgc_momentum_masking, double dgc_clip_norm,
+                  int64_t dgc_warmup_epochs, std::string optimizer, double lr,
+                  double momentum, double weight_decay, std::string mode,
+                  int64_t staleness, std::string pull, double pull_ratio,
+                  int64_t partition_bytes, int64_t local_rank,
+                  int64_t local_size, std::string local_store,
+                  double rpc_timeout_seconds, double pull_timeout_seconds,
+                  double connect_timeout_seconds, std::string tls_cert,
+                  std::string tls_key, std::string tls_ca,
+                  std::string tls_server_name, std::string auth_token_file) {
+                 SyncSettings s;
+                 s.shards = std::move(shards);
+                 s.worker_id = worker_id;
+                 s.num_workers = num_workers;
+                 s.compressor = std::move(compressor);
+                 s.ratio = ratio;
+                 s.threshold = threshold;
+                 s.levels = levels;
+                 s.value_type = std::move(value_type);
+                 s.error_feedback = error_feedback;
+                 s.dgc_momentum = dgc_momentum;
+                 s.dgc_momentum_masking = dgc_momentum_masking;
+                 s.dgc_clip_norm = dgc_clip_norm;
+                 s.dgc_warmup_epochs = dgc_warmup_epochs;
+                 s.optimizer = std::move(optimizer);
+                 s.lr = lr;
+                 s.momentum = momentum;
+                 s.weight_decay = weight_decay;
+                 s.mode = std::move(mode);
+                 s.staleness = staleness;
+                 s.pull = std::move(pull);
+                 s.pull_ratio = pull_ratio;
+                 s.partition_bytes = partition_bytes;
+                 s.local_rank = local_rank;
+                 s.local_size = local_size;
+                 s.local_store = std::move(local_store);
+                 s.rpc_timeout_seconds = rpc_timeout_seconds;
+                 s.pull_timeout_seconds = pull_timeout_seconds;
+                 s.connect_timeout_seconds = connect_timeout_seconds;
+                 s.transport.tls_cert = std::move(tls_cert);
+                 s.transport.tls_key = std::move(tls_key);
+                 s.transport.tls_ca = std::move(tls_ca);
+                 s.transport.tls_server_name = std::move(tls_server_name);
+                 s.transport.auth_token_file = std::move(auth_token_file);
+                 return Connect(s);
+               }),
+           py::kw_only(), py::arg("shards"), py::arg("worker_id") = d.worker_id,
+           py::arg("num_workers") = d.num_workers,
+           py::arg("compressor") = d.compressor, py::arg("ratio") = d.ratio,
+           py::arg("threshold") = d.threshold, py::arg("levels") = d.levels,
+           py::arg("value_type") = d.value_type,
+           py::arg("error_feedback") = d.error_feedback,
+           py::arg("dgc_momentum") = d.dgc_momentum,
+           py::arg("dgc_momentum_masking") = d.dgc_momentum_masking,
+           py::arg("dgc_clip_norm") = d.dgc_clip_norm,
+           py::arg("dgc_warmup_epochs") = d.dgc_warmup_epochs,
+           py::arg("optimizer") = d.optimizer, py::arg("lr") = d.lr,
+           py::arg("momentum") = d.momentum,
+           py::arg("weight_decay") = d.weight_decay, py::arg("mode") = d.mode,
+           py::arg("staleness") = d.staleness, py::arg("pull") = d.pull,
+           py::arg("pull_ratio") = d.pull_ratio,
+           py::arg("partition_bytes") = d.partition_bytes,
+           py::arg("local_rank") = d.local_rank,
+           py::arg("local_size") = d.local_size,
+           py::arg("local_store") = d.local_store,
+           py::arg("rpc_timeout_seconds") = d.rpc_timeout_seconds,
+           py::arg("pull_timeout_seconds") = d.pull_timeout_seconds,
+           py::arg("connect_timeout_seconds") = d.connect_timeout_seconds,
+           py::arg("tls_cert") = "", py::arg("tls_key") = "",
+           py::arg("tls_ca") = "", py::arg("tls_server_name") = "",
+           py::arg("auth_token_file") = "")
+      .def("_register", &PySync::Register, py::arg("parameters"),
+           "Declares the parameters and Inits the shards (see register).")
+      .def("step", &PySync::Step, py::arg("epoch") = 0,
+           R"doc(One step: pushes the compressed gradients (those not pushed
+during backward() by overlap), waits for the consistency mode's step, and
+writes the shards' new weights into the registered tensors. ``epoch`` feeds
+compressor warm-up schedules. Raises gradwire.Error when a shard fails or
+the deadline passes; the step can be retried.)doc")
+      .def("_gradient_ready", &PySync::GradientReady, py::arg("index"),
+           py::arg("epoch") = 0,
+           "Pushes parameter `index`'s gradient now, on a background "
+           "thread (overlap; called by the gradient hooks).")
+      .def("close", &PySync::Close,
+           "Waits for queued pushes and drops the shard connections.")
+      .def_property_readonly(
+          "next_step", [](PySync& s) { return s.get().step(); },
+          "The next step number (steps pushed so far, resumed ones "
+          "included).")
+      .def_property_readonly(
+          "stats", [](PySync& s) { return s.get().stats(); },
+          "Byte counters and phase timings of this worker (SyncStats).");
+}
+
+void DefineStats(py::module_& m) {
+  py::class_<SyncStats>(m, "SyncStats",
+                        "Byte counters (serialized message sizes) and "
+                        "seconds per phase, summed over steps.")
+      .def_readonly("steps", &SyncStats::steps)
+      .def_readonly("pushed_bytes", &SyncStats::pushed_bytes)
+      .def_readonly("pulled_bytes", &SyncStats::pulled_bytes)
+      .def_readonly("dense_equivalent_bytes",
+                    &SyncStats::dense_equivalent_bytes,
+                    "What fp32 dense pushes of the same gradients cost.")
+      .def_readonly("init_bytes", &SyncStats::init_bytes)
+      .def_readonly("retries", &SyncStats::retries)
+      .def_readonly("max_step_lead", &SyncStats::max_step_lead)
+      .def_readonly("reduce_seconds", &SyncStats::reduce_seconds)
+      .def_readonly("compress_seconds", &SyncStats::compress_seconds)
+      .def_readonly("push_seconds", &SyncStats::push_seconds)
+      .def_readonly("pull_seconds", &SyncStats::pull_seconds)
+      .def("as_dict",
+           [](const SyncStats& s) {
+             py::dict d;
+             d["steps"] = s.steps;
+             d["pushed_bytes"] = s.pushed_bytes;
+             d["pulled_bytes"] = s.pulled_bytes;
+             d["dense_equivalent_bytes"] = s.dense_equivalent_bytes;
+             d["init_bytes"] = s.init_bytes;
+             d["retries"] = s.retries;
+             d["max_step_lead"] = s.max_step_lead;
+             d["reduce_seconds"] = s.reduce_seconds;
+             d["compress_seconds"] = s.compress_seconds;
+             d["push_seconds"] = s.push_seconds;
+             d["pull_seconds"] = s.pull_seconds;
+             return d;
+           })
+      .def("__repr__", [](const SyncStats& s) {
+        return absl::StrCat(
+            "SyncStats(steps=", s.steps, ", pushed_bytes=", s.pushed_bytes,
+            ", pulled_bytes=", s.pulled_bytes,
+            ", dense_equivalent_bytes=", s.dense_equivalent_bytes, ")");
+      });
+}
+
+}  // namespace
+}  // namespace gradwire
+
+PYBIND11_MODULE(_C, m) {
+  using namespace gradwire;
+  m.doc() = "gradwire's C++ engine (compression, codec, gRPC client).";
+  // torch must be imported first: its module registers the Tensor type
+  // that the casters convert to and from.
+  py::module_::import("torch");
+  g_error = PyErr_NewExceptionWithDoc(
+      "gradwire.Error",
+      "A gradwire operation failed; the message starts with the status "
+      "code (UNAVAILABLE, DEADLINE_EXCEEDED, FAILED_PRECONDITION, ...).",
+      PyExc_RuntimeError, nullptr);
+  m.attr("Error") = py::handle(g_error);
+  DefineStats(m);
+  DefineParameterSync(m);
+  m.def("load_fashion_mnist", &LoadFashionMnistPy, py::arg("data_dir"),
+        py::arg("train"), py::arg("limit") = -1,
+        "Reads Fashion-MNIST's .gz IDX files: (images [N, 1, 28, 28] "
+        "float32, normalised; labels [N] int64). limit -1: all.");
+  m.attr("FASHION_MNIST_DIR") = kFashionMnistDefaultDir;
+  m.attr("__version__") = GRADWIRE_VERSION;
+}

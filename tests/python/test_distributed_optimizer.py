@@ -1,0 +1,126 @@
+"""gradwire.torch.DistributedOptimizer against real shard processes: the
+shards aggregate, a local torch optimizer steps on the mean gradient."""
+
+import copy
+import threading
+
+import pytest
+import torch
+
+import gradwire
+from gradwire.torch import DistributedOptimizer
+
+from test_parameter_sync import batch, make_model
+
+STEPS = 8
+# Dense fp32 both ways: the exchanged gradient is the exact mean, so the
+# result must match one process stepping on the averaged gradient.
+EXACT = dict(compression={"compressor": "none", "value_type": "fp32"},
+             pull="dense")
+
+
+def make_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9)
+
+
+def train_distributed(shards, num_workers, clip, **options):
+    models = [make_model(seed=w + 1) for w in range(num_workers)]
+    lrs = [None] * num_workers
+    initial = [None] * num_workers
+    errors = []
+
+    def work(worker):
+        try:
+            model = models[worker]
+            opt = DistributedOptimizer(
+                make_optimizer(model), named_parameters=model.named_parameters(),
+                shards=[s.address for s in shards], worker_id=worker,
+                num_workers=num_workers, **options)
+            initial[worker] = copy.deepcopy(model)
+            scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=3,
+                                                        gamma=0.5)
+            for step in range(STEPS):
+                points, labels = batch(step, worker)
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(points),
+                                                  labels).backward()
+                if clip:
+                    opt.synchronize()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+                opt.step()
+                scheduler.step()
+            lrs[worker] = opt.param_groups[0]["lr"]
+            opt.close()
+        except Exception as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(w,))
+               for w in range(num_workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    return models, lrs, initial
+
+
+def train_reference(model, num_workers, clip):
+    """One process: the mean of the workers' gradients, the same optimizer,
+    scheduler and clipping, from the same initial weights."""
+    opt = make_optimizer(model)
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
+    for step in range(STEPS):
+        grads = []
+        for worker in range(num_workers):
+            replica = copy.deepcopy(model)
+            points, labels = batch(step, worker)
+            torch.nn.functional.cross_entropy(replica(points),
+                                              labels).backward()
+            grads.append([p.grad for p in replica.parameters()])
+        for p, *gs in zip(model.parameters(), *grads):
+            p.grad = torch.stack(gs).mean(0)
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        scheduler.step()
+    return model
+
+
+@pytest.mark.parametrize("clip", [None, 0.5])
+def test_matches_one_process_on_the_mean_gradient(start_shards, clip):
+    shards = start_shards(2, 2)
+    models, lrs, initial = train_distributed(shards, 2, clip, **EXACT)
+    # Every worker started from the first Init's weights, whoever sent it.
+    for a, b in zip(initial[0].parameters(), initial[1].parameters()):
+        assert torch.equal(a, b)
+    reference = train_reference(initial[0], 2, clip)
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        assert torch.equal(a, b)
+    for a, b in zip(models[0].parameters(), reference.parameters()):
+        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+    # The scheduler halved the rate twice (steps 3 and 6).
+    assert lrs == [0.05, 0.05]
+
+
+def test_compressed_exchange_keeps_workers_identical(start_shards):
+    shards = start_shards(1, 2)
+    models, _, _ = train_distributed(
+        shards, 2, None,
+        compression={"compressor": "topk", "ratio": 0.05})
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        assert torch.equal(a, b)
+
+
+def test_bad_options_are_refused():
+    model = make_model(seed=1)
+    with pytest.raises(ValueError, match="^lr"):
+        DistributedOptimizer(make_optimizer(model), shards=["127.0.0.1:1"],
+                             lr=0.1)
+    with pytest.raises(ValueError, match="compression"):
+        DistributedOptimizer(make_optimizer(model), shards=["127.0.0.1:1"],
+                             compression={"ratoi": 0.1})
+    with pytest.raises(ValueError, match="^optimizer"):
+        DistributedOptimizer(model, shards=["127.0.0.1:1"])
+    with pytest.raises(ValueError, match="^ratio"):
+        DistributedOptimizer(make_optimizer(model), shards=["127.0.0.1:1"],
+                             compression={"compressor": "topk", "ratio": 5})

@@ -1,0 +1,206 @@
+#include "worker/sync_settings.h"
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "common/compress/registry.h"
+#include "common/precision.h"
+
+namespace gradwire {
+namespace {
+
+// Builds INVALID_ARGUMENT messages that start with a setting's name.
+class Complaint {
+ public:
+  explicit Complaint(const SettingNamer& namer) : namer_(namer) {}
+
+  template <typename... Args>
+  absl::Status operator()(absl::string_view key,
+                          const absl::FormatSpec<Args...>& format,
+                          const Args&... args) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(namer_(key), ": ", absl::StrFormat(format, args...)));
+  }
+
+ private:
+  const SettingNamer& namer_;
+};
+
+absl::Status ResolveOptimizer(const SyncSettings& s, const Complaint& bad,
+                              v1::OptimizerConfig* optimizer) {
+  if (!(s.lr > 0 && s.lr < 1e6))
+    return bad("lr", "%g is not in (0, 1e6)", s.lr);
+  if (!(s.momentum >= 0 && s.momentum < 1))
+    return bad("momentum", "%g is outside [0, 1)", s.momentum);
+  if (!(s.weight_decay >= 0 && s.weight_decay < 1e6))
+    return bad("weight_decay", "%g is negative or not finite", s.weight_decay);
+  optimizer->set_learning_rate(s.lr);
+  optimizer->set_weight_decay(s.weight_decay);
+  optimizer->set_schedule(v1::LR_SCHEDULE_KIND_CONSTANT);
+  const std::string& name = s.optimizer;
+  if (name == "sgd") {
+    optimizer->set_kind(v1::OPTIMIZER_KIND_SGD);
+  } else if (name == "momentum" || name == "nesterov") {
+    optimizer->set_kind(v1::OPTIMIZER_KIND_MOMENTUM);
+    optimizer->set_momentum(s.momentum);
+    optimizer->set_nesterov(name == "nesterov");
+  } else if (name == "adam" || name == "adamw") {
+    optimizer->set_kind(name == "adam" ? v1::OPTIMIZER_KIND_ADAM
+                                       : v1::OPTIMIZER_KIND_ADAMW);
+    optimizer->set_momentum(s.momentum);
+    optimizer->set_beta2(0.999f);
+    optimizer->set_epsilon(1e-8f);
+  } else {
+    return bad("optimizer",
+               "unknown optimizer '%s' (sgd, momentum, nesterov, adam, adamw)",
+               name);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolveMode(const SyncSettings& s, const Complaint& bad,
+                         v1::TrainingConfig* training) {
+  if (s.mode == "bsp") {
+    training->set_mode(v1::CONSISTENCY_MODE_BSP);
+  } else if (s.mode == "asp") {
+    training->set_mode(v1::CONSISTENCY_MODE_ASP);
+  } else if (s.mode == "ssp") {
+    training->set_mode(v1::CONSISTENCY_MODE_SSP);
+    if (s.staleness < 0 || s.staleness > 1000) {
+      return bad("staleness", "%d is outside [0, 1000]", s.staleness);
+    }
+    training->set_staleness(s.staleness);
+  } else {
+    return bad("mode", "'%s' is not bsp, asp or ssp", s.mode);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolveCompressor(const SyncSettings& s, const Complaint& bad,
+                               SyncOptions* sync) {
+  CompressorOptions& c = sync->compressor;
+  if (!(s.ratio > 0 && s.ratio <= 1))
+    return bad("ratio", "%g is outside (0, 1]", s.ratio);
+  if (!(s.threshold >= 0 && s.threshold < 1e30))
+    return bad("threshold", "%g must be finite and >= 0", s.threshold);
+  c.name = s.compressor;
+  c.ratio = s.ratio;
+  c.threshold = static_cast<float>(s.threshold);
+  if (s.levels < 1 || s.levels > 65535)
+    return bad("levels", "%d is outside [1, 65535]", s.levels);
+  c.levels = static_cast<uint32_t>(s.levels);
+  const auto precision = ParsePrecision(s.value_type);
+  if (!precision) {
+    return bad("value_type", "'%s' is not fp32, fp16 or bf16", s.value_type);
+  }
+  c.precision = *precision;
+  c.dgc.momentum = static_cast<float>(s.dgc_momentum);
+  c.dgc.momentum_masking = s.dgc_momentum_masking;
+  c.dgc.clip_norm = static_cast<float>(s.dgc_clip_norm);
+  c.dgc.warmup_epochs = static_cast<int>(s.dgc_warmup_epochs);
+  sync->error_feedback = s.error_feedback;
+  auto made = MakeCompressor(c);
+  if (!made.ok()) return bad("compressor", "%s", made.status().message());
+  if (!s.error_feedback && s.compressor == "dgc") {
+    return bad("error_feedback", "dgc needs error feedback");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolvePull(const SyncSettings& s, const Complaint& bad,
+                         SyncOptions* sync) {
+  if (s.pull == "dense") {
+    sync->pull_deltas = false;
+    return absl::OkStatus();
+  }
+  if (s.pull != "delta") {
+    return bad("pull", "'%s' is not dense or delta", s.pull);
+  }
+  if (!(s.pull_ratio > 0 && s.pull_ratio <= 1))
+    return bad("pull_ratio", "%g is outside (0, 1]", s.pull_ratio);
+  sync->pull_deltas = true;
+  v1::PullEncoding* encoding = sync->training.mutable_pull_encoding();
+  encoding->set_compressor("topk");
+  encoding->set_ratio(s.pull_ratio);
+  encoding->set_value_type(v1::VALUE_TYPE_FP32);
+  return absl::OkStatus();
+}
+
+absl::Status ResolveTopology(const SyncSettings& s, const Complaint& bad,
+                             SyncOptions* sync) {
+  for (const std::string& address : s.shards) {
+    if (!address.empty()) sync->shard_addresses.push_back(address);
+  }
+  if (sync->shard_addresses.empty()) return bad("shards", "no address given");
+  if (s.num_workers < 1 || s.num_workers > 65536)
+    return bad("num_workers", "%d is outside [1, 65536]", s.num_workers);
+  if (s.worker_id < 0 || s.worker_id >= s.num_workers)
+    return bad("worker_id", "%d is outside [0, %d)", s.worker_id,
+               s.num_workers);
+  sync->num_workers = s.num_workers;
+  sync->worker_id = s.worker_id;
+  if (s.local_size < 1 || s.local_size > 64)
+    return bad("local_size", "%d is outside [1, 64]", s.local_size);
+  if (s.local_rank < 0 || s.local_rank >= s.local_size) {
+    return bad("local_rank", "%d is outside [0, %d)", s.local_rank,
+               s.local_size);
+  }
+  sync->local_size = s.local_size;
+  sync->local_rank = s.local_rank;
+  const std::vector<std::string> store = absl::StrSplit(s.local_store, ':');
+  int port = 0;
+  if (store.size() != 2 || !absl::SimpleAtoi(store[1], &port) || port <= 0 ||
+      port > 65535) {
+    return bad("local_store", "'%s' is not host:port", s.local_store);
+  }
+  sync->local_store_host = store[0];
+  sync->local_store_port = port;
+  if (s.partition_bytes < 4 || s.partition_bytes % 4 != 0) {
+    return bad("partition_bytes", "%d must be a positive multiple of 4",
+               s.partition_bytes);
+  }
+  sync->partition_bytes = s.partition_bytes;
+  if (!(s.rpc_timeout_seconds > 0 && s.rpc_timeout_seconds <= 86400))
+    return bad("rpc_timeout_seconds", "%g is outside (0, 86400]",
+               s.rpc_timeout_seconds);
+  if (!(s.pull_timeout_seconds > 0 && s.pull_timeout_seconds <= 86400))
+    return bad("pull_timeout_seconds", "%g is outside (0, 86400]",
+               s.pull_timeout_seconds);
+  if (!(s.connect_timeout_seconds > 0 && s.connect_timeout_seconds <= 86400))
+    return bad("connect_timeout_seconds", "%g is outside (0, 86400]",
+               s.connect_timeout_seconds);
+  sync->connect_timeout = absl::Seconds(s.connect_timeout_seconds);
+  sync->rpc_timeout = absl::Seconds(s.rpc_timeout_seconds);
+  sync->pull_timeout = absl::Seconds(s.pull_timeout_seconds);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string FlagName(absl::string_view key) {
+  return absl::StrCat("--", absl::StrReplaceAll(key, {{"_", "-"}}));
+}
+
+absl::StatusOr<SyncOptions> SyncOptionsFromSettings(
+    const SyncSettings& settings, const SettingNamer& namer) {
+  const Complaint bad(namer);
+  SyncOptions sync;
+  for (absl::Status s :
+       {ResolveTopology(settings, bad, &sync),
+        ResolveCompressor(settings, bad, &sync),
+        ResolveOptimizer(settings, bad, sync.training.mutable_optimizer()),
+        ResolveMode(settings, bad, &sync.training),
+        ResolvePull(settings, bad, &sync)}) {
+    if (!s.ok()) return s;
+  }
+  absl::StatusOr<TransportSecurity> transport =
+      LoadTransportSecurity(settings.transport, TransportRole::kClient);
+  if (!transport.ok()) return transport.status();
+  sync.transport = *std::move(transport);
+  return sync;
+}
+
+}  // namespace gradwire
