@@ -6,6 +6,7 @@ import pathlib
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -32,6 +33,28 @@ def _read_when_written(path, process, timeout=30.0):
             raise RuntimeError(f"gradwire-server exited with {process.returncode}")
         time.sleep(0.05)
     raise TimeoutError(f"{path} was not written in {timeout} s")
+
+
+def run_in_threads(work, count, timeout=120.0):
+    """Runs work(i) for i in [0, count) in threads (workers of one job; the
+    C++ side releases the GIL) and re-raises the first exception."""
+    errors = []
+
+    def guarded(index):
+        try:
+            work(index)
+        except BaseException as error:  # re-raised below, in the test
+            errors.append(error)
+
+    threads = [threading.Thread(target=guarded, args=(i,))
+               for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout)
+    assert not any(t.is_alive() for t in threads), "a worker thread hung"
+    if errors:
+        raise errors[0]
 
 
 class Shard:

@@ -2,12 +2,12 @@
 shards aggregate, a local torch optimizer steps on the mean gradient."""
 
 import copy
-import threading
 
 import pytest
 import torch
 
 import gradwire
+from conftest import run_in_threads
 from gradwire.torch import DistributedOptimizer
 
 from test_parameter_sync import batch, make_model
@@ -27,40 +27,30 @@ def train_distributed(shards, num_workers, clip, **options):
     models = [make_model(seed=w + 1) for w in range(num_workers)]
     lrs = [None] * num_workers
     initial = [None] * num_workers
-    errors = []
 
     def work(worker):
-        try:
-            model = models[worker]
-            opt = DistributedOptimizer(
-                make_optimizer(model), named_parameters=model.named_parameters(),
-                shards=[s.address for s in shards], worker_id=worker,
-                num_workers=num_workers, **options)
-            initial[worker] = copy.deepcopy(model)
-            scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=3,
-                                                        gamma=0.5)
-            for step in range(STEPS):
-                points, labels = batch(step, worker)
-                opt.zero_grad()
-                torch.nn.functional.cross_entropy(model(points),
-                                                  labels).backward()
-                if clip:
-                    opt.synchronize()
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-                opt.step()
-                scheduler.step()
-            lrs[worker] = opt.param_groups[0]["lr"]
-            opt.close()
-        except Exception as e:  # reported by the main thread
-            errors.append(e)
+        model = models[worker]
+        opt = DistributedOptimizer(
+            make_optimizer(model), named_parameters=model.named_parameters(),
+            shards=[s.address for s in shards], worker_id=worker,
+            num_workers=num_workers, **options)
+        initial[worker] = copy.deepcopy(model)
+        scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=3,
+                                                    gamma=0.5)
+        for step in range(STEPS):
+            points, labels = batch(step, worker)
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(points),
+                                              labels).backward()
+            if clip:
+                opt.synchronize()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            opt.step()
+            scheduler.step()
+        lrs[worker] = opt.param_groups[0]["lr"]
+        opt.close()
 
-    threads = [threading.Thread(target=work, args=(w,))
-               for w in range(num_workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
+    run_in_threads(work, num_workers)
     return models, lrs, initial
 
 

@@ -1,12 +1,12 @@
 """gradwire.ParameterSync against real shard processes."""
 
-import threading
 import time
 
 import pytest
 import torch
 
 import gradwire
+from conftest import run_in_threads
 
 
 def make_model(seed):
@@ -30,33 +30,23 @@ def run_workers(shards, num_workers, steps, overlap=True, same_seed=False,
     models = [make_model(seed=1 if same_seed else worker + 1)
               for worker in range(num_workers)]
     stats = [None] * num_workers
-    errors = []
 
     def work(worker):
-        try:
-            sync = gradwire.ParameterSync(
-                shards=[s.address for s in shards], worker_id=worker,
-                num_workers=num_workers, **options)
-            model = models[worker]
-            sync.register(model.named_parameters(), overlap=overlap)
-            for step in range(steps):
-                points, labels = batch(step, worker)
-                model.zero_grad()
-                torch.nn.functional.cross_entropy(model(points),
-                                                  labels).backward()
-                sync.step()
-            stats[worker] = sync.stats
-            sync.close()
-        except Exception as e:  # reported by the main thread
-            errors.append(e)
+        sync = gradwire.ParameterSync(
+            shards=[s.address for s in shards], worker_id=worker,
+            num_workers=num_workers, **options)
+        model = models[worker]
+        sync.register(model.named_parameters(), overlap=overlap)
+        for step in range(steps):
+            points, labels = batch(step, worker)
+            model.zero_grad()
+            torch.nn.functional.cross_entropy(model(points),
+                                              labels).backward()
+            sync.step()
+        stats[worker] = sync.stats
+        sync.close()
 
-    threads = [threading.Thread(target=work, args=(w,))
-               for w in range(num_workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
+    run_in_threads(work, num_workers)
     return models, stats
 
 
