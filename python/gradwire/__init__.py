@@ -24,12 +24,14 @@ that overlap pushes with the backward pass.
 """
 
 from gradwire import _C
-from gradwire._C import Error, SyncStats, load_fashion_mnist
+from gradwire._C import (FASHION_MNIST_DIR, Error, SyncStats,
+                         load_fashion_mnist)
 from gradwire._sync import ParameterSync
 
 __version__ = _C.__version__
 
 __all__ = [
+    "FASHION_MNIST_DIR",
     "Error",
     "ParameterSync",
     "SyncStats",

@@ -98,7 +98,9 @@ class ParameterSync(_C.ParameterSync):
           overlap: push each parameter's gradient as soon as backward() has
             finished it (a hook on its AccumulateGrad node), so that
             communication hides behind the rest of the backward pass. The
-            pushed bytes and the weights are the same as without overlap.
+            compressed gradients and the weights are the same as without
+            overlap; a step's chunks may travel in several requests, which
+            adds their headers (tens of bytes a step).
             Needs local_size 1. Gradients must not change between
             backward() and step(): step() raises gradwire.Error if one did.
           backward_passes_per_step: with gradient accumulation, the number

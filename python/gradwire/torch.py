@@ -139,6 +139,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
         """gradwire.SyncStats: bytes pushed and pulled, dense-equivalent."""
         return self._sync.stats
 
+    @property
+    def next_step(self):
+        """The next step number: steps exchanged so far, including those a
+        restarted worker resumes after (the shards remember them)."""
+        return self._sync.next_step
+
     def set_epoch(self, epoch):
         """The epoch compressor warm-up schedules see (DGC)."""
         self._epoch = int(epoch)

@@ -1,0 +1,870 @@
+#!/usr/bin/python3
+"""Fashion-MNIST data-parallel training with gradwire, in Python.
+
+A complete training script to copy: every worker process trains its own
+part of Fashion-MNIST and exchanges Top-K-compressed gradients with
+gradwire's parameter-server shards. It is a drop-in worker for
+`gradwire local` and takes gradwire-worker's flags, spelled the same way.
+
+    # a whole job on this machine: 2 shards, 2 Python workers
+    PYTHONPATH=build/python build/bin/gradwire local --shards=2 --workers=2 \\
+        --worker-command="/usr/bin/python3 examples/python/train.py" \\
+        --model=cnn --compressor=topk --ratio=0.01 --error-feedback
+
+    # by hand, against shards that already run
+    PYTHONPATH=build/python /usr/bin/python3 examples/python/train.py \\
+        --shards=127.0.0.1:7000 --worker-id=0 --num-workers=2 --model=resnet18
+
+    # the same training with plain PyTorch DDP (gloo), for comparison
+    /usr/bin/python3 examples/python/train.py --baseline=ddp \\
+        --worker-id=0 --num-workers=2 --ddp-master=127.0.0.1:29511 ...
+
+Three ways to exchange gradients (--api, --baseline):
+  --api=sync       gradwire.ParameterSync: the shards run the optimizer
+                   (--optimizer, --lr, --momentum) and send the new weights
+                   back; sync.step() replaces optimizer.step().
+  --api=optimizer  gradwire.torch.DistributedOptimizer: the shards only
+                   average the compressed gradients; a local torch.optim
+                   optimizer (chosen by --optimizer) steps on the average.
+  --baseline=ddp   torch.nn.parallel.DistributedDataParallel over gloo, no
+                   gradwire at all: dense fp32 all-reduce.
+
+The data split, the batch order and the model's initial weights follow
+gradwire-worker (worker/trainer.cc) exactly: worker w of W trains on the
+examples i with i % W == w, each epoch visits them in a permutation that
+depends only on (--seed + w, epoch), and torch.manual_seed(--seed) is set
+before the model is built. Every worker takes the same number of steps.
+
+Exit codes: 0 done, 1 a gradwire, shard or training error (printed),
+2 a bad flag.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+try:
+    import gradwire
+    import gradwire.torch
+except ImportError as error:
+    sys.exit(f"train.py: cannot import gradwire ({error}); build it "
+             "(make build) and set PYTHONPATH=build/python")
+
+USAGE_EXIT = 2
+
+# ---------------------------------------------------------------------------
+# Flags: gradwire-worker's names, defaults and spelling.
+#
+# Like Abseil flags, a flag may be written --flag=value, --flag value or
+# -flag=value, with hyphens or underscores; a boolean as --flag,
+# --flag=true|false|1|0|yes|no or --noflag. Every flag can also come from
+# the environment as GRADWIRE_<NAME> (GRADWIRE_WORKER_ID for --worker-id);
+# the command line wins.
+# ---------------------------------------------------------------------------
+
+
+def parse_bool(text):
+    value = str(text).strip().lower()
+    if value in ("true", "t", "yes", "y", "1"):
+        return True
+    if value in ("false", "f", "no", "n", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"'{text}' is not true or false")
+
+
+parse_bool.metavar = "BOOL"
+
+
+def choice(*names):
+    def parse(text):
+        if text not in names:
+            raise argparse.ArgumentTypeError(
+                f"'{text}' is not one of {', '.join(names)}")
+        return text
+    parse.metavar = "|".join(names)
+    return parse
+
+
+def at_least(minimum):
+    def parse(text):
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} must be >= {minimum}")
+        return value
+    parse.metavar = "N"
+    return parse
+
+
+# (name, type, default, help). Defaults are gradwire-worker's
+# (worker/worker_flags.cc, worker/sync_settings.h).
+FLAG_GROUPS = {
+    "topology": [
+        ("shards", str, "127.0.0.1:7000",
+         "Comma-separated shard addresses (host:port), in shard-id order."),
+        ("worker-id", at_least(0), 0,
+         "This worker's id, in [0, --num-workers)."),
+        ("num-workers", at_least(1), 1, "Number of workers."),
+        ("local-rank", at_least(0), 0, "This process's rank inside its node."),
+        ("local-size", at_least(1), 1,
+         "Processes on this node; > 1 averages gradients inside the node "
+         "(Gloo) before pushing, and turns --overlap off."),
+        ("local-store", str, "127.0.0.1:29500",
+         "host:port of the node's c10d TCPStore (hosted by local rank 0)."),
+    ],
+    "training": [
+        ("data-dir", str, gradwire._C.FASHION_MNIST_DIR,
+         "Directory holding the Fashion-MNIST .gz IDX files."),
+        ("model", choice("cnn", "mlp", "resnet18"), "cnn",
+         "Model: cnn and mlp as gradwire-worker's; resnet18 is "
+         "torchvision's, with a 3x3 stride-1 first convolution on 1 channel "
+         "and no max-pool, for 28x28 images."),
+        ("epochs", at_least(0), 1, "Epochs to train."),
+        ("batch-size", at_least(1), 64, "Examples per step on each worker."),
+        ("max-steps", at_least(0), 0,
+         "Stop after this many steps (0: no limit)."),
+        ("train-limit", at_least(0), 0,
+         "Use only the first N training examples (0: all)."),
+        ("test-limit", at_least(0), 0,
+         "Use only the first N test examples (0: all)."),
+        ("seed", int, 1, "Seed of model initialisation and batch order."),
+        ("evaluate", parse_bool, True,
+         "Measure test accuracy after every epoch (gradwire local "
+         "evaluates on worker 0 only)."),
+        ("progress", choice("auto", "bar", "log", "none"), "auto",
+         "Progress display: auto (bar on a terminal, lines otherwise), bar, "
+         "log or none."),
+        ("step-delay-ms", at_least(0), 0,
+         "Fault injection: sleep this long before each step's exchange "
+         "(a straggler; 0: off)."),
+        ("step-delay-every", at_least(1), 1,
+         "With --step-delay-ms: sleep only before every N-th step."),
+        ("summary-json", str, "", "Write the run's summary to this file."),
+        ("dry-run", parse_bool, False,
+         "Check the flags, print what they resolve to and exit (the "
+         "gradwire options are checked when connecting)."),
+    ],
+    "compression": [
+        ("compressor", str, "topk",
+         "Gradient compressor: none, fp16, bf16, topk, randomk, threshold, "
+         "dgc, qsgd, onebit."),
+        ("ratio", float, 0.01, "Fraction of elements sparsifiers keep."),
+        ("threshold", float, 0.001, "threshold compressor: |g| to keep."),
+        ("levels", int, 256, "qsgd: quantisation levels."),
+        ("value-type", str, "fp16",
+         "Precision of pushed values: fp32, fp16 or bf16."),
+        ("error-feedback", parse_bool, True,
+         "Keep what compression left out for later steps."),
+        ("dgc-momentum", float, 0.0,
+         "dgc: momentum correction factor (0: off)."),
+        ("dgc-momentum-masking", parse_bool, True,
+         "dgc: momentum-factor masking."),
+        ("dgc-clip-norm", float, 0.0,
+         "dgc: local gradient clipping norm (0: off)."),
+        ("dgc-warmup-epochs", int, 0, "dgc: epochs of sparsity warm-up."),
+    ],
+    "shards": [
+        ("pull", str, "delta",
+         "Pulls: dense (full weights every step) or delta (compressed "
+         "weight deltas with server-side error feedback)."),
+        ("pull-ratio", float, 0.05,
+         "Fraction of elements a delta pull keeps."),
+        ("optimizer", choice("sgd", "momentum", "nesterov", "adam", "adamw"),
+         "momentum",
+         "Optimizer: sgd, momentum, nesterov, adam, adamw. Run by the shards "
+         "with --api=sync; by a local torch.optim optimizer with "
+         "--api=optimizer and --baseline=ddp."),
+        ("lr", float, 0.05, "Learning rate."),
+        ("momentum", float, 0.9, "Momentum (beta1 for adam)."),
+        ("weight-decay", float, 0.0, "Weight decay."),
+        ("mode", str, "bsp", "Consistency mode: bsp, asp or ssp."),
+        ("staleness", int, 2, "SSP staleness."),
+        ("partition-bytes", int, 4 << 20, "Largest chunk in bytes."),
+        ("rpc-timeout-seconds", float, 30.0,
+         "Deadline of each Init and Push."),
+        ("pull-timeout-seconds", float, 300.0,
+         "How long a Pull waits for its step (Python only)."),
+        ("tls-cert", str, "", "PEM client certificate (mutual TLS)."),
+        ("tls-key", str, "", "PEM key of --tls-cert."),
+        ("tls-ca", str, "",
+         "PEM CA certificates the shards' certificates chain to."),
+        ("tls-server-name", str, "",
+         "Name expected in the shards' certificates."),
+        ("auth-token-file", str, "", "File holding the shards' bearer token."),
+    ],
+    "python": [
+        ("api", choice("sync", "optimizer"), "sync",
+         "sync: gradwire.ParameterSync (the shards run the optimizer); "
+         "optimizer: gradwire.torch.DistributedOptimizer (the shards "
+         "average, a local torch optimizer steps)."),
+        ("overlap", parse_bool, True,
+         "Push each gradient from a backward hook as soon as it is ready, "
+         "hiding the push behind the rest of backward()."),
+        ("baseline", choice("none", "ddp"), "none",
+         "ddp: train with torch DistributedDataParallel (gloo, dense fp32 "
+         "all-reduce) instead of gradwire; --shards is ignored. Its byte "
+         "counts are computed, not measured: the dense fp32 gradient per "
+         "step."),
+        ("ddp-master", str, "127.0.0.1:29511",
+         "--baseline=ddp: host:port of the TCP rendezvous (rank 0 listens)."),
+        ("threads", at_least(0), 0,
+         "torch.set_num_threads (0: torch's default, which follows "
+         "OMP_NUM_THREADS; gradwire local sets it to cores / workers)."),
+    ],
+    # Flags gradwire local or a TLS setup hands every worker, which only
+    # gradwire-worker uses: this script serves no /metrics (writing no
+    # port file is allowed) and the server-side TLS flag means nothing here.
+    "ignored": [
+        ("metrics-address", str, "0.0.0.0",
+         "Ignored (gradwire-worker's /metrics)."),
+        ("metrics-port", int, 0, "Ignored (gradwire-worker's /metrics)."),
+        ("metrics-port-file", str, "",
+         "Ignored (gradwire-worker's /metrics)."),
+        ("metrics-linger-seconds", float, 0.0,
+         "Ignored (gradwire-worker's /metrics)."),
+        ("tls-require-client-cert", parse_bool, False,
+         "Ignored (a shard's flag)."),
+    ],
+}
+
+GROUP_TITLES = {
+    "topology": "topology (gradwire-worker flags)",
+    "training": "training (gradwire-worker flags)",
+    "compression": "gradient compression (gradwire-worker flags)",
+    "shards":
+        "shards, optimizer, deadlines and security (gradwire-worker flags)",
+    "python": "this script only",
+    "ignored": "accepted for gradwire local and ignored (no /metrics here)",
+}
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="train.py", allow_abbrev=False,
+        usage="%(prog)s [--flag=value ...]",
+        description="Trains Fashion-MNIST as one worker of a gradwire job. "
+        "Flags as gradwire-worker's: --flag=value or --flag value; booleans "
+        "--flag, --flag=false or --noflag; GRADWIRE_<NAME> in the "
+        "environment sets a default.")
+    for group_name, flags in FLAG_GROUPS.items():
+        group = parser.add_argument_group(GROUP_TITLES[group_name])
+        for name, kind, default, text in flags:
+            metavar = getattr(kind, "metavar", None) or \
+                {int: "N", float: "X", str: "TEXT"}[kind]
+            shown = str(default).lower() if isinstance(default, bool) \
+                else repr(default)
+            group.add_argument(f"--{name}", type=kind, default=default,
+                               metavar=metavar,
+                               help=f"{text} (default: {shown})")
+    return parser
+
+
+def normalize_argv(argv, bool_flags, value_flags):
+    """Rewrites Abseil spellings into --name=value, which argparse takes."""
+    out = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg in ("-h", "-help", "--help", "--helpfull", "--helpshort"):
+            out.append("--help")
+            continue
+        if arg == "--" or not arg.startswith("-") or len(arg) < 2:
+            out.append(arg)  # argparse rejects stray arguments
+            continue
+        name, has_value, value = arg.lstrip("-").partition("=")
+        name = name.replace("_", "-")
+        if name.startswith("no") and name[2:] in bool_flags and not has_value:
+            out.append(f"--{name[2:]}=false")
+        elif name in bool_flags:
+            out.append(f"--{name}={value if has_value else 'true'}")
+        elif name in value_flags and not has_value and i < len(argv):
+            out.append(f"--{name}={argv[i]}")  # --flag value
+            i += 1
+        else:
+            out.append(f"--{name}{'=' if has_value else ''}{value}")
+    return out
+
+
+def parse_flags(argv):
+    parser = build_parser()
+    bool_flags, value_flags = set(), set()
+    for flags in FLAG_GROUPS.values():
+        for name, kind, _, _ in flags:
+            (bool_flags if kind is parse_bool else value_flags).add(name)
+            variable = "GRADWIRE_" + name.replace("-", "_").upper()
+            if variable in os.environ:
+                try:
+                    parser.set_defaults(
+                        **{name.replace("-", "_"): kind(os.environ[variable])})
+                except (ValueError, argparse.ArgumentTypeError) as error:
+                    parser.error(f"{variable}: {error}")
+    args = parser.parse_args(normalize_argv(argv, bool_flags, value_flags))
+    check_flags(parser, args)
+    return args
+
+
+def check_flags(parser, args):
+    if args.worker_id >= args.num_workers:
+        parser.error(f"--worker-id: {args.worker_id} must be below "
+                     f"--num-workers={args.num_workers}")
+    if args.local_rank >= args.local_size:
+        parser.error(f"--local-rank: {args.local_rank} must be below "
+                     f"--local-size={args.local_size}")
+    if args.baseline == "ddp":
+        if args.local_size != 1:
+            parser.error("--baseline=ddp: use --local-size=1 (one rank per "
+                         "worker id)")
+        host, _, port = args.ddp_master.rpartition(":")
+        if not host or not port.isdigit():
+            parser.error(f"--ddp-master: '{args.ddp_master}' is not host:port")
+    elif not [s for s in args.shards.split(",") if s]:
+        parser.error("--shards: no shard address")
+
+
+# ---------------------------------------------------------------------------
+# Data: this worker's part of Fashion-MNIST, in gradwire-worker's order.
+# ---------------------------------------------------------------------------
+
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
+class Mt19937_64:
+    """std::mt19937_64, so that batch orders equal gradwire-worker's."""
+
+    def __init__(self, seed):
+        self._state = [seed & MASK64]
+        for i in range(1, 312):
+            previous = self._state[-1]
+            self._state.append(
+                (6364136223846793005 * (previous ^ (previous >> 62)) + i)
+                & MASK64)
+        self._index = 312
+
+    def _twist(self):
+        state = self._state
+        for i in range(312):
+            x = (state[i] & 0xFFFFFFFF80000000) | (
+                state[(i + 1) % 312] & 0x7FFFFFFF)
+            x_a = x >> 1
+            if x & 1:
+                x_a ^= 0xB5026F5AA96619E9
+            state[i] = state[(i + 156) % 312] ^ x_a
+        self._index = 0
+
+    def __call__(self):
+        if self._index >= 312:
+            self._twist()
+        x = self._state[self._index]
+        self._index += 1
+        x ^= (x >> 29) & 0x5555555555555555
+        x ^= (x << 17) & 0x71D67FFFEDA60000
+        x ^= (x << 37) & 0xFFF7EEE000000000
+        x ^= x >> 43
+        return x & MASK64
+
+
+def uniform_below(rng, bound):
+    """Uniform in [0, bound) by rejection, as gradwire-worker draws it."""
+    reject_from = MASK64 - (MASK64 % bound + 1) % bound
+    while True:
+        x = rng()
+        if x <= reject_from:
+            return x % bound
+
+
+def epoch_batches(num_examples, batch_size, seed, epoch):
+    """The epoch's full batches (index tensors): BatchOrder::Batches of
+    worker/fashion_mnist.cc with drop_last, a Fisher-Yates shuffle seeded
+    from (seed, epoch) only. A script of your own can use
+    torch.utils.data.DistributedSampler instead; this one follows
+    gradwire-worker so that the two can be compared bit for bit."""
+    rng = Mt19937_64(splitmix64(splitmix64(seed & MASK64) ^ epoch))
+    order = list(range(num_examples))
+    for i in range(num_examples - 1, 0, -1):
+        j = uniform_below(rng, i + 1)
+        order[i], order[j] = order[j], order[i]
+    order = torch.tensor(order, dtype=torch.int64)
+    return list(order[:num_examples // batch_size * batch_size]
+                .split(batch_size))
+
+
+class TrainingData:
+    """This process's part of the training set (every parts-th example,
+    from its own offset), the whole test set, and the steps per epoch that
+    every worker takes: the smallest part's full batches."""
+
+    def __init__(self, args):
+        images, labels = gradwire.load_fashion_mnist(
+            args.data_dir, True, args.train_limit or -1)
+        self.test_images, self.test_labels = gradwire.load_fashion_mnist(
+            args.data_dir, False, args.test_limit or -1)
+        self.part = args.worker_id * args.local_size + args.local_rank
+        parts = args.num_workers * args.local_size
+        self.images = images[self.part::parts].contiguous()
+        self.labels = labels[self.part::parts].contiguous()
+        self.steps_per_epoch = (len(labels) // parts) // args.batch_size
+        if self.steps_per_epoch == 0:
+            raise ValueError(
+                f"{len(labels)} training examples over {parts} processes do "
+                f"not fill one batch of {args.batch_size}")
+
+
+# ---------------------------------------------------------------------------
+# Models. cnn and mlp have gradwire-worker's layers, parameter names and
+# order (worker/models.h), so C++ and Python workers build equal weights
+# from equal seeds.
+# ---------------------------------------------------------------------------
+
+
+class MlpNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(28 * 28, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+class CnnNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 5, padding=2)
+        self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
+        self.fc1 = nn.Linear(7 * 7 * 64, 1024)
+        self.fc2 = nn.Linear(1024, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+def resnet18():
+    import torchvision  # only this model needs it
+    net = torchvision.models.resnet18(num_classes=10)
+    # 28x28 inputs: keep the resolution (3x3 stride 1, no max-pool).
+    net.conv1 = nn.Conv2d(1, 64, kernel_size=3, stride=1, padding=1,
+                          bias=False)
+    nn.init.kaiming_normal_(net.conv1.weight, mode="fan_out",
+                            nonlinearity="relu")
+    net.maxpool = nn.Identity()
+    return net
+
+
+def make_model(name):
+    return {"mlp": MlpNet, "cnn": CnnNet, "resnet18": resnet18}[name]()
+
+
+def accuracy(model, images, labels):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for start in range(0, len(labels), 1000):
+            logits = model(images[start:start + 1000])
+            correct += int((logits.argmax(1) == labels[start:start + 1000])
+                           .sum())
+    model.train()
+    return correct / len(labels) if len(labels) else 0.0
+
+
+def weights_fingerprint(named_parameters):
+    """64-bit FNV-1a over names, shapes (int64) and float32 bytes, as 16 hex
+    digits: WeightsFingerprint of worker/trainer.cc. Equal fingerprints
+    mean bit-identical weights."""
+    hash_value = 0xCBF29CE484222325
+
+    def mix(data):
+        nonlocal hash_value
+        for byte in data:
+            hash_value = ((hash_value ^ byte) * 0x100000001B3) & MASK64
+
+    for name, tensor in named_parameters:
+        values = tensor.detach().to("cpu", torch.float32).contiguous()
+        mix(name.encode())
+        for size in values.shape:
+            mix(int(size).to_bytes(8, sys.byteorder, signed=True))
+        mix(values.numpy().tobytes())
+    return f"{hash_value:016x}"
+
+
+# ---------------------------------------------------------------------------
+# The three ways to exchange gradients. Each holds the plain model
+# (.model) and what computes the loss (.forward: the model, or DDP's
+# wrapper), and offers zero_grad(), set_epoch(e), step(epoch), next_step
+# (steps done, resumed ones included), stats() and close().
+# ---------------------------------------------------------------------------
+
+COMPRESSION_FLAGS = ("compressor", "ratio", "threshold", "levels",
+                     "value_type", "error_feedback", "dgc_momentum",
+                     "dgc_momentum_masking", "dgc_clip_norm",
+                     "dgc_warmup_epochs")
+OPTIMIZER_FLAGS = ("optimizer", "lr", "momentum", "weight_decay")
+SYNC_FLAGS = ("worker_id", "num_workers", "local_rank", "local_size",
+              "local_store", "mode", "staleness", "pull", "pull_ratio",
+              "partition_bytes", "rpc_timeout_seconds",
+              "pull_timeout_seconds", "tls_cert", "tls_key", "tls_ca",
+              "tls_server_name", "auth_token_file")
+
+
+def torch_optimizer(args, parameters):
+    """--optimizer as a torch.optim optimizer, with the shards' meaning."""
+    if args.optimizer in ("adam", "adamw"):
+        kind = torch.optim.Adam if args.optimizer == "adam" \
+            else torch.optim.AdamW
+        return kind(parameters, lr=args.lr, betas=(args.momentum, 0.999),
+                    eps=1e-8, weight_decay=args.weight_decay)
+    return torch.optim.SGD(
+        parameters, lr=args.lr,
+        momentum=0.0 if args.optimizer == "sgd" else args.momentum,
+        nesterov=args.optimizer == "nesterov",
+        weight_decay=args.weight_decay)
+
+
+class GradwireSync:
+    """gradwire.ParameterSync: sync.step() sends the gradients and brings
+    back the shards' new weights."""
+
+    def __init__(self, args, model):
+        options = {key: getattr(args, key)
+                   for key in COMPRESSION_FLAGS + OPTIMIZER_FLAGS + SYNC_FLAGS}
+        self.model = model
+        self.sync = gradwire.ParameterSync(
+            shards=[s for s in args.shards.split(",") if s], **options)
+        self.sync.register(model.named_parameters(), overlap=args.overlap)
+        self.forward = model
+
+    @property
+    def next_step(self):
+        return self.sync.next_step
+
+    def set_epoch(self, epoch):
+        self.sync.set_epoch(epoch)
+
+    def zero_grad(self):
+        self.model.zero_grad()
+
+    def step(self, epoch):
+        self.sync.step(epoch)
+
+    def stats(self):
+        return self.sync.stats.as_dict()
+
+    def close(self):
+        self.sync.close()
+
+
+class GradwireOptimizer:
+    """gradwire.torch.DistributedOptimizer around a local torch optimizer."""
+
+    def __init__(self, args, model):
+        self.model = model
+        self.optimizer = gradwire.torch.DistributedOptimizer(
+            torch_optimizer(args, model.parameters()),
+            named_parameters=model.named_parameters(),
+            compression={key: getattr(args, key)
+                         for key in COMPRESSION_FLAGS},
+            overlap=args.overlap,
+            shards=[s for s in args.shards.split(",") if s],
+            **{key: getattr(args, key) for key in SYNC_FLAGS})
+        self.forward = model
+        # DistributedOptimizer does not say where a restarted worker
+        # resumes, so this count starts at 0.
+        self.next_step = 0
+
+    def set_epoch(self, epoch):
+        self.optimizer.set_epoch(epoch)
+
+    def zero_grad(self):
+        self.optimizer.zero_grad()
+
+    def step(self, epoch):
+        self.optimizer.step()
+        self.next_step += 1
+
+    def stats(self):
+        return self.optimizer.stats.as_dict()
+
+    def close(self):
+        self.optimizer.close()
+
+
+class DdpBaseline:
+    """Plain PyTorch: DistributedDataParallel over gloo, torch.optim.SGD.
+    Bytes are not measured: each step counts the dense fp32 gradient, the
+    payload an all-reduce exchanges (a ring all-reduce sends 2 (W-1) / W
+    of it per worker and receives as much)."""
+
+    def __init__(self, args, model):
+        import datetime
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+        self.dist = dist
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://{args.ddp_master}",
+            rank=args.worker_id, world_size=args.num_workers,
+            timeout=datetime.timedelta(seconds=args.pull_timeout_seconds))
+        self.model = model
+        self.forward = DistributedDataParallel(model)
+        self.optimizer = torch_optimizer(args, model.parameters())
+        self.gradient_bytes = 4 * sum(p.numel() for p in model.parameters()
+                                      if p.requires_grad)
+        self.next_step = 0
+
+    def set_epoch(self, epoch):
+        pass
+
+    def zero_grad(self):
+        self.optimizer.zero_grad()
+
+    def step(self, epoch):
+        self.optimizer.step()
+        self.next_step += 1
+
+    def stats(self):
+        dense = self.gradient_bytes * self.next_step
+        return {"steps": self.next_step, "pushed_bytes": dense,
+                "pulled_bytes": dense, "dense_equivalent_bytes": dense,
+                "init_bytes": 0, "retries": 0, "max_step_lead": 0}
+
+    def close(self):
+        self.dist.destroy_process_group()
+
+
+# ---------------------------------------------------------------------------
+# Progress on the terminal: a bar that redraws itself on a terminal, a line
+# every 5 s otherwise (as gradwire-worker).
+# ---------------------------------------------------------------------------
+
+
+def human_bytes(count):
+    value, unit = float(count), 0
+    units = ("B", "kB", "MB", "GB", "TB")
+    while value >= 1000.0 and unit < len(units) - 1:
+        value /= 1000.0
+        unit += 1
+    return f"{int(count)} B" if unit == 0 else f"{value:.1f} {units[unit]}"
+
+
+class Progress:
+    def __init__(self, label, mode):
+        self.label = label
+        self.quiet = mode == "none"
+        self.bar = mode == "bar" or (mode == "auto" and sys.stdout.isatty())
+        self.interval = 0.1 if self.bar else 5.0
+        self.last_draw = float("-inf")
+        self.bar_open = False
+
+    def update(self, epoch, epochs, step, steps, loss, samples_per_second,
+               pushed, dense):
+        now = time.monotonic()
+        if self.quiet or (now - self.last_draw < self.interval
+                          and step != steps):
+            return
+        self.last_draw = now
+        text = (f"{self.label} epoch {epoch + 1}/{epochs} step {step}/{steps} "
+                f"loss {loss:.4f} {samples_per_second:.0f} samples/s sent "
+                f"{human_bytes(pushed)} of {human_bytes(dense)} dense "
+                f"({dense / pushed if pushed else 0:.0f}x less)")
+        if self.bar:
+            filled = 24 * step // steps if steps else 0
+            print(f"\r\033[K[{'#' * filled}{'.' * (24 - filled)}] {text}",
+                  end="", flush=True)
+            self.bar_open = True
+        else:
+            print(text, flush=True)
+
+    def line(self, text):
+        if self.quiet:
+            return
+        if self.bar_open:
+            print()
+            self.bar_open = False
+        print(f"{self.label} {text}", flush=True)
+
+
+# ---------------------------------------------------------------------------
+# Training.
+# ---------------------------------------------------------------------------
+
+
+def train(args, data, exchange, progress):
+    """The training loop of worker/trainer.cc. Returns the summary's
+    training fields."""
+    result = {"resumed_at_step": exchange.next_step, "final_loss": 0.0}
+    if exchange.next_step > 0:
+        progress.line(f"resuming at step {exchange.next_step}")
+    total_steps = data.steps_per_epoch * args.epochs
+    if args.max_steps:
+        total_steps = min(total_steps, args.max_steps)
+    model = exchange.model
+    start = window_start = time.monotonic()
+    window_samples = 0
+    train_seconds = 0.0
+    for epoch in range(args.epochs):
+        if exchange.next_step >= total_steps:
+            break
+        exchange.set_epoch(epoch)
+        batches = epoch_batches(len(data.labels), args.batch_size,
+                                args.seed + data.part, epoch)
+        first = epoch * data.steps_per_epoch
+        epoch_start = time.monotonic()
+        for b in range(data.steps_per_epoch):
+            if exchange.next_step >= total_steps:
+                break
+            if first + b < exchange.next_step:
+                continue  # resumed past this batch
+            index = batches[b]
+            exchange.zero_grad()
+            loss = F.cross_entropy(
+                exchange.forward(data.images.index_select(0, index)),
+                data.labels.index_select(0, index))
+            loss.backward()
+            if args.step_delay_ms and \
+                    exchange.next_step % args.step_delay_every == 0:
+                time.sleep(args.step_delay_ms / 1000)
+            exchange.step(epoch)
+            result["final_loss"] = loss.item()
+            window_samples += len(index)
+            seconds = time.monotonic() - window_start
+            stats = exchange.stats()
+            progress.update(epoch, args.epochs, b + 1, data.steps_per_epoch,
+                            result["final_loss"],
+                            window_samples / seconds if seconds > 0 else 0,
+                            stats["pushed_bytes"],
+                            stats["dense_equivalent_bytes"])
+            if seconds > 10:
+                window_start, window_samples = time.monotonic(), 0
+        train_seconds += time.monotonic() - epoch_start
+        if args.evaluate:
+            result["test_accuracy"] = accuracy(model, data.test_images,
+                                               data.test_labels)
+            progress.line(f"epoch {epoch + 1} test accuracy "
+                          f"{result['test_accuracy']:.4f}")
+    if args.evaluate and "test_accuracy" not in result:
+        result["test_accuracy"] = accuracy(model, data.test_images,
+                                           data.test_labels)
+    result["steps"] = exchange.next_step
+    result["wall_seconds"] = time.monotonic() - start
+    result["train_seconds"] = train_seconds
+    # After the clock stops: hashing in Python takes about 1 s per 6 MB.
+    result["weights_fingerprint"] = weights_fingerprint(
+        model.named_parameters())
+    return result
+
+
+def summary(args, result, stats):
+    """gradwire-worker's --summary-json keys (worker/trainer.cc
+    SummaryJson), which gradwire local adds up, plus this script's own."""
+    ddp = args.baseline == "ddp"
+    out = {}
+    if "test_accuracy" in result:
+        out["test_accuracy"] = round(result["test_accuracy"], 6)
+    out.update({
+        "steps": result["steps"],
+        "resumed_at_step": result["resumed_at_step"],
+        "steps_run": stats["steps"],
+        "max_step_lead": stats["max_step_lead"],
+        "wall_seconds": round(result["wall_seconds"], 3),
+        "pushed_bytes": stats["pushed_bytes"],
+        "pulled_bytes": stats["pulled_bytes"],
+        "dense_equivalent_bytes": stats["dense_equivalent_bytes"],
+        "init_bytes": stats["init_bytes"],
+        "retries": stats["retries"],
+        "final_loss": round(result["final_loss"], 6),
+        "worker_id": args.worker_id,
+        "num_workers": args.num_workers,
+        "compressor": "none" if ddp else args.compressor,
+        "ratio": 1.0 if ddp else args.ratio,
+        "error_feedback": False if ddp else args.error_feedback,
+    })
+    for phase in ("compress", "push", "pull", "reduce"):
+        out[f"{phase}_seconds"] = round(stats.get(f"{phase}_seconds", 0.0), 3)
+    out.update({
+        "weights_fingerprint": result["weights_fingerprint"],
+        "worker": "python",
+        "model": args.model,
+        "api": "ddp" if ddp else args.api,
+        "overlap": args.overlap and not ddp,
+        "train_seconds": round(result["train_seconds"], 3),
+    })
+    if ddp:
+        out["byte_counts"] = ("computed, not measured: the dense fp32 "
+                              "gradient per step, what DDP all-reduces")
+    return out
+
+
+def run(args):
+    label = f"worker {args.worker_id}"
+    if args.local_size > 1:
+        label += f".{args.local_rank}"
+    progress = Progress(label, "none" if args.local_rank else args.progress)
+    data = TrainingData(args)
+    torch.manual_seed(args.seed)  # equal initial weights on every worker
+    model = make_model(args.model)
+    if args.baseline == "ddp":
+        exchange = DdpBaseline(args, model)
+    elif args.api == "optimizer":
+        exchange = GradwireOptimizer(args, model)
+    else:
+        exchange = GradwireSync(args, model)
+    try:
+        result = train(args, data, exchange, progress)
+        stats = exchange.stats()
+    finally:
+        exchange.close()
+    out = summary(args, result, stats)
+    if not progress.quiet:
+        evaluated = (f"test accuracy {out['test_accuracy']:.4f}"
+                     if "test_accuracy" in out else "not evaluated")
+        pushed, dense = out["pushed_bytes"], out["dense_equivalent_bytes"]
+        print(f"{label} done: {out['steps']} steps in "
+              f"{out['wall_seconds']:.1f} s, {evaluated}, pushed "
+              f"{human_bytes(pushed)} (dense fp32 would be "
+              f"{human_bytes(dense)}, {dense / pushed if pushed else 0:.1f}x "
+              f"less), pulled {human_bytes(out['pulled_bytes'])}"
+              + (" [DDP: bytes computed, not measured]"
+                 if args.baseline == "ddp" else ""), flush=True)
+    if args.summary_json:
+        with open(args.summary_json, "w") as f:
+            f.write(json.dumps(out) + "\n")
+
+
+def main(argv):
+    args = parse_flags(argv)
+    if args.dry_run:
+        for key, value in sorted(vars(args).items()):
+            if isinstance(value, bool):
+                value = str(value).lower()
+            print(f"--{key.replace('_', '-')}={value}")
+        return 0
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.local_size > 1:
+        args.overlap = False  # ParameterSync's hooks need local_size 1
+    try:
+        run(args)
+    except ValueError as error:  # a gradwire option the C++ side refused
+        print(f"worker {args.worker_id}: {error}", file=sys.stderr)
+        return USAGE_EXIT
+    except (gradwire.Error, RuntimeError, OSError) as error:
+        print(f"worker {args.worker_id}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
