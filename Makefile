@@ -14,6 +14,9 @@
 #                    (staleness 2, 4); writes build/bench-straggler.json
 #   make bench-convergence  accuracy and bytes of every compressor (about 25
 #                    min; writes build/convergence.{md,json})
+#   make bench-python  Python workers against gradwire-worker, overlap on
+#                    shaped links (root), ResNet-18 against DDP
+#                    (build/bench-python.json; PYTHON_BENCH_ARGS="--parts=a")
 #   make bench-load  64 simulated workers against 2 real shards: throughput,
 #                    latency, errors, shard memory (build/bench-load.json)
 #   make demo        2 shards + 2 workers train Fashion-MNIST on this machine
@@ -22,6 +25,9 @@
 #                    through --worker-command; writes
 #                    build/demo-python-summary.json)
 #   make format      clang-format every C++ file
+#   make lint        clang -fsyntax-only -Werror -Wthread-safety over every
+#                    source (build-lint/ holds its compile database), and a
+#                    clang-format check of every C++ and proto file
 #   make check-deploy  offline checks of docker-compose.yml, deploy/docker,
 #                    deploy/k8s and deploy/prometheus, with every service's
 #                    settings run through the binaries' --dry-run
@@ -45,10 +51,12 @@ NETWORK_ARGS ?=
 STRAGGLER_ARGS ?=
 # Flags for bench/convergence.sh, e.g. "--model=cnn --epochs=1".
 CONVERGENCE_ARGS ?=
+# Flags for bench/python.sh, e.g. "--parts=a --steps=60 --repeat=2".
+PYTHON_BENCH_ARGS ?=
 # Flags for gradwire-bench-load, e.g. "--mode=bsp --steps=200".
 LOAD_ARGS ?=
 
-.PHONY: all deps configure build test test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-network bench-straggler bench-load demo demo-python format check-deploy clean
+.PHONY: all deps configure build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-network bench-straggler bench-load bench-python demo demo-python format check-deploy clean
 
 all: build
 
@@ -96,6 +104,9 @@ bench-network: build
 bench-straggler: build
 	bench/straggler.sh --bin $(BUILD)/bin --json $(BUILD)/bench-straggler.json $(STRAGGLER_ARGS)
 
+bench-python: build
+	bench/python.sh --bin $(BUILD)/bin --json $(BUILD)/bench-python.json $(PYTHON_BENCH_ARGS)
+
 bench-load: build
 	$(BUILD)/bin/gradwire-bench-load --json $(BUILD)/bench-load.json $(LOAD_ARGS)
 
@@ -115,6 +126,9 @@ demo-python: build
 
 check-deploy: build
 	BUILD=$(BUILD) scripts/check-deploy.sh
+
+lint: deps
+	scripts/lint.sh
 
 format:
 	git ls-files '*.cc' '*.h' '*.cu' '*.cuh' '*.proto' | xargs clang-format -i

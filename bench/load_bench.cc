@@ -34,8 +34,8 @@
 #include "bench/load_run.h"
 #include "bench/load_shards.h"
 #include "bench/load_workload.h"
-#include "cli/process.h"
 #include "common/command_line.h"
+#include "common/process/child_process.h"
 
 // Abseil reports a malformed flag through this hook and then exits with 1;
 // exiting here gives every usage error the same code. The message is

@@ -15,7 +15,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "bench/load_config.h"
-#include "worker/health_client.h"
+#include "client/health_client.h"
 
 namespace gradwire::bench {
 namespace {

@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "cli/process.h"
+#include "common/process/child_process.h"
 #include "gradwire/v1/parameter_server.pb.h"
 
 namespace gradwire::bench {

@@ -73,6 +73,7 @@ SimulatedWorker::SimulatedWorker(uint32_t id, const LoadBenchConfig& config,
       model_(model),
       pushes_(pushes),
       abort_(abort),
+      rule_(MakeConsistencyRule(config.mode, config.staleness)),
       addresses_(addresses),
       versions_(model.partition->num_chunks(), kHoldsNothing) {
   for (const std::string& address : addresses) {
@@ -180,17 +181,6 @@ absl::Status SimulatedWorker::PushStep(uint64_t step) {
                 });
 }
 
-uint64_t SimulatedWorker::MinStepToPull(uint64_t step) const {
-  switch (config_.mode) {
-    case v1::CONSISTENCY_MODE_BSP:
-      return step + 1;
-    case v1::CONSISTENCY_MODE_SSP:
-      return step + 1 > config_.staleness ? step + 1 - config_.staleness : 0;
-    default:
-      return 0;
-  }
-}
-
 absl::Status SimulatedWorker::PullStep(uint64_t step) {
   std::vector<v1::PullRequest> requests(stubs_.size());
   for (uint32_t s = 0; s < requests.size(); ++s) {
@@ -201,7 +191,7 @@ absl::Status SimulatedWorker::PullStep(uint64_t step) {
     v1::ChunkPull* pull = requests[spec.shard].add_chunks();
     pull->set_key(spec.key);
     pull->set_have_version(versions_[spec.key]);
-    pull->set_min_step(MinStepToPull(step));
+    pull->set_min_step(rule_->MinStepToPull(step));
   }
   std::vector<v1::PullResponse> responses;
   absl::Status s =

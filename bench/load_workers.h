@@ -4,10 +4,11 @@
 // model: per step it pushes one pre-built compressed gradient to every shard
 // and then pulls every chunk from every shard, the requests to different
 // shards in flight at once. Pulls carry the version the worker holds and
-// the min_step of the consistency mode (ASP 0, BSP step + 1, SSP step + 1 -
-// staleness), so BSP and SSP workers wait for each other on the shards as
-// real ones do. Each pulled chunk is decoded and validated, and a delta must
-// bring the worker from the version it holds to the next.
+// the min_step of the consistency mode (ConsistencyRule::MinStepToPull, the
+// worker's own: ASP 0, BSP step + 1, SSP step + 1 - staleness), so BSP and
+// SSP workers wait for each other on the shards as real ones do. Each pulled
+// chunk is decoded and validated, and a delta must bring the worker from the
+// version it holds to the next.
 //
 // Each worker has its own channel per shard, with a subchannel pool of its
 // own: separate worker processes hold separate connections, whereas gRPC
@@ -34,6 +35,7 @@
 #include "bench/load_config.h"
 #include "bench/load_workload.h"
 #include "common/compress/compressed_chunk.h"
+#include "common/consistency/consistency_rule.h"
 #include "gradwire/v1/parameter_server.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
@@ -111,7 +113,6 @@ class SimulatedWorker {
 
   absl::Status PushStep(uint64_t step);
   absl::Status PullStep(uint64_t step);
-  uint64_t MinStepToPull(uint64_t step) const;
   absl::Status ApplyPulled(uint32_t shard, const v1::PullResponse& response);
   absl::Status CallError(uint32_t shard, const char* rpc, uint64_t step,
                          const grpc::Status& status) const;
@@ -121,6 +122,8 @@ class SimulatedWorker {
   const LoadModel& model_;
   WorkerPushes* const pushes_;
   RunAbort* const abort_;
+  // The job's consistency mode: what a pull after a push waits for.
+  const std::unique_ptr<const ConsistencyRule> rule_;
   const std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs_;
   // Version held of every chunk, by key (UINT64_MAX: nothing yet).

@@ -27,7 +27,8 @@ constexpr char kNotes[] =
     "fp16 for sparsifiers and the compressor's own precision otherwise; "
     "_fp32: the same chunk with fp32 values";
 
-std::string Optional(const std::optional<double>& v, const char* format) {
+std::string Optional(const std::optional<double>& v,
+                     const absl::FormatSpec<double>& format) {
   return v.has_value() ? absl::StrFormat(format, *v) : "-";
 }
 

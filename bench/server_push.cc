@@ -13,8 +13,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
-#include "server/service.h"
-#include "server/shard.h"
+#include "server/process/parameter_server_service.h"
+#include "server/shard/shard.h"
 
 namespace gradwire::bench {
 namespace {

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "worker/progress.h"
+#include "cli/run_directory.h"
+#include "common/format/human_bytes.h"
 
 namespace gradwire::cli {
 namespace {
@@ -118,6 +120,32 @@ std::string ClusterReport(const FlatJson& cluster, absl::Duration elapsed) {
       bytes("dense_equivalent_bytes"), NumberOf(cluster, "compression_ratio"),
       bytes("pulled_bytes"), NumberOf(cluster, "wall_seconds"),
       absl::ToDoubleSeconds(elapsed));
+}
+
+absl::StatusOr<std::string> SummariseCluster(
+    const std::vector<std::string>& worker_summaries, int shards,
+    const std::string& summary_json, absl::Duration elapsed) {
+  std::vector<FlatJson> summaries;
+  for (const std::string& path : worker_summaries) {
+    absl::StatusOr<FlatJson> summary = ParseFlatJson(ReadFile(path));
+    if (!summary.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("cannot read ", path, ": ", summary.status().message()));
+    }
+    summaries.push_back(std::move(*summary));
+  }
+  absl::StatusOr<FlatJson> cluster = CombineWorkerSummaries(summaries, shards);
+  if (!cluster.ok()) return cluster.status();
+  if (!summary_json.empty()) {
+    std::ofstream out(summary_json);
+    out << FlatJsonToString(*cluster);
+    out.close();
+    if (!out) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot write ", summary_json));
+    }
+  }
+  return ClusterReport(*cluster, elapsed);
 }
 
 }  // namespace gradwire::cli

@@ -32,6 +32,16 @@ absl::StatusOr<FlatJson> CombineWorkerSummaries(
 // CombineWorkerSummaries.
 std::string ClusterReport(const FlatJson& cluster, absl::Duration elapsed);
 
+// The end of a successful run: reads the workers' summaries (the files
+// `worker_summaries`, in worker-id order), combines them, writes the
+// cluster's summary to `summary_json` (none when empty) and returns
+// ClusterReport's lines. DATA_LOSS naming a summary that cannot be read or
+// parsed; CombineWorkerSummaries' errors; UNAVAILABLE when `summary_json`
+// cannot be written.
+absl::StatusOr<std::string> SummariseCluster(
+    const std::vector<std::string>& worker_summaries, int shards,
+    const std::string& summary_json, absl::Duration elapsed);
+
 }  // namespace gradwire::cli
 
 #endif  // GRADWIRE_CLI_CLUSTER_SUMMARY_H_

@@ -1,31 +1,27 @@
 #include "cli/local_cluster.h"
 
-#include <sched.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <optional>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "cli/cluster_commands.h"
 #include "cli/cluster_summary.h"
-#include "cli/flat_json.h"
-#include "cli/process.h"
-#include "worker/health_client.h"
+#include "cli/run_directory.h"
+#include "cli/stop_signals.h"
+#include "client/health_client.h"
+#include "common/process/child_process.h"
 
 namespace gradwire::cli {
 namespace {
@@ -34,46 +30,12 @@ constexpr absl::Duration kPollInterval = absl::Milliseconds(50);
 constexpr absl::Duration kHealthTimeout = absl::Seconds(2);
 constexpr int kLogTailLines = 15;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 template <typename... Args>
 void Say(const absl::FormatSpec<Args...>& format, const Args&... args) {
   std::fflush(stdout);
   absl::FPrintF(stderr, "gradwire local: %s\n",
                 absl::StrFormat(format, args...));
 }
-
-// Stop signals, blocked and taken synchronously with sigtimedwait.
-class StopSignals {
- public:
-  StopSignals() {
-    sigemptyset(&set_);
-    for (int s : {SIGINT, SIGTERM, SIGHUP}) {
-      sigaddset(&set_, s);
-      // A shell starts background jobs with SIGINT ignored; an ignored
-      // signal is discarded instead of queued. Blocked, the default action
-      // cannot run.
-      signal(s, SIG_DFL);
-    }
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-  }
-
-  // Waits up to `timeout` for a stop signal; its number, or 0.
-  int Wait(absl::Duration timeout) const {
-    const timespec ts = absl::ToTimespec(timeout);
-    for (;;) {
-      const int s = sigtimedwait(&set_, nullptr, &ts);
-      if (s > 0) return s;
-      if (errno != EINTR) return 0;
-    }
-  }
-
- private:
-  sigset_t set_;
-};
 
 // A supervised process: a shard or a worker.
 struct Member {
@@ -89,37 +51,14 @@ struct Member {
   bool metrics_reported = false;
 };
 
-// The port in a port file once it is complete; 0 before.
-int PortFromFile(const std::string& path) {
-  int port = 0;
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(path)), &port)) {
-    return 0;
-  }
-  return port;
-}
-
-std::string MetricsUrl(int port) {
-  return absl::StrCat("http://127.0.0.1:", port, "/metrics");
-}
-
-int WorkerThreads(int workers) {
-  cpu_set_t cpus;
-  int cores = 1;
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) cores = CPU_COUNT(&cpus);
-  return std::max(1, cores / workers);
-}
-
 class LocalCluster {
  public:
-  LocalCluster(const LocalClusterOptions& options, std::string run_dir)
-      : options_(options), run_dir_(std::move(run_dir)) {}
+  LocalCluster(const LocalClusterOptions& options, RunDirectory run)
+      : options_(options), run_(std::move(run)) {}
 
   int Run();
 
  private:
-  std::string RunPath(absl::string_view name) const {
-    return absl::StrCat(run_dir_, "/", name);
-  }
   absl::Status StartShards();
   absl::Status WaitUntilServing();
   int ShardPort(int shard) const;
@@ -135,7 +74,7 @@ class LocalCluster {
   absl::Status Summarise(absl::Duration elapsed);
 
   const LocalClusterOptions& options_;
-  const std::string run_dir_;
+  const RunDirectory run_;
   const StopSignals signals_;
   std::vector<Member> shards_;
   std::vector<Member> workers_;
@@ -170,37 +109,14 @@ void LocalCluster::ReportFailure(const Member& m, absl::string_view why) {
 }
 
 absl::Status LocalCluster::StartShards() {
-  const std::string server = options_.bin_dir + "/gradwire-server";
   for (int i = 0; i < options_.shards; ++i) {
-    const std::string port_file = RunPath(absl::StrCat("shard-", i, ".port"));
-    std::filesystem::remove(port_file);
-    std::filesystem::remove(
-        RunPath(absl::StrCat("shard-", i, ".metrics-port")));
-    SpawnOptions spawn;
-    spawn.argv = {server,
-                  "--address=127.0.0.1",
-                  "--port=0",
-                  "--port-file=" + port_file,
-                  absl::StrCat("--shard-id=", i),
-                  absl::StrCat("--num-shards=", options_.shards),
-                  absl::StrCat("--num-workers=", options_.workers),
-                  "--metrics-address=127.0.0.1",
-                  "--metrics-port=0",
-                  "--metrics-port-file=" +
-                      RunPath(absl::StrCat("shard-", i, ".metrics-port"))};
-    for (std::string& flag : TransportFlags(options_.transport.shard)) {
-      spawn.argv.push_back(std::move(flag));
-    }
-    if (!options_.checkpoint_dir.empty()) {
-      spawn.argv.push_back(absl::StrCat(
-          "--checkpoint-dir=", options_.checkpoint_dir, "/shard-", i));
-    }
+    std::filesystem::remove(run_.ShardPortFile(i));
+    std::filesystem::remove(run_.ShardMetricsPortFile(i));
     Member m;
     m.name = absl::StrCat("shard ", i);
-    m.log = RunPath(absl::StrCat("shard-", i, ".log"));
-    spawn.stdout_path = spawn.stderr_path = m.log;
+    m.log = run_.ShardLog(i);
     absl::StatusOr<std::unique_ptr<ChildProcess>> p =
-        ChildProcess::Spawn(spawn);
+        ChildProcess::Spawn(ShardCommand(options_, run_, i));
     if (!p.ok()) return p.status();
     m.process = std::move(*p);
     shards_.push_back(std::move(m));
@@ -210,7 +126,7 @@ absl::Status LocalCluster::StartShards() {
 
 // The port from shard i's port file, once it is complete; 0 before.
 int LocalCluster::ShardPort(int shard) const {
-  return PortFromFile(RunPath(absl::StrCat("shard-", shard, ".port")));
+  return PortFromFile(run_.ShardPortFile(shard));
 }
 
 // Prints the /metrics URL of each worker whose endpoint is up by now.
@@ -257,8 +173,7 @@ absl::Status LocalCluster::WaitUntilServing() {
   }
   for (size_t i = 0; i < shards_.size(); ++i) {
     // The metrics port file is written before the port file.
-    const int metrics_port =
-        PortFromFile(RunPath(absl::StrCat("shard-", i, ".metrics-port")));
+    const int metrics_port = PortFromFile(run_.ShardMetricsPortFile(i));
     std::printf(
         "gradwire local: shard %zu serving on %s, metrics at %s (log %s)\n", i,
         addresses_[i].c_str(), MetricsUrl(metrics_port).c_str(),
@@ -269,52 +184,17 @@ absl::Status LocalCluster::WaitUntilServing() {
 }
 
 absl::Status LocalCluster::StartWorkers() {
-  const std::vector<std::string> command =
-      options_.worker_command.empty()
-          ? std::vector<std::string>{options_.bin_dir + "/gradwire-worker"}
-          : options_.worker_command;
   const std::string shards = absl::StrJoin(addresses_, ",");
-  std::vector<std::string> env;
-  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
-    // W workers on C cores: without this each would start C threads.
-    env.push_back(
-        absl::StrCat("OMP_NUM_THREADS=", WorkerThreads(options_.workers)));
-  }
+  const std::vector<std::string> env = WorkerEnvironment(options_.workers);
   for (int i = 0; i < options_.workers; ++i) {
-    const std::string summary = RunPath(absl::StrCat("worker-", i, ".json"));
-    std::filesystem::remove(summary);
-    const std::string metrics_file =
-        RunPath(absl::StrCat("worker-", i, ".metrics-port"));
-    std::filesystem::remove(metrics_file);
-    SpawnOptions spawn;
-    // Keep this list and the one in local_cluster.h and README.md equal: a
-    // user's worker command must accept every flag.
-    spawn.argv = command;
-    spawn.argv.insert(
-        spawn.argv.end(),
-        {"--shards=" + shards, absl::StrCat("--worker-id=", i),
-         absl::StrCat("--num-workers=", options_.workers),
-         "--summary-json=" + summary, "--metrics-address=127.0.0.1",
-         "--metrics-port=0", "--metrics-port-file=" + metrics_file});
-    // Worker 0's accuracy is the cluster's; the others skip the evaluation
-    // (a user's --evaluate, which comes later, still wins).
-    if (i > 0) spawn.argv.push_back("--evaluate=false");
-    for (std::string& flag : TransportFlags(options_.transport.worker)) {
-      spawn.argv.push_back(std::move(flag));
-    }
-    spawn.argv.insert(spawn.argv.end(), options_.worker_args.begin(),
-                      options_.worker_args.end());
-    spawn.extra_env = env;
+    std::filesystem::remove(run_.WorkerSummary(i));
+    std::filesystem::remove(run_.WorkerMetricsPortFile(i));
     Member m;
     m.name = absl::StrCat("worker ", i);
-    m.log = RunPath(absl::StrCat("worker-", i, ".log"));
-    m.metrics_port_file = metrics_file;
-    // Worker 0 keeps the terminal for its progress; its errors go to the log
-    // too, so that a failure can be shown with the others'.
-    spawn.stdout_path = i == 0 ? "" : m.log;
-    spawn.stderr_path = m.log;
+    m.log = run_.WorkerLog(i);
+    m.metrics_port_file = run_.WorkerMetricsPortFile(i);
     absl::StatusOr<std::unique_ptr<ChildProcess>> p =
-        ChildProcess::Spawn(spawn);
+        ChildProcess::Spawn(WorkerCommand(options_, run_, shards, i, env));
     if (!p.ok()) return p.status();
     m.process = std::move(*p);
     workers_.push_back(std::move(m));
@@ -410,29 +290,14 @@ int LocalCluster::ExitCode() const {
 }
 
 absl::Status LocalCluster::Summarise(absl::Duration elapsed) {
-  std::vector<FlatJson> summaries;
+  std::vector<std::string> summaries;
   for (size_t i = 0; i < workers_.size(); ++i) {
-    const std::string path = RunPath(absl::StrCat("worker-", i, ".json"));
-    absl::StatusOr<FlatJson> summary = ParseFlatJson(ReadFile(path));
-    if (!summary.ok()) {
-      return absl::DataLossError(
-          absl::StrCat("cannot read ", path, ": ", summary.status().message()));
-    }
-    summaries.push_back(std::move(*summary));
+    summaries.push_back(run_.WorkerSummary(i));
   }
-  absl::StatusOr<FlatJson> cluster =
-      CombineWorkerSummaries(summaries, options_.shards);
-  if (!cluster.ok()) return cluster.status();
-  if (!options_.summary_json.empty()) {
-    std::ofstream out(options_.summary_json);
-    out << FlatJsonToString(*cluster);
-    out.close();
-    if (!out) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot write ", options_.summary_json));
-    }
-  }
-  std::fputs(ClusterReport(*cluster, elapsed).c_str(), stdout);
+  absl::StatusOr<std::string> report = SummariseCluster(
+      summaries, options_.shards, options_.summary_json, elapsed);
+  if (!report.ok()) return report.status();
+  std::fputs(report->c_str(), stdout);
   std::fflush(stdout);
   return absl::OkStatus();
 }
@@ -465,42 +330,23 @@ int LocalCluster::Run() {
   return ExitCode();
 }
 
-// The run directory; whether to remove it at the end.
-absl::StatusOr<std::pair<std::string, bool>> MakeRunDir(
-    const LocalClusterOptions& options) {
-  if (!options.log_dir.empty()) {
-    std::error_code error;
-    std::filesystem::create_directories(options.log_dir, error);
-    if (error) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot create --log-dir ", options.log_dir, ": ", error.message()));
-    }
-    return std::make_pair(options.log_dir, false);
-  }
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = absl::StrCat(
-      tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/gradwire-local-XXXXXX");
-  if (mkdtemp(pattern.data()) == nullptr) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("mkdtemp ", pattern));
-  }
-  return std::make_pair(pattern, !options.keep_logs);
-}
-
 }  // namespace
 
 int RunLocalCluster(const LocalClusterOptions& options) {
-  absl::StatusOr<std::pair<std::string, bool>> run_dir = MakeRunDir(options);
+  absl::StatusOr<std::pair<RunDirectory, bool>> run_dir =
+      MakeRunDirectory(options.log_dir, options.keep_logs);
   if (!run_dir.ok()) {
     Say("%s", run_dir.status().message());
     return kClusterFailedExitCode;
   }
-  const auto& [dir, remove_after_success] = *run_dir;
+  const std::string dir = run_dir->first.dir();
+  const bool remove_after_success = run_dir->second;
   std::printf("gradwire local: %d shards, %d workers; logs in %s\n",
               options.shards, options.workers, dir.c_str());
   std::fflush(stdout);
   int code;
   {
-    LocalCluster cluster(options, dir);
+    LocalCluster cluster(options, std::move(run_dir->first));
     code = cluster.Run();
   }  // Every child is reaped here.
   if (code == 0 && remove_after_success) {

@@ -29,9 +29,10 @@ struct LocalClusterOptions {
   int shards = 1;
   int workers = 1;
   // What starts a worker: the path of an executable (run with execve, no
-  // PATH search; see FindExecutable in cli/process.h) and its own first
-  // arguments. Empty: <bin_dir>/gradwire-worker. Either way each worker's
-  // command line goes on with the same flags, in this order:
+  // PATH search; see FindExecutable in common/process/child_process.h) and
+  // its own first arguments. Empty: <bin_dir>/gradwire-worker. Either way
+  // each worker's command line (cluster_commands.h) goes on with the same
+  // flags, in this order:
   //   --shards=<host:port,...> --worker-id=<i> --num-workers=<W>
   //   --summary-json=<run dir>/worker-<i>.json --metrics-address=127.0.0.1
   //   --metrics-port=0 --metrics-port-file=<run dir>/worker-<i>.metrics-port

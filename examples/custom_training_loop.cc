@@ -49,6 +49,25 @@ std::pair<torch::Tensor, torch::Tensor> SyntheticBatch(int64_t size,
   return {points, points.matmul(directions).argmax(1)};
 }
 
+// 4. What it cost, and how well it learned: the bytes on the wire against
+//    dense fp32, and the accuracy on held-out points.
+void Report(torch::nn::Sequential& model, const gradwire::ParameterSync& sync) {
+  torch::NoGradGuard no_grad;
+  auto [points, labels] = SyntheticBatch(2000, /*seed=*/7);
+  const double accuracy = model->forward(points)
+                              .argmax(1)
+                              .eq(labels)
+                              .to(torch::kFloat)
+                              .mean()
+                              .item<double>();
+  const gradwire::SyncStats& stats = sync.stats();
+  std::printf("pushed %llu bytes (dense fp32: %llu), pulled %llu bytes\n",
+              static_cast<unsigned long long>(stats.pushed_bytes),
+              static_cast<unsigned long long>(stats.dense_equivalent_bytes),
+              static_cast<unsigned long long>(stats.pulled_bytes));
+  std::printf("accuracy %.4f\n", accuracy);
+}
+
 // The training loop; main() below only turns libtorch's exceptions into an
 // exit code.
 int Run() {
@@ -65,7 +84,7 @@ int Run() {
   // 1. Say where the shards are and how to compress.
   gradwire::SyncOptions options;
   options.shard_addresses = absl::StrSplit(absl::GetFlag(FLAGS_shards), ',');
-  options.worker_id = worker_id;
+  options.client.worker_id = worker_id;
   options.num_workers = num_workers;
   options.compressor.name = "topk";
   options.compressor.ratio = 0.01;
@@ -104,20 +123,7 @@ int Run() {
     }
   }
 
-  torch::NoGradGuard no_grad;
-  auto [points, labels] = SyntheticBatch(2000, /*seed=*/7);
-  const double accuracy = model->forward(points)
-                              .argmax(1)
-                              .eq(labels)
-                              .to(torch::kFloat)
-                              .mean()
-                              .item<double>();
-  const gradwire::SyncStats& stats = (*sync)->stats();
-  std::printf("pushed %llu bytes (dense fp32: %llu), pulled %llu bytes\n",
-              static_cast<unsigned long long>(stats.pushed_bytes),
-              static_cast<unsigned long long>(stats.dense_equivalent_bytes),
-              static_cast<unsigned long long>(stats.pulled_bytes));
-  std::printf("accuracy %.4f\n", accuracy);
+  Report(model, **sync);
   return 0;
 }
 

@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "worker/fashion_mnist.h"
+#include "trainer/fashion_mnist.h"
 #include "worker/parameter_sync.h"
 #include "worker/sync_settings.h"
 
@@ -206,61 +206,87 @@ Raises ValueError naming the option for a bad value, gradwire.Error
 (message "UNAVAILABLE: ...") when a shard cannot be reached in time.
 )doc";
 
+// gradwire.ParameterSync(shards=..., ...): every keyword is a SyncSettings
+// field, resolved by SyncOptionsFromSettings like gradwire-worker's flags.
+std::unique_ptr<PySync> ConnectWithKeywords(
+    std::vector<std::string> shards, int64_t worker_id, int64_t num_workers,
+    std::string compressor, double ratio, double threshold, int64_t levels,
+    std::string value_type, bool error_feedback, double dgc_momentum,
+    bool dgc_momentum_masking, double dgc_clip_norm, int64_t dgc_warmup_epochs,
+    std::string optimizer, double lr, double momentum, double weight_decay,
+    std::string mode, int64_t staleness, std::string pull, double pull_ratio,
+    int64_t partition_bytes, int64_t local_rank, int64_t local_size,
+    std::string local_store, double rpc_timeout_seconds,
+    double pull_timeout_seconds, double connect_timeout_seconds,
+    std::string tls_cert, std::string tls_key, std::string tls_ca,
+    std::string tls_server_name, std::string auth_token_file) {
+  SyncSettings s;
+  s.shards = std::move(shards);
+  s.worker_id = worker_id;
+  s.num_workers = num_workers;
+  s.compressor = std::move(compressor);
+  s.ratio = ratio;
+  s.threshold = threshold;
+  s.levels = levels;
+  s.value_type = std::move(value_type);
+  s.error_feedback = error_feedback;
+  s.dgc_momentum = dgc_momentum;
+  s.dgc_momentum_masking = dgc_momentum_masking;
+  s.dgc_clip_norm = dgc_clip_norm;
+  s.dgc_warmup_epochs = dgc_warmup_epochs;
+  s.optimizer = std::move(optimizer);
+  s.lr = lr;
+  s.momentum = momentum;
+  s.weight_decay = weight_decay;
+  s.mode = std::move(mode);
+  s.staleness = staleness;
+  s.pull = std::move(pull);
+  s.pull_ratio = pull_ratio;
+  s.partition_bytes = partition_bytes;
+  s.local_rank = local_rank;
+  s.local_size = local_size;
+  s.local_store = std::move(local_store);
+  s.rpc_timeout_seconds = rpc_timeout_seconds;
+  s.pull_timeout_seconds = pull_timeout_seconds;
+  s.connect_timeout_seconds = connect_timeout_seconds;
+  s.transport.tls_cert = std::move(tls_cert);
+  s.transport.tls_key = std::move(tls_key);
+  s.transport.tls_ca = std::move(tls_ca);
+  s.transport.tls_server_name = std::move(tls_server_name);
+  s.transport.auth_token_file = std::move(auth_token_file);
+  return Connect(s);
+}
+
+// The methods and properties of gradwire._C.ParameterSync.
+void DefineSyncMethods(py::class_<PySync>& sync) {
+  sync.def("_register", &PySync::Register, py::arg("parameters"),
+           "Declares the parameters and Inits the shards (see register).")
+      .def("step", &PySync::Step, py::arg("epoch") = 0,
+           R"doc(One step: pushes the compressed gradients (those not pushed
+during backward() by overlap), waits for the consistency mode's step, and
+writes the shards' new weights into the registered tensors. ``epoch`` feeds
+compressor warm-up schedules. Raises gradwire.Error when a shard fails or
+the deadline passes; the step can be retried.)doc")
+      .def("_gradient_ready", &PySync::GradientReady, py::arg("index"),
+           py::arg("epoch") = 0,
+           "Pushes parameter `index`'s gradient now, on a background "
+           "thread (overlap; called by the gradient hooks).")
+      .def("close", &PySync::Close,
+           "Waits for queued pushes and drops the shard connections.")
+      .def_property_readonly(
+          "next_step", [](PySync& s) { return s.get().step(); },
+          "The next step number (steps pushed so far, resumed ones "
+          "included).")
+      .def_property_readonly(
+          "stats", [](PySync& s) { return s.get().stats(); },
+          "Byte counters and phase timings of this worker (SyncStats).");
+}
+
 void DefineParameterSync(py::module_& m) {
   const SyncSettings d;
-  py::class_<PySync>(m, "ParameterSync", kSyncDoc)
-      .def(py::init(
-               [](std::vector<std::string> shards, int64_t worker_id,
-                  int64_t num_workers, std::string compressor, double ratio,
-                  double threshold, int64_t levels, std::string value_type,
-                  bool error_feedback, double dgc_momentum,
-                  bool dgc_momentum_masking, double dgc_clip_norm,
-                  int64_t dgc_warmup_epochs, std::string optimizer, double lr,
-                  double momentum, double weight_decay, std::string mode,
-                  int64_t staleness, std::string pull, double pull_ratio,
-                  int64_t partition_bytes, int64_t local_rank,
-                  int64_t local_size, std::string local_store,
-                  double rpc_timeout_seconds, double pull_timeout_seconds,
-                  double connect_timeout_seconds, std::string tls_cert,
-                  std::string tls_key, std::string tls_ca,
-                  std::string tls_server_name, std::string auth_token_file) {
-                 SyncSettings s;
-                 s.shards = std::move(shards);
-                 s.worker_id = worker_id;
-                 s.num_workers = num_workers;
-                 s.compressor = std::move(compressor);
-                 s.ratio = ratio;
-                 s.threshold = threshold;
-                 s.levels = levels;
-                 s.value_type = std::move(value_type);
-                 s.error_feedback = error_feedback;
-                 s.dgc_momentum = dgc_momentum;
-                 s.dgc_momentum_masking = dgc_momentum_masking;
-                 s.dgc_clip_norm = dgc_clip_norm;
-                 s.dgc_warmup_epochs = dgc_warmup_epochs;
-                 s.optimizer = std::move(optimizer);
-                 s.lr = lr;
-                 s.momentum = momentum;
-                 s.weight_decay = weight_decay;
-                 s.mode = std::move(mode);
-                 s.staleness = staleness;
-                 s.pull = std::move(pull);
-                 s.pull_ratio = pull_ratio;
-                 s.partition_bytes = partition_bytes;
-                 s.local_rank = local_rank;
-                 s.local_size = local_size;
-                 s.local_store = std::move(local_store);
-                 s.rpc_timeout_seconds = rpc_timeout_seconds;
-                 s.pull_timeout_seconds = pull_timeout_seconds;
-                 s.connect_timeout_seconds = connect_timeout_seconds;
-                 s.transport.tls_cert = std::move(tls_cert);
-                 s.transport.tls_key = std::move(tls_key);
-                 s.transport.tls_ca = std::move(tls_ca);
-                 s.transport.tls_server_name = std::move(tls_server_name);
-                 s.transport.auth_token_file = std::move(auth_token_file);
-                 return Connect(s);
-               }),
-           py::kw_only(), py::arg("shards"), py::arg("worker_id") = d.worker_id,
+  py::class_<PySync> sync(m, "ParameterSync", kSyncDoc);
+  sync.def(py::init(&ConnectWithKeywords), py::kw_only(), py::arg("shards"),
+           py::arg("worker_id") = d.worker_id,
            py::arg("num_workers") = d.num_workers,
            py::arg("compressor") = d.compressor, py::arg("ratio") = d.ratio,
            py::arg("threshold") = d.threshold, py::arg("levels") = d.levels,
@@ -284,28 +310,8 @@ void DefineParameterSync(py::module_& m) {
            py::arg("connect_timeout_seconds") = d.connect_timeout_seconds,
            py::arg("tls_cert") = "", py::arg("tls_key") = "",
            py::arg("tls_ca") = "", py::arg("tls_server_name") = "",
-           py::arg("auth_token_file") = "")
-      .def("_register", &PySync::Register, py::arg("parameters"),
-           "Declares the parameters and Inits the shards (see register).")
-      .def("step", &PySync::Step, py::arg("epoch") = 0,
-           R"doc(One step: pushes the compressed gradients (those not pushed
-during backward() by overlap), waits for the consistency mode's step, and
-writes the shards' new weights into the registered tensors. ``epoch`` feeds
-compressor warm-up schedules. Raises gradwire.Error when a shard fails or
-the deadline passes; the step can be retried.)doc")
-      .def("_gradient_ready", &PySync::GradientReady, py::arg("index"),
-           py::arg("epoch") = 0,
-           "Pushes parameter `index`'s gradient now, on a background "
-           "thread (overlap; called by the gradient hooks).")
-      .def("close", &PySync::Close,
-           "Waits for queued pushes and drops the shard connections.")
-      .def_property_readonly(
-          "next_step", [](PySync& s) { return s.get().step(); },
-          "The next step number (steps pushed so far, resumed ones "
-          "included).")
-      .def_property_readonly(
-          "stats", [](PySync& s) { return s.get().stats(); },
-          "Byte counters and phase timings of this worker (SyncStats).");
+           py::arg("auth_token_file") = "");
+  DefineSyncMethods(sync);
 }
 
 void DefineStats(py::module_& m) {

@@ -1,9 +1,9 @@
 // gradwire's public worker API: the few lines a user adds to their own
 // libtorch training loop.
 //
-//   gradwire::SyncOptions options;
+//   gradwire::SyncOptions options;                        // sync_options.h
 //   options.shard_addresses = {"10.0.0.1:7000", "10.0.0.2:7000"};
-//   options.worker_id = rank;  options.num_workers = world;
+//   options.client.worker_id = rank;  options.num_workers = world;
 //   options.compressor.name = "topk";  options.compressor.ratio = 0.01;
 //   auto sync = gradwire::ParameterSync::Connect(options);   // StatusOr
 //   (*sync)->Register(model->named_parameters());            // Init shards
@@ -18,15 +18,20 @@
 // kept there, when gradwire was built with the CUDA kernels and the
 // compressor runs there (see worker/device_chunks.h), else through the host.
 //
-// What one Step does:
+// What one Step does (each part in a file of its own, named below):
 //  1. With local ranks (options.local.size > 1): average the gradients inside
 //     the node (c10d Gloo), so the shards see one worker per node.
-//  2. For each chunk this local rank owns (key % local size == local rank):
-//     compress its gradient with error feedback (one residual per chunk),
-//     encode it, and push it to the chunk's shard; shards in parallel.
-//  3. Pull the chunks, waiting for the step the consistency mode requires;
-//     apply deltas to, or overwrite, the parameters in place.
-//  4. With local ranks: share the pulled weights inside the node.
+//  2. For each chunk this local rank owns (key % local size == local rank,
+//     chunk_plan.h): compress its gradient with error feedback (one
+//     residual per chunk), encode it (push_request_builder.h), and push it
+//     to the chunk's shard; shards in parallel.
+//  3. Pull the chunks, waiting for the step the consistency mode requires
+//     (common/consistency/consistency_rule.h); apply deltas to, or
+//     overwrite, the parameters in place (pulled_weights.h).
+//  4. With local ranks: share the pulled weights inside the node
+//     (node_broadcast.h).
+// Register fills in the training config's defaults (training_defaults.h)
+// and Inits the shards (init_requests.h).
 //
 // Thread safety: not thread-safe; one training loop drives it.
 #ifndef GRADWIRE_WORKER_PARAMETER_SYNC_H_
@@ -42,58 +47,18 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/compress/compressor.h"
-#include "common/tls/transport_security.h"
-#include "gradwire/v1/parameter_server.pb.h"
-#include "worker/ps_client.h"
+#include "client/ps_client.h"
+#include "worker/sync_options.h"
 
 namespace gradwire {
-namespace metrics {
-class Registry;
-}  // namespace metrics
 
-class DeviceChunkCompressor;
+class ChunkPlan;
+class ConsistencyRule;
+class DenseEquivalent;
 class LocalGroup;
-class Partition;
 class PushPipeline;
+class PushRequestBuilder;
 class WorkerMetrics;
-
-struct SyncOptions {
-  // One address (host:port) per shard, in shard-id order.
-  std::vector<std::string> shard_addresses;
-  // This node's id in [0, num_workers) and the number of nodes.
-  uint32_t worker_id = 0;
-  uint32_t num_workers = 1;
-  // Gradient compression; error feedback wraps it unless disabled.
-  CompressorOptions compressor;
-  bool error_feedback = true;
-  // Largest chunk, in bytes of float32.
-  uint64_t partition_bytes = uint64_t{4} << 20;
-  // Optimizer, consistency mode and pull encoding the shards run. Its
-  // num_workers, num_shards, partition_bytes and model_fingerprint are
-  // filled in by Register, and so is what is left unset: mode BSP,
-  // optimizer SGD, learning rate 0.01, constant schedule, and (with
-  // pull_deltas) Top-K 5% fp32 deltas.
-  v1::TrainingConfig training;
-  // Ask for compressed deltas on pulls (needs training.pull_encoding).
-  bool pull_deltas = true;
-  // Ranks on this host. size 1: no intra-node reduction.
-  int local_rank = 0;
-  int local_size = 1;
-  std::string local_store_host = "127.0.0.1";
-  int local_store_port = 29500;
-  // Deadlines and retries of the RPCs.
-  absl::Duration rpc_timeout = absl::Seconds(30);
-  absl::Duration pull_timeout = absl::Seconds(300);
-  // How long Connect waits for every shard's channel to be ready.
-  absl::Duration connect_timeout = absl::Seconds(30);
-  // TLS and bearer token of the shard connections (ClientOptions::transport;
-  // LoadTransportSecurity reads them from files). Default: plaintext.
-  TransportSecurity transport;
-  // Where to export this worker's Prometheus metrics (worker_metrics.h);
-  // not owned, must outlive the ParameterSync. Null: no metrics.
-  metrics::Registry* metrics_registry = nullptr;
-};
 
 // Byte counts of this worker, serialized message sizes.
 struct SyncStats {
@@ -119,11 +84,17 @@ class ParameterSync {
  public:
   using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
-  // Connects to every shard (gRPC) and, with local ranks, forms the node's
-  // group. UNAVAILABLE when a shard cannot be reached in time.
+  // Connects to every shard over gRPC as options.client says (deadlines,
+  // retries, message limit, TLS and token) and, with local ranks, forms the
+  // node's group as options.local says (rendezvous and collective timeout
+  // included). INVALID_ARGUMENT for bad options, naming the field
+  // (ValidateClientOptions, LocalGroup::Create, the compressor);
+  // UNAVAILABLE when a shard cannot be reached within
+  // options.client.connect_timeout.
   static absl::StatusOr<std::unique_ptr<ParameterSync>> Connect(
       SyncOptions options);
-  // The same over an existing client (tests use an in-memory one).
+  // The same over an existing client (tests use an in-memory one); of
+  // options.client only worker_id is read.
   static absl::StatusOr<std::unique_ptr<ParameterSync>> Create(
       SyncOptions options, std::unique_ptr<PsClient> client);
 
@@ -154,7 +125,7 @@ class ParameterSync {
   // zeros), waits for every push and pulls. Compression and pushes are
   // the same as without overlap, so the weights are too.
   // Errors: FAILED_PRECONDITION before Register, with local ranks
-  // (local_size > 1: the node reduces whole steps), or for a parameter
+  // (options.local.size > 1: the node reduces whole steps), or for a parameter
   // already announced this step; INVALID_ARGUMENT for an index out of
   // range. A failed push is returned by the next Step().
   absl::Status GradientReady(size_t index, int epoch = 0);
@@ -167,18 +138,23 @@ class ParameterSync {
   WorkerMetrics* metrics() const { return metrics_.get(); }
 
  private:
-  struct ChunkSlot;
-  ParameterSync(SyncOptions options, std::unique_ptr<PsClient> client,
-                std::unique_ptr<LocalGroup> group);
-
   // Seconds of one batch of pushed chunks.
   struct PushTimings {
     double compress_seconds = 0;
     double push_seconds = 0;
   };
 
+  ParameterSync(SyncOptions options, std::unique_ptr<PsClient> client,
+                std::unique_ptr<LocalGroup> group,
+                std::unique_ptr<PushRequestBuilder> push_builder,
+                std::unique_ptr<WorkerMetrics> metrics);
+
+  // Inits every shard with the registered values, resumes at the step they
+  // recorded, and pulls the weights the shards kept.
   absl::Status InitShards();
-  absl::Status PushGradients(int epoch);
+  // Without overlap: gives a missing gradient zeros, averages the gradients
+  // inside the node and pushes every chunk this local rank handles.
+  absl::Status ReduceAndPush(int epoch);
   // Compresses, encodes and pushes the chunks `keys` of step_ (one request
   // per shard), adding its seconds to *timings.
   absl::Status CompressAndPush(const std::vector<uint64_t>& keys, int epoch,
@@ -189,46 +165,37 @@ class ParameterSync {
   // Adds one step's dense-equivalent bytes and the client's push traffic to
   // stats_.
   void CountPushed(const PushTimings& timings);
-  // Compresses one chunk's gradient into slot->scratch: on the device, or
-  // through the CPU compressor.
-  absl::Status CompressChunk(const torch::Tensor& gradient,
-                             const CompressContext& context, ChunkSlot* slot);
   absl::Status PullWeights(uint64_t min_step);
-  absl::Status ApplyPulled(const std::vector<v1::PullResponse>& responses);
-  absl::Status ShareInsideNode();
-  uint64_t MinStepToPull() const;
   // Exports one finished step (stats before it: `before`) to metrics_.
   void RecordStepMetrics(const SyncStats& before, double step_seconds);
-  double ResidualNorm() const;
-  bool OwnsLocally(uint64_t key) const;
 
-  SyncOptions options_;
-  std::unique_ptr<PsClient> client_;
-  std::unique_ptr<LocalGroup> group_;
-  std::unique_ptr<const Compressor> compressor_;
-  // CUDA gradients compressed on the device; null when there are no CUDA
-  // parameters or they go through the host.
-  std::unique_ptr<DeviceChunkCompressor> device_compressor_;
-  std::unique_ptr<Partition> partition_;
-  std::vector<torch::Tensor> parameters_;
-  std::vector<ChunkSlot> slots_;  // Indexed by chunk key.
-  // The chunk keys of each parameter that this local rank pushes.
-  std::vector<std::vector<uint64_t>> owned_keys_;
+  // Constant after construction.
+  const SyncOptions options_;
+  const std::unique_ptr<PsClient> client_;
+  const std::unique_ptr<LocalGroup> group_;
+  const std::unique_ptr<PushRequestBuilder> push_builder_;
+  // What the consistency mode (options_.training) makes a pull wait for.
+  const std::unique_ptr<ConsistencyRule> rule_;
+  const std::unique_ptr<WorkerMetrics> metrics_;
+
+  // Set by Register.
+  std::unique_ptr<ChunkPlan> plan_;
+  std::unique_ptr<DenseEquivalent> dense_equivalent_;
+
   // Overlap (GradientReady): created on first use. While a step's pushes
   // are queued, only the pipeline thread touches the announced chunks'
-  // slots, the client and overlap_timings_; Drain() hands them back.
+  // slots, push_builder_, the client and overlap_timings_; Drain() hands
+  // them back.
   std::unique_ptr<PushPipeline> pipeline_;
   std::vector<bool> announced_;  // Per parameter, this step.
   bool step_announced_ = false;
   int overlap_epoch_ = 0;
   PushTimings overlap_timings_;
-  // Dense fp32 push requests of the same chunks, for dense_equivalent_bytes.
-  std::vector<v1::PushRequest> dense_equivalent_;
+
   uint64_t step_ = 0;
   // The smallest chunk clock the last pull answered (for max_step_lead).
   uint64_t pulled_min_clock_ = 0;
   SyncStats stats_;
-  std::unique_ptr<WorkerMetrics> metrics_;
 };
 
 }  // namespace gradwire

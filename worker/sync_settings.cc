@@ -141,23 +141,23 @@ absl::Status ResolveTopology(const SyncSettings& s, const Complaint& bad,
     return bad("worker_id", "%d is outside [0, %d)", s.worker_id,
                s.num_workers);
   sync->num_workers = s.num_workers;
-  sync->worker_id = s.worker_id;
+  sync->client.worker_id = s.worker_id;
   if (s.local_size < 1 || s.local_size > 64)
     return bad("local_size", "%d is outside [1, 64]", s.local_size);
   if (s.local_rank < 0 || s.local_rank >= s.local_size) {
     return bad("local_rank", "%d is outside [0, %d)", s.local_rank,
                s.local_size);
   }
-  sync->local_size = s.local_size;
-  sync->local_rank = s.local_rank;
+  sync->local.size = s.local_size;
+  sync->local.rank = s.local_rank;
   const std::vector<std::string> store = absl::StrSplit(s.local_store, ':');
   int port = 0;
   if (store.size() != 2 || !absl::SimpleAtoi(store[1], &port) || port <= 0 ||
       port > 65535) {
     return bad("local_store", "'%s' is not host:port", s.local_store);
   }
-  sync->local_store_host = store[0];
-  sync->local_store_port = port;
+  sync->local.store_host = store[0];
+  sync->local.store_port = port;
   if (s.partition_bytes < 4 || s.partition_bytes % 4 != 0) {
     return bad("partition_bytes", "%d must be a positive multiple of 4",
                s.partition_bytes);
@@ -172,9 +172,9 @@ absl::Status ResolveTopology(const SyncSettings& s, const Complaint& bad,
   if (!(s.connect_timeout_seconds > 0 && s.connect_timeout_seconds <= 86400))
     return bad("connect_timeout_seconds", "%g is outside (0, 86400]",
                s.connect_timeout_seconds);
-  sync->connect_timeout = absl::Seconds(s.connect_timeout_seconds);
-  sync->rpc_timeout = absl::Seconds(s.rpc_timeout_seconds);
-  sync->pull_timeout = absl::Seconds(s.pull_timeout_seconds);
+  sync->client.connect_timeout = absl::Seconds(s.connect_timeout_seconds);
+  sync->client.rpc_timeout = absl::Seconds(s.rpc_timeout_seconds);
+  sync->client.pull_timeout = absl::Seconds(s.pull_timeout_seconds);
   return absl::OkStatus();
 }
 
@@ -199,7 +199,7 @@ absl::StatusOr<SyncOptions> SyncOptionsFromSettings(
   absl::StatusOr<TransportSecurity> transport =
       LoadTransportSecurity(settings.transport, TransportRole::kClient);
   if (!transport.ok()) return transport.status();
-  sync.transport = *std::move(transport);
+  sync.client.transport = *std::move(transport);
   return sync;
 }
 

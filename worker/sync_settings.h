@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/tls/transport_security.h"
-#include "worker/parameter_sync.h"
+#include "worker/sync_options.h"
 
 namespace gradwire {
 

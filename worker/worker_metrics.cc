@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,49 @@ struct FollowingCounter {
   }
 };
 
+// A child to register: where to keep it, and its family's name and help.
+template <typename Child>
+struct ChildSpec {
+  Child** slot;
+  const char* name;
+  const char* help;
+};
+
+// Registers each spec's family in `registry` and keeps its child for
+// `labels`; the first error stops it.
+absl::Status AddCounters(metrics::Registry* registry, const Labels& labels,
+                         const std::vector<ChildSpec<Counter>>& specs) {
+  for (const ChildSpec<Counter>& spec : specs) {
+    auto family = registry->AddCounterFamily({spec.name, spec.help});
+    if (!family.ok()) return family.status();
+    *spec.slot = &(*family)->Add(labels);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AddGauges(metrics::Registry* registry, const Labels& labels,
+                       const std::vector<ChildSpec<Gauge>>& specs) {
+  for (const ChildSpec<Gauge>& spec : specs) {
+    auto family = registry->AddGaugeFamily({spec.name, spec.help});
+    if (!family.ok()) return family.status();
+    *spec.slot = &(*family)->Add(labels);
+  }
+  return absl::OkStatus();
+}
+
+// Histograms of seconds, from 1 ms to about 65 s: a step of a small model
+// on a fast link up to a pull that waits for a straggler.
+absl::Status AddHistograms(metrics::Registry* registry, const Labels& labels,
+                           const std::vector<ChildSpec<Histogram>>& specs) {
+  const std::vector<double> seconds = metrics::ExponentialBuckets(0.001, 2, 17);
+  for (const ChildSpec<Histogram>& spec : specs) {
+    auto family = registry->AddHistogramFamily({spec.name, spec.help}, seconds);
+    if (!family.ok()) return family.status();
+    *spec.slot = &(*family)->Add(labels);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 struct WorkerMetrics::Children {
@@ -62,28 +106,24 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(
     const std::string& compressor) {
   auto children = std::make_unique<Children>();
   const Labels labels = {{"compressor", compressor}, {"worker", worker}};
-  const auto counter = [&](const char* name,
-                           const char* help) -> absl::StatusOr<Counter*> {
-    auto family = registry->AddCounterFamily({name, help});
-    if (!family.ok()) return family.status();
-    return &(*family)->Add(labels);
-  };
-  const auto gauge = [&](const char* name,
-                         const char* help) -> absl::StatusOr<Gauge*> {
-    auto family = registry->AddGaugeFamily({name, help});
-    if (!family.ok()) return family.status();
-    return &(*family)->Add(labels);
-  };
-  // From 1 ms to about 65 s: a step of a small model on a fast link up to a
-  // pull that waits for a straggler.
-  const std::vector<double> seconds = metrics::ExponentialBuckets(0.001, 2, 17);
-  const auto histogram = [&](const char* name,
-                             const char* help) -> absl::StatusOr<Histogram*> {
-    auto family = registry->AddHistogramFamily({name, help}, seconds);
-    if (!family.ok()) return family.status();
-    return &(*family)->Add(labels);
-  };
+  if (absl::Status s = AddTrafficFamilies(registry, labels, children.get());
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = AddStepFamilies(registry, labels, children.get());
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = AddTrainingFamilies(registry, labels, children.get());
+      !s.ok()) {
+    return s;
+  }
+  return std::unique_ptr<WorkerMetrics>(new WorkerMetrics(std::move(children)));
+}
 
+absl::Status WorkerMetrics::AddTrafficFamilies(metrics::Registry* registry,
+                                               const Labels& labels,
+                                               Children* children) {
   for (const auto& [family_name, help, followers] :
        {std::make_tuple("gradwire_worker_sent_bytes_total",
                         "Serialized request bytes sent to the shards, by RPC "
@@ -101,65 +141,52 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(
       followers[i].counter = &(*family)->Add(with_rpc);
     }
   }
+  return AddCounters(
+      registry, labels,
+      {{&children->retries.counter, "gradwire_worker_rpc_retries_total",
+        "RPC attempts after the first, over all shards and RPCs."},
+       {&children->dense_equivalent,
+        "gradwire_worker_dense_equivalent_bytes_total",
+        "What fp32 dense pushes of the same gradients would have sent."}});
+}
 
-  struct CounterSpec {
-    Counter** slot;
-    const char* name;
-    const char* help;
-  };
-  for (const CounterSpec& spec : std::vector<CounterSpec>{
-           {&children->retries.counter, "gradwire_worker_rpc_retries_total",
-            "RPC attempts after the first, over all shards and RPCs."},
-           {&children->dense_equivalent,
-            "gradwire_worker_dense_equivalent_bytes_total",
-            "What fp32 dense pushes of the same gradients would have sent."},
-           {&children->steps, "gradwire_worker_steps_total",
-            "Training steps finished."}}) {
-    auto made = counter(spec.name, spec.help);
-    if (!made.ok()) return made.status();
-    *spec.slot = *made;
+absl::Status WorkerMetrics::AddStepFamilies(metrics::Registry* registry,
+                                            const Labels& labels,
+                                            Children* children) {
+  if (absl::Status s =
+          AddCounters(registry, labels,
+                      {{&children->steps, "gradwire_worker_steps_total",
+                        "Training steps finished."}});
+      !s.ok()) {
+    return s;
   }
+  return AddHistograms(
+      registry, labels,
+      std::vector<ChildSpec<Histogram>>{
+          {&children->step_seconds, "gradwire_worker_step_seconds",
+           "Duration of a whole synchronisation step."},
+          {&children->reduce_seconds, "gradwire_worker_reduce_seconds",
+           "Intra-node gradient reduction per step."},
+          {&children->compress_seconds, "gradwire_worker_compress_seconds",
+           "Compression with error feedback and encoding per step."},
+          {&children->push_seconds, "gradwire_worker_push_seconds",
+           "Push RPCs to all shards per step."},
+          {&children->pull_seconds, "gradwire_worker_pull_seconds",
+           "Pull RPCs, waiting included, per step."}});
+}
 
-  struct HistogramSpec {
-    Histogram** slot;
-    const char* name;
-    const char* help;
-  };
-  for (const HistogramSpec& spec : std::vector<HistogramSpec>{
-           {&children->step_seconds, "gradwire_worker_step_seconds",
-            "Duration of a whole synchronisation step."},
-           {&children->reduce_seconds, "gradwire_worker_reduce_seconds",
-            "Intra-node gradient reduction per step."},
-           {&children->compress_seconds, "gradwire_worker_compress_seconds",
-            "Compression with error feedback and encoding per step."},
-           {&children->push_seconds, "gradwire_worker_push_seconds",
-            "Push RPCs to all shards per step."},
-           {&children->pull_seconds, "gradwire_worker_pull_seconds",
-            "Pull RPCs, waiting included, per step."}}) {
-    auto made = histogram(spec.name, spec.help);
-    if (!made.ok()) return made.status();
-    *spec.slot = *made;
-  }
-
-  struct GaugeSpec {
-    Gauge** slot;
-    const char* name;
-    const char* help;
-  };
-  for (const GaugeSpec& spec : std::vector<GaugeSpec>{
-           {&children->residual_norm, "gradwire_worker_residual_norm",
-            "L2 norm of the error-feedback residuals after the last step."},
-           {&children->loss, "gradwire_worker_loss",
-            "Training loss of the last step."},
-           {&children->samples_per_second, "gradwire_worker_samples_per_second",
-            "Training examples per second, over the last few seconds."},
-           {&children->epoch, "gradwire_worker_epoch",
-            "Current epoch, from 0."}}) {
-    auto made = gauge(spec.name, spec.help);
-    if (!made.ok()) return made.status();
-    *spec.slot = *made;
-  }
-  return std::unique_ptr<WorkerMetrics>(new WorkerMetrics(std::move(children)));
+absl::Status WorkerMetrics::AddTrainingFamilies(metrics::Registry* registry,
+                                                const Labels& labels,
+                                                Children* children) {
+  return AddGauges(
+      registry, labels,
+      {{&children->residual_norm, "gradwire_worker_residual_norm",
+        "L2 norm of the error-feedback residuals after the last step."},
+       {&children->loss, "gradwire_worker_loss",
+        "Training loss of the last step."},
+       {&children->samples_per_second, "gradwire_worker_samples_per_second",
+        "Training examples per second, over the last few seconds."},
+       {&children->epoch, "gradwire_worker_epoch", "Current epoch, from 0."}});
 }
 
 WorkerMetrics::WorkerMetrics(std::unique_ptr<Children> children)

@@ -29,8 +29,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "client/ps_client.h"
 #include "common/metrics/registry.h"
-#include "worker/ps_client.h"
 
 namespace gradwire {
 
@@ -73,6 +73,21 @@ class WorkerMetrics {
  private:
   struct Children;
   explicit WorkerMetrics(std::unique_ptr<Children> children);
+
+  // The families of Create, by group, registered in `registry` with their
+  // children for `labels` resolved into *children. Errors: the Registry's.
+  // Traffic: bytes by RPC, retries, dense equivalent.
+  static absl::Status AddTrafficFamilies(metrics::Registry* registry,
+                                         const metrics::Labels& labels,
+                                         Children* children);
+  // Steps: their count and the phase histograms.
+  static absl::Status AddStepFamilies(metrics::Registry* registry,
+                                      const metrics::Labels& labels,
+                                      Children* children);
+  // Training: residual norm, loss, throughput, epoch.
+  static absl::Status AddTrainingFamilies(metrics::Registry* registry,
+                                          const metrics::Labels& labels,
+                                          Children* children);
 
   std::unique_ptr<Children> children_;
 };

@@ -30,7 +30,7 @@ Three ways to exchange gradients (--api, --baseline):
                    gradwire at all: dense fp32 all-reduce.
 
 The data split, the batch order and the model's initial weights follow
-gradwire-worker (worker/trainer.cc) exactly: worker w of W trains on the
+gradwire-worker (trainer/trainer.cc) exactly: worker w of W trains on the
 examples i with i % W == w, each epoch visits them in a permutation that
 depends only on (--seed + w, epoch), and torch.manual_seed(--seed) is set
 before the model is built. Every worker takes the same number of steps.
@@ -102,7 +102,7 @@ def at_least(minimum):
 
 
 # (name, type, default, help). Defaults are gradwire-worker's
-# (worker/worker_flags.cc, worker/sync_settings.h).
+# (trainer/worker_flags.cc, worker/sync_settings.h).
 FLAG_GROUPS = {
     "topology": [
         ("shards", str, "127.0.0.1:7000",
@@ -387,7 +387,7 @@ def uniform_below(rng, bound):
 
 def epoch_batches(num_examples, batch_size, seed, epoch):
     """The epoch's full batches (index tensors): BatchOrder::Batches of
-    worker/fashion_mnist.cc with drop_last, a Fisher-Yates shuffle seeded
+    trainer/fashion_mnist.cc with drop_last, a Fisher-Yates shuffle seeded
     from (seed, epoch) only. A script of your own can use
     torch.utils.data.DistributedSampler instead; this one follows
     gradwire-worker so that the two can be compared bit for bit."""
@@ -424,7 +424,7 @@ class TrainingData:
 
 # ---------------------------------------------------------------------------
 # Models. cnn and mlp have gradwire-worker's layers, parameter names and
-# order (worker/models.h), so C++ and Python workers build equal weights
+# order (trainer/models.h), so C++ and Python workers build equal weights
 # from equal seeds.
 # ---------------------------------------------------------------------------
 
@@ -483,7 +483,7 @@ def accuracy(model, images, labels):
 
 def weights_fingerprint(named_parameters):
     """64-bit FNV-1a over names, shapes (int64) and float32 bytes, as 16 hex
-    digits: WeightsFingerprint of worker/trainer.cc. Equal fingerprints
+    digits: WeightsFingerprint of trainer/trainer.cc. Equal fingerprints
     mean bit-identical weights."""
     hash_value = 0xCBF29CE484222325
 
@@ -702,7 +702,7 @@ class Progress:
 
 
 def train(args, data, exchange, progress):
-    """The training loop of worker/trainer.cc. Returns the summary's
+    """The training loop of trainer/trainer.cc. Returns the summary's
     training fields."""
     result = {"resumed_at_step": exchange.next_step, "final_loss": 0.0}
     if exchange.next_step > 0:
@@ -767,7 +767,7 @@ def train(args, data, exchange, progress):
 
 
 def summary(args, result, stats):
-    """gradwire-worker's --summary-json keys (worker/trainer.cc
+    """gradwire-worker's --summary-json keys (trainer/trainer.cc
     SummaryJson), which gradwire local adds up, plus this script's own."""
     ddp = args.baseline == "ddp"
     out = {}

@@ -40,7 +40,7 @@
 #include "common/codec/codec.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gradwire/v1/parameter_server.pb.h"
-#include "server/shard.h"
+#include "server/shard/shard.h"
 #include "tests/fuzz/shard_fuzz_util.h"
 
 namespace gradwire::fuzz {

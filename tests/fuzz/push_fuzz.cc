@@ -32,7 +32,7 @@
 #include "absl/time/time.h"
 #include "common/codec/codec.h"
 #include "gradwire/v1/parameter_server.pb.h"
-#include "server/shard.h"
+#include "server/shard/shard.h"
 #include "tests/fuzz/shard_fuzz_util.h"
 
 namespace gradwire::fuzz {

@@ -21,7 +21,7 @@
 #include "absl/types/span.h"
 #include "google/protobuf/message_lite.h"
 #include "gradwire/v1/parameter_server.pb.h"
-#include "server/shard.h"
+#include "server/shard/shard.h"
 
 namespace gradwire::fuzz {
 

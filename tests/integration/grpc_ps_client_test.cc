@@ -4,7 +4,7 @@
 // (across a SIGKILLed shard restarting on its port from its checkpoint) and
 // nothing else is, traffic grows by the serialized sizes, and Connect and
 // CheckHealth report unreachable addresses as UNAVAILABLE.
-#include "worker/grpc_ps_client.h"
+#include "client/grpc_ps_client.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -26,12 +26,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "client/health_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/checkpoint.h"
+#include "server/durability/checkpoint_files.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_model.h"
-#include "worker/health_client.h"
 
 namespace gradwire::testing {
 namespace {

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "common/consistency/worker_progress.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/step_rules.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_model.h"
 
@@ -240,7 +240,7 @@ absl::StatusOr<VisibleState> ReadVisibleState(
                       info.min_clock()};
 }
 
-// A step from the far past (step_rules.h): every step below a worker's
+// A step from the far past (worker_progress.h): every step below a worker's
 // next step is accounted for, so the shard acknowledges it as a duplicate
 // with the chunk's current version and clock, and applies nothing. That
 // holds however far back the step is (past the 64-step window of early

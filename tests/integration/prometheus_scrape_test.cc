@@ -60,7 +60,9 @@ double QueryValueForWorker(const std::string& answer, const std::string& id) {
   const size_t open = answer.find(",\"", value);
   const size_t close = answer.find('"', open + 2);
   double number = -1;
-  absl::SimpleAtod(answer.substr(open + 2, close - open - 2), &number);
+  if (!absl::SimpleAtod(answer.substr(open + 2, close - open - 2), &number)) {
+    return -1;
+  }
   return number;
 }
 

@@ -13,7 +13,7 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "server/checkpoint.h"
+#include "server/durability/checkpoint_files.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_model.h"
 

@@ -37,7 +37,10 @@ double PrintedAccuracy(const std::string& out) {
   const size_t at = out.rfind("accuracy ");
   double value = -1;
   if (at != std::string::npos) {
-    absl::SimpleAtod(out.substr(at + 9, out.find('\n', at) - at - 9), &value);
+    if (!absl::SimpleAtod(out.substr(at + 9, out.find('\n', at) - at - 9),
+                          &value)) {
+      return -1;
+    }
   }
   return value;
 }

@@ -29,8 +29,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "server/shard.h"
-#include "worker/ps_client.h"
+#include "client/ps_client.h"
+#include "server/shard/shard.h"
 
 namespace gradwire::testing {
 

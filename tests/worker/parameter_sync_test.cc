@@ -19,7 +19,7 @@ constexpr float kLearningRate = 0.1f;
 SyncOptions Options(uint32_t worker_id, const std::string& compressor,
                     bool deltas) {
   SyncOptions options;
-  options.worker_id = worker_id;
+  options.client.worker_id = worker_id;
   options.num_workers = 2;
   options.compressor.name = compressor;
   options.compressor.ratio = 0.25;

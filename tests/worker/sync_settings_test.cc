@@ -36,7 +36,7 @@ TEST(SyncSettingsTest, NamesResolveToTheirConfigs) {
   EXPECT_FALSE(options->pull_deltas);
   EXPECT_EQ(options->compressor.precision, ValuePrecision::kBf16);
   EXPECT_EQ(options->shard_addresses, (std::vector<std::string>{"a:1", "b:2"}));
-  EXPECT_EQ(options->pull_timeout, absl::Seconds(7));
+  EXPECT_EQ(options->client.pull_timeout, absl::Seconds(7));
 }
 
 // Each bad setting is refused with a message that starts with its name.

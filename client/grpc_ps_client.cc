@@ -1,0 +1,272 @@
+#include "client/grpc_ps_client.h"
+
+#include <algorithm>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "client/shard_channel.h"
+#include "gradwire/v1/parameter_server.grpc.pb.h"
+#include "grpcpp/client_context.h"
+
+namespace gradwire {
+
+class ShardConnection {
+ public:
+  ShardConnection(uint32_t shard_id, std::string address,
+                  const ClientOptions& options)
+      : shard_id_(shard_id),
+        address_(std::move(address)),
+        channel_(CreateShardChannel(address_, options)),
+        stub_(v1::ParameterServer::NewStub(channel_)) {}
+
+  uint32_t shard_id() const { return shard_id_; }
+  const std::string& address() const { return address_; }
+  grpc::Channel* channel() const { return channel_.get(); }
+  v1::ParameterServer::Stub* stub() const { return stub_.get(); }
+
+  // "shard 1 (10.0.0.7:7000): <message>" with `code`.
+  absl::Status Error(absl::StatusCode code, absl::string_view message) const {
+    return absl::Status(code, absl::StrCat("shard ", shard_id_, " (", address_,
+                                           "): ", message));
+  }
+
+ private:
+  const uint32_t shard_id_;
+  const std::string address_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<v1::ParameterServer::Stub> stub_;
+};
+
+namespace {
+
+template <typename Request, typename Response>
+using StubMethod = grpc::Status (v1::ParameterServer::Stub::*)(
+    grpc::ClientContext*, const Request&, Response*);
+
+// One RPC kind: its name for messages, its deadline, and its byte counters.
+struct RpcKind {
+  absl::string_view name;
+  absl::Duration timeout;
+  std::atomic<uint64_t>* bytes_sent;
+  std::atomic<uint64_t>* bytes_received;
+};
+
+// The sleep before retry number `retry` (1-based): the exponential backoff
+// b = min(initial * 2^(retry-1), max), jittered uniformly into [b/2, b] so
+// that workers that lost the same shard do not come back in lockstep.
+absl::Duration Backoff(const ClientOptions& options, int retry) {
+  absl::Duration backoff = options.initial_backoff;
+  for (int i = 1; i < retry && backoff < options.max_backoff; ++i) backoff *= 2;
+  backoff = std::min(backoff, options.max_backoff);
+  absl::BitGen random;  // Seeded per retry: off the path of calls that succeed.
+  return backoff * absl::Uniform(random, 0.5, 1.0);
+}
+
+// Waits `backoff` while watching the shard's channel. A plain sleep would
+// leave the channel unpolled: a reconnect attempt that gRPC starts in the
+// background (after its own reconnect backoff) would then complete only at
+// gRPC's 5 s backup poll, so a restarted shard would look down for seconds
+// longer than it is. Waiting on the channel's state drives its I/O.
+void WaitBeforeRetry(const ShardConnection& shard, absl::Duration backoff) {
+  const absl::Time until = absl::Now() + backoff;
+  shard.channel()->WaitForConnected(absl::ToChronoTime(until));
+  // Ready early: still wait the whole backoff, so that a shard that answers
+  // UNAVAILABLE on a healthy connection (while shutting down) is not hit in
+  // a tight loop.
+  absl::SleepFor(until - absl::Now());
+}
+
+// Calls `method` on `shard`, retrying UNAVAILABLE (see the header).
+template <typename Request, typename Response>
+absl::Status CallWithRetries(const ShardConnection& shard,
+                             const ClientOptions& options, const RpcKind& kind,
+                             StubMethod<Request, Response> method,
+                             const Request& request, Response* response,
+                             std::atomic<uint64_t>* retries) {
+  const uint64_t request_bytes = request.ByteSizeLong();
+  grpc::Status status;
+  int attempt = 1;
+  for (;; ++attempt) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kind.timeout));
+    kind.bytes_sent->fetch_add(request_bytes, std::memory_order_relaxed);
+    response->Clear();
+    status = (shard.stub()->*method)(&context, request, response);
+    if (status.ok()) {
+      kind.bytes_received->fetch_add(response->ByteSizeLong(),
+                                     std::memory_order_relaxed);
+      return absl::OkStatus();
+    }
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        attempt >= options.max_attempts) {
+      break;
+    }
+    retries->fetch_add(1, std::memory_order_relaxed);
+    WaitBeforeRetry(shard, Backoff(options, attempt));
+  }
+  std::string message = absl::StrCat(kind.name, ": ", status.error_message());
+  if (attempt > 1) absl::StrAppend(&message, " (after ", attempt, " attempts)");
+  return shard.Error(static_cast<absl::StatusCode>(status.error_code()),
+                     message);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Connect(
+    std::vector<std::string> shard_addresses, ClientOptions options) {
+  if (absl::Status s = ValidateClientOptions(options); !s.ok()) return s;
+  if (shard_addresses.empty()) {
+    return absl::InvalidArgumentError("no shard addresses");
+  }
+  std::vector<std::unique_ptr<ShardConnection>> shards;
+  for (size_t i = 0; i < shard_addresses.size(); ++i) {
+    if (shard_addresses[i].empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the address of shard ", i, " is empty"));
+    }
+    shards.push_back(std::make_unique<ShardConnection>(
+        i, std::move(shard_addresses[i]), options));
+  }
+  // Start every channel connecting before waiting on the first, so that
+  // the shards connect in parallel under one deadline.
+  for (const auto& shard : shards) shard->channel()->GetState(true);
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  for (const auto& shard : shards) {
+    if (!shard->channel()->WaitForConnected(absl::ToChronoTime(deadline))) {
+      return shard->Error(
+          absl::StatusCode::kUnavailable,
+          absl::StrCat("not reachable within the connect timeout of ",
+                       absl::FormatDuration(options.connect_timeout),
+                       options.transport.tls()
+                           ? " (TLS: is the shard up with TLS, and does its "
+                             "certificate chain to --tls-ca, name the "
+                             "address and lie within its validity period?)"
+                           : ""));
+    }
+  }
+  return std::unique_ptr<GrpcPsClient>(
+      new GrpcPsClient(std::move(options), std::move(shards)));
+}
+
+GrpcPsClient::GrpcPsClient(ClientOptions options,
+                           std::vector<std::unique_ptr<ShardConnection>> shards)
+    : options_(std::move(options)), shards_(std::move(shards)) {}
+
+GrpcPsClient::~GrpcPsClient() = default;
+
+uint32_t GrpcPsClient::num_shards() const {
+  return static_cast<uint32_t>(shards_.size());
+}
+
+const std::string& GrpcPsClient::address(uint32_t shard) const {
+  return shards_.at(shard)->address();
+}
+
+template <typename Request>
+absl::StatusOr<std::vector<uint32_t>> GrpcPsClient::ActiveShards(
+    const std::vector<Request>& requests) const {
+  if (requests.size() != shards_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d requests for %d shards; pass one per shard",
+                        requests.size(), shards_.size()));
+  }
+  std::vector<uint32_t> active;
+  for (uint32_t shard = 0; shard < requests.size(); ++shard) {
+    const Request& request = requests[shard];
+    if (request.worker_id() != options_.worker_id) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "the request for shard %d carries worker id %d but this client is "
+          "worker %d",
+          shard, request.worker_id(), options_.worker_id));
+    }
+    if (!request.chunks().empty()) active.push_back(shard);
+  }
+  return active;
+}
+
+absl::Status GrpcPsClient::ForEachShard(
+    const std::vector<uint32_t>& shards,
+    absl::FunctionRef<absl::Status(uint32_t)> call) {
+  std::vector<absl::Status> results(shards.size());
+  std::vector<std::thread> threads;
+  // The calling thread takes the first shard; the others get a thread each.
+  for (size_t i = 1; i < shards.size(); ++i) {
+    try {
+      threads.emplace_back(
+          [&results, &shards, call, i] { results[i] = call(shards[i]); });
+    } catch (const std::system_error&) {
+      results[i] = call(shards[i]);  // No thread to be had: run it here.
+    }
+  }
+  if (!shards.empty()) results[0] = call(shards[0]);
+  for (std::thread& thread : threads) thread.join();
+  for (const absl::Status& result : results) {
+    if (!result.ok()) return result;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GrpcPsClient::Init(const std::vector<v1::InitRequest>& requests,
+                                std::vector<v1::InitResponse>* responses) {
+  absl::StatusOr<std::vector<uint32_t>> active = ActiveShards(requests);
+  if (!active.ok()) return active.status();
+  responses->assign(shards_.size(), v1::InitResponse());
+  const RpcKind kind{"Init", options_.rpc_timeout, &counters_.init_bytes_sent,
+                     &counters_.init_bytes_received};
+  return ForEachShard(*active, [&](uint32_t shard) {
+    return CallWithRetries(*shards_[shard], options_, kind,
+                           &v1::ParameterServer::Stub::Init, requests[shard],
+                           &(*responses)[shard], &counters_.retries);
+  });
+}
+
+absl::Status GrpcPsClient::Push(const std::vector<v1::PushRequest>& requests,
+                                std::vector<v1::PushResponse>* responses) {
+  absl::StatusOr<std::vector<uint32_t>> active = ActiveShards(requests);
+  if (!active.ok()) return active.status();
+  responses->assign(shards_.size(), v1::PushResponse());
+  const RpcKind kind{"Push", options_.rpc_timeout, &counters_.push_bytes_sent,
+                     &counters_.push_bytes_received};
+  return ForEachShard(*active, [&](uint32_t shard) {
+    return CallWithRetries(*shards_[shard], options_, kind,
+                           &v1::ParameterServer::Stub::Push, requests[shard],
+                           &(*responses)[shard], &counters_.retries);
+  });
+}
+
+absl::Status GrpcPsClient::Pull(const std::vector<v1::PullRequest>& requests,
+                                std::vector<v1::PullResponse>* responses) {
+  absl::StatusOr<std::vector<uint32_t>> active = ActiveShards(requests);
+  if (!active.ok()) return active.status();
+  responses->assign(shards_.size(), v1::PullResponse());
+  const RpcKind kind{"Pull", options_.pull_timeout, &counters_.pull_bytes_sent,
+                     &counters_.pull_bytes_received};
+  return ForEachShard(*active, [&](uint32_t shard) {
+    return CallWithRetries(*shards_[shard], options_, kind,
+                           &v1::ParameterServer::Stub::Pull, requests[shard],
+                           &(*responses)[shard], &counters_.retries);
+  });
+}
+
+TrafficStats GrpcPsClient::traffic() const {
+  const auto load = [](const std::atomic<uint64_t>& counter) {
+    return counter.load(std::memory_order_relaxed);
+  };
+  TrafficStats stats;
+  stats.init_bytes_sent = load(counters_.init_bytes_sent);
+  stats.init_bytes_received = load(counters_.init_bytes_received);
+  stats.push_bytes_sent = load(counters_.push_bytes_sent);
+  stats.push_bytes_received = load(counters_.push_bytes_received);
+  stats.pull_bytes_sent = load(counters_.pull_bytes_sent);
+  stats.pull_bytes_received = load(counters_.pull_bytes_received);
+  stats.retries = load(counters_.retries);
+  return stats;
+}
+
+}  // namespace gradwire

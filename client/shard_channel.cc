@@ -1,0 +1,36 @@
+#include "client/shard_channel.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "common/tls/grpc_transport.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace gradwire {
+namespace {
+
+int Milliseconds(absl::Duration duration) {
+  return static_cast<int>(
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(duration), 1, 1 << 30));
+}
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> CreateShardChannel(
+    const std::string& address, const ClientOptions& options) {
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  arguments.SetMaxReceiveMessageSize(
+      static_cast<int>(options.max_message_bytes));
+  // gRPC's default reconnect backoff starts at 1 s and grows to 120 s: a
+  // shard that restarts would stay unreachable long after it listens again,
+  // and our retries would run out against a channel that is not trying.
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+                   Milliseconds(options.initial_backoff));
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+                   Milliseconds(options.max_backoff));
+  return CreateSecureChannel(address, options.transport, std::move(arguments));
+}
+
+}  // namespace gradwire

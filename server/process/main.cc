@@ -1,0 +1,286 @@
+// gradwire-server: one parameter-server shard.
+//
+//   gradwire-server --port=7000 --shard-id=0 --num-shards=2
+//       --checkpoint-dir=/var/lib/gradwire/shard0 --checkpoint-every=100
+//
+// Exit codes: 0 after a clean shutdown (SIGTERM or SIGINT); 1 when the
+// server cannot start (port taken, unusable checkpoint) or the final
+// checkpoint fails; kUsageExitCode (2) for a bad command line, before
+// anything is bound. stdout carries exactly one line,
+// "gradwire-server listening on HOST:PORT", for scripts; every log line goes
+// to stderr. Prometheus metrics are served at
+// http://--metrics-address:--metrics-port/metrics.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/str_cat.h"
+#include "common/command_line.h"
+#include "common/port_file.h"
+#include "common/tls/transport_security.h"
+#include "server/process/server_options.h"
+#include "server/process/shard_server.h"
+#include "server/shard/stderr_log.h"
+
+ABSL_FLAG(std::string, address, "0.0.0.0",
+          "Address to bind; 0.0.0.0 is every IPv4 interface.");
+ABSL_FLAG(int64_t, port, 0,
+          "TCP port; 0 lets the OS pick one (printed on stdout and written to "
+          "--port-file).");
+ABSL_FLAG(std::string, port_file, "",
+          "If set, the chosen port is written to this file (atomically, via a "
+          "rename) once the server listens.");
+ABSL_FLAG(int64_t, shard_id, 0, "This shard's id, in [0, --num-shards).");
+ABSL_FLAG(int64_t, num_shards, 1,
+          "Number of shards in the job; Init must agree.");
+ABSL_FLAG(int64_t, num_workers, 0,
+          "Number of workers; 0 accepts the number Init declares.");
+ABSL_FLAG(std::string, mode, "",
+          "Consistency mode: bsp, asp or ssp; empty accepts the mode Init "
+          "declares.");
+ABSL_FLAG(int64_t, staleness, 0,
+          "SSP staleness (with --mode=ssp); Init must agree.");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Directory for checkpoints; the newest valid one is restored at "
+          "start. Empty: no checkpoints.");
+ABSL_FLAG(int64_t, checkpoint_every, 0,
+          "Write a checkpoint after this many optimizer updates (counted over "
+          "all chunks); 0: only at shutdown.");
+ABSL_FLAG(bool, wal, true,
+          "Keep a write-ahead log of accepted pushes in --checkpoint-dir and "
+          "replay it at start, so that a killed shard loses no acknowledged "
+          "update. --wal=false: a kill loses the updates since the last "
+          "checkpoint. No effect without --checkpoint-dir.");
+ABSL_FLAG(bool, wal_fsync, false,
+          "fdatasync the write-ahead log before acknowledging a push: "
+          "survives the machine's death, not only the process'.");
+ABSL_FLAG(int64_t, wal_checkpoint_bytes, int64_t{256} << 20,
+          "Also write a checkpoint once the current log segment holds this "
+          "many bytes (bounds disk use and replay time); 0: no bound.");
+ABSL_FLAG(int64_t, threads, 0,
+          "Upper bound on gRPC handler threads; 0: no bound. A Pull that "
+          "waits for a step holds a thread, so a bound must exceed the number "
+          "of workers.");
+ABSL_FLAG(int64_t, max_message_bytes, int64_t{64} << 20,
+          "Largest gRPC message received or sent; larger ones are refused "
+          "with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(double, shutdown_grace_seconds, 10.0,
+          "On SIGTERM/SIGINT, how long in-flight calls may run before they "
+          "are cancelled.");
+ABSL_FLAG(double, worker_timeout_seconds, 30.0,
+          "Drop a worker from the live set after this many seconds without "
+          "an Init, Push or Pull from it (a Pull waiting for its step counts "
+          "as alive), so that BSP steps complete with the other workers' "
+          "pushes; it rejoins with Init or a push of a step not yet "
+          "completed. 0: never drop (a dead worker stalls BSP). The default "
+          "30 stays below the 60 s a Pull waits at most, so the others go on "
+          "before their pulls fail, and far above a slow worker's step.");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0",
+          "Numeric IPv4 address of the Prometheus endpoint (/metrics).");
+ABSL_FLAG(int64_t, metrics_port, 0,
+          "TCP port of the Prometheus endpoint; 0 lets the OS pick one "
+          "(logged, and written to --metrics-port-file); -1 turns it off.");
+ABSL_FLAG(bool, dry_run, false,
+          "Check the flags, print the settings they resolve to, and exit "
+          "without serving (exit 0; 2 for a bad flag).");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "If set, the metrics port is written to this file (atomically) "
+          "once bound, before --port-file.");
+ABSL_FLAG(std::string, tls_cert, "", gradwire::kServerTlsCertHelp);
+ABSL_FLAG(std::string, tls_key, "", gradwire::kServerTlsKeyHelp);
+ABSL_FLAG(std::string, tls_ca, "", gradwire::kServerTlsCaHelp);
+ABSL_FLAG(bool, tls_require_client_cert, false,
+          gradwire::kServerTlsRequireClientCertHelp);
+ABSL_FLAG(std::string, auth_token_file, "", gradwire::kServerAuthTokenFileHelp);
+
+// Abseil reports a malformed flag (unknown name, unparsable value) through
+// this hook and then exits with 1; exiting here gives every usage error the
+// same code. The message is already on stderr.
+extern "C" void ABSL_INTERNAL_C_SYMBOL(AbslInternalReportFatalUsageError)(
+    absl::string_view) {
+  _exit(gradwire::kUsageExitCode);
+}
+
+namespace gradwire {
+namespace {
+
+constexpr absl::string_view kUsage =
+    "gradwire-server: one shard of a gradwire parameter server.\n"
+    "Serves gradwire.v1.ParameterServer and grpc.health.v1.Health on one "
+    "port,\nand Prometheus metrics over HTTP at /metrics on another.\n"
+    "Stop it with SIGTERM or SIGINT (a final checkpoint is written).";
+
+constexpr absl::string_view kFlagNames[] = {"address",
+                                            "port",
+                                            "port_file",
+                                            "shard_id",
+                                            "num_shards",
+                                            "num_workers",
+                                            "mode",
+                                            "staleness",
+                                            "checkpoint_dir",
+                                            "checkpoint_every",
+                                            "wal",
+                                            "wal_fsync",
+                                            "wal_checkpoint_bytes",
+                                            "threads",
+                                            "max_message_bytes",
+                                            "shutdown_grace_seconds",
+                                            "worker_timeout_seconds",
+                                            "metrics_address",
+                                            "metrics_port",
+                                            "metrics_port_file",
+                                            "tls_cert",
+                                            "tls_key",
+                                            "tls_ca",
+                                            "tls_require_client_cert",
+                                            "auth_token_file",
+                                            "dry_run"};
+
+ServerOptions OptionsFromFlags() {
+  ServerOptions o;
+  o.address = absl::GetFlag(FLAGS_address);
+  o.port = absl::GetFlag(FLAGS_port);
+  o.port_file = absl::GetFlag(FLAGS_port_file);
+  o.shard_id = absl::GetFlag(FLAGS_shard_id);
+  o.num_shards = absl::GetFlag(FLAGS_num_shards);
+  o.num_workers = absl::GetFlag(FLAGS_num_workers);
+  o.mode = absl::GetFlag(FLAGS_mode);
+  o.staleness = absl::GetFlag(FLAGS_staleness);
+  o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  o.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  o.wal = absl::GetFlag(FLAGS_wal);
+  o.wal_fsync = absl::GetFlag(FLAGS_wal_fsync);
+  o.wal_checkpoint_bytes = absl::GetFlag(FLAGS_wal_checkpoint_bytes);
+  o.threads = absl::GetFlag(FLAGS_threads);
+  o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
+  o.worker_timeout_seconds = absl::GetFlag(FLAGS_worker_timeout_seconds);
+  o.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
+  o.transport.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  o.transport.tls_key = absl::GetFlag(FLAGS_tls_key);
+  o.transport.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  o.transport.tls_require_client_cert =
+      absl::GetFlag(FLAGS_tls_require_client_cert);
+  o.transport.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  return o;
+}
+
+// Parses and validates the command line; exits on --help (0) and on a bad
+// command line (kUsageExitCode).
+ServerOptions ParseCommandLineOrExit(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  if (IsHelpRequest(argc, argv)) {
+    std::fputs(FlagsHelp(absl::StrCat(kUsage, "\n\n", kFlagEnvironmentHelp),
+                         kFlagNames)
+                   .c_str(),
+               stdout);
+    std::exit(0);
+  }
+  NormalizeFlagNames(argc, argv);
+  if (absl::Status s = ApplyFlagEnvironment(kFlagNames); !s.ok()) {
+    std::fprintf(stderr, "gradwire-server: %s\n",
+                 std::string(s.message()).c_str());
+    std::exit(kUsageExitCode);
+  }
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  ServerOptions options = OptionsFromFlags();
+  absl::Status valid = ValidateServerOptions(options);
+  if (valid.ok() && positional.size() > 1) {
+    valid = absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", positional[1], "'"));
+  }
+  if (!valid.ok()) {
+    std::fprintf(stderr, "gradwire-server: %s (see --help)\n",
+                 std::string(valid.message()).c_str());
+    std::exit(kUsageExitCode);
+  }
+  if (absl::GetFlag(FLAGS_dry_run)) {
+    std::fputs(FlagValues(kFlagNames).c_str(), stdout);
+    std::exit(0);
+  }
+  return options;
+}
+
+// Blocks SIGTERM and SIGINT in this thread and, because threads inherit the
+// mask, in every thread started later; WaitForStopSignal then takes them
+// synchronously, so no work ever runs inside a signal handler. Call before
+// any thread starts.
+sigset_t BlockStopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A shell starts background jobs with SIGINT ignored, and an ignored
+  // signal is discarded instead of reaching sigwait. Blocked, the default
+  // action cannot run, so this only makes the signals arrive.
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
+  return signals;
+}
+
+int WaitForStopSignal(const sigset_t& signals) {
+  int signal_number = 0;
+  while (sigwait(&signals, &signal_number) != 0) {
+  }
+  return signal_number;
+}
+
+int Run(const ServerOptions& options, const sigset_t& stop_signals) {
+  const uint32_t shard_id = static_cast<uint32_t>(options.shard_id);
+  absl::StatusOr<std::unique_ptr<ShardServer>> server =
+      ShardServer::Start(options);
+  if (!server.ok()) {
+    LogShardEventf(shard_id, "cannot start: %s", server.status().ToString());
+    return 1;
+  }
+  std::printf("gradwire-server listening on %s\n",
+              (*server)->connect_address().c_str());
+  std::fflush(stdout);
+  // The metrics port first: whoever waits for --port-file may then read it.
+  if (!options.metrics_port_file.empty()) {
+    if (absl::Status s =
+            WritePortFile(options.metrics_port_file, (*server)->metrics_port());
+        !s.ok()) {
+      LogShardEventf(shard_id, "cannot write the metrics port file: %s",
+                     s.ToString());
+      return 1;
+    }
+  }
+  if (!options.port_file.empty()) {
+    if (absl::Status s = WritePortFile(options.port_file, (*server)->port());
+        !s.ok()) {
+      LogShardEventf(shard_id, "cannot write the port file: %s", s.ToString());
+      return 1;
+    }
+  }
+  const int signal_number = WaitForStopSignal(stop_signals);
+  LogShardEventf(shard_id, "received %s",
+                 signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  if (absl::Status s = (*server)->Shutdown(); !s.ok()) {
+    LogShardEventf(shard_id, "final checkpoint failed: %s", s.ToString());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace gradwire
+
+int main(int argc, char** argv) {
+  const sigset_t stop_signals = gradwire::BlockStopSignals();
+  const gradwire::ServerOptions options =
+      gradwire::ParseCommandLineOrExit(argc, argv);
+  return gradwire::Run(options, stop_signals);
+}

@@ -1,0 +1,152 @@
+#include "server/process/server_options.h"
+
+#include <arpa/inet.h>
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
+
+namespace gradwire {
+namespace {
+
+absl::Status OutOfBounds(absl::string_view flag, int64_t value,
+                         absl::string_view bounds) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("--%s=%d: must be %s", flag, value, bounds));
+}
+
+absl::Status CheckNumbers(const ServerOptions& o) {
+  if (o.port < 0 || o.port > 65535) {
+    return OutOfBounds("port", o.port, "in [0, 65535]");
+  }
+  if (o.num_shards < 1 || o.num_shards > UINT32_MAX) {
+    return OutOfBounds("num-shards", o.num_shards, ">= 1");
+  }
+  if (o.shard_id < 0 || o.shard_id >= o.num_shards) {
+    return OutOfBounds(
+        "shard-id", o.shard_id,
+        absl::StrFormat("in [0, --num-shards=%d)", o.num_shards));
+  }
+  if (o.num_workers < 0 || o.num_workers > 65536) {
+    return OutOfBounds("num-workers", o.num_workers,
+                       "in [0, 65536] (0 accepts what Init declares)");
+  }
+  if (o.staleness < 0 || o.staleness > UINT32_MAX) {
+    return OutOfBounds("staleness", o.staleness, ">= 0");
+  }
+  if (o.checkpoint_every < 0) {
+    return OutOfBounds("checkpoint-every", o.checkpoint_every, ">= 0");
+  }
+  if (o.threads != 0 && (o.threads < 2 || o.threads > 100000)) {
+    return OutOfBounds("threads", o.threads, "0 (no bound) or in [2, 100000]");
+  }
+  if (o.metrics_port < kMetricsOff || o.metrics_port > 65535) {
+    return OutOfBounds("metrics-port", o.metrics_port,
+                       "in [0, 65535] (0: the OS picks) or -1 (off)");
+  }
+  if (o.max_message_bytes < 1024 ||
+      o.max_message_bytes > std::numeric_limits<int32_t>::max()) {
+    return OutOfBounds("max-message-bytes", o.max_message_bytes,
+                       "in [1024, 2147483647]");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckMetrics(const ServerOptions& o) {
+  in_addr parsed;
+  if (inet_pton(AF_INET, o.metrics_address.c_str(), &parsed) != 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--metrics-address=%s: must be a numeric IPv4 address such as "
+        "0.0.0.0 or 127.0.0.1",
+        o.metrics_address));
+  }
+  if (o.metrics_port == kMetricsOff && !o.metrics_port_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--metrics-port-file: needs metrics (--metrics-port is -1)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckWriteAheadLog(const ServerOptions& o) {
+  if (o.wal_checkpoint_bytes < 0) {
+    return OutOfBounds("wal-checkpoint-bytes", o.wal_checkpoint_bytes,
+                       ">= 0 (0: no bound)");
+  }
+  if (o.wal_fsync && (o.checkpoint_dir.empty() || !o.wal)) {
+    return absl::InvalidArgumentError(
+        "--wal-fsync: needs --checkpoint-dir and --wal");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ConsistencyMode> ParseConsistencyMode(
+    absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (lower.empty()) return v1::CONSISTENCY_MODE_UNSPECIFIED;
+  if (lower == "bsp") return v1::CONSISTENCY_MODE_BSP;
+  if (lower == "asp") return v1::CONSISTENCY_MODE_ASP;
+  if (lower == "ssp") return v1::CONSISTENCY_MODE_SSP;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--mode=%s: must be bsp, asp, ssp or empty (accept Init's)", name));
+}
+
+absl::Status ValidateServerOptions(const ServerOptions& options) {
+  if (options.address.empty()) {
+    return absl::InvalidArgumentError("--address: must not be empty");
+  }
+  if (absl::Status s = CheckNumbers(options); !s.ok()) return s;
+  if (absl::Status s = CheckMetrics(options); !s.ok()) return s;
+  if (absl::Status s =
+          ValidateTransportSecurity(options.transport, TransportRole::kServer);
+      !s.ok()) {
+    return s;
+  }
+  auto mode = ParseConsistencyMode(options.mode);
+  if (!mode.ok()) return mode.status();
+  if (options.staleness != 0 && *mode != v1::CONSISTENCY_MODE_SSP) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--staleness=%d: applies only with --mode=ssp", options.staleness));
+  }
+  if (options.checkpoint_every != 0 && options.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--checkpoint-every=%d: needs --checkpoint-dir",
+                        options.checkpoint_every));
+  }
+  if (absl::Status s = CheckWriteAheadLog(options); !s.ok()) return s;
+  if (!(std::isfinite(options.worker_timeout_seconds) &&
+        options.worker_timeout_seconds >= 0.0 &&
+        options.worker_timeout_seconds <= 86400.0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--worker-timeout-seconds=%g: must be in [0, 86400] (0: never drop "
+        "a worker)",
+        options.worker_timeout_seconds));
+  }
+  if (!(std::isfinite(options.shutdown_grace_seconds) &&
+        options.shutdown_grace_seconds >= 0.0 &&
+        options.shutdown_grace_seconds <= 86400.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--shutdown-grace-seconds=%g: must be in [0, 86400]",
+                        options.shutdown_grace_seconds));
+  }
+  return absl::OkStatus();
+}
+
+ShardOptions ToShardOptions(const ServerOptions& options) {
+  ShardOptions shard;
+  shard.shard_id = static_cast<uint32_t>(options.shard_id);
+  shard.num_shards = static_cast<uint32_t>(options.num_shards);
+  shard.num_workers = static_cast<uint32_t>(options.num_workers);
+  shard.mode = ParseConsistencyMode(options.mode).value();
+  shard.staleness = static_cast<uint32_t>(options.staleness);
+  return shard;
+}
+
+absl::Duration ShutdownGrace(const ServerOptions& options) {
+  return absl::Seconds(options.shutdown_grace_seconds);
+}
+
+}  // namespace gradwire

@@ -1,0 +1,106 @@
+// The settings of one gradwire-server process, as the command line gives
+// them, and their validation.
+//
+// Every field has a default that works on one machine. Numbers are signed so
+// that a negative value from the command line reaches Validate and gets a
+// clear message instead of wrapping around.
+#ifndef GRADWIRE_SERVER_PROCESS_SERVER_OPTIONS_H_
+#define GRADWIRE_SERVER_PROCESS_SERVER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/tls/transport_security.h"
+#include "gradwire/v1/parameter_server.pb.h"
+#include "server/shard/shard.h"
+
+namespace gradwire {
+
+struct ServerOptions {
+  // Address to bind; 0.0.0.0 listens on every IPv4 interface.
+  std::string address = "0.0.0.0";
+  // TCP port, in [0, 65535]; 0 lets the OS pick one.
+  int64_t port = 0;
+  // If set, the chosen port is written here (atomically) once listening.
+  std::string port_file;
+  // This shard's id, in [0, num_shards).
+  int64_t shard_id = 0;
+  // Shards of the job, >= 1.
+  int64_t num_shards = 1;
+  // Workers expected, >= 0; 0 accepts what Init declares.
+  int64_t num_workers = 0;
+  // "bsp", "asp", "ssp", or empty to accept what Init declares.
+  std::string mode;
+  // SSP staleness, >= 0; only with mode "ssp".
+  int64_t staleness = 0;
+  // Directory of checkpoints; empty disables them.
+  std::string checkpoint_dir;
+  // Optimizer updates between checkpoints, >= 0; 0 writes only at shutdown.
+  int64_t checkpoint_every = 0;
+  // Write-ahead log of accepted pushes in checkpoint_dir (write_ahead_log.h):
+  // a killed shard then loses no acknowledged update. Without it (or
+  // without checkpoint_dir) a SIGKILL loses the updates applied since the
+  // last checkpoint. Has no effect without checkpoint_dir.
+  bool wal = true;
+  // fdatasync the log before each acknowledgement (survives power loss, not
+  // only the process' death); needs checkpoint_dir and wal.
+  bool wal_fsync = false;
+  // Also checkpoint once the current log segment holds this many bytes,
+  // which bounds the log's size and the replay time; >= 0, 0 for no bound.
+  int64_t wal_checkpoint_bytes = int64_t{256} << 20;
+  // Upper bound on gRPC handler threads; 0 for no bound, else >= 2.
+  int64_t threads = 0;
+  // Largest message received or sent, in [1 KiB, 2 GiB - 1].
+  int64_t max_message_bytes = int64_t{64} << 20;
+  // How long in-flight calls may run once shutdown starts, >= 0 seconds.
+  double shutdown_grace_seconds = 10.0;
+  // Seconds a worker may stay silent (no Init, Push or Pull; a waiting Pull
+  // is not silence) before the shard drops it from the live set, so that
+  // BSP steps go on without it (shard.h); in [0, 86400], 0 never drops.
+  // The default, 30, stays below the 60 s a Pull may wait (kMaxPullWait),
+  // so the other workers go on before their pulls give up, and far above
+  // one step of a slow-but-alive worker.
+  double worker_timeout_seconds = 30.0;
+  // The Prometheus endpoint (http://metrics_address:metrics_port/metrics):
+  // a numeric IPv4 address; a port in [0, 65535], 0 letting the OS pick
+  // one (so that several shards on one machine never collide), or -1 for
+  // no endpoint.
+  std::string metrics_address = "0.0.0.0";
+  int64_t metrics_port = 0;
+  // If set, the metrics port is written here once bound, before port_file.
+  std::string metrics_port_file;
+  // TLS, mutual TLS and the bearer token (--tls-cert, --tls-key, --tls-ca,
+  // --tls-require-client-cert, --auth-token-file; see
+  // common/tls/transport_security.h). All empty: plaintext, no token.
+  TransportSecurityFiles transport;
+};
+
+// The metrics port value that turns the endpoint off.
+inline constexpr int64_t kMetricsOff = -1;
+
+// The consistency mode named `name` ("bsp", "asp", "ssp"; case-insensitive),
+// UNSPECIFIED for "". INVALID_ARGUMENT naming the choices otherwise.
+absl::StatusOr<v1::ConsistencyMode> ParseConsistencyMode(
+    absl::string_view name);
+
+// Checks every field against the ranges above and against each other
+// (shard_id < num_shards; staleness only with ssp; a checkpoint cadence
+// only with a checkpoint directory; a metrics port file only with metrics;
+// the transport's files readable and consistent, LoadTransportSecurity).
+// INVALID_ARGUMENT naming the flag (as --flag-name) and the value on the first
+// violation.
+absl::Status ValidateServerOptions(const ServerOptions& options);
+
+// The Shard's options. Requires ValidateServerOptions(options).ok().
+ShardOptions ToShardOptions(const ServerOptions& options);
+
+// options.shutdown_grace_seconds as a Duration.
+absl::Duration ShutdownGrace(const ServerOptions& options);
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_SERVER_PROCESS_SERVER_OPTIONS_H_

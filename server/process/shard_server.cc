@@ -1,0 +1,229 @@
+#include "server/process/shard_server.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/tls/grpc_transport.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
+#include "server/durability/wal_replay.h"
+#include "server/shard/stderr_log.h"
+
+#ifdef GRADWIRE_HAVE_GRPC_REFLECTION
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#endif
+
+namespace gradwire {
+namespace {
+
+// Thread bounds for the sync server: with a bound of T threads, at most T / 4
+// completion queues (each needs a polling thread of its own) so that most
+// threads are left to run handlers.
+void ApplyThreadBound(int64_t threads, grpc::ServerBuilder* builder) {
+  if (threads == 0) return;
+  const int cores =
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int queues = std::max<int>(1, std::min<int64_t>(cores, threads / 4));
+  builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS,
+                               queues);
+  builder->SetSyncServerOption(
+      grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  grpc::ResourceQuota quota("gradwire-server");
+  quota.SetMaxThreads(static_cast<int>(threads));
+  builder->SetResourceQuota(quota);
+}
+
+}  // namespace
+
+std::string JoinHostPort(const std::string& address, int port) {
+  if (absl::StrContains(address, ':') && !absl::StartsWith(address, "[")) {
+    return absl::StrFormat("[%s]:%d", address, port);
+  }
+  return absl::StrFormat("%s:%d", address, port);
+}
+
+std::string ConnectableHost(const std::string& address) {
+  if (address == "0.0.0.0") return "127.0.0.1";
+  if (address == "::" || address == "[::]") return "::1";
+  return address;
+}
+
+ShardServer::ShardServer(const ServerOptions& options,
+                         std::unique_ptr<metrics::Registry> registry,
+                         std::unique_ptr<ShardMetrics> shard_metrics)
+    : options_(options),
+      shard_id_(static_cast<uint32_t>(options.shard_id)),
+      registry_(std::move(registry)),
+      shard_metrics_(std::move(shard_metrics)),
+      shard_(ToShardOptions(options), shard_metrics_.get()),
+      service_(&shard_, &activity_) {}
+
+ShardServer::~ShardServer() {
+  if (shut_down_ || server_ == nullptr) return;
+  service_.BeginShutdown();
+  server_->Shutdown(absl::ToChronoTime(absl::Now()));
+}
+
+std::string ShardServer::connect_address() const {
+  return JoinHostPort(ConnectableHost(options_.address), port_);
+}
+
+absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
+    const ServerOptions& options) {
+  auto registry = std::make_unique<metrics::Registry>();
+  auto shard_metrics = ShardMetrics::Create(
+      registry.get(), static_cast<uint32_t>(options.shard_id));
+  if (!shard_metrics.ok()) return shard_metrics.status();
+  std::unique_ptr<ShardServer> server(
+      new ShardServer(options, std::move(registry), *std::move(shard_metrics)));
+  LogShardEventf(server->shard_id_, "starting: shard %d of %d, mode %s",
+                 options.shard_id, options.num_shards,
+                 options.mode.empty() ? "from Init" : options.mode);
+  if (absl::Status s = server->Restore(); !s.ok()) return s;
+  if (absl::Status s = server->ServeMetrics(); !s.ok()) return s;
+  if (absl::Status s = server->Serve(); !s.ok()) return s;
+  if (options.worker_timeout_seconds > 0) {
+    server->watchdog_ = std::make_unique<LivenessWatchdog>(
+        &server->shard_, &server->activity_,
+        absl::Seconds(options.worker_timeout_seconds));
+  }
+  if (!options.checkpoint_dir.empty()) {
+    CheckpointerOptions checkpoints;
+    checkpoints.dir = options.checkpoint_dir;
+    checkpoints.every_updates = static_cast<uint64_t>(options.checkpoint_every);
+    checkpoints.shard_id = server->shard_id_;
+    checkpoints.wal = server->wal_.get();
+    checkpoints.wal_checkpoint_bytes =
+        static_cast<uint64_t>(options.wal_checkpoint_bytes);
+    server->checkpointer_ =
+        std::make_unique<Checkpointer>(&server->shard_, std::move(checkpoints));
+  }
+  return server;
+}
+
+absl::Status ShardServer::Restore() {
+  if (options_.checkpoint_dir.empty()) return absl::OkStatus();
+  absl::StatusOr<bool> restored =
+      RestoreNewestCheckpoint(options_.checkpoint_dir, shard_id_, &shard_);
+  if (!restored.ok()) return restored.status();
+  if (!options_.wal) {
+    LogShardEventf(shard_id_,
+                   "write-ahead log off: a kill loses the updates applied "
+                   "since the last checkpoint");
+    return absl::OkStatus();
+  }
+  absl::StatusOr<JournalReplayStats> replayed =
+      ReplayJournal(options_.checkpoint_dir, &shard_);
+  if (!replayed.ok()) return replayed.status();
+  WriteAheadLogOptions wal;
+  wal.dir = options_.checkpoint_dir;
+  wal.fsync = options_.wal_fsync;
+  wal.shard_id = shard_id_;
+  absl::StatusOr<std::unique_ptr<WriteAheadLog>> opened =
+      WriteAheadLog::Open(std::move(wal));
+  if (!opened.ok()) return opened.status();
+  wal_ = *std::move(opened);
+  shard_.set_journal(wal_.get());
+  LogShardEventf(shard_id_, "write-ahead log on (%s): segment %d",
+                 options_.wal_fsync ? "fdatasync before each ack"
+                                    : "written before each ack",
+                 wal_->generation());
+  return absl::OkStatus();
+}
+
+absl::Status ShardServer::ServeMetrics() {
+  auto process = metrics::ProcessMetrics::Register(registry_.get());
+  if (!process.ok()) return process.status();
+  process_metrics_ = *std::move(process);
+  auto state = RegisterShardStateMetrics(registry_.get(), &shard_);
+  if (!state.ok()) return state.status();
+  state_metrics_ = *std::move(state);
+  if (options_.metrics_port == kMetricsOff) {
+    LogShardEventf(shard_id_, "metrics endpoint off (--metrics-port=-1)");
+    return absl::OkStatus();
+  }
+  metrics::ExposerOptions endpoint;
+  endpoint.address = options_.metrics_address;
+  endpoint.port = static_cast<int>(options_.metrics_port);
+  auto exposer = metrics::Exposer::Start(endpoint, registry_.get());
+  if (!exposer.ok()) return exposer.status();
+  exposer_ = *std::move(exposer);
+  LogShardEventf(shard_id_, "metrics at http://%s/metrics",
+                 JoinHostPort(options_.metrics_address, exposer_->port()));
+  return absl::OkStatus();
+}
+
+absl::Status ShardServer::Serve() {
+  grpc::EnableDefaultHealthCheckService(true);
+#ifdef GRADWIRE_HAVE_GRPC_REFLECTION
+  // Lets grpcurl and grpc_cli discover the service without the .proto.
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+#endif
+  grpc::ServerBuilder builder;
+  const std::string listen =
+      JoinHostPort(options_.address, static_cast<int>(options_.port));
+  // gRPC sets SO_REUSEPORT by default, which would let a second shard bind
+  // the same port and silently share its traffic; a taken port must fail.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  absl::StatusOr<TransportSecurity> security =
+      LoadTransportSecurity(options_.transport, TransportRole::kServer);
+  if (!security.ok()) return security.status();
+  builder.AddListeningPort(listen, ServerCredentialsFor(*security), &port_);
+  if (security->auth_token.empty()) {
+    builder.RegisterService(&service_);
+  } else {
+    token_checking_service_ = std::make_unique<TokenCheckingService>(
+        &service_, &shard_.metrics(), security->auth_token);
+    builder.RegisterService(token_checking_service_.get());
+  }
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(options_.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
+  ApplyThreadBound(options_.threads, &builder);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    server_.reset();
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", listen, " (address in use or not local?)"));
+  }
+  SetServing(true);
+  LogShardEventf(shard_id_, "listening on %s (max message %d bytes)",
+                 JoinHostPort(options_.address, port_),
+                 options_.max_message_bytes);
+  LogShardEventf(shard_id_, "transport: %s; auth token: %s",
+                 DescribeTransport(*security), DescribeAuthToken(*security));
+  return absl::OkStatus();
+}
+
+void ShardServer::SetServing(bool serving) {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health == nullptr) return;
+  health->SetServingStatus("", serving);
+  health->SetServingStatus(v1::ParameterServer::service_full_name(), serving);
+}
+
+absl::Status ShardServer::Shutdown() {
+  shut_down_ = true;
+  const absl::Duration grace = ShutdownGrace(options_);
+  LogShardEventf(shard_id_, "shutting down (grace %s)",
+                 absl::FormatDuration(grace));
+  // Workers fall silent while the server goes away: nobody is dropped now.
+  watchdog_.reset();
+  SetServing(false);
+  service_.BeginShutdown();
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  server_->Wait();
+  absl::Status final_checkpoint = absl::OkStatus();
+  if (checkpointer_ != nullptr)
+    final_checkpoint = checkpointer_->StopAndWriteFinal();
+  LogShardEventf(shard_id_, "shut down after %d optimizer updates",
+                 shard_.updates_applied());
+  return final_checkpoint;
+}
+
+}  // namespace gradwire

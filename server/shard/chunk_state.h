@@ -1,0 +1,87 @@
+// The live state of one chunk on a shard, the shard's map of them, and the
+// lock order over several chunks (internal to server/shard/).
+#ifndef GRADWIRE_SERVER_SHARD_CHUNK_STATE_H_
+#define GRADWIRE_SERVER_SHARD_CHUNK_STATE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/compress/compressed_chunk.h"
+#include "common/consistency/consistency_rule.h"
+#include "common/consistency/live_set.h"
+#include "server/shard/snapshot.h"
+
+namespace gradwire {
+
+struct ChunkState {
+  explicit ChunkState(ChunkSnapshot initial)
+      : key(initial.key),
+        numel(initial.numel),
+        state(std::move(initial)),
+        live(static_cast<uint32_t>(state.workers.size())) {}
+
+  // What the consistency rule reads to move the clock (consistency_rule.h).
+  ChunkProgress progress() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return {state.clock, state.pending_pushes, state.workers, live};
+  }
+
+  // Constant after construction.
+  const uint64_t key;
+  const uint64_t numel;
+
+  mutable absl::Mutex mu;
+  // Weights, optimizer state, version, clock, pending BSP sum, per-worker
+  // progress and shadow weights. The snapshot type doubles as the live state
+  // so that checkpoints copy it as is.
+  ChunkSnapshot state ABSL_GUARDED_BY(mu);
+  // The delta that takes shadow from version - 1 to version; valid when
+  // delta_version == state.version and delta_version > 0.
+  CompressedChunk delta ABSL_GUARDED_BY(mu);
+  uint64_t delta_version ABSL_GUARDED_BY(mu) = 0;
+  // The workers this chunk waits for: Shard::DropWorker takes them out.
+  // Kept out of the snapshot: after a restart from a checkpoint every
+  // worker is live again.
+  LiveSet live ABSL_GUARDED_BY(mu);
+};
+
+// A shard's chunks by key; immutable once the shard is initialised.
+using ChunkMap = std::map<uint64_t, std::unique_ptr<ChunkState>>;
+
+// Holds the locks of several chunks, taken in key order so that two requests
+// over overlapping chunk sets cannot deadlock (Push locks the chunks it
+// changes, DropWorker and a rejoining Init lock all of them).
+class ChunkLocks {
+ public:
+  // `chunks` must be sorted by key and outlive the locks.
+  explicit ChunkLocks(std::vector<ChunkState*> chunks)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS : chunks_(std::move(chunks)) {
+    for (ChunkState* chunk : chunks_) chunk->mu.Lock();
+  }
+  // Every chunk of `all`.
+  explicit ChunkLocks(const ChunkMap& all) : ChunkLocks(Values(all)) {}
+  ~ChunkLocks() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    for (auto it = chunks_.rbegin(); it != chunks_.rend(); ++it) {
+      (*it)->mu.Unlock();
+    }
+  }
+  ChunkLocks(const ChunkLocks&) = delete;
+  ChunkLocks& operator=(const ChunkLocks&) = delete;
+
+ private:
+  static std::vector<ChunkState*> Values(const ChunkMap& all) {
+    std::vector<ChunkState*> chunks;
+    chunks.reserve(all.size());
+    for (const auto& [key, chunk] : all) chunks.push_back(chunk.get());
+    return chunks;
+  }
+
+  const std::vector<ChunkState*> chunks_;
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_SERVER_SHARD_CHUNK_STATE_H_

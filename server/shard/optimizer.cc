@@ -1,0 +1,327 @@
+#include "server/shard/optimizer.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+
+namespace gradwire {
+namespace {
+
+using Kind = OptimizerSettings::Kind;
+using Schedule = OptimizerSettings::Schedule;
+
+constexpr double kPi = 3.14159265358979323846;
+
+absl::Status Invalid(absl::string_view field, double value,
+                     absl::string_view requirement) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("optimizer %s %g %s", field, value, requirement));
+}
+
+bool IsAdam(Kind kind) { return kind == Kind::kAdam || kind == Kind::kAdamW; }
+
+// A range of the form [0, 1); `!(a && b)` also rejects NaN.
+bool InUnitInterval(double x) { return x >= 0.0 && x < 1.0; }
+
+absl::Status ValidateKindFields(const OptimizerSettings& s) {
+  if (!(std::isfinite(s.learning_rate) && s.learning_rate > 0.0)) {
+    return Invalid("learning_rate", s.learning_rate, "must be finite and > 0");
+  }
+  if (!InUnitInterval(s.momentum)) {
+    return Invalid("momentum", s.momentum, "is outside [0, 1)");
+  }
+  if (!InUnitInterval(s.beta2)) {
+    return Invalid("beta2", s.beta2, "is outside [0, 1)");
+  }
+  if (!(std::isfinite(s.weight_decay) && s.weight_decay >= 0.0)) {
+    return Invalid("weight_decay", s.weight_decay, "must be finite and >= 0");
+  }
+  // epsilon's proto default (0) is invalid, so SGD configs may leave it unset.
+  if (IsAdam(s.kind) && !(std::isfinite(s.epsilon) && s.epsilon > 0.0)) {
+    return Invalid("epsilon", s.epsilon, "must be finite and > 0");
+  }
+  // Same rule as torch.optim.SGD: Nesterov needs a non-zero momentum.
+  if (s.nesterov && !(s.kind == Kind::kMomentum && s.momentum > 0.0)) {
+    return absl::InvalidArgumentError(
+        "optimizer nesterov requires kind MOMENTUM with momentum > 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateScheduleFields(const OptimizerSettings& s) {
+  if (s.schedule == Schedule::kStep) {
+    if (s.step_size < 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "optimizer step_size %d must be >= 1 for the STEP schedule",
+          s.step_size));
+    }
+    if (!(s.gamma > 0.0 && s.gamma <= 1.0)) {
+      return Invalid("gamma", s.gamma, "is outside (0, 1]");
+    }
+  }
+  if (s.schedule == Schedule::kCosine) {
+    if (s.total_updates < 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "optimizer total_updates %d must be >= 1 for the COSINE schedule",
+          s.total_updates));
+    }
+    if (!(s.min_learning_rate >= 0.0 &&
+          s.min_learning_rate <= s.learning_rate)) {
+      return Invalid(
+          "min_learning_rate", s.min_learning_rate,
+          absl::StrFormat("is outside [0, learning_rate %g]", s.learning_rate));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Kind> KindFromProto(v1::OptimizerKind kind) {
+  switch (kind) {
+    case v1::OPTIMIZER_KIND_UNSPECIFIED:
+    case v1::OPTIMIZER_KIND_SGD:
+      return Kind::kSgd;
+    case v1::OPTIMIZER_KIND_MOMENTUM:
+      return Kind::kMomentum;
+    case v1::OPTIMIZER_KIND_ADAM:
+      return Kind::kAdam;
+    case v1::OPTIMIZER_KIND_ADAMW:
+      return Kind::kAdamW;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("optimizer kind %d is unknown", static_cast<int>(kind)));
+}
+
+absl::StatusOr<Schedule> ScheduleFromProto(v1::LrScheduleKind schedule) {
+  switch (schedule) {
+    case v1::LR_SCHEDULE_KIND_UNSPECIFIED:
+    case v1::LR_SCHEDULE_KIND_CONSTANT:
+      return Schedule::kConstant;
+    case v1::LR_SCHEDULE_KIND_STEP:
+      return Schedule::kStep;
+    case v1::LR_SCHEDULE_KIND_COSINE:
+      return Schedule::kCosine;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "optimizer schedule %d is unknown", static_cast<int>(schedule)));
+}
+
+v1::OptimizerKind KindToProto(Kind kind) {
+  switch (kind) {
+    case Kind::kSgd:
+      return v1::OPTIMIZER_KIND_SGD;
+    case Kind::kMomentum:
+      return v1::OPTIMIZER_KIND_MOMENTUM;
+    case Kind::kAdam:
+      return v1::OPTIMIZER_KIND_ADAM;
+    case Kind::kAdamW:
+      return v1::OPTIMIZER_KIND_ADAMW;
+  }
+  return v1::OPTIMIZER_KIND_UNSPECIFIED;
+}
+
+v1::LrScheduleKind ScheduleToProto(Schedule schedule) {
+  switch (schedule) {
+    case Schedule::kConstant:
+      return v1::LR_SCHEDULE_KIND_CONSTANT;
+    case Schedule::kStep:
+      return v1::LR_SCHEDULE_KIND_STEP;
+    case Schedule::kCosine:
+      return v1::LR_SCHEDULE_KIND_COSINE;
+  }
+  return v1::LR_SCHEDULE_KIND_UNSPECIFIED;
+}
+
+// Learning rate after warm-up, `u` updates into the schedule.
+double ScheduledLearningRate(const OptimizerSettings& s, uint64_t u) {
+  switch (s.schedule) {
+    case Schedule::kConstant:
+      break;
+    case Schedule::kStep:
+      return s.learning_rate *
+             std::pow(s.gamma, static_cast<double>(u / s.step_size));
+    case Schedule::kCosine: {
+      const double progress =
+          static_cast<double>(std::min(u, s.total_updates)) /
+          static_cast<double>(s.total_updates);
+      return s.min_learning_rate + 0.5 *
+                                       (s.learning_rate - s.min_learning_rate) *
+                                       (1.0 + std::cos(kPi * progress));
+    }
+  }
+  return s.learning_rate;
+}
+
+// torch.lerp's float kernel: the formula is chosen by the weight so that the
+// rounding error stays small at both ends.
+inline float Lerp(float self, float end, float weight) {
+  return weight < 0.5f ? self + weight * (end - self)
+                       : end - (end - self) * (1.0f - weight);
+}
+
+// Sizes a state buffer on first use; a non-empty buffer must already fit.
+void EnsureSized(std::vector<float>* buffer, size_t numel) {
+  assert(buffer->empty() || buffer->size() == numel);
+  if (buffer->empty()) buffer->assign(numel, 0.0f);
+}
+
+}  // namespace
+
+absl::Status ValidateOptimizerSettings(const OptimizerSettings& settings) {
+  if (absl::Status s = ValidateKindFields(settings); !s.ok()) return s;
+  return ValidateScheduleFields(settings);
+}
+
+absl::StatusOr<OptimizerSettings> OptimizerSettingsFromProto(
+    const v1::OptimizerConfig& config) {
+  OptimizerSettings s;
+  absl::StatusOr<Kind> kind = KindFromProto(config.kind());
+  if (!kind.ok()) return kind.status();
+  absl::StatusOr<Schedule> schedule = ScheduleFromProto(config.schedule());
+  if (!schedule.ok()) return schedule.status();
+  s.kind = *kind;
+  s.learning_rate = config.learning_rate();
+  s.momentum = config.momentum();
+  s.nesterov = config.nesterov();
+  s.beta2 = config.beta2();
+  s.epsilon = config.epsilon();
+  s.weight_decay = config.weight_decay();
+  s.schedule = *schedule;
+  s.warmup_updates = config.warmup_updates();
+  s.step_size = config.step_size();
+  s.gamma = config.gamma();
+  s.total_updates = config.total_updates();
+  s.min_learning_rate = config.min_learning_rate();
+  if (absl::Status status = ValidateOptimizerSettings(s); !status.ok()) {
+    return status;
+  }
+  return s;
+}
+
+v1::OptimizerConfig ToProto(const OptimizerSettings& s) {
+  v1::OptimizerConfig config;
+  config.set_kind(KindToProto(s.kind));
+  config.set_learning_rate(static_cast<float>(s.learning_rate));
+  config.set_momentum(static_cast<float>(s.momentum));
+  config.set_nesterov(s.nesterov);
+  config.set_beta2(static_cast<float>(s.beta2));
+  config.set_epsilon(static_cast<float>(s.epsilon));
+  config.set_weight_decay(static_cast<float>(s.weight_decay));
+  config.set_schedule(ScheduleToProto(s.schedule));
+  config.set_warmup_updates(s.warmup_updates);
+  config.set_step_size(s.step_size);
+  config.set_gamma(static_cast<float>(s.gamma));
+  config.set_total_updates(s.total_updates);
+  config.set_min_learning_rate(static_cast<float>(s.min_learning_rate));
+  return config;
+}
+
+double LearningRateAt(const OptimizerSettings& settings, uint64_t update) {
+  if (update < settings.warmup_updates) {
+    return settings.learning_rate * static_cast<double>(update + 1) /
+           static_cast<double>(settings.warmup_updates);
+  }
+  return ScheduledLearningRate(settings, update - settings.warmup_updates);
+}
+
+Optimizer::Optimizer(OptimizerSettings settings)
+    : settings_(std::move(settings)) {}
+
+void Optimizer::Apply(absl::Span<float> weights,
+                      absl::Span<const float> gradient,
+                      OptimizerState* state) const {
+  assert(state != nullptr);
+  assert(weights.size() == gradient.size());
+  const double lr = LearningRateAt(settings_, state->updates);
+  switch (settings_.kind) {
+    case Kind::kSgd:
+      ApplySgd(lr, weights, gradient);
+      break;
+    case Kind::kMomentum:
+      ApplyMomentum(lr, weights, gradient, state);
+      break;
+    case Kind::kAdam:
+    case Kind::kAdamW:
+      ApplyAdam(lr, weights, gradient, state);
+      break;
+  }
+  ++state->updates;
+}
+
+// The loops below follow torch.optim's single-tensor code path operation by
+// operation, with scalars cast to float where PyTorch's float kernels do, so
+// the results agree with PyTorch to float rounding.
+
+void Optimizer::ApplySgd(double lr, absl::Span<float> weights,
+                         absl::Span<const float> gradient) const {
+  const float wd = static_cast<float>(settings_.weight_decay);
+  const float neg_lr = static_cast<float>(-lr);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const float g = gradient[i] + wd * weights[i];
+    weights[i] += neg_lr * g;
+  }
+}
+
+void Optimizer::ApplyMomentum(double lr, absl::Span<float> weights,
+                              absl::Span<const float> gradient,
+                              OptimizerState* state) const {
+  // torch.optim.SGD keeps no buffer at momentum 0; the rule is then plain SGD.
+  if (settings_.momentum == 0.0) return ApplySgd(lr, weights, gradient);
+  const float wd = static_cast<float>(settings_.weight_decay);
+  const float momentum = static_cast<float>(settings_.momentum);
+  const float neg_lr = static_cast<float>(-lr);
+  const bool nesterov = settings_.nesterov;
+  // PyTorch starts the buffer as a copy of the first gradient; with dampening
+  // 0, starting it at zero and applying the usual rule gives exactly that.
+  EnsureSized(&state->first_moment, weights.size());
+  float* buf = state->first_moment.data();
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const float g = gradient[i] + wd * weights[i];
+    buf[i] = buf[i] * momentum + g;
+    const float step = nesterov ? g + momentum * buf[i] : buf[i];
+    weights[i] += neg_lr * step;
+  }
+}
+
+void Optimizer::ApplyAdam(double lr, absl::Span<float> weights,
+                          absl::Span<const float> gradient,
+                          OptimizerState* state) const {
+  const double beta1 = settings_.momentum;
+  const double beta2 = settings_.beta2;
+  const double t = static_cast<double>(state->updates + 1);
+  const double bias_correction1 = 1.0 - std::pow(beta1, t);
+  const double bias_correction2 = 1.0 - std::pow(beta2, t);
+  // AdamW decays the weights before the step; Adam folds the decay into g.
+  const bool decoupled = settings_.kind == Kind::kAdamW;
+  const float decay = static_cast<float>(1.0 - lr * settings_.weight_decay);
+  const float wd =
+      decoupled ? 0.0f : static_cast<float>(settings_.weight_decay);
+  const float one_minus_beta1 = static_cast<float>(1.0 - beta1);
+  const float b2 = static_cast<float>(beta2);
+  const float one_minus_beta2 = static_cast<float>(1.0 - beta2);
+  const float bc2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+  const float eps = static_cast<float>(settings_.epsilon);
+  const float neg_step_size = static_cast<float>(-lr / bias_correction1);
+  EnsureSized(&state->first_moment, weights.size());
+  EnsureSized(&state->second_moment, weights.size());
+  float* m = state->first_moment.data();
+  float* v = state->second_moment.data();
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (decoupled) weights[i] *= decay;
+    const float g = gradient[i] + wd * weights[i];
+    m[i] = Lerp(m[i], g, one_minus_beta1);
+    v[i] = v[i] * b2 + one_minus_beta2 * g * g;
+    const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
+    weights[i] += neg_step_size * m[i] / denom;
+  }
+}
+
+}  // namespace gradwire

@@ -1,0 +1,172 @@
+// Server-side optimizers and learning-rate schedules.
+//
+// A shard runs one optimizer update per chunk whenever the chunk's aggregated
+// gradient is complete. The optimizer works on plain float buffers (no
+// libtorch) and reproduces the update rules of PyTorch's torch.optim.SGD
+// (with and without momentum, dampening 0), torch.optim.Adam and
+// torch.optim.AdamW (amsgrad=False, maximize=False), including the order of
+// their element-wise operations (the single-tensor, foreach=False code path).
+// Results therefore agree with PyTorch to float rounding; they are not
+// promised to be bit-identical, because PyTorch's vectorised kernels may fuse
+// multiply-adds differently.
+//
+// Per-chunk state (update count, momentum / Adam moments) lives in an
+// OptimizerState that the caller owns and passes in, so one Optimizer serves
+// every chunk of a shard and the state can be checkpointed as plain data.
+#ifndef GRADWIRE_SERVER_SHARD_OPTIMIZER_H_
+#define GRADWIRE_SERVER_SHARD_OPTIMIZER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "gradwire/v1/parameter_server.pb.h"
+
+namespace gradwire {
+
+// Plain C++ form of v1::OptimizerConfig. The defaults form a valid
+// configuration: plain SGD at a constant learning rate of 0.01, with Adam's
+// usual betas and epsilon ready for kind kAdam / kAdamW.
+//
+// Hyper-parameters are doubles, as PyTorch's are; the proto carries floats,
+// so a round trip through ToProto narrows them to float.
+struct OptimizerSettings {
+  enum class Kind {
+    // w -= lr * (g + wd * w).
+    kSgd,
+    // Heavy-ball momentum, or Nesterov momentum when `nesterov` is set.
+    kMomentum,
+    // Adam with L2 weight decay coupled into the gradient.
+    kAdam,
+    // Adam with weight decay decoupled from the gradient.
+    kAdamW,
+  };
+  enum class Schedule {
+    // The base learning rate throughout.
+    kConstant,
+    // learning_rate * gamma^floor(u / step_size).
+    kStep,
+    // Cosine decay from learning_rate to min_learning_rate over
+    // total_updates, then min_learning_rate.
+    kCosine,
+  };
+
+  Kind kind = Kind::kSgd;
+  // Base learning rate; finite and > 0.
+  double learning_rate = 0.01;
+  // Momentum factor for kMomentum; beta1 for kAdam / kAdamW; ignored by kSgd.
+  // In [0, 1).
+  double momentum = 0.9;
+  // Nesterov momentum; only with kMomentum and momentum > 0.
+  bool nesterov = false;
+  // Adam's beta2, in [0, 1).
+  double beta2 = 0.999;
+  // Adam's epsilon; finite and > 0 (checked for kAdam / kAdamW only).
+  double epsilon = 1e-8;
+  // Weight decay; finite and >= 0. Coupled (L2, added to the gradient) for
+  // kSgd, kMomentum and kAdam; decoupled for kAdamW.
+  double weight_decay = 0.0;
+
+  Schedule schedule = Schedule::kConstant;
+  // Updates of linear warm-up before the schedule starts; 0 disables it.
+  uint64_t warmup_updates = 0;
+  // kStep: updates between decays (>= 1) and the decay factor, in (0, 1].
+  uint64_t step_size = 30;
+  double gamma = 0.1;
+  // kCosine: length of the decay (>= 1) and the final learning rate, in
+  // [0, learning_rate].
+  uint64_t total_updates = 1000;
+  double min_learning_rate = 0.0;
+};
+
+// OK when every field is inside the range documented above; otherwise
+// INVALID_ARGUMENT naming the first bad field and its value. Fields that the
+// kind or schedule does not use are checked only where their proto default
+// (0) is itself valid, so a config need not fill fields it does not use.
+absl::Status ValidateOptimizerSettings(const OptimizerSettings& settings);
+
+// Converts and validates. OPTIMIZER_KIND_UNSPECIFIED means SGD and
+// LR_SCHEDULE_KIND_UNSPECIFIED means constant. Every other field is taken
+// literally: proto3 cannot tell an unset field from 0, so, for example, an
+// ADAM config must set beta2 and epsilon itself. Errors: INVALID_ARGUMENT for
+// an unknown enum value or a value outside its range, naming the field.
+absl::StatusOr<OptimizerSettings> OptimizerSettingsFromProto(
+    const v1::OptimizerConfig& config);
+
+// The proto form, with explicit (never UNSPECIFIED) enums. Doubles are
+// narrowed to float.
+v1::OptimizerConfig ToProto(const OptimizerSettings& settings);
+
+// Learning rate of the update with 0-based index `update` (the number of
+// updates already applied to the chunk). During warm-up (update <
+// warmup_updates) it is learning_rate * (update + 1) / warmup_updates; after
+// it, the schedule is applied to u = update - warmup_updates. Precondition:
+// `settings` is valid.
+double LearningRateAt(const OptimizerSettings& settings, uint64_t update);
+
+// Optimizer state of one chunk. Plain data so that checkpoints can store it.
+// A default-constructed state is the state before the first update; the
+// buffers are sized to the chunk's numel by the first update that needs them
+// and stay empty for kinds that do not (kSgd, and kMomentum at momentum 0, use
+// neither; kMomentum only first_moment).
+struct OptimizerState {
+  // Updates applied so far; the next update's 0-based index.
+  uint64_t updates = 0;
+  // kMomentum: the momentum buffer (absent before the first update, as in
+  // PyTorch). kAdam / kAdamW: the first moment m.
+  std::vector<float> first_moment;
+  // kAdam / kAdamW: the second moment v.
+  std::vector<float> second_moment;
+};
+
+// Applies one optimizer update to one chunk.
+//
+// Thread safety: Apply is const and keeps nothing between calls, so several
+// threads may update different chunks with one Optimizer at once. Calls for
+// the same chunk (the same OptimizerState) must be serialised by the caller.
+class Optimizer {
+ public:
+  // Precondition: `settings` is valid (ValidateOptimizerSettings is OK);
+  // OptimizerSettingsFromProto guarantees it.
+  explicit Optimizer(OptimizerSettings settings);
+
+  // Updates `weights` in place with `gradient`, using the learning rate of
+  // update state->updates, then increments state->updates.
+  //
+  // Preconditions: gradient.size() == weights.size(); state is non-null and
+  // its buffers are either empty or weights.size() long. Gradients must be
+  // finite (the shard validates pushes); the optimizer does not check.
+  //
+  // Update rules, with g the gradient, lr the scheduled learning rate, wd the
+  // weight decay and t = state->updates + 1:
+  //   kSgd:      g += wd*w;  w -= lr*g
+  //   kMomentum: g += wd*w;  buf = g on the first update, else
+  //              buf = momentum*buf + g;  g = nesterov ? g + momentum*buf
+  //              : buf;  w -= lr*g
+  //   kAdam:     g += wd*w;  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2;
+  //              w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+  //   kAdamW:    w *= 1 - lr*wd;  then kAdam's rule without the wd term
+  // where b1 = momentum and b2 = beta2. Bias corrections are computed in
+  // double.
+  void Apply(absl::Span<float> weights, absl::Span<const float> gradient,
+             OptimizerState* state) const;
+
+  const OptimizerSettings& settings() const { return settings_; }
+
+ private:
+  void ApplySgd(double lr, absl::Span<float> weights,
+                absl::Span<const float> gradient) const;
+  void ApplyMomentum(double lr, absl::Span<float> weights,
+                     absl::Span<const float> gradient,
+                     OptimizerState* state) const;
+  void ApplyAdam(double lr, absl::Span<float> weights,
+                 absl::Span<const float> gradient, OptimizerState* state) const;
+
+  const OptimizerSettings settings_;
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_SERVER_SHARD_OPTIMIZER_H_

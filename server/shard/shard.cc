@@ -1,0 +1,69 @@
+// Shard: construction, becoming initialised, and the read-only views (Info,
+// ActiveWorkers). The operations have files of their own (shard.h).
+#include "server/shard/shard.h"
+
+#include <algorithm>
+
+#include "server/shard/chunk_updater.h"
+#include "server/shard/worker_presence.h"
+
+namespace gradwire {
+
+Shard::Shard(ShardOptions options, ShardMetrics* shard_metrics)
+    : options_(options), metrics_(shard_metrics) {
+  if (metrics_ == nullptr) {
+    own_registry_ = std::make_unique<metrics::Registry>();
+    // Cannot fail: the names are fixed and the registry is empty.
+    own_metrics_ =
+        ShardMetrics::Create(own_registry_.get(), options_.shard_id).value();
+    metrics_ = own_metrics_.get();
+  }
+}
+
+Shard::~Shard() = default;
+
+ChunkState* Shard::FindChunk(uint64_t key) const {
+  const auto it = chunks_.find(key);
+  return it == chunks_.end() ? nullptr : it->second.get();
+}
+
+void Shard::Install(std::unique_ptr<const ShardConfig> config,
+                    ChunkMap chunks) {
+  workers_ = std::make_unique<WorkerPresence>(config->num_workers);
+  updater_ =
+      std::make_unique<ChunkUpdater>(config.get(), metrics_, &updates_applied_);
+  config_ = std::move(config);
+  chunks_ = std::move(chunks);
+  initialized_.store(true, std::memory_order_release);
+}
+
+uint32_t Shard::ActiveWorkers(absl::Time now, absl::Duration window) const {
+  if (!initialized()) return 0;
+  return workers_->PushedSince(absl::ToUnixNanos(now - window));
+}
+
+v1::ShardInfo Shard::Info() const {
+  v1::ShardInfo info;
+  info.set_shard_id(options_.shard_id);
+  info.set_num_shards(options_.num_shards);
+  info.set_build_version(GRADWIRE_VERSION_STRING);
+  if (!initialized()) return info;
+  info.set_initialized(true);
+  *info.mutable_config() = config_->proto;
+  info.set_live_workers(LiveWorkers());
+  uint64_t min_version = UINT64_MAX, max_version = 0, min_clock = UINT64_MAX;
+  for (const auto& [key, chunk] : chunks_) {
+    absl::MutexLock lock(&chunk->mu);
+    info.set_num_chunks(info.num_chunks() + 1);
+    info.set_num_elements(info.num_elements() + chunk->numel);
+    min_version = std::min(min_version, chunk->state.version);
+    max_version = std::max(max_version, chunk->state.version);
+    min_clock = std::min(min_clock, chunk->state.clock);
+  }
+  info.set_min_version(chunks_.empty() ? 0 : min_version);
+  info.set_max_version(max_version);
+  info.set_min_clock(chunks_.empty() ? 0 : min_clock);
+  return info;
+}
+
+}  // namespace gradwire

@@ -1,0 +1,249 @@
+// One parameter-server shard: the logic behind the ParameterServer service,
+// free of gRPC so that it can be tested and benchmarked directly.
+//
+// One class, one file per operation:
+//   shard.cc             construction, Info, ActiveWorkers
+//   shard_init.cc        Init: the first one installs config and chunks
+//   shard_push.cc        Push: sender -> decode (pushed_chunks.h) -> lock ->
+//                        consistency rule judges each step -> ChunkUpdater
+//                        (optimizer, pull delta) -> journal
+//   shard_pull.cc        Pull: wait for the step, then dense or delta
+//   shard_membership.cc  DropWorker and rejoins (the live set)
+//   shard_snapshot.cc    Snapshot, Restore, StateDigest
+// What each consistency mode decides is in common/consistency/ (one mode per
+// file); what the shard does with the decision is chunk_updater.h.
+//
+// The shard owns the chunks declared to it at Init. Pushes are validated in
+// full (every chunk decoded, every step and worker checked) before any of
+// them is applied; then the request's chunks are locked in key order and
+// applied together, so a multi-chunk push is all-or-nothing. Chunks are
+// independent: pushes and pulls of different chunks run in parallel, and
+// there is no shard-wide lock on the hot path.
+//
+// Consistency (per chunk):
+//   clock    steps every worker has pushed and the chunk has applied.
+//   version  optimizer updates applied.
+//   BSP  pushes of step `clock` are summed (divided by num_workers); when all
+//        workers have pushed it the optimizer runs: clock++ and version++.
+//        A push of a later step is OUT_OF_RANGE.
+//   ASP  every push runs the optimizer at once (version++); clock is the
+//        slowest worker's pushed-step count.
+//   SSP  as ASP, but a push of step t is OUT_OF_RANGE unless
+//        t <= clock + staleness.
+// Live set: each chunk waits only for the workers in its live set; all
+// are live after Init or a restore. DropWorker takes a worker out: a BSP
+// step that waits only for dropped workers completes with the pushes that
+// arrived, averaged over the workers that pushed (the pre-divided sum is
+// scaled by num_workers / pushers; with nobody dropped nothing is scaled, so
+// results are bit for bit those of a full live set), and later steps
+// complete without it; in ASP/SSP the clock is the slowest live worker's.
+// The dropped worker's progress is marked done for every step completed
+// without it, so a late push of such a step is a duplicate. It is live
+// again after an Init (which tells it, in next_steps, to resume at the
+// chunk's clock) or after a push that the chunk applies (a step not yet
+// completed); each rejoin is counted and logged (one line). Drops are not
+// part of snapshots: after a restart from a checkpoint every worker is live
+// again.
+//
+// Exactly once: a push of (worker, step, chunk) that was already accounted
+// for is acknowledged with duplicate = true and not applied again. A worker
+// may run at most kStepWindow steps ahead of its own oldest missing step
+// (common/consistency/worker_progress.h).
+//
+// Pull deltas: with a pull compressor configured, the shard keeps `shadow`,
+// the weights every worker holds. At each update it compresses
+// d = C(w - shadow) and adds D(d) to shadow; what was not sent stays in
+// w - shadow and goes out later. A worker holding version - 1 gets d; any
+// other gets the dense shadow, always at fp32 so that replicas stay equal to
+// it bit for bit. Without a pull compressor, pulls return w in the requested
+// dense precision.
+//
+// Metrics: every Push is counted by outcome, and aggregation, optimizer
+// and pull-wait times and ASP/SSP staleness are observed, in the
+// ShardMetrics given at construction (shard_metrics.h), with lock-free
+// atomic updates. The time of each worker's last accepted push is kept for
+// ActiveWorkers.
+//
+// Thread safety: all methods are safe to call concurrently.
+#ifndef GRADWIRE_SERVER_SHARD_SHARD_H_
+#define GRADWIRE_SERVER_SHARD_SHARD_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/compress/compressor.h"
+#include "gradwire/v1/parameter_server.pb.h"
+#include "server/shard/chunk_state.h"
+#include "server/shard/shard_config.h"
+#include "server/shard/shard_journal.h"
+#include "server/shard/shard_metrics.h"
+#include "server/shard/snapshot.h"
+
+namespace gradwire {
+
+class ChunkUpdater;
+class WorkerPresence;
+
+// Fixed at start-up (from flags). Init must agree with every field that is
+// set.
+struct ShardOptions {
+  uint32_t shard_id = 0;
+  uint32_t num_shards = 1;
+  // Workers expected; 0 accepts the number Init declares.
+  uint32_t num_workers = 0;
+  // Consistency mode; UNSPECIFIED accepts the mode Init declares.
+  v1::ConsistencyMode mode = v1::CONSISTENCY_MODE_UNSPECIFIED;
+  // SSP staleness when `mode` is set.
+  uint32_t staleness = 0;
+  // Largest element count one declared chunk may have.
+  uint64_t max_chunk_numel = uint64_t{1} << 28;
+  // Largest chunks x workers of an Init: every chunk keeps the progress of
+  // every worker (about 17 bytes each), so this bounds what a small Init
+  // can make the shard allocate (256 MiB at the default).
+  uint64_t max_worker_progress_entries = uint64_t{1} << 24;
+};
+
+class Shard {
+ public:
+  // `shard_metrics` is not owned and must outlive the shard; null counts
+  // into a registry of the shard's own that nothing reads (tests, tools).
+  explicit Shard(ShardOptions options, ShardMetrics* shard_metrics = nullptr);
+  ~Shard();
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
+  // Declares chunks and config. The first valid Init wins; an identical one
+  // later is acknowledged; a conflicting one is FAILED_PRECONDITION naming
+  // the difference. Invalid requests are INVALID_ARGUMENT.
+  absl::Status Init(const v1::InitRequest& request, v1::InitResponse* response);
+
+  // Validates the whole request, then applies it atomically (see above).
+  absl::Status Push(const v1::PushRequest& request, v1::PushResponse* response);
+
+  // Waits until each chunk's clock reaches min_step (DEADLINE_EXCEEDED if
+  // `deadline` passes first), then answers dense weights or deltas. When
+  // `waited` is set, the time spent waiting is added to it.
+  absl::Status Pull(const v1::PullRequest& request, absl::Time deadline,
+                    v1::PullResponse* response,
+                    absl::Duration* waited = nullptr);
+
+  v1::ShardInfo Info() const;
+
+  // Takes `worker` out of the live set of every chunk (see above) and
+  // completes what then waits for no live worker. A pure function of the
+  // shard's state and its argument: the caller decides when a worker is
+  // gone (worker_liveness.h reads the clock), and the shard neither
+  // reads a clock nor logs. The drop changes chunk state, so it is
+  // journaled (JournalRecordType::kDropWorker, under every chunk's lock, so
+  // that it is ordered with each chunk's pushes) and a replay must call this
+  // same method for the record. Dropping a dropped worker changes nothing.
+  // FAILED_PRECONDITION before Init; OUT_OF_RANGE for an unknown worker.
+  absl::Status DropWorker(uint32_t worker);
+
+  // Whether `worker` is in the live set (false before Init or for an id
+  // outside the config); LiveWorkers counts them.
+  bool IsLive(uint32_t worker) const;
+  uint32_t LiveWorkers() const;
+
+  bool initialized() const {
+    return initialized_.load(std::memory_order_acquire);
+  }
+
+  uint32_t shard_id() const { return options_.shard_id; }
+
+  // Workers of the accepted config; 0 before Init.
+  uint32_t num_workers() const {
+    return initialized() ? config_->num_workers : 0;
+  }
+
+  // Workers whose last accepted or duplicate push arrived at most `window`
+  // before `now`; 0 before Init.
+  uint32_t ActiveWorkers(absl::Time now, absl::Duration window) const;
+
+  // Where this shard counts its work (for the service and checkpointer).
+  ShardMetrics& metrics() const { return *metrics_; }
+
+  // Total optimizer updates applied since start (for checkpoint cadence).
+  uint64_t updates_applied() const {
+    return updates_applied_.load(std::memory_order_relaxed);
+  }
+
+  // A consistent copy of each chunk (chunk by chunk, each under its lock).
+  // FAILED_PRECONDITION before Init.
+  absl::StatusOr<ShardSnapshot> Snapshot() const;
+
+  // Replaces an uninitialised shard's state with `snapshot` (a checkpoint).
+  // FAILED_PRECONDITION if already initialised or the snapshot belongs to
+  // another shard; INVALID_ARGUMENT if it is inconsistent.
+  absl::Status Restore(ShardSnapshot snapshot);
+
+  // Reports every accepted Init and every Push that applied something to
+  // `journal` (shard_journal.h) and waits until it is durable before
+  // answering; null (the default) journals nothing. `journal` is not owned
+  // and must outlive the shard. Call before serving requests.
+  void set_journal(ShardJournal* journal) { journal_ = journal; }
+
+  // A hash of every piece of state a snapshot holds, for tests that prove a
+  // refused request changed nothing. The cached pull delta is not part of it
+  // (a restored shard answers with the dense shadow until the next update).
+  uint64_t StateDigest() const;
+
+ private:
+  // How a Push ended (shard_push.cc).
+  struct PushResult;
+
+  // Init under init_mu_; sets *journal_ticket when it journaled the Init
+  // (shard_init.cc).
+  absl::Status InitLocked(const v1::InitRequest& request,
+                          v1::InitResponse* response, uint64_t* journal_ticket);
+  // Makes `config` and `chunks` the shard's state: the step from
+  // uninitialised to initialised, of Init and of Restore.
+  void Install(std::unique_ptr<const ShardConfig> config, ChunkMap chunks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(init_mu_);
+  ChunkState* FindChunk(uint64_t key) const;
+  // Push without the counting and the wait for durability (shard_push.cc);
+  // fills *result on every return.
+  absl::Status ValidateAndApply(const v1::PushRequest& request,
+                                v1::PushResponse* response, PushResult* result);
+  // After an accepted Init of a dropped worker: back into every chunk's live
+  // set, journaled as the Init; sets *journal_ticket when journaled
+  // (shard_membership.cc).
+  void RejoinByInit(const v1::InitRequest& request, uint64_t* journal_ticket);
+  // Counts and logs a worker's return to the live set.
+  void RecordRejoin(uint32_t worker, uint64_t step, const char* how);
+
+  // Constant after construction. Without metrics from the caller, the
+  // shard's own registry and metrics.
+  const ShardOptions options_;
+  std::unique_ptr<metrics::Registry> own_registry_;
+  std::unique_ptr<ShardMetrics> own_metrics_;
+  ShardMetrics* metrics_ = nullptr;
+
+  // Guards the switch from uninitialised to initialised. After that,
+  // config_, chunks_, updater_ and workers_ are constant and read without
+  // it.
+  mutable absl::Mutex init_mu_;
+  std::atomic<bool> initialized_{false};
+  std::unique_ptr<const ShardConfig> config_;
+  ChunkMap chunks_;
+  // Carries out accepted pushes and clock moves on a chunk (config_'s rule
+  // and optimizer).
+  std::unique_ptr<const ChunkUpdater> updater_;
+  // Per worker: last push time and live-set membership, lock-free.
+  std::unique_ptr<WorkerPresence> workers_;
+
+  std::atomic<uint64_t> updates_applied_{0};
+  // Set before serving; see set_journal.
+  ShardJournal* journal_ = nullptr;
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_SERVER_SHARD_SHARD_H_

@@ -1,0 +1,40 @@
+// The training configuration a shard accepted at Init, validated and turned
+// into the objects that run it: the consistency rule, the optimizer and the
+// pull compressor (internal to server/shard/).
+#ifndef GRADWIRE_SERVER_SHARD_SHARD_CONFIG_H_
+#define GRADWIRE_SERVER_SHARD_SHARD_CONFIG_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/compress/compressor.h"
+#include "common/consistency/consistency_rule.h"
+#include "gradwire/v1/parameter_server.pb.h"
+#include "server/shard/optimizer.h"
+
+namespace gradwire {
+
+struct ShardOptions;
+
+struct ShardConfig {
+  // Validates `proto` and checks it against the shard's flags: num_shards
+  // must equal the flag; num_workers and mode must equal theirs when set.
+  // INVALID_ARGUMENT for a malformed config, FAILED_PRECONDITION for one
+  // that contradicts the flags.
+  static absl::StatusOr<std::unique_ptr<const ShardConfig>> FromProto(
+      const v1::TrainingConfig& proto, const ShardOptions& options);
+
+  v1::TrainingConfig proto;
+  uint32_t num_workers = 1;
+  // The mode's rule (BSP, ASP or SSP with the config's staleness): which
+  // pushes the chunks accept and when their clocks move.
+  std::unique_ptr<const ConsistencyRule> rule;
+  OptimizerSettings optimizer_settings;
+  std::unique_ptr<Optimizer> optimizer;
+  // Null when pulls are dense only.
+  std::unique_ptr<Compressor> pull_compressor;
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_SERVER_SHARD_SHARD_CONFIG_H_

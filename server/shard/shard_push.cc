@@ -1,0 +1,153 @@
+// Shard::Push, in one direction: check the sender -> decode every chunk
+// (pushed_chunks.h) -> lock the chunks in key order -> the consistency rule
+// judges each chunk's step -> ChunkUpdater applies the accepted ones
+// (optimizer, pull delta) -> ack -> journal -> wait until durable.
+// Nothing is applied unless every chunk decodes and every step is accepted.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "server/shard/chunk_updater.h"
+#include "server/shard/pushed_chunks.h"
+#include "server/shard/shard.h"
+#include "server/shard/worker_presence.h"
+
+namespace gradwire {
+
+struct Shard::PushResult {
+  PushOutcome outcome = PushOutcome::kAccepted;
+  // Set when the push was journaled; the caller waits for it.
+  uint64_t journal_ticket = 0;
+  // Set when the push put a dropped worker back into a live set.
+  bool rejoined = false;
+};
+
+namespace {
+
+// Records why a push ended and passes its status on.
+absl::Status Refuse(PushOutcome* outcome, PushOutcome why,
+                    absl::Status status) {
+  *outcome = why;
+  return status;
+}
+
+// What a push must get right before its chunks are looked at; `config` is
+// null before Init.
+absl::Status CheckSender(const ShardConfig* config,
+                         const v1::PushRequest& request, PushOutcome* outcome) {
+  if (config == nullptr) {
+    return Refuse(
+        outcome, PushOutcome::kNotInitialized,
+        absl::FailedPreconditionError("shard is not initialised: Init first"));
+  }
+  const uint32_t worker = request.worker_id();
+  if (worker >= config->num_workers) {
+    return Refuse(
+        outcome, PushOutcome::kUnknownWorker,
+        absl::OutOfRangeError(absl::StrFormat("worker id %d is outside [0, %d)",
+                                              worker, config->num_workers)));
+  }
+  if (request.chunks().empty()) {
+    return Refuse(outcome, PushOutcome::kInvalid,
+                  absl::InvalidArgumentError("push carries no chunks"));
+  }
+  return absl::OkStatus();
+}
+
+// The rule's verdict on `step` of `worker` for every chunk, under the chunk
+// locks; the first refusal (OUT_OF_RANGE) ends it.
+absl::Status JudgeSteps(const ConsistencyRule& rule, uint32_t worker,
+                        uint64_t step, std::vector<PushedChunk>* pushed) {
+  for (PushedChunk& item : *pushed) {
+    item.chunk->mu.AssertHeld();
+    auto verdict = rule.JudgePush(item.chunk->key, item.chunk->state.clock,
+                                  item.chunk->state.workers[worker], step);
+    if (!verdict.ok()) return verdict.status();
+    item.verdict = *verdict;
+  }
+  return absl::OkStatus();
+}
+
+// Applies the chunks judged kApply and acks every chunk, under the chunk
+// locks. Returns kAccepted when anything was applied, else kDuplicate; sets
+// *rejoined when a dropped worker's push was still wanted.
+PushOutcome ApplyJudged(const ChunkUpdater& updater, uint32_t worker,
+                        uint64_t step, const std::vector<PushedChunk>& pushed,
+                        v1::PushResponse* response, bool* rejoined) {
+  PushOutcome outcome = PushOutcome::kDuplicate;
+  response->mutable_acks()->Reserve(pushed.size());
+  for (size_t i = 0; i < pushed.size(); ++i) response->add_acks();
+  for (const PushedChunk& item : pushed) {
+    ChunkState* chunk = item.chunk;
+    chunk->mu.AssertHeld();
+    if (item.verdict == PushVerdict::kApply) {
+      // A dropped worker whose push is still wanted is live again.
+      if (chunk->live.Rejoin(worker)) *rejoined = true;
+      updater.ApplyPush(chunk, worker, step, item.gradient);
+      outcome = PushOutcome::kAccepted;
+    }
+    v1::ChunkAck* ack = response->mutable_acks(item.request_index);
+    ack->set_key(chunk->key);
+    ack->set_version(chunk->state.version);
+    ack->set_clock(chunk->state.clock);
+    ack->set_duplicate(item.verdict == PushVerdict::kDuplicate);
+  }
+  return outcome;
+}
+
+}  // namespace
+
+absl::Status Shard::Push(const v1::PushRequest& request,
+                         v1::PushResponse* response) {
+  PushResult result;
+  absl::Status status = ValidateAndApply(request, response, &result);
+  // After the chunk locks are released: concurrent pushes share one write.
+  if (result.journal_ticket != 0) journal_->WaitDurable(result.journal_ticket);
+  metrics_->CountPush(result.outcome);
+  if (result.rejoined) {
+    RecordRejoin(request.worker_id(), request.step(), "a push");
+  }
+  return status;
+}
+
+absl::Status Shard::ValidateAndApply(const v1::PushRequest& request,
+                                     v1::PushResponse* response,
+                                     PushResult* result) {
+  // config_ may be read only once initialized() said so.
+  const ShardConfig* config = initialized() ? config_.get() : nullptr;
+  if (absl::Status s = CheckSender(config, request, &result->outcome);
+      !s.ok()) {
+    return s;
+  }
+  // Phase 1, no locks: decode and validate every chunk.
+  std::vector<PushedChunk> pushed;
+  if (absl::Status s = DecodePushedChunks(request, chunks_, options_.shard_id,
+                                          &pushed, &result->outcome);
+      !s.ok()) {
+    return s;
+  }
+  // Serialized outside the locks; journaled only if something is applied.
+  std::string record;
+  if (journal_ != nullptr) record = request.SerializeAsString();
+  // Phase 2, under every chunk's lock: judge the steps, then apply.
+  const uint32_t worker = request.worker_id();
+  ChunkLocks locks(ChunksOf(pushed));
+  if (absl::Status s =
+          JudgeSteps(*config->rule, worker, request.step(), &pushed);
+      !s.ok()) {
+    return Refuse(&result->outcome, PushOutcome::kStepOutOfRange, s);
+  }
+  workers_->HeardPush(worker, absl::GetCurrentTimeNanos());
+  result->outcome = ApplyJudged(*updater_, worker, request.step(), pushed,
+                                response, &result->rejoined);
+  if (journal_ != nullptr && result->outcome == PushOutcome::kAccepted) {
+    // Under the chunk locks, so each chunk's records are in apply order.
+    result->journal_ticket =
+        journal_->Append(JournalRecordType::kPush, std::move(record));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gradwire

@@ -1,0 +1,133 @@
+// Shard::Snapshot, Restore and StateDigest.
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "server/shard/shard.h"
+
+namespace gradwire {
+namespace {
+
+// FNV-1a over raw bytes: a stable digest for tests.
+class Digest {
+ public:
+  void Add(const void* data, size_t size) {
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < size; ++i) {
+      hash_ = (hash_ ^ bytes[i]) * 0x100000001b3ull;
+    }
+  }
+  template <typename T>
+  void Add(const T& value) {
+    Add(&value, sizeof value);
+  }
+  template <typename T>
+  void Add(const std::vector<T>& values) {
+    Add(values.size());
+    Add(values.data(), values.size() * sizeof(T));
+  }
+  // Every field of `s` that a snapshot holds.
+  void AddChunk(const ChunkSnapshot& s) {
+    Add(s.key);
+    Add(s.version);
+    Add(s.clock);
+    Add(s.weights);
+    Add(s.optimizer.updates);
+    Add(s.optimizer.first_moment);
+    Add(s.optimizer.second_moment);
+    Add(s.accumulator);
+    Add(s.pending_pushes);
+    for (const WorkerProgress& w : s.workers) {
+      Add(w.next_step);
+      Add(w.ahead_bits);
+    }
+    Add(s.shadow);
+  }
+  uint64_t value() const { return hash_; }
+
+ private:
+  uint64_t hash_ = 0xcbf29ce484222325ull;
+};
+
+absl::Status CheckChunkSnapshot(const ChunkSnapshot& c,
+                                const ShardConfig& config) {
+  auto bad = [&](const char* what) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("checkpoint chunk %d: %s", c.key, what));
+  };
+  if (c.numel == 0 || c.weights.size() != c.numel) return bad("weights size");
+  if (!c.accumulator.empty() && c.accumulator.size() != c.numel) {
+    return bad("accumulator size");
+  }
+  if (c.workers.size() != config.num_workers) return bad("worker count");
+  if (!c.shadow.empty() && c.shadow.size() != c.numel)
+    return bad("shadow size");
+  if (c.pending_pushes >= config.num_workers) return bad("pending pushes");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ShardSnapshot> Shard::Snapshot() const {
+  if (!initialized()) {
+    return absl::FailedPreconditionError("shard is not initialised");
+  }
+  ShardSnapshot snapshot;
+  snapshot.shard_id = options_.shard_id;
+  snapshot.num_shards = options_.num_shards;
+  snapshot.training_config = config_->proto.SerializeAsString();
+  snapshot.chunks.reserve(chunks_.size());
+  for (const auto& [key, chunk] : chunks_) {
+    absl::MutexLock lock(&chunk->mu);
+    snapshot.chunks.push_back(chunk->state);
+  }
+  return snapshot;
+}
+
+absl::Status Shard::Restore(ShardSnapshot snapshot) {
+  absl::MutexLock lock(&init_mu_);
+  if (initialized()) {
+    return absl::FailedPreconditionError("shard is already initialised");
+  }
+  if (snapshot.shard_id != options_.shard_id ||
+      snapshot.num_shards != options_.num_shards) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "checkpoint is of shard %d of %d, this is shard %d of %d",
+        snapshot.shard_id, snapshot.num_shards, options_.shard_id,
+        options_.num_shards));
+  }
+  v1::TrainingConfig proto;
+  if (!proto.ParseFromString(snapshot.training_config)) {
+    return absl::InvalidArgumentError("checkpoint training config is corrupt");
+  }
+  auto config = ShardConfig::FromProto(proto, options_);
+  if (!config.ok()) return config.status();
+  if (snapshot.chunks.empty()) {
+    return absl::InvalidArgumentError("checkpoint has no chunks");
+  }
+  ChunkMap chunks;
+  for (ChunkSnapshot& c : snapshot.chunks) {
+    if (absl::Status s = CheckChunkSnapshot(c, **config); !s.ok()) return s;
+    if ((*config)->pull_compressor && c.shadow.empty()) c.shadow = c.weights;
+    const uint64_t key = c.key;
+    if (!chunks.emplace(key, std::make_unique<ChunkState>(std::move(c)))
+             .second) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("checkpoint chunk %d appears twice", key));
+    }
+  }
+  Install(*std::move(config), std::move(chunks));
+  return absl::OkStatus();
+}
+
+uint64_t Shard::StateDigest() const {
+  Digest digest;
+  digest.Add(initialized());
+  if (!initialized()) return digest.value();
+  for (const auto& [key, chunk] : chunks_) {
+    absl::MutexLock lock(&chunk->mu);
+    digest.AddChunk(chunk->state);
+  }
+  return digest.value();
+}
+
+}  // namespace gradwire

@@ -1,0 +1,49 @@
+// The complete state of a shard as plain data: what a checkpoint stores
+// (server/durability/checkpoint_format.h) and what a restarted shard resumes
+// from (Shard::Restore). WorkerProgress, the per-worker step record, is the
+// consistency rules' (common/consistency/worker_progress.h).
+#ifndef GRADWIRE_SERVER_SHARD_SNAPSHOT_H_
+#define GRADWIRE_SERVER_SHARD_SNAPSHOT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/consistency/worker_progress.h"
+#include "server/shard/optimizer.h"
+
+namespace gradwire {
+
+struct ChunkSnapshot {
+  uint64_t key = 0;
+  std::string tensor_name;
+  uint64_t offset = 0;
+  uint64_t numel = 0;
+  // Optimizer updates applied.
+  uint64_t version = 0;
+  // Steps every worker has pushed and the chunk has applied.
+  uint64_t clock = 0;
+  std::vector<float> weights;
+  OptimizerState optimizer;
+  // BSP: the sum of the pushes of step `clock` received so far, already
+  // divided by the number of workers, and how many workers they came from.
+  std::vector<float> accumulator;
+  uint32_t pending_pushes = 0;
+  // One entry per worker id.
+  std::vector<WorkerProgress> workers;
+  // Delta pulls: the weights workers hold (empty when deltas are off).
+  std::vector<float> shadow;
+};
+
+struct ShardSnapshot {
+  uint32_t shard_id = 0;
+  uint32_t num_shards = 0;
+  // The accepted Init's TrainingConfig, serialized (gradwire.v1).
+  std::string training_config;
+  // Sorted by key.
+  std::vector<ChunkSnapshot> chunks;
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_SERVER_SHARD_SNAPSHOT_H_

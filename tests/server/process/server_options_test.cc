@@ -1,0 +1,82 @@
+// The settings of a gradwire-server process without starting one: what
+// ValidateServerOptions refuses (naming the flag) and what the shard gets.
+// tests/integration/server_flags_test.cc runs the same checks through the
+// binary's command line.
+#include "server/process/server_options.h"
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gradwire {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The message of the refusal of `options`; a pass is a test failure.
+std::string Refusal(const ServerOptions& options) {
+  const absl::Status status = ValidateServerOptions(options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  return std::string(status.message());
+}
+
+TEST(ServerOptionsTest, DefaultsAreValid) {
+  EXPECT_TRUE(ValidateServerOptions(ServerOptions()).ok());
+}
+
+TEST(ServerOptionsTest, RefusalsNameTheFlag) {
+  ServerOptions options;
+  options.shard_id = 2;
+  options.num_shards = 2;
+  EXPECT_THAT(Refusal(options), HasSubstr("--shard-id=2"));
+
+  options = ServerOptions();
+  options.mode = "lockstep";
+  EXPECT_THAT(Refusal(options), HasSubstr("--mode=lockstep"));
+
+  options = ServerOptions();
+  options.mode = "bsp";
+  options.staleness = 3;
+  EXPECT_THAT(Refusal(options), HasSubstr("--staleness=3"));
+
+  options = ServerOptions();
+  options.checkpoint_every = 10;
+  EXPECT_THAT(Refusal(options), HasSubstr("--checkpoint-dir"));
+
+  options = ServerOptions();
+  options.wal_fsync = true;
+  EXPECT_THAT(Refusal(options), HasSubstr("--wal-fsync"));
+
+  options = ServerOptions();
+  options.threads = 1;
+  EXPECT_THAT(Refusal(options), HasSubstr("--threads=1"));
+}
+
+TEST(ServerOptionsTest, ModesParseCaseInsensitivelyAndEmptyAcceptsInit) {
+  EXPECT_EQ(ParseConsistencyMode("").value(), v1::CONSISTENCY_MODE_UNSPECIFIED);
+  EXPECT_EQ(ParseConsistencyMode("BSP").value(), v1::CONSISTENCY_MODE_BSP);
+  EXPECT_EQ(ParseConsistencyMode("asp").value(), v1::CONSISTENCY_MODE_ASP);
+  EXPECT_EQ(ParseConsistencyMode("Ssp").value(), v1::CONSISTENCY_MODE_SSP);
+  EXPECT_FALSE(ParseConsistencyMode("bulk").ok());
+}
+
+TEST(ServerOptionsTest, ShardOptionsCarryTheJobsShape) {
+  ServerOptions options;
+  options.shard_id = 1;
+  options.num_shards = 3;
+  options.num_workers = 4;
+  options.mode = "ssp";
+  options.staleness = 2;
+  options.shutdown_grace_seconds = 2.5;
+  ASSERT_TRUE(ValidateServerOptions(options).ok());
+  const ShardOptions shard = ToShardOptions(options);
+  EXPECT_EQ(shard.shard_id, 1u);
+  EXPECT_EQ(shard.num_shards, 3u);
+  EXPECT_EQ(shard.num_workers, 4u);
+  EXPECT_EQ(shard.mode, v1::CONSISTENCY_MODE_SSP);
+  EXPECT_EQ(shard.staleness, 2u);
+  EXPECT_EQ(ShutdownGrace(options), absl::Milliseconds(2500));
+}
+
+}  // namespace
+}  // namespace gradwire

@@ -1,0 +1,493 @@
+#include "server/shard/optimizer.h"
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gradwire {
+namespace {
+
+using ::testing::HasSubstr;
+using Kind = OptimizerSettings::Kind;
+using Schedule = OptimizerSettings::Schedule;
+
+// Float results against hand-computed doubles: float rounding of values
+// around 1 over a few steps stays far below this.
+constexpr double kTol = 1e-6;
+
+OptimizerSettings Sgd(double lr) {
+  OptimizerSettings s;
+  s.kind = Kind::kSgd;
+  s.learning_rate = lr;
+  return s;
+}
+
+// Runs one update per gradient on a copy of `weights` and returns the result.
+std::vector<float> ApplyAll(const OptimizerSettings& settings,
+                            std::vector<float> weights,
+                            const std::vector<std::vector<float>>& gradients,
+                            OptimizerState* state) {
+  const Optimizer optimizer(settings);
+  for (const std::vector<float>& g : gradients) {
+    optimizer.Apply(absl::MakeSpan(weights), g, state);
+  }
+  return weights;
+}
+
+void ExpectNear(const std::vector<float>& actual,
+                const std::vector<double>& expected) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    EXPECT_NEAR(actual[i], expected[i], kTol) << "element " << i;
+  }
+}
+
+// ---------------------------------------------------------------- SGD
+
+TEST(OptimizerTest, SgdOneStep) {
+  OptimizerState state;
+  const std::vector<float> w =
+      ApplyAll(Sgd(0.1), {1.0f, -2.0f, 0.5f}, {{0.5f, 0.25f, -1.0f}}, &state);
+  // w - 0.1 * g.
+  ExpectNear(w, {0.95, -2.025, 0.6});
+  EXPECT_EQ(state.updates, 1u);
+  EXPECT_TRUE(state.first_moment.empty());
+  EXPECT_TRUE(state.second_moment.empty());
+}
+
+TEST(OptimizerTest, SgdWeightDecayIsAddedToTheGradient) {
+  OptimizerSettings s = Sgd(0.1);
+  s.weight_decay = 0.01;
+  OptimizerState state;
+  const std::vector<float> w =
+      ApplyAll(s, {2.0f, -1.0f}, {{1.0f, 0.0f}}, &state);
+  // g' = g + 0.01 w = {1.02, -0.01}; w - 0.1 g' = {1.898, -0.999}.
+  ExpectNear(w, {1.898, -0.999});
+}
+
+// ---------------------------------------------------------------- momentum
+
+OptimizerSettings Momentum(bool nesterov) {
+  OptimizerSettings s = Sgd(0.1);
+  s.kind = Kind::kMomentum;
+  s.momentum = 0.9;
+  s.nesterov = nesterov;
+  return s;
+}
+
+TEST(OptimizerTest, MomentumThreeSteps) {
+  OptimizerState state;
+  const std::vector<float> w =
+      ApplyAll(Momentum(false), {1.0f}, {{1.0f}, {2.0f}, {3.0f}}, &state);
+  // buf = g on the first step, then 0.9 buf + g; w -= 0.1 buf:
+  //   buf 1     w 1    - 0.1   = 0.9
+  //   buf 2.9   w 0.9  - 0.29  = 0.61
+  //   buf 5.61  w 0.61 - 0.561 = 0.049
+  ExpectNear(w, {0.049});
+  ASSERT_EQ(state.first_moment.size(), 1u);
+  EXPECT_NEAR(state.first_moment[0], 5.61, kTol);
+  EXPECT_EQ(state.updates, 3u);
+}
+
+TEST(OptimizerTest, NesterovThreeSteps) {
+  OptimizerState state;
+  const std::vector<float> w =
+      ApplyAll(Momentum(true), {1.0f}, {{1.0f}, {2.0f}, {3.0f}}, &state);
+  // Same buffers as above; the step is g + 0.9 buf:
+  //   1 + 0.9 * 1    = 1.9    w 1     - 0.19   = 0.81
+  //   2 + 0.9 * 2.9  = 4.61   w 0.81  - 0.461  = 0.349
+  //   3 + 0.9 * 5.61 = 8.049  w 0.349 - 0.8049 = -0.4559
+  ExpectNear(w, {-0.4559});
+  EXPECT_NEAR(state.first_moment[0], 5.61, kTol);
+}
+
+TEST(OptimizerTest, MomentumWithWeightDecay) {
+  OptimizerSettings s = Momentum(false);
+  s.weight_decay = 0.5;
+  OptimizerState state;
+  const std::vector<float> w = ApplyAll(s, {1.0f}, {{1.0f}, {1.0f}}, &state);
+  // g' = 1 + 0.5 * 1 = 1.5; buf 1.5; w = 1 - 0.15 = 0.85.
+  // g' = 1 + 0.5 * 0.85 = 1.425; buf = 1.35 + 1.425 = 2.775;
+  // w = 0.85 - 0.2775 = 0.5725.
+  ExpectNear(w, {0.5725});
+}
+
+TEST(OptimizerTest, MomentumResumesFromCheckpointedBuffer) {
+  OptimizerState state;
+  state.updates = 7;
+  state.first_moment = {2.0f};
+  const std::vector<float> w =
+      ApplyAll(Momentum(false), {1.0f}, {{1.0f}}, &state);
+  // An existing buffer is decayed, not replaced: 0.9 * 2 + 1 = 2.8.
+  ExpectNear(w, {1.0 - 0.28});
+  EXPECT_EQ(state.updates, 8u);
+}
+
+// ---------------------------------------------------------------- Adam
+
+struct AdamCase {
+  double lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, wd = 0.0;
+  bool decoupled = false;
+};
+
+// Adam / AdamW as the papers write them, in double, one element.
+void ReferenceAdamStep(const AdamCase& c, int t, double g, double* w, double* m,
+                       double* v) {
+  if (c.decoupled) {
+    *w *= 1.0 - c.lr * c.wd;
+  } else {
+    g += c.wd * *w;
+  }
+  *m = c.beta1 * *m + (1.0 - c.beta1) * g;
+  *v = c.beta2 * *v + (1.0 - c.beta2) * g * g;
+  const double m_hat = *m / (1.0 - std::pow(c.beta1, t));
+  const double v_hat = *v / (1.0 - std::pow(c.beta2, t));
+  *w -= c.lr * m_hat / (std::sqrt(v_hat) + c.eps);
+}
+
+OptimizerSettings AdamSettings(const AdamCase& c) {
+  OptimizerSettings s;
+  s.kind = c.decoupled ? Kind::kAdamW : Kind::kAdam;
+  s.learning_rate = c.lr;
+  s.momentum = c.beta1;
+  s.beta2 = c.beta2;
+  s.epsilon = c.eps;
+  s.weight_decay = c.wd;
+  return s;
+}
+
+// Three updates of a few elements against the reference.
+void ExpectAdamMatchesReference(const AdamCase& c) {
+  const std::vector<double> w0 = {1.0, -0.5, 0.25, 2.0};
+  const std::vector<std::vector<double>> grads = {
+      {0.1, -0.2, 0.0, 3.0}, {0.3, 0.1, -0.05, -1.0}, {-0.2, 0.4, 0.01, 0.5}};
+  std::vector<float> w(w0.begin(), w0.end());
+  const Optimizer optimizer(AdamSettings(c));
+  OptimizerState state;
+  std::vector<double> ref_w = w0, ref_m(w0.size()), ref_v(w0.size());
+  for (int t = 1; t <= 3; ++t) {
+    const std::vector<double>& g = grads[t - 1];
+    const std::vector<float> gf(g.begin(), g.end());
+    optimizer.Apply(absl::MakeSpan(w), gf, &state);
+    for (size_t i = 0; i < w.size(); ++i) {
+      ReferenceAdamStep(c, t, g[i], &ref_w[i], &ref_m[i], &ref_v[i]);
+    }
+    SCOPED_TRACE(t);
+    ExpectNear(w, ref_w);
+    ExpectNear(state.first_moment, ref_m);
+    ExpectNear(state.second_moment, ref_v);
+  }
+  EXPECT_EQ(state.updates, 3u);
+}
+
+TEST(OptimizerTest, AdamFirstStepMovesByLearningRateTimesSign) {
+  // m_hat = g and v_hat = g^2 after one step, so w -= lr * g / (|g| + eps).
+  OptimizerState state;
+  const std::vector<float> w =
+      ApplyAll(AdamSettings({}), {1.0f, 1.0f}, {{4.0f, -0.5f}}, &state);
+  ExpectNear(w, {0.99, 1.01});
+}
+
+TEST(OptimizerTest, AdamThreeStepsMatchReference) {
+  ExpectAdamMatchesReference({});
+}
+
+TEST(OptimizerTest, AdamWithCoupledWeightDecayMatchesReference) {
+  AdamCase c;
+  c.wd = 0.1;
+  ExpectAdamMatchesReference(c);
+}
+
+TEST(OptimizerTest, AdamWThreeStepsMatchReference) {
+  AdamCase c;
+  c.wd = 0.1;
+  c.decoupled = true;
+  ExpectAdamMatchesReference(c);
+}
+
+TEST(OptimizerTest, AdamWithSmallBeta1MatchesReference) {
+  // beta1 < 0.5 takes the other branch of torch's lerp.
+  AdamCase c;
+  c.beta1 = 0.3;
+  c.beta2 = 0.5;
+  c.lr = 0.1;
+  ExpectAdamMatchesReference(c);
+}
+
+TEST(OptimizerTest, AdamWDecayIsDecoupledFromTheGradient) {
+  AdamCase c;
+  c.wd = 0.1;
+  OptimizerState adam_state, adamw_state;
+  // A zero gradient: Adam's L2 term becomes the whole gradient (0.1 * w) and
+  // Adam moves by about lr; AdamW only shrinks w by lr * wd.
+  const std::vector<float> adam =
+      ApplyAll(AdamSettings(c), {1.0f}, {{0.0f}}, &adam_state);
+  c.decoupled = true;
+  const std::vector<float> adamw =
+      ApplyAll(AdamSettings(c), {1.0f}, {{0.0f}}, &adamw_state);
+  ExpectNear(adam, {1.0 - 0.01});
+  ExpectNear(adamw, {1.0 * (1.0 - 0.01 * 0.1)});
+  EXPECT_EQ(adamw_state.first_moment[0], 0.0f);
+}
+
+TEST(OptimizerTest, AdamUsesTheStateUpdateCountForBiasCorrection) {
+  // Resume at update index 4 (t = 5) with moments from a checkpoint.
+  AdamCase c;
+  OptimizerState state;
+  state.updates = 4;
+  state.first_moment = {0.5f};
+  state.second_moment = {0.25f};
+  const std::vector<float> w =
+      ApplyAll(AdamSettings(c), {1.0f}, {{1.0f}}, &state);
+  double ref_w = 1.0, ref_m = 0.5, ref_v = 0.25;
+  ReferenceAdamStep(c, 5, 1.0, &ref_w, &ref_m, &ref_v);
+  ExpectNear(w, {ref_w});
+  EXPECT_EQ(state.updates, 5u);
+}
+
+// ---------------------------------------------------------------- schedules
+
+TEST(LearningRateTest, ConstantWithWarmUp) {
+  OptimizerSettings s = Sgd(0.1);
+  s.warmup_updates = 4;
+  EXPECT_NEAR(LearningRateAt(s, 0), 0.025, 1e-12);
+  EXPECT_NEAR(LearningRateAt(s, 1), 0.05, 1e-12);
+  EXPECT_NEAR(LearningRateAt(s, 2), 0.075, 1e-12);
+  EXPECT_NEAR(LearningRateAt(s, 3), 0.1, 1e-12);
+  EXPECT_NEAR(LearningRateAt(s, 4), 0.1, 1e-12);
+  EXPECT_NEAR(LearningRateAt(s, 1000000), 0.1, 1e-12);
+}
+
+TEST(LearningRateTest, StepDecayBoundaries) {
+  OptimizerSettings s = Sgd(1.0);
+  s.schedule = Schedule::kStep;
+  s.step_size = 3;
+  s.gamma = 0.5;
+  EXPECT_DOUBLE_EQ(LearningRateAt(s, 0), 1.0);
+  EXPECT_DOUBLE_EQ(LearningRateAt(s, 2), 1.0);
+  EXPECT_DOUBLE_EQ(LearningRateAt(s, 3), 0.5);
+  EXPECT_DOUBLE_EQ(LearningRateAt(s, 5), 0.5);
+  EXPECT_DOUBLE_EQ(LearningRateAt(s, 6), 0.25);
+  EXPECT_DOUBLE_EQ(LearningRateAt(s, 30), 1.0 / 1024);
+}
+
+TEST(LearningRateTest, StepDecayStartsAfterWarmUp) {
+  OptimizerSettings s = Sgd(1.0);
+  s.schedule = Schedule::kStep;
+  s.step_size = 3;
+  s.gamma = 0.5;
+  s.warmup_updates = 2;
+  EXPECT_DOUBLE_EQ(LearningRateAt(s, 0), 0.5);
+  EXPECT_DOUBLE_EQ(LearningRateAt(s, 1), 1.0);
+  EXPECT_DOUBLE_EQ(LearningRateAt(s, 2), 1.0);  // u = 0
+  EXPECT_DOUBLE_EQ(LearningRateAt(s, 4), 1.0);  // u = 2
+  EXPECT_DOUBLE_EQ(LearningRateAt(s, 5), 0.5);  // u = 3
+}
+
+TEST(LearningRateTest, CosineAtStartQuarterHalfEndAndBeyond) {
+  OptimizerSettings s = Sgd(1.0);
+  s.schedule = Schedule::kCosine;
+  s.total_updates = 8;
+  s.min_learning_rate = 0.1;
+  EXPECT_NEAR(LearningRateAt(s, 0), 1.0, 1e-12);
+  // 0.1 + 0.45 * (1 + cos(pi / 4)) = 0.1 + 0.45 * 1.7071067811865475.
+  EXPECT_NEAR(LearningRateAt(s, 2), 0.86819805153394640, 1e-12);
+  EXPECT_NEAR(LearningRateAt(s, 4), 0.55, 1e-12);
+  EXPECT_NEAR(LearningRateAt(s, 8), 0.1, 1e-12);
+  EXPECT_NEAR(LearningRateAt(s, 9), 0.1, 1e-12);
+  EXPECT_NEAR(LearningRateAt(s, uint64_t{1} << 40), 0.1, 1e-12);
+}
+
+TEST(LearningRateTest, CosineStartsAfterWarmUp) {
+  OptimizerSettings s = Sgd(1.0);
+  s.schedule = Schedule::kCosine;
+  s.total_updates = 8;
+  s.warmup_updates = 10;
+  EXPECT_NEAR(LearningRateAt(s, 4), 0.5, 1e-12);
+  EXPECT_NEAR(LearningRateAt(s, 10), 1.0, 1e-12);
+  EXPECT_NEAR(LearningRateAt(s, 14), 0.5, 1e-12);
+  EXPECT_NEAR(LearningRateAt(s, 18), 0.0, 1e-12);
+}
+
+TEST(LearningRateTest, ApplyUsesTheScheduledRate) {
+  OptimizerSettings s = Sgd(0.1);
+  s.warmup_updates = 2;
+  OptimizerState state;
+  // Rates 0.05 then 0.1: w = 1 - 0.05 - 0.1 = 0.85.
+  const std::vector<float> w = ApplyAll(s, {1.0f}, {{1.0f}, {1.0f}}, &state);
+  ExpectNear(w, {0.85});
+}
+
+// ---------------------------------------------------------------- proto
+
+v1::OptimizerConfig ValidAdamConfig() {
+  v1::OptimizerConfig c;
+  c.set_kind(v1::OPTIMIZER_KIND_ADAM);
+  c.set_learning_rate(0.5f);
+  c.set_momentum(0.875f);
+  c.set_beta2(0.99f);
+  c.set_epsilon(1e-8f);
+  c.set_weight_decay(0.25f);
+  return c;
+}
+
+TEST(OptimizerProtoTest, UnspecifiedMeansSgdWithConstantRate) {
+  v1::OptimizerConfig c;
+  c.set_learning_rate(0.5f);
+  absl::StatusOr<OptimizerSettings> s = OptimizerSettingsFromProto(c);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->kind, Kind::kSgd);
+  EXPECT_EQ(s->schedule, Schedule::kConstant);
+  EXPECT_EQ(s->learning_rate, 0.5);
+  EXPECT_EQ(s->epsilon, 0.0);  // Unused by SGD, so 0 is accepted.
+}
+
+TEST(OptimizerProtoTest, RoundTrip) {
+  OptimizerSettings s;
+  s.kind = Kind::kMomentum;
+  s.learning_rate = 0.5;
+  s.momentum = 0.75;
+  s.nesterov = true;
+  s.beta2 = 0.5;
+  s.epsilon = 0.125;
+  s.weight_decay = 0.0625;
+  s.schedule = Schedule::kCosine;
+  s.warmup_updates = 11;
+  s.step_size = 12;
+  s.gamma = 0.25;
+  s.total_updates = 13;
+  s.min_learning_rate = 0.03125;
+  const v1::OptimizerConfig proto = ToProto(s);
+  EXPECT_EQ(proto.kind(), v1::OPTIMIZER_KIND_MOMENTUM);
+  EXPECT_EQ(proto.schedule(), v1::LR_SCHEDULE_KIND_COSINE);
+  absl::StatusOr<OptimizerSettings> back = OptimizerSettingsFromProto(proto);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->kind, s.kind);
+  EXPECT_EQ(back->learning_rate, s.learning_rate);
+  EXPECT_EQ(back->momentum, s.momentum);
+  EXPECT_EQ(back->nesterov, s.nesterov);
+  EXPECT_EQ(back->beta2, s.beta2);
+  EXPECT_EQ(back->epsilon, s.epsilon);
+  EXPECT_EQ(back->weight_decay, s.weight_decay);
+  EXPECT_EQ(back->schedule, s.schedule);
+  EXPECT_EQ(back->warmup_updates, s.warmup_updates);
+  EXPECT_EQ(back->step_size, s.step_size);
+  EXPECT_EQ(back->gamma, s.gamma);
+  EXPECT_EQ(back->total_updates, s.total_updates);
+  EXPECT_EQ(back->min_learning_rate, s.min_learning_rate);
+}
+
+TEST(OptimizerProtoTest, DefaultsAreValidForEveryKindAndSchedule) {
+  for (Kind kind : {Kind::kSgd, Kind::kMomentum, Kind::kAdam, Kind::kAdamW}) {
+    for (Schedule schedule :
+         {Schedule::kConstant, Schedule::kStep, Schedule::kCosine}) {
+      OptimizerSettings s;
+      s.kind = kind;
+      s.schedule = schedule;
+      EXPECT_TRUE(ValidateOptimizerSettings(s).ok());
+      EXPECT_TRUE(OptimizerSettingsFromProto(ToProto(s)).ok());
+    }
+  }
+}
+
+struct BadField {
+  std::string name;  // Also the text the error must contain.
+  std::function<void(v1::OptimizerConfig*)> mutate;
+};
+
+class OptimizerValidationTest : public ::testing::TestWithParam<BadField> {};
+
+TEST_P(OptimizerValidationTest, NamesTheField) {
+  v1::OptimizerConfig c = ValidAdamConfig();
+  ASSERT_TRUE(OptimizerSettingsFromProto(c).ok());
+  GetParam().mutate(&c);
+  absl::StatusOr<OptimizerSettings> s = OptimizerSettingsFromProto(c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.status().message(), HasSubstr(GetParam().name));
+}
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryField, OptimizerValidationTest,
+    ::testing::Values(
+        BadField{
+            "kind 7",
+            [](auto* c) { c->set_kind(static_cast<v1::OptimizerKind>(7)); }},
+        BadField{"learning_rate 0", [](auto* c) { c->set_learning_rate(0); }},
+        BadField{"learning_rate -1", [](auto* c) { c->set_learning_rate(-1); }},
+        BadField{"learning_rate nan",
+                 [](auto* c) { c->set_learning_rate(kNaN); }},
+        BadField{"learning_rate inf",
+                 [](auto* c) { c->set_learning_rate(kInf); }},
+        BadField{"momentum 1", [](auto* c) { c->set_momentum(1); }},
+        BadField{"momentum -0.5", [](auto* c) { c->set_momentum(-0.5f); }},
+        BadField{"beta2 1", [](auto* c) { c->set_beta2(1); }},
+        BadField{"beta2 nan", [](auto* c) { c->set_beta2(kNaN); }},
+        BadField{"epsilon 0", [](auto* c) { c->set_epsilon(0); }},
+        BadField{"epsilon -1", [](auto* c) { c->set_epsilon(-1); }},
+        BadField{"weight_decay -0.5",
+                 [](auto* c) { c->set_weight_decay(-0.5f); }},
+        BadField{"weight_decay inf",
+                 [](auto* c) { c->set_weight_decay(kInf); }},
+        BadField{"nesterov",
+                 [](auto* c) { c->set_nesterov(true); }},  // kind is ADAM
+        BadField{"nesterov",
+                 [](auto* c) {
+                   c->set_kind(v1::OPTIMIZER_KIND_MOMENTUM);
+                   c->set_momentum(0);
+                   c->set_nesterov(true);
+                 }},
+        BadField{"schedule 9",
+                 [](auto* c) {
+                   c->set_schedule(static_cast<v1::LrScheduleKind>(9));
+                 }},
+        BadField{"step_size 0",
+                 [](auto* c) {
+                   c->set_schedule(v1::LR_SCHEDULE_KIND_STEP);
+                   c->set_gamma(0.5f);
+                 }},
+        BadField{"gamma 0",
+                 [](auto* c) {
+                   c->set_schedule(v1::LR_SCHEDULE_KIND_STEP);
+                   c->set_step_size(10);
+                 }},
+        BadField{"gamma 1.5",
+                 [](auto* c) {
+                   c->set_schedule(v1::LR_SCHEDULE_KIND_STEP);
+                   c->set_step_size(10);
+                   c->set_gamma(1.5f);
+                 }},
+        BadField{"total_updates 0",
+                 [](auto* c) { c->set_schedule(v1::LR_SCHEDULE_KIND_COSINE); }},
+        BadField{"min_learning_rate -0.25",
+                 [](auto* c) {
+                   c->set_schedule(v1::LR_SCHEDULE_KIND_COSINE);
+                   c->set_total_updates(100);
+                   c->set_min_learning_rate(-0.25f);
+                 }},
+        BadField{"min_learning_rate 0.75", [](auto* c) {
+                   c->set_schedule(v1::LR_SCHEDULE_KIND_COSINE);
+                   c->set_total_updates(100);
+                   c->set_min_learning_rate(0.75f);
+                 }}));
+
+TEST(OptimizerProtoTest, EpsilonZeroIsFineForSgd) {
+  v1::OptimizerConfig c = ValidAdamConfig();
+  c.set_kind(v1::OPTIMIZER_KIND_SGD);
+  c.set_epsilon(0);
+  EXPECT_TRUE(OptimizerSettingsFromProto(c).ok());
+}
+
+}  // namespace
+}  // namespace gradwire

@@ -1,0 +1,309 @@
+#include "trainer/trainer.h"
+
+#include <torch/nn/functional/loss.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "trainer/fashion_mnist.h"
+#include "trainer/models.h"
+#include "trainer/progress.h"
+#include "worker/worker_metrics.h"
+
+namespace gradwire {
+namespace {
+
+// Fraction of `data` that `model` classifies correctly.
+double Accuracy(Classifier& model, const Dataset& data) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  int64_t correct = 0;
+  const int64_t batch = 1000;
+  for (int64_t start = 0; start < data.size(); start += batch) {
+    const int64_t end = std::min(start + batch, data.size());
+    const torch::Tensor logits =
+        model.forward(data.images.slice(0, start, end));
+    correct += logits.argmax(1)
+                   .eq(data.labels.slice(0, start, end))
+                   .sum()
+                   .item<int64_t>();
+  }
+  model.train();
+  return data.size() == 0 ? 0.0 : static_cast<double>(correct) / data.size();
+}
+
+// The data are cut into one part per process: worker w's local rank r
+// trains on part w * local_size + r, so the ranks of a node see different
+// examples and their reduced gradient covers a node's share.
+uint32_t DataPart(const SyncOptions& sync) {
+  return sync.client.worker_id * sync.local.size + sync.local.rank;
+}
+uint32_t DataParts(const SyncOptions& sync) {
+  return sync.num_workers * sync.local.size;
+}
+
+struct TrainingData {
+  Dataset train;  // This process's part.
+  Dataset test;
+  // Equal on every worker, so that BSP steps line up.
+  int64_t steps_per_epoch = 0;
+};
+
+absl::StatusOr<TrainingData> LoadData(const TrainerOptions& options,
+                                      const SyncOptions& sync) {
+  auto train =
+      LoadFashionMnist(options.data_dir, /*train=*/true,
+                       options.train_limit > 0 ? options.train_limit : -1);
+  if (!train.ok()) return train.status();
+  auto test =
+      LoadFashionMnist(options.data_dir, /*train=*/false,
+                       options.test_limit > 0 ? options.test_limit : -1);
+  if (!test.ok()) return test.status();
+  TrainingData data;
+  const int64_t total = train->size();
+  data.train = ShardDataset(*train, DataPart(sync), DataParts(sync));
+  data.test = std::move(*test);
+  // The smallest part decides the step count of everyone.
+  data.steps_per_epoch = (total / DataParts(sync)) / options.batch_size;
+  if (data.steps_per_epoch == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d training examples over %d processes do not fill one batch of %d",
+        total, DataParts(sync), options.batch_size));
+  }
+  return data;
+}
+
+// Examples per second over a window of at most ~10 s, so that the figure
+// follows the current pace rather than the run's average.
+class Throughput {
+ public:
+  // Adds `samples` just trained; returns the rate over the window.
+  double Add(int64_t samples) {
+    window_samples_ += samples;
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - window_start_);
+    const double rate = seconds > 0 ? window_samples_ / seconds : 0;
+    if (seconds > 10) {
+      window_start_ = absl::Now();
+      window_samples_ = 0;
+    }
+    return rate;
+  }
+
+ private:
+  absl::Time window_start_ = absl::Now();
+  uint64_t window_samples_ = 0;
+};
+
+// One run of Train on registered parameters: the loop over epochs and
+// batches, with progress, gauges and evaluation along the way.
+class TrainingRun {
+ public:
+  TrainingRun(const TrainerOptions& options, const SyncOptions& sync_options,
+              const TrainingData& data, Classifier& model, ParameterSync* sync)
+      : options_(options),
+        sync_options_(sync_options),
+        data_(data),
+        model_(model),
+        sync_(sync),
+        progress_(options.label, options.interactive) {}
+
+  // Trains to the end of the run (or the first error) and sums it up.
+  absl::StatusOr<TrainingResult> Run();
+
+ private:
+  // The steps of the whole run: every epoch's, or --max-steps if fewer.
+  uint64_t TotalSteps() const;
+  // Trains epoch `epoch` until its end or step `total_steps`, skipping the
+  // batches a resumed worker has done.
+  absl::Status TrainEpoch(const BatchOrder& order, int epoch,
+                          uint64_t total_steps);
+  // One step on the batch `index`: forward, backward, the straggler delay
+  // if any, and the synchronisation. Returns the batch's loss.
+  absl::StatusOr<double> TrainStep(const torch::Tensor& index, int epoch);
+  // The progress line and the training gauges after a step.
+  void ReportStep(const ProgressSample& sample);
+  // The end of a run: the weights' fingerprint, the counts, and the byte
+  // counts as the dashboards show them.
+  void Finish(absl::Time start);
+
+  const TrainerOptions& options_;
+  const SyncOptions& sync_options_;
+  const TrainingData& data_;
+  Classifier& model_;
+  ParameterSync* const sync_;
+  Progress progress_;
+  Throughput throughput_;
+  TrainingResult result_;
+};
+
+absl::StatusOr<TrainingResult> TrainingRun::Run() {
+  result_.resumed_at_step = sync_->step();
+  if (sync_->step() > 0 && !options_.quiet) {
+    progress_.Line(absl::StrFormat("resuming at step %d", sync_->step()));
+  }
+  const BatchOrder order(data_.train.size(), options_.batch_size,
+                         options_.seed + DataPart(sync_options_),
+                         /*drop_last=*/true);
+  const uint64_t total_steps = TotalSteps();
+  const absl::Time start = absl::Now();
+  for (int epoch = 0; epoch < options_.epochs && sync_->step() < total_steps;
+       ++epoch) {
+    if (absl::Status s = TrainEpoch(order, epoch, total_steps); !s.ok()) {
+      return s;
+    }
+    if (options_.evaluate) {
+      result_.test_accuracy = Accuracy(model_, data_.test);
+      result_.evaluated = true;
+      if (!options_.quiet) {
+        progress_.Line(absl::StrFormat("epoch %d test accuracy %.4f", epoch + 1,
+                                       result_.test_accuracy));
+      }
+    }
+  }
+  if (options_.evaluate && !result_.evaluated) {
+    result_.test_accuracy = Accuracy(model_, data_.test);
+    result_.evaluated = true;
+  }
+  Finish(start);
+  return result_;
+}
+
+uint64_t TrainingRun::TotalSteps() const {
+  const uint64_t all = data_.steps_per_epoch * options_.epochs;
+  return options_.max_steps > 0 ? std::min<uint64_t>(options_.max_steps, all)
+                                : all;
+}
+
+absl::Status TrainingRun::TrainEpoch(const BatchOrder& order, int epoch,
+                                     uint64_t total_steps) {
+  const std::vector<torch::Tensor> batches = order.Batches(epoch);
+  const uint64_t first = epoch * data_.steps_per_epoch;
+  for (int64_t b = 0; b < data_.steps_per_epoch && sync_->step() < total_steps;
+       ++b) {
+    if (first + b < sync_->step()) continue;  // Resumed past this batch.
+    absl::StatusOr<double> loss = TrainStep(batches[b], epoch);
+    if (!loss.ok()) return loss.status();
+    result_.final_loss = *loss;
+    ProgressSample sample;
+    sample.epoch = epoch;
+    sample.epochs = options_.epochs;
+    sample.step_in_epoch = b + 1;
+    sample.steps_per_epoch = data_.steps_per_epoch;
+    sample.global_step = sync_->step();
+    sample.loss = *loss;
+    sample.samples_per_second = throughput_.Add(batches[b].size(0));
+    sample.pushed_bytes = sync_->stats().pushed_bytes;
+    sample.dense_equivalent_bytes = sync_->stats().dense_equivalent_bytes;
+    ReportStep(sample);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> TrainingRun::TrainStep(const torch::Tensor& index,
+                                              int epoch) {
+  model_.zero_grad();
+  torch::Tensor loss = torch::nn::functional::cross_entropy(
+      model_.forward(data_.train.images.index_select(0, index)),
+      data_.train.labels.index_select(0, index));
+  loss.backward();
+  if (options_.step_delay > absl::ZeroDuration() &&
+      sync_->step() % options_.step_delay_every == 0) {
+    absl::SleepFor(options_.step_delay);
+  }
+  if (absl::Status s = sync_->Step(epoch); !s.ok()) return s;
+  return loss.item<double>();
+}
+
+void TrainingRun::ReportStep(const ProgressSample& sample) {
+  if (!options_.quiet) progress_.Update(sample);
+  if (WorkerMetrics* m = sync_->metrics()) {
+    m->SetLoss(sample.loss);
+    m->SetSamplesPerSecond(sample.samples_per_second);
+    m->SetEpoch(sample.epoch);
+  }
+}
+
+void TrainingRun::Finish(absl::Time start) {
+  result_.weights_fingerprint =
+      WeightsFingerprint(model_.named_parameters().pairs());
+  result_.steps = sync_->step();
+  result_.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  result_.sync = sync_->stats();
+  if (const WorkerMetrics* m = sync_->metrics()) {
+    // The summary reports what the dashboards show: the same counters.
+    result_.sync.pushed_bytes = m->SentBytes("push");
+    result_.sync.pulled_bytes = m->ReceivedBytes("pull");
+    result_.sync.init_bytes = m->SentBytes("init");
+    result_.sync.dense_equivalent_bytes = m->DenseEquivalentBytes();
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
+                                     const SyncOptions& sync_options,
+                                     ParameterSync* sync) {
+  try {
+    auto data = LoadData(options, sync_options);
+    if (!data.ok()) return data.status();
+    torch::manual_seed(options.seed);
+    auto model = MakeModel(options.model);
+    if (!model.ok()) return model.status();
+    if (absl::Status s = sync->Register((*model)->named_parameters());
+        !s.ok()) {
+      return s;
+    }
+    return TrainingRun(options, sync_options, *data, **model, sync).Run();
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrFormat("training failed: %s", e.what()));
+  }
+}
+
+std::string WeightsFingerprint(const ParameterSync::NamedTensors& tensors) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  const auto mix = [&hash](const void* data, size_t size) {
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < size; ++i) {
+      hash = (hash ^ bytes[i]) * 0x100000001b3ull;
+    }
+  };
+  for (const auto& [name, tensor] : tensors) {
+    mix(name.data(), name.size());
+    const torch::Tensor values =
+        tensor.detach().to(torch::kCPU, torch::kFloat).contiguous();
+    for (const int64_t size : values.sizes()) mix(&size, sizeof(size));
+    mix(values.data_ptr<float>(), values.numel() * sizeof(float));
+  }
+  return absl::StrFormat("%016x", hash);
+}
+
+std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
+  // Without an evaluation the summary has no test_accuracy (not a made-up
+  // number); gradwire local takes the cluster's accuracy from worker 0.
+  const std::string accuracy =
+      r.evaluated
+          ? absl::StrFormat("\"test_accuracy\": %.6f, ", r.test_accuracy)
+          : std::string();
+  return absl::StrFormat(
+      "{%s\"steps\": %d, \"resumed_at_step\": %d, \"steps_run\": %d, "
+      "\"max_step_lead\": %d, \"wall_seconds\": %.3f, "
+      "\"pushed_bytes\": %d, \"pulled_bytes\": %d, "
+      "\"dense_equivalent_bytes\": %d, \"init_bytes\": %d, \"retries\": %d, "
+      "\"final_loss\": %.6f, \"worker_id\": %d, \"num_workers\": %d, "
+      "\"compressor\": \"%s\", \"ratio\": %g, \"error_feedback\": %s, "
+      "\"compress_seconds\": %.3f, \"push_seconds\": %.3f, "
+      "\"pull_seconds\": %.3f, \"reduce_seconds\": %.3f, "
+      "\"weights_fingerprint\": \"%s\"}\n",
+      accuracy, r.steps, r.resumed_at_step, r.sync.steps, r.sync.max_step_lead,
+      r.wall_seconds, r.sync.pushed_bytes, r.sync.pulled_bytes,
+      r.sync.dense_equivalent_bytes, r.sync.init_bytes, r.sync.retries,
+      r.final_loss, sync.client.worker_id, sync.num_workers,
+      sync.compressor.name, sync.compressor.ratio,
+      sync.error_feedback ? "true" : "false", r.sync.compress_seconds,
+      r.sync.push_seconds, r.sync.pull_seconds, r.sync.reduce_seconds,
+      r.weights_fingerprint);
+}
+
+}  // namespace gradwire

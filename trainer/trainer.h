@@ -1,0 +1,77 @@
+// The Fashion-MNIST trainer behind gradwire-worker: loads this worker's part
+// of the data, builds the model, and trains it through ParameterSync, with
+// progress on the terminal and test accuracy at the end of every epoch.
+#ifndef GRADWIRE_TRAINER_TRAINER_H_
+#define GRADWIRE_TRAINER_TRAINER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "worker/parameter_sync.h"
+
+namespace gradwire {
+
+struct TrainerOptions {
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string model = "cnn";
+  int epochs = 1;
+  int64_t batch_size = 64;
+  // Stop after this many steps in all (0: no limit).
+  uint64_t max_steps = 0;
+  // Use only the first N training / test examples (0: all).
+  int64_t train_limit = 0;
+  int64_t test_limit = 0;
+  // Seeds model initialisation and batch order: the same seed and worker
+  // count give the same run.
+  uint64_t seed = 1;
+  // Label of progress lines, and whether to draw a live bar.
+  std::string label = "worker 0";
+  bool interactive = false;
+  // Only local rank 0 of a node prints progress.
+  bool quiet = false;
+  // Measure test accuracy at the end of every epoch. In BSP every worker
+  // holds the same weights, so one evaluating worker is enough.
+  bool evaluate = true;
+  // Fault injection (tests, benchmarks): sleep `step_delay` before pushing
+  // every `step_delay_every`-th step, which makes this worker a straggler.
+  absl::Duration step_delay = absl::ZeroDuration();
+  int64_t step_delay_every = 1;
+};
+
+struct TrainingResult {
+  // Valid when evaluated (TrainerOptions::evaluate).
+  bool evaluated = false;
+  double test_accuracy = 0;
+  uint64_t steps = 0;
+  // The step Register resumed at (0 unless the shards had seen this worker
+  // before: a restart, or a rejoin after it was dropped).
+  uint64_t resumed_at_step = 0;
+  double wall_seconds = 0;
+  double final_loss = 0;
+  // WeightsFingerprint of the model at the end.
+  std::string weights_fingerprint;
+  SyncStats sync;
+};
+
+// A 64-bit FNV-1a hash of the tensors' names, shapes and float32 bytes, as
+// 16 hex digits: equal fingerprints mean bit-identical weights (replicas
+// that agree, or a run that reproduced).
+std::string WeightsFingerprint(const ParameterSync::NamedTensors& tensors);
+
+// Trains with `sync` (connected, not yet registered). Returns the result, or
+// the first error (data set missing, shard unreachable, ...).
+absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
+                                     const SyncOptions& sync_options,
+                                     ParameterSync* sync);
+
+// {"test_accuracy", "steps", "wall_seconds", "pushed_bytes", "pulled_bytes",
+//  "dense_equivalent_bytes", ...} as one JSON object.
+std::string SummaryJson(const TrainingResult& result,
+                        const SyncOptions& sync_options);
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_TRAINER_TRAINER_H_

@@ -1,0 +1,298 @@
+#include "trainer/worker_flags.h"
+
+#include <unistd.h>
+
+#include <cmath>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/command_line.h"
+#include "common/compress/registry.h"
+#include "common/precision.h"
+#include "common/tls/transport_security.h"
+#include "trainer/progress.h"
+#include "worker/sync_settings.h"
+
+namespace {
+// Every synchronisation flag's default is SyncSettings's.
+const gradwire::SyncSettings kDefaults;
+}  // namespace
+
+ABSL_FLAG(std::string, shards, "127.0.0.1:7000",
+          "Comma-separated shard addresses (host:port), in shard-id order.");
+ABSL_FLAG(int64_t, worker_id, kDefaults.worker_id,
+          "This node's worker id, in [0, --num-workers).");
+ABSL_FLAG(int64_t, num_workers, kDefaults.num_workers,
+          "Number of worker nodes.");
+ABSL_FLAG(int64_t, local_rank, kDefaults.local_rank,
+          "This process's rank inside its node.");
+ABSL_FLAG(int64_t, local_size, kDefaults.local_size,
+          "Processes on this node; > 1 reduces gradients inside the node "
+          "(Gloo) before pushing.");
+ABSL_FLAG(std::string, local_store, kDefaults.local_store,
+          "host:port of the node's c10d TCPStore (hosted by local rank 0).");
+ABSL_FLAG(std::string, data_dir, "/usr/share/datasets/fashion-mnist",
+          "Directory holding the Fashion-MNIST .gz IDX files.");
+ABSL_FLAG(std::string, model, "cnn", "Model: mlp or cnn.");
+ABSL_FLAG(int64_t, epochs, 1, "Epochs to train.");
+ABSL_FLAG(int64_t, batch_size, 64, "Examples per step on each worker.");
+ABSL_FLAG(int64_t, max_steps, 0, "Stop after this many steps (0: no limit).");
+ABSL_FLAG(int64_t, train_limit, 0,
+          "Use only the first N training examples (0: all).");
+ABSL_FLAG(int64_t, test_limit, 0,
+          "Use only the first N test examples (0: all).");
+ABSL_FLAG(int64_t, seed, 1, "Seed of model initialisation and batch order.");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0",
+          "Numeric IPv4 address of the Prometheus endpoint (/metrics).");
+ABSL_FLAG(int64_t, metrics_port, 0,
+          "TCP port of the Prometheus endpoint; 0 lets the OS pick one "
+          "(logged, and written to --metrics-port-file); -1 turns it off.");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "If set, the metrics port is written to this file (atomically) "
+          "once bound.");
+ABSL_FLAG(double, metrics_linger_seconds, 0,
+          "After training, keep /metrics up this long so that Prometheus "
+          "scrapes the final counts (a scrape interval or two).");
+ABSL_FLAG(bool, dry_run, false,
+          "Check the flags, print the settings they resolve to, and exit "
+          "without connecting (exit 0; 2 for a bad flag).");
+ABSL_FLAG(bool, evaluate, true,
+          "Measure test accuracy after every epoch (in BSP all workers hold "
+          "the same weights; gradwire local evaluates on worker 0 only).");
+ABSL_FLAG(std::string, compressor, kDefaults.compressor,
+          "Gradient compressor: none, fp16, bf16, topk, randomk, threshold, "
+          "dgc, qsgd, onebit.");
+ABSL_FLAG(double, ratio, kDefaults.ratio,
+          "Fraction of elements sparsifiers keep.");
+ABSL_FLAG(double, threshold, kDefaults.threshold,
+          "threshold compressor: |g| to keep.");
+ABSL_FLAG(int64_t, levels, kDefaults.levels, "qsgd: quantisation levels.");
+ABSL_FLAG(std::string, value_type, kDefaults.value_type,
+          "Precision of pushed values: fp32, fp16 or bf16.");
+ABSL_FLAG(bool, error_feedback, kDefaults.error_feedback,
+          "Keep what compression left out for later steps.");
+ABSL_FLAG(double, dgc_momentum, kDefaults.dgc_momentum,
+          "dgc: momentum correction factor (0: off).");
+ABSL_FLAG(bool, dgc_momentum_masking, kDefaults.dgc_momentum_masking,
+          "dgc: momentum-factor masking.");
+ABSL_FLAG(double, dgc_clip_norm, kDefaults.dgc_clip_norm,
+          "dgc: local gradient clipping norm (0: off).");
+ABSL_FLAG(int64_t, dgc_warmup_epochs, kDefaults.dgc_warmup_epochs,
+          "dgc: epochs of sparsity warm-up.");
+ABSL_FLAG(std::string, pull, kDefaults.pull,
+          "Pulls: dense (full weights every step) or delta (compressed "
+          "weight deltas with server-side error feedback).");
+ABSL_FLAG(double, pull_ratio, kDefaults.pull_ratio,
+          "Fraction of elements a delta pull keeps.");
+ABSL_FLAG(std::string, optimizer, kDefaults.optimizer,
+          "Server optimizer: sgd, momentum, nesterov, adam, adamw.");
+ABSL_FLAG(double, lr, kDefaults.lr, "Learning rate.");
+ABSL_FLAG(double, momentum, kDefaults.momentum, "Momentum (beta1 for adam).");
+ABSL_FLAG(double, weight_decay, kDefaults.weight_decay, "Weight decay.");
+ABSL_FLAG(std::string, mode, kDefaults.mode,
+          "Consistency mode: bsp, asp or ssp.");
+ABSL_FLAG(int64_t, staleness, kDefaults.staleness, "SSP staleness.");
+ABSL_FLAG(int64_t, partition_bytes, kDefaults.partition_bytes,
+          "Largest chunk in bytes.");
+ABSL_FLAG(double, rpc_timeout_seconds, kDefaults.rpc_timeout_seconds,
+          "Deadline of each Init and Push.");
+ABSL_FLAG(std::string, tls_cert, "", gradwire::kClientTlsCertHelp);
+ABSL_FLAG(std::string, tls_key, "", gradwire::kClientTlsKeyHelp);
+ABSL_FLAG(std::string, tls_ca, "", gradwire::kClientTlsCaHelp);
+ABSL_FLAG(std::string, tls_server_name, "", gradwire::kClientTlsServerNameHelp);
+ABSL_FLAG(std::string, auth_token_file, "", gradwire::kClientAuthTokenFileHelp);
+ABSL_FLAG(std::string, progress, "auto",
+          "Progress display: auto (bar on a terminal, lines otherwise), bar, "
+          "log or none.");
+ABSL_FLAG(int64_t, step_delay_ms, 0,
+          "Fault injection for tests and benchmarks: sleep this many "
+          "milliseconds before pushing a step, to make this worker a "
+          "straggler (0: off).");
+ABSL_FLAG(int64_t, step_delay_every, 1,
+          "With --step-delay-ms: sleep only before every N-th step (1: every "
+          "step), an intermittent straggler.");
+ABSL_FLAG(std::string, summary_json, "",
+          "Write the run's summary to this file.");
+
+namespace gradwire {
+namespace {
+
+template <typename... Args>
+absl::Status Bad(const absl::FormatSpec<Args...>& format, const Args&... args) {
+  return absl::InvalidArgumentError(absl::StrFormat(format, args...));
+}
+
+// The synchronisation flags, by name; SyncOptionsFromSettings checks them.
+SyncSettings SettingsFromFlags() {
+  SyncSettings s;
+  s.shards =
+      absl::StrSplit(absl::GetFlag(FLAGS_shards), ',', absl::SkipEmpty());
+  s.worker_id = absl::GetFlag(FLAGS_worker_id);
+  s.num_workers = absl::GetFlag(FLAGS_num_workers);
+  s.local_rank = absl::GetFlag(FLAGS_local_rank);
+  s.local_size = absl::GetFlag(FLAGS_local_size);
+  s.local_store = absl::GetFlag(FLAGS_local_store);
+  s.compressor = absl::GetFlag(FLAGS_compressor);
+  s.ratio = absl::GetFlag(FLAGS_ratio);
+  s.threshold = absl::GetFlag(FLAGS_threshold);
+  s.levels = absl::GetFlag(FLAGS_levels);
+  s.value_type = absl::GetFlag(FLAGS_value_type);
+  s.error_feedback = absl::GetFlag(FLAGS_error_feedback);
+  s.dgc_momentum = absl::GetFlag(FLAGS_dgc_momentum);
+  s.dgc_momentum_masking = absl::GetFlag(FLAGS_dgc_momentum_masking);
+  s.dgc_clip_norm = absl::GetFlag(FLAGS_dgc_clip_norm);
+  s.dgc_warmup_epochs = absl::GetFlag(FLAGS_dgc_warmup_epochs);
+  s.pull = absl::GetFlag(FLAGS_pull);
+  s.pull_ratio = absl::GetFlag(FLAGS_pull_ratio);
+  s.optimizer = absl::GetFlag(FLAGS_optimizer);
+  s.lr = absl::GetFlag(FLAGS_lr);
+  s.momentum = absl::GetFlag(FLAGS_momentum);
+  s.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  s.mode = absl::GetFlag(FLAGS_mode);
+  s.staleness = absl::GetFlag(FLAGS_staleness);
+  s.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
+  s.rpc_timeout_seconds = absl::GetFlag(FLAGS_rpc_timeout_seconds);
+  s.transport.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  s.transport.tls_key = absl::GetFlag(FLAGS_tls_key);
+  s.transport.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  s.transport.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  s.transport.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  return s;
+}
+
+absl::Status ReadTrainer(TrainerOptions* t, const SyncOptions& sync) {
+  t->data_dir = absl::GetFlag(FLAGS_data_dir);
+  t->model = absl::GetFlag(FLAGS_model);
+  if (t->model != "cnn" && t->model != "mlp")
+    return Bad("--model: '%s' is not mlp or cnn", t->model);
+  t->epochs = absl::GetFlag(FLAGS_epochs);
+  if (t->epochs < 0) return Bad("--epochs: %d is negative", t->epochs);
+  t->batch_size = absl::GetFlag(FLAGS_batch_size);
+  if (t->batch_size < 1)
+    return Bad("--batch-size: %d must be >= 1", t->batch_size);
+  const int64_t max_steps = absl::GetFlag(FLAGS_max_steps);
+  if (max_steps < 0) return Bad("--max-steps: %d is negative", max_steps);
+  t->max_steps = max_steps;
+  t->train_limit = absl::GetFlag(FLAGS_train_limit);
+  t->test_limit = absl::GetFlag(FLAGS_test_limit);
+  if (t->train_limit < 0 || t->test_limit < 0)
+    return Bad("--train-limit/--test-limit must be >= 0");
+  t->seed = absl::GetFlag(FLAGS_seed);
+  t->evaluate = absl::GetFlag(FLAGS_evaluate);
+  const int64_t delay_ms = absl::GetFlag(FLAGS_step_delay_ms);
+  if (delay_ms < 0 || delay_ms > 3600000) {
+    return Bad("--step-delay-ms: %d is outside [0, 3600000]", delay_ms);
+  }
+  t->step_delay = absl::Milliseconds(delay_ms);
+  t->step_delay_every = absl::GetFlag(FLAGS_step_delay_every);
+  if (t->step_delay_every < 1) {
+    return Bad("--step-delay-every: %d must be >= 1", t->step_delay_every);
+  }
+  const std::string progress = absl::GetFlag(FLAGS_progress);
+  if (progress == "auto") {
+    t->interactive = Progress::StdoutIsTerminal();
+  } else if (progress == "bar" || progress == "log" || progress == "none") {
+    t->interactive = progress == "bar";
+    t->quiet = progress == "none";
+  } else {
+    return Bad("--progress: '%s' is not auto, bar, log or none", progress);
+  }
+  if (sync.local.rank != 0) t->quiet = true;
+  return absl::OkStatus();
+}
+
+// Every flag of gradwire-worker, in --help order.
+constexpr absl::string_view kWorkerFlags[] = {"shards",
+                                              "worker_id",
+                                              "num_workers",
+                                              "local_rank",
+                                              "local_size",
+                                              "local_store",
+                                              "data_dir",
+                                              "model",
+                                              "epochs",
+                                              "batch_size",
+                                              "max_steps",
+                                              "train_limit",
+                                              "test_limit",
+                                              "seed",
+                                              "evaluate",
+                                              "compressor",
+                                              "ratio",
+                                              "threshold",
+                                              "levels",
+                                              "value_type",
+                                              "error_feedback",
+                                              "dgc_momentum",
+                                              "dgc_momentum_masking",
+                                              "dgc_clip_norm",
+                                              "dgc_warmup_epochs",
+                                              "pull",
+                                              "pull_ratio",
+                                              "optimizer",
+                                              "lr",
+                                              "momentum",
+                                              "weight_decay",
+                                              "mode",
+                                              "staleness",
+                                              "partition_bytes",
+                                              "rpc_timeout_seconds",
+                                              "tls_cert",
+                                              "tls_key",
+                                              "tls_ca",
+                                              "tls_server_name",
+                                              "auth_token_file",
+                                              "progress",
+                                              "step_delay_ms",
+                                              "step_delay_every",
+                                              "summary_json",
+                                              "metrics_address",
+                                              "metrics_port",
+                                              "metrics_port_file",
+                                              "metrics_linger_seconds",
+                                              "dry_run"};
+
+}  // namespace
+
+absl::StatusOr<WorkerConfig> WorkerConfigFromFlags() {
+  WorkerConfig config;
+  absl::StatusOr<SyncOptions> sync =
+      SyncOptionsFromSettings(SettingsFromFlags());
+  if (!sync.ok()) return sync.status();
+  config.sync = *std::move(sync);
+  if (absl::Status s = ReadTrainer(&config.trainer, config.sync); !s.ok())
+    return s;
+  config.summary_json = absl::GetFlag(FLAGS_summary_json);
+  config.dry_run = absl::GetFlag(FLAGS_dry_run);
+  config.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  config.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  config.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
+  config.metrics_linger_seconds = absl::GetFlag(FLAGS_metrics_linger_seconds);
+  if (!(config.metrics_linger_seconds >= 0 &&
+        config.metrics_linger_seconds <= 3600)) {
+    return Bad("--metrics-linger-seconds: %g is outside [0, 3600]",
+               config.metrics_linger_seconds);
+  }
+  if (config.metrics_port < -1 || config.metrics_port > 65535) {
+    return Bad("--metrics-port: %d is outside [-1, 65535]",
+               config.metrics_port);
+  }
+  if (config.metrics_port == -1 && !config.metrics_port_file.empty()) {
+    return Bad("--metrics-port-file needs the endpoint (--metrics-port=-1)");
+  }
+  return config;
+}
+
+absl::Span<const absl::string_view> WorkerFlagNames() { return kWorkerFlags; }
+
+std::string WorkerFlagsHelp() {
+  return FlagsHelp(
+      "gradwire-worker: trains Fashion-MNIST on gradwire parameter servers.\n"
+      "Example: gradwire-worker --shards=127.0.0.1:7000,127.0.0.1:7001 "
+      "--worker-id=0 --num-workers=2 --compressor=topk --ratio=0.01\n\n" +
+          std::string(kFlagEnvironmentHelp),
+      kWorkerFlags);
+}
+
+}  // namespace gradwire

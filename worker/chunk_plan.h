@@ -1,0 +1,126 @@
+// The registered model as ParameterSync works on it: the parameters cut
+// into chunks and placed on the shards (common/partition/partition.h), which
+// chunks this local rank handles (key % local size == local rank: it
+// compresses and pushes their gradients and pulls their weights, then
+// broadcasts them to the node), and one slot of worker state per chunk.
+//
+//   auto plan = ChunkPlan::Build(named_tensors, options);  // StatusOr
+//   for (uint64_t key : (*plan)->AllOwnedKeys()) { ... (*plan)->slot(key) }
+//
+// Thread safety: not thread-safe. ParameterSync hands the slots of the
+// chunks a PushPipeline works on to that thread until it drains.
+#ifndef GRADWIRE_WORKER_CHUNK_PLAN_H_
+#define GRADWIRE_WORKER_CHUNK_PLAN_H_
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/compress/compressed_chunk.h"
+#include "common/compress/compressor.h"
+#include "common/partition/partition.h"
+
+namespace gradwire {
+
+// What this worker keeps about one chunk.
+struct ChunkSlot {
+  ChunkSpec spec;
+  // The error-feedback residual of the chunk's gradient (host compression;
+  // residuals on a CUDA device live in DeviceChunkCompressor).
+  FeedbackState feedback;
+  // The chunk's last compressed gradient; reused to avoid allocations.
+  CompressedChunk scratch;
+  // Version of the weights this worker holds (kHoldsNothing: none).
+  uint64_t version = 0;
+};
+
+// The version a worker reports when it holds nothing a delta applies to:
+// no chunk reaches it, so the shard answers with dense weights.
+inline constexpr uint64_t kHoldsNothing = std::numeric_limits<uint64_t>::max();
+
+struct ChunkPlanOptions {
+  // Largest chunk, in bytes of float32 (PartitionOptions::partition_bytes).
+  uint64_t partition_bytes = uint64_t{4} << 20;
+  uint32_t num_shards = 1;
+  // This process's rank among the node's local_size ranks.
+  int local_rank = 0;
+  int local_size = 1;
+};
+
+class ChunkPlan {
+ public:
+  using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+  // Plans `parameters` (kept by reference: the tensors are shared with the
+  // caller, whose values and gradients the worker reads and writes).
+  // INVALID_ARGUMENT naming the parameter when one is not a contiguous
+  // float32 CPU or CUDA tensor; Partition::Build's errors otherwise.
+  static absl::StatusOr<std::unique_ptr<ChunkPlan>> Build(
+      const NamedTensors& parameters, const ChunkPlanOptions& options);
+
+  ChunkPlan(const ChunkPlan&) = delete;
+  ChunkPlan& operator=(const ChunkPlan&) = delete;
+
+  const Partition& partition() const { return partition_; }
+  uint32_t num_shards() const { return partition_.num_shards(); }
+
+  // The registered tensors, in registration order.
+  const std::vector<torch::Tensor>& parameters() const { return parameters_; }
+  // The tensor chunk `spec` belongs to, and its registered name.
+  const torch::Tensor& ParameterOf(const ChunkSpec& spec) const {
+    return parameters_[spec.tensor_index];
+  }
+  const std::string& NameOf(const ChunkSpec& spec) const {
+    return partition_.tensors()[spec.tensor_index].name;
+  }
+  // Whether any registered tensor lives on a CUDA device.
+  bool any_cuda() const;
+
+  // Every chunk's slot, indexed by key. `key` must be < slots().size().
+  std::vector<ChunkSlot>& slots() { return slots_; }
+  const std::vector<ChunkSlot>& slots() const { return slots_; }
+  ChunkSlot& slot(uint64_t key) { return slots_[key]; }
+
+  // The node's local rank that handles chunk `key`, and whether it is this
+  // one.
+  int LocalOwnerOf(uint64_t key) const {
+    return static_cast<int>(key % static_cast<uint64_t>(local_size_));
+  }
+  bool OwnsLocally(uint64_t key) const {
+    return LocalOwnerOf(key) == local_rank_;
+  }
+  // The keys of parameter `index`'s chunks that this local rank handles,
+  // ascending; and those of every parameter, ascending.
+  const std::vector<uint64_t>& OwnedKeys(size_t index) const {
+    return owned_keys_[index];
+  }
+  std::vector<uint64_t> AllOwnedKeys() const;
+
+  // Marks every chunk as held at no version (kHoldsNothing), so that the
+  // next pull answers with dense weights.
+  void ForgetVersions();
+  // The L2 norm of the host residuals over all chunks (residuals kept on a
+  // CUDA device are not read back).
+  double ResidualNorm() const;
+
+ private:
+  ChunkPlan(Partition partition, std::vector<torch::Tensor> parameters,
+            const ChunkPlanOptions& options);
+
+  const Partition partition_;
+  const std::vector<torch::Tensor> parameters_;
+  const int local_rank_;
+  const int local_size_;
+  std::vector<ChunkSlot> slots_;
+  std::vector<std::vector<uint64_t>> owned_keys_;  // Per parameter.
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_WORKER_CHUNK_PLAN_H_

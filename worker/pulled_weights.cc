@@ -1,0 +1,83 @@
+#include "worker/pulled_weights.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_format.h"
+#include "common/codec/codec.h"
+#include "worker/device_chunks.h"
+#include "worker/host_chunk.h"
+
+namespace gradwire {
+namespace {
+
+// Writes `decoded`, pulled for chunk `spec`, into `parameter`.
+void WriteChunk(const CompressedChunk& decoded, bool is_delta,
+                const torch::Tensor& parameter, const ChunkSpec& spec) {
+  if (parameter.device().is_cuda()) {
+    WriteChunkToDevice(decoded, is_delta, parameter, spec.offset);
+    return;
+  }
+  auto target = HostChunk(parameter, spec.offset, spec.numel);
+  if (is_delta) {
+    AccumulateInto(decoded, 1.0f, target);
+  } else {
+    DecompressInto(decoded, target);
+  }
+}
+
+}  // namespace
+
+std::vector<v1::PullRequest> BuildPullRequests(const ChunkPlan& plan,
+                                               uint32_t worker_id,
+                                               bool allow_delta,
+                                               uint64_t min_step) {
+  std::vector<v1::PullRequest> requests(plan.num_shards());
+  for (v1::PullRequest& request : requests) {
+    request.set_worker_id(worker_id);
+    request.set_allow_delta(allow_delta);
+  }
+  for (const ChunkSlot& slot : plan.slots()) {
+    if (!plan.OwnsLocally(slot.spec.key)) continue;
+    v1::ChunkPull* pull = requests[slot.spec.shard].add_chunks();
+    pull->set_key(slot.spec.key);
+    pull->set_have_version(slot.version);
+    pull->set_min_step(min_step);
+  }
+  return requests;
+}
+
+absl::StatusOr<uint64_t> ApplyPulledWeights(
+    const std::vector<v1::PullResponse>& responses, ChunkPlan* plan) {
+  CompressedChunk decoded;
+  uint64_t min_clock = std::numeric_limits<uint64_t>::max();
+  for (const v1::PullResponse& response : responses) {
+    for (const v1::ChunkWeights& weights : response.chunks()) {
+      min_clock = std::min(min_clock, weights.clock());
+      if (weights.key() >= plan->slots().size()) {
+        return absl::InternalError(
+            absl::StrFormat("shard answered unknown chunk %d", weights.key()));
+      }
+      ChunkSlot& slot = plan->slot(weights.key());
+      const ChunkSpec& spec = slot.spec;
+      DecodeOptions decode;
+      decode.expected_numel = spec.numel;
+      if (absl::Status s = DecodeChunk(weights.data(), decode, &decoded);
+          !s.ok()) {
+        return absl::Status(s.code(), absl::StrFormat("pulled chunk %d: %s",
+                                                      spec.key, s.message()));
+      }
+      if (weights.is_delta() && slot.version + 1 != weights.version() &&
+          slot.version != weights.version()) {
+        return absl::InternalError(
+            absl::StrFormat("chunk %d: delta to version %d for a worker at %d",
+                            spec.key, weights.version(), slot.version));
+      }
+      WriteChunk(decoded, weights.is_delta(), plan->ParameterOf(spec), spec);
+      slot.version = weights.version();
+    }
+  }
+  return min_clock;
+}
+
+}  // namespace gradwire

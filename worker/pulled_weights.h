@@ -1,0 +1,46 @@
+// Pulls: what this worker asks the shards for, and how their answers land
+// in the parameters.
+//
+// A worker pulls the chunks its local rank handles, each with the version
+// it holds and the smallest chunk clock the consistency mode lets it see
+// (ConsistencyRule::MinStepToPull). A shard answers a chunk with a
+// compressed delta from that version (added to the parameter in place) or
+// with dense weights (written over it); either way the chunk then holds
+// the answered version.
+//
+// Thread safety: not thread-safe; the training thread calls these while no
+// push of the chunks is in flight.
+#ifndef GRADWIRE_WORKER_PULLED_WEIGHTS_H_
+#define GRADWIRE_WORKER_PULLED_WEIGHTS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gradwire/v1/parameter_server.pb.h"
+#include "worker/chunk_plan.h"
+
+namespace gradwire {
+
+// One request per shard (index = shard id) from `worker_id` for the chunks
+// of `plan` this local rank handles, at the versions their slots hold,
+// waiting for clock `min_step`; `allow_delta` asks for compressed deltas.
+std::vector<v1::PullRequest> BuildPullRequests(const ChunkPlan& plan,
+                                               uint32_t worker_id,
+                                               bool allow_delta,
+                                               uint64_t min_step);
+
+// Writes every chunk of `responses` into its parameter of `plan` (adds a
+// delta, overwrites with dense weights; CUDA parameters through
+// device_chunks.h) and moves its slot to the answered version. Returns the
+// smallest chunk clock answered (UINT64_MAX when none was). INTERNAL for a
+// chunk the plan does not have or a delta from a version the worker does
+// not hold; the codec's errors, naming the chunk. On error the parameters
+// may hold a mix of old and new chunks. Throws as libtorch does for CUDA
+// parameters.
+absl::StatusOr<uint64_t> ApplyPulledWeights(
+    const std::vector<v1::PullResponse>& responses, ChunkPlan* plan);
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_WORKER_PULLED_WEIGHTS_H_

@@ -1,0 +1,82 @@
+// One step's push requests: each chunk's gradient compressed with error
+// feedback (one residual per chunk) and encoded into the request of the
+// shard that owns it.
+//
+// CPU gradients are compressed in place (the compressor reads the
+// gradient's memory). CUDA gradients are compressed on their device, with
+// the residual kept there, when gradwire was built with the CUDA kernels
+// and the compressor runs there (device_chunks.h); otherwise they are
+// copied to the host and compressed like CPU ones.
+//
+// Thread safety: not thread-safe; ParameterSync calls it from the training
+// thread, or from its PushPipeline's thread while that one owns the chunks.
+#ifndef GRADWIRE_WORKER_PUSH_REQUEST_BUILDER_H_
+#define GRADWIRE_WORKER_PUSH_REQUEST_BUILDER_H_
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/compress/compressor.h"
+#include "gradwire/v1/parameter_server.pb.h"
+#include "worker/chunk_plan.h"
+#include "worker/device_chunks.h"
+
+namespace gradwire {
+
+class PushRequestBuilder {
+ public:
+  // A builder for `options` (MakeCompressor), with error feedback unless
+  // `error_feedback` is false, for the pushes of `worker_id`.
+  // INVALID_ARGUMENT for a compressor that does not exist or takes bad
+  // options, and for dgc without error feedback.
+  static absl::StatusOr<std::unique_ptr<PushRequestBuilder>> Create(
+      const CompressorOptions& options, bool error_feedback,
+      uint32_t worker_id);
+
+  // Once the parameters are known: when some live on a CUDA device,
+  // prepares to compress their chunks there (DeviceChunkCompressor::Create;
+  // its errors).
+  absl::Status PrepareFor(const ChunkPlan& plan);
+
+  // Starts a step: device compression first waits for the stream that
+  // produced the gradients. Call before the step's first Build.
+  void BeginStep();
+
+  // Requests of step `step` (one per shard, index = shard id; a shard
+  // without chunks gets an empty request) with the gradients of chunks
+  // `keys` of `plan`, read from their parameters' grad(), which must be
+  // defined. `epoch` feeds warm-up schedules. Updates the chunks' residuals
+  // and scratch buffers. Errors: the compressor's or the codec's, the former
+  // prefixed with the chunk ("chunk 3 (fc1.weight): ..."); INTERNAL for a
+  // libtorch failure.
+  absl::Status Build(const std::vector<uint64_t>& keys, uint64_t step,
+                     int epoch, ChunkPlan* plan,
+                     std::vector<v1::PushRequest>* requests);
+
+ private:
+  PushRequestBuilder(CompressorOptions options,
+                     std::unique_ptr<const Compressor> compressor,
+                     bool error_feedback, uint32_t worker_id);
+
+  // Compresses one chunk's gradient into slot->scratch: on the device, or
+  // through the CPU compressor. Throws as libtorch does.
+  absl::Status CompressChunk(const torch::Tensor& gradient,
+                             const CompressContext& context, ChunkSlot* slot);
+
+  // Constant after construction.
+  const CompressorOptions options_;
+  const std::unique_ptr<const Compressor> compressor_;
+  const bool error_feedback_;
+  const uint32_t worker_id_;
+  // CUDA gradients compressed on the device; null when there are no CUDA
+  // parameters or they go through the host.
+  std::unique_ptr<DeviceChunkCompressor> device_compressor_;
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_WORKER_PUSH_REQUEST_BUILDER_H_

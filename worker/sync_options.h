@@ -1,0 +1,80 @@
+// What a ParameterSync (parameter_sync.h) is made of: the job (shards,
+// workers, compression, the training config the shards run), the
+// connection to the shards (ClientOptions, client/client_options.h) and the
+// node's ranks (LocalGroupOptions, local_group.h). The last two are
+// embedded whole, so that every deadline, retry and size limit of the
+// client and the group can be set here and reaches them unchanged.
+//
+//   gradwire::SyncOptions options;
+//   options.shard_addresses = {"10.0.0.1:7000", "10.0.0.2:7000"};
+//   options.client.worker_id = rank;  options.num_workers = world;
+//   options.client.max_message_bytes = 256 << 20;   // as the shards'
+//   options.local.size = 4;  options.local.rank = local_rank;
+//
+// sync_settings.h builds one from names ("topk", "ssp", ...) as the
+// flags of gradwire-worker and the Python keywords give them.
+//
+// Thread safety: plain values.
+#ifndef GRADWIRE_WORKER_SYNC_OPTIONS_H_
+#define GRADWIRE_WORKER_SYNC_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "client/client_options.h"
+#include "common/compress/compressor.h"
+#include "gradwire/v1/parameter_server.pb.h"
+#include "worker/local_group.h"
+
+namespace gradwire {
+namespace metrics {
+class Registry;
+}  // namespace metrics
+
+// The client settings a worker starts from: ClientOptions' defaults, except
+// that a Pull may wait 300 s for its step (a BSP pull waits for the slowest
+// worker, which may be evaluating or checkpointing meanwhile).
+inline ClientOptions WorkerClientDefaults() {
+  ClientOptions options;
+  options.pull_timeout = absl::Seconds(300);
+  return options;
+}
+
+struct SyncOptions {
+  // One address (host:port) per shard, in shard-id order.
+  std::vector<std::string> shard_addresses;
+  // The number of nodes; this node's id is client.worker_id, in
+  // [0, num_workers).
+  uint32_t num_workers = 1;
+  // Gradient compression; error feedback wraps it unless disabled.
+  CompressorOptions compressor;
+  bool error_feedback = true;
+  // Largest chunk, in bytes of float32.
+  uint64_t partition_bytes = uint64_t{4} << 20;
+  // Optimizer, consistency mode and pull encoding the shards run. Its
+  // num_workers, num_shards, partition_bytes and model_fingerprint are
+  // filled in by Register, and so is what is left unset: mode BSP,
+  // optimizer SGD, learning rate 0.01, constant schedule, and (with
+  // pull_deltas) Top-K 5% fp32 deltas (training_defaults.h).
+  v1::TrainingConfig training;
+  // Ask for compressed deltas on pulls (needs training.pull_encoding).
+  bool pull_deltas = true;
+  // The connection to the shards, as GrpcPsClient takes it: this worker's
+  // id, the deadlines of each RPC and of connecting, the retry policy, the
+  // largest message (match the shards' --max-message-bytes), TLS and the
+  // bearer token (LoadTransportSecurity reads them from files). Connect
+  // validates it (ValidateClientOptions); Create uses only worker_id.
+  ClientOptions client = WorkerClientDefaults();
+  // The ranks on this host. size 1: no intra-node reduction. timeout bounds
+  // the rendezvous and every collective.
+  LocalGroupOptions local;
+  // Where to export this worker's Prometheus metrics (worker_metrics.h);
+  // not owned, must outlive the ParameterSync. Null: no metrics.
+  metrics::Registry* metrics_registry = nullptr;
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_WORKER_SYNC_OPTIONS_H_
