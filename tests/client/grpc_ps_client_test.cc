@@ -15,24 +15,14 @@
 #include "client/health_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/dead_address.h"
 
 namespace gradwire {
 namespace {
 
 using ::testing::HasSubstr;
 
-// "127.0.0.1:<port>" with nothing listening (bound, then released).
-std::string DeadAddress() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
-}
+using testing::DeadAddress;
 
 TEST(ClientOptionsTest, DefaultsAreValid) {
   EXPECT_TRUE(ValidateClientOptions(ClientOptions()).ok());

@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/dead_address.h"
 #include "worker/parameter_sync.h"
 
 namespace gradwire {
@@ -21,18 +22,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// "127.0.0.1:<port>" with nothing listening (bound, then released).
-std::string DeadAddress() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
-}
+using testing::DeadAddress;
 
 // A client of one shard that is never called: Create only asks how many
 // shards there are.
