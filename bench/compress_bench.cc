@@ -18,9 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
@@ -32,6 +29,7 @@
 #include "common/codec/codec.h"
 #include "common/compress/compressor.h"
 #include "common/compress/registry.h"
+#include "common/flags/program.h"
 
 namespace gradwire::bench {
 namespace {
@@ -270,25 +268,19 @@ int Main(const BenchConfig& config) {
 }  // namespace gradwire::bench
 
 int main(int argc, char** argv) {
-  // --help lists the flags of bench/ (they live in config.cc, not here).
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "bench/");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
-  absl::SetProgramUsageMessage(
+  const std::vector<absl::string_view> flag_names = gradwire::JoinFlagNames(
+      {gradwire::bench::CompressBenchFlagNames(), gradwire::kDryRunFlagNames});
+  const gradwire::ProgramFlags program = {
+      "gradwire-bench-compress",
       "Times every gradwire compressor with error feedback against "
       "torch::topk and memcpy on the same gaussian buffer.\n"
       "Usage: gradwire-bench-compress [--quick] [--sizes=1M,25M] "
-      "[--ratios=0.01,0.001] [--compressors=topk,...] [--json=FILE]");
-  absl::ParseCommandLine(argc, argv);
+      "[--ratios=0.01,0.001] [--compressors=topk,...] [--json=FILE]",
+      flag_names};
+  gradwire::ParseFlagsOrExit(program, argc, argv);
   absl::StatusOr<gradwire::bench::BenchConfig> config =
       gradwire::bench::BenchConfigFromFlags();
-  if (!config.ok()) {
-    std::fprintf(stderr, "gradwire-bench-compress: %s (see --help)\n",
-                 std::string(config.status().message()).c_str());
-    return 2;
-  }
+  if (!config.ok()) gradwire::ExitWithUsageError(program, config.status());
+  gradwire::ExitAfterDryRunIfRequested(program);
   return gradwire::bench::Main(*config);
 }

@@ -36,7 +36,19 @@ ABSL_FLAG(int, torch_threads, 0,
 ABSL_FLAG(uint64_t, seed, 42, "seed of the gaussian gradient");
 
 namespace gradwire::bench {
+
 namespace {
+
+// Every flag of this benchmark, in --help order.
+constexpr absl::string_view kFlagNames[] = {"quick",
+                                            "sizes",
+                                            "ratios",
+                                            "compressors",
+                                            "json",
+                                            "min_reps",
+                                            "seconds_per_measurement",
+                                            "torch_threads",
+                                            "seed"};
 
 // Indices travel as uint32 and the decoder's default bound is 2^31.
 constexpr double kMaxNumel = 2147483648.0;
@@ -148,6 +160,10 @@ absl::StatusOr<BenchConfig> BenchConfigFromFlags() {
   config.json_path = absl::GetFlag(FLAGS_json);
   config.seed = absl::GetFlag(FLAGS_seed);
   return config;
+}
+
+absl::Span<const absl::string_view> CompressBenchFlagNames() {
+  return kFlagNames;
 }
 
 }  // namespace gradwire::bench

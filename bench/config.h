@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "bench/timing.h"
 
 namespace gradwire::bench {
@@ -31,6 +33,9 @@ struct BenchConfig {
 // Reads the flags (after absl::ParseCommandLine). Returns INVALID_ARGUMENT
 // naming the flag and the bad value.
 absl::StatusOr<BenchConfig> BenchConfigFromFlags();
+
+// The Abseil names of its flags, in --help order (common/flags/program.h).
+absl::Span<const absl::string_view> CompressBenchFlagNames();
 
 }  // namespace gradwire::bench
 

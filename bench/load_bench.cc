@@ -34,16 +34,9 @@
 #include "bench/load_run.h"
 #include "bench/load_shards.h"
 #include "bench/load_workload.h"
-#include "common/command_line.h"
+#include "common/flags/command_line.h"
+#include "common/flags/program.h"
 #include "common/process/child_process.h"
-
-// Abseil reports a malformed flag through this hook and then exits with 1;
-// exiting here gives every usage error the same code. The message is
-// already on stderr.
-extern "C" void ABSL_INTERNAL_C_SYMBOL(AbslInternalReportFatalUsageError)(
-    absl::string_view) {
-  _exit(gradwire::kUsageExitCode);
-}
 
 namespace gradwire::bench {
 namespace {
@@ -185,26 +178,15 @@ int Main(LoadBenchConfig& config) {
 // Parses and validates the command line; exits on --help, --dry-run and
 // usage errors.
 LoadBenchConfig ParseCommandLineOrExit(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
-  if (IsHelpRequest(argc, argv)) {
-    std::fputs(FlagsHelp(absl::StrCat(kUsage, "\n\n", kFlagEnvironmentHelp),
-                         LoadBenchFlagNames())
-                   .c_str(),
-               stdout);
-    std::exit(0);
-  }
+  const ProgramFlags program = {"gradwire-bench-load", kUsage,
+                                LoadBenchFlagNames()};
+  // The repeatable flags first, which Abseil cannot hold; they are matched
+  // by their Abseil names.
   NormalizeFlagNames(argc, argv);
   absl::StatusOr<RepeatedServerArgs> repeated =
       ExtractRepeatedServerArgs(&argc, argv);
-  if (!repeated.ok()) std::exit(UsageError(repeated.status()));
-  if (absl::Status s = ApplyFlagEnvironment(LoadBenchFlagNames()); !s.ok()) {
-    std::exit(UsageError(s));
-  }
-  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  if (positional.size() > 1) {
-    std::exit(UsageError(absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", positional[1], "'"))));
-  }
+  if (!repeated.ok()) ExitWithUsageError(program, repeated.status());
+  ParseFlagsOrExit(program, argc, argv);
   absl::StatusOr<LoadBenchConfig> config = LoadBenchConfigFromFlags(*repeated);
   absl::Status s = config.status();
   if (s.ok()) s = ResolveServerBinary(&*config);

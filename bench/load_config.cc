@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/flags/program.h"
 
 ABSL_FLAG(uint32_t, workers, 64,
           "simulated workers: one thread and one gRPC channel per shard each");
@@ -61,8 +62,6 @@ ABSL_FLAG(double, max_rss_growth_percent, 25.0,
           "memory verdict: allowed growth as a percentage of the shard's RSS "
           "after the first phase");
 ABSL_FLAG(uint64_t, seed, 42, "seed of the gradients");
-ABSL_FLAG(bool, dry_run, false,
-          "check the flags, print the settings they resolve to, and exit");
 
 namespace gradwire::bench {
 namespace {
@@ -244,7 +243,7 @@ absl::Status ParseRun(const RepeatedServerArgs& repeated, LoadBenchConfig* c) {
                       "a finite number >= 0");
   }
   c->seed = absl::GetFlag(FLAGS_seed);
-  c->dry_run = absl::GetFlag(FLAGS_dry_run);
+  c->dry_run = DryRunRequested();
   return absl::OkStatus();
 }
 

@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "bench/json_text.h"
 #include "bench/report.h"
 
 namespace gradwire::bench {
@@ -37,78 +36,85 @@ double Percentile(const std::vector<float>& sorted, double p) {
 
 double Ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
-std::string JsonStrings(const std::vector<std::string>& values) {
-  std::vector<std::string> quoted;
-  for (const std::string& v : values) quoted.push_back(JsonString(v));
-  return absl::StrCat("[", absl::StrJoin(quoted, ", "), "]");
+using Json = nlohmann::ordered_json;
+
+Json LatencyJson(const LatencySummary& l) {
+  return {{"count", l.count},
+          {"p50", Rounded(l.p50_ms, "%.4g")},
+          {"p99", Rounded(l.p99_ms, "%.4g")},
+          {"max", Rounded(l.max_ms, "%.4g")}};
 }
 
-std::string LatencyJson(const LatencySummary& l) {
-  return absl::StrFormat(
-      "{\"count\": %d, \"p50\": %.4g, \"p99\": %.4g, \"max\": %.4g}", l.count,
-      l.p50_ms, l.p99_ms, l.max_ms);
+Json ShardJson(size_t shard, const ShardMemoryReport& m) {
+  return {
+      {"shard", shard},
+      {"rss_after_first_phase_mib", Rounded(m.rss_after_first / kMiB, "%.2f")},
+      {"rss_after_second_phase_mib",
+       Rounded(m.rss_after_second / kMiB, "%.2f")},
+      {"growth_mib", Rounded(m.growth_mib, "%.3f")},
+      {"growth_mib_per_1000_steps",
+       Rounded(m.growth_mib_per_1000_steps, "%.3f")},
+      {"limit_mib", Rounded(m.limit_mib, "%.2f")},
+      {"peak_rss_mib", Rounded(m.peak / kMiB, "%.2f")}};
 }
 
-std::string ShardJson(size_t shard, const ShardMemoryReport& m) {
-  return absl::StrFormat(
-      "{\"shard\": %d, \"rss_after_first_phase_mib\": %.2f, "
-      "\"rss_after_second_phase_mib\": %.2f, \"growth_mib\": %.3f, "
-      "\"growth_mib_per_1000_steps\": %.3f, \"limit_mib\": %.2f, "
-      "\"peak_rss_mib\": %.2f}",
-      shard, m.rss_after_first / kMiB, m.rss_after_second / kMiB, m.growth_mib,
-      m.growth_mib_per_1000_steps, m.limit_mib, m.peak / kMiB);
-}
-
-std::string RunJson(const RunReport& r) {
-  std::vector<std::string> shards;
+Json RunJson(const RunReport& r) {
+  Json shards = Json::array();
   for (size_t i = 0; i < r.shards.size(); ++i) {
     shards.push_back(ShardJson(i, r.shards[i]));
   }
-  return absl::StrFormat(
-      "    {\"name\": %s, \"server_args\": %s, \"steps_per_phase\": %d, "
-      "\"seconds\": %.3f,\n     \"push_rpcs\": %d, \"pull_rpcs\": %d, "
-      "\"pushes_per_s\": %.1f, \"pulls_per_s\": %.1f, "
-      "\"worker_steps_per_s\": %.1f,\n     \"push_latency_ms\": %s,\n     "
-      "\"pull_latency_ms\": %s,\n     \"errors\": %d, \"first_error\": %s,\n"
-      "     \"bytes_sent\": %d, \"bytes_received\": %d, \"delta_chunks\": %d, "
-      "\"dense_chunks\": %d,\n     \"shards\": [\n       %s],\n"
-      "     \"memory_ok\": %s}",
-      JsonString(r.name), JsonStrings(r.server_args), r.steps_per_phase,
-      r.seconds, r.push_rpcs, r.pull_rpcs, r.pushes_per_s, r.pulls_per_s,
-      r.worker_steps_per_s, LatencyJson(r.push), LatencyJson(r.pull), r.errors,
-      JsonString(r.first_error), r.bytes_sent, r.bytes_received, r.delta_chunks,
-      r.dense_chunks, absl::StrJoin(shards, ",\n       "),
-      r.memory_ok ? "true" : "false");
+  return {{"name", r.name},
+          {"server_args", r.server_args},
+          {"steps_per_phase", r.steps_per_phase},
+          {"seconds", Rounded(r.seconds, "%.3f")},
+          {"push_rpcs", r.push_rpcs},
+          {"pull_rpcs", r.pull_rpcs},
+          {"pushes_per_s", Rounded(r.pushes_per_s, "%.1f")},
+          {"pulls_per_s", Rounded(r.pulls_per_s, "%.1f")},
+          {"worker_steps_per_s", Rounded(r.worker_steps_per_s, "%.1f")},
+          {"push_latency_ms", LatencyJson(r.push)},
+          {"pull_latency_ms", LatencyJson(r.pull)},
+          {"errors", r.errors},
+          {"first_error", r.first_error},
+          {"bytes_sent", r.bytes_sent},
+          {"bytes_received", r.bytes_received},
+          {"delta_chunks", r.delta_chunks},
+          {"dense_chunks", r.dense_chunks},
+          {"shards", std::move(shards)},
+          {"memory_ok", r.memory_ok}};
 }
 
-std::string ConfigJson(const LoadBenchConfig& c, uint64_t num_chunks) {
-  return absl::StrFormat(
-      "{\"workers\": %d, \"shards\": %d, \"params\": %d, \"chunks\": %d, "
-      "\"partition_bytes\": %d, \"density\": %g, \"value_type\": %s, "
-      "\"mode\": %s, \"staleness\": %d, \"pull\": %s, \"pull_ratio\": %g, "
-      "\"steps_per_phase\": %d, \"distinct_gradients\": %d, "
-      "\"server_args\": %s, \"compare_server_args\": %s, "
-      "\"checkpoint_root\": %s, \"max_rss_growth_mib\": %g, "
-      "\"max_rss_growth_percent\": %g}",
-      c.workers, c.shards, c.params, num_chunks, c.partition_bytes, c.density,
-      JsonString(std::string(PrecisionName(c.push_precision))),
-      JsonString(std::string(ModeName(c.mode))),
-      c.mode == v1::CONSISTENCY_MODE_SSP ? c.staleness : 0,
-      JsonString(c.delta_pulls ? "delta" : "dense"), c.pull_ratio, c.steps,
-      c.distinct_gradients, JsonStrings(c.server_args),
-      JsonStrings(c.compare_server_args), JsonString(c.checkpoint_root),
-      c.max_rss_growth_mib, c.max_rss_growth_percent);
+Json ConfigJson(const LoadBenchConfig& c, uint64_t num_chunks) {
+  return {{"workers", c.workers},
+          {"shards", c.shards},
+          {"params", c.params},
+          {"chunks", num_chunks},
+          {"partition_bytes", c.partition_bytes},
+          {"density", Rounded(c.density, "%g")},
+          {"value_type", std::string(PrecisionName(c.push_precision))},
+          {"mode", std::string(ModeName(c.mode))},
+          {"staleness", c.mode == v1::CONSISTENCY_MODE_SSP ? c.staleness : 0u},
+          {"pull", c.delta_pulls ? "delta" : "dense"},
+          {"pull_ratio", Rounded(c.pull_ratio, "%g")},
+          {"steps_per_phase", c.steps},
+          {"distinct_gradients", c.distinct_gradients},
+          {"server_args", c.server_args},
+          {"compare_server_args", c.compare_server_args},
+          {"checkpoint_root", c.checkpoint_root},
+          {"max_rss_growth_mib", Rounded(c.max_rss_growth_mib, "%g")},
+          {"max_rss_growth_percent", Rounded(c.max_rss_growth_percent, "%g")}};
 }
 
-std::string ComparisonJson(const std::vector<RunReport>& runs) {
-  if (runs.size() != 2) return "null";
+// null for one run.
+Json ComparisonJson(const std::vector<RunReport>& runs) {
+  if (runs.size() != 2) return nullptr;
   const RunComparison r = CompareRuns(runs[0], runs[1]);
-  return absl::StrFormat(
-      "{\"pushes_per_s_ratio\": %.4f, \"pulls_per_s_ratio\": %.4f, "
-      "\"push_p50_ratio\": %.4f, \"push_p99_ratio\": %.4f, "
-      "\"pull_p50_ratio\": %.4f, \"pull_p99_ratio\": %.4f}",
-      r.pushes_per_s, r.pulls_per_s, r.push_p50, r.push_p99, r.pull_p50,
-      r.pull_p99);
+  return {{"pushes_per_s_ratio", Rounded(r.pushes_per_s, "%.4f")},
+          {"pulls_per_s_ratio", Rounded(r.pulls_per_s, "%.4f")},
+          {"push_p50_ratio", Rounded(r.push_p50, "%.4f")},
+          {"push_p99_ratio", Rounded(r.push_p99, "%.4f")},
+          {"pull_p50_ratio", Rounded(r.pull_p50, "%.4f")},
+          {"pull_p99_ratio", Rounded(r.pull_p99, "%.4f")}};
 }
 
 }  // namespace
@@ -205,7 +211,7 @@ void PrintComparison(const RunComparison& r, std::FILE* out) {
 absl::Status WriteLoadJson(const std::string& path,
                            const LoadBenchConfig& config, uint64_t num_chunks,
                            const std::vector<RunReport>& runs) {
-  std::vector<std::string> run_json;
+  Json run_json = Json::array();
   uint64_t errors = 0;
   std::string first_error;
   bool memory_ok = true;
@@ -215,22 +221,17 @@ absl::Status WriteLoadJson(const std::string& path,
     if (first_error.empty()) first_error = r.first_error;
     memory_ok = memory_ok && r.memory_ok;
   }
-  const HostInfo host = CurrentHost();
-  const std::string json = absl::StrFormat(
-      "{\n  \"benchmark\": \"gradwire-bench-load\",\n  \"host\": "
-      "{\"hostname\": %s, \"cpu\": %s, \"hardware_threads\": %d},\n"
-      "  \"config\": %s,\n  \"runs\": [\n%s\n  ],\n  \"comparison\": %s,\n"
-      "  \"errors\": %d,\n  \"first_error\": %s,\n  \"memory_ok\": %s,\n"
-      "  \"ok\": %s,\n  \"notes\": %s\n}\n",
-      JsonString(host.hostname), JsonString(host.cpu_model),
-      host.hardware_threads, ConfigJson(config, num_chunks),
-      absl::StrJoin(run_json, ",\n"), ComparisonJson(runs), errors,
-      JsonString(first_error), memory_ok ? "true" : "false",
-      errors == 0 && memory_ok ? "true" : "false", JsonString(kNotes));
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << json;
-  file.close();
-  if (!file) {
+  const Json report = {{"benchmark", "gradwire-bench-load"},
+                       {"host", HostJson(CurrentHost())},
+                       {"config", ConfigJson(config, num_chunks)},
+                       {"runs", std::move(run_json)},
+                       {"comparison", ComparisonJson(runs)},
+                       {"errors", errors},
+                       {"first_error", first_error},
+                       {"memory_ok", memory_ok},
+                       {"ok", errors == 0 && memory_ok},
+                       {"notes", kNotes}};
+  if (!WriteJsonFile(path, report)) {
     return absl::UnavailableError(
         absl::StrCat("--json: cannot write the results to '", path, "'"));
   }

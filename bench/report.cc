@@ -3,13 +3,13 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "bench/json_text.h"
 
 namespace gradwire::bench {
 namespace {
@@ -32,26 +32,27 @@ std::string Optional(const std::optional<double>& v,
   return v.has_value() ? absl::StrFormat(format, *v) : "-";
 }
 
-std::string JsonNumber(const std::optional<double>& v) {
-  return v.has_value() ? absl::StrFormat("%.6g", *v) : "null";
+using Json = nlohmann::ordered_json;
+
+// Six significant digits, or null when absent.
+Json Figure(const std::optional<double>& v) {
+  return v.has_value() ? Json(Rounded(*v, "%.6g")) : Json(nullptr);
 }
 
-std::string RowJson(const ResultRow& r) {
-  const std::optional<double> wire =
-      r.wire_bytes.has_value()
-          ? std::optional<double>(static_cast<double>(*r.wire_bytes))
-          : std::nullopt;
-  return absl::StrFormat(
-      "    {\"compressor\": %s, \"numel\": %d, \"ratio\": %s, "
-      "\"achieved_ratio\": %s, \"seconds\": %.6g, \"reps\": %d, "
-      "\"vs_torch_topk\": %s, \"vs_memcpy\": %s, \"wire_bytes\": %s, "
-      "\"wire_bytes_per_selected\": %s, "
-      "\"wire_bytes_per_selected_fp32\": %s}",
-      JsonString(r.compressor), r.numel, JsonNumber(r.ratio),
-      JsonNumber(r.achieved_ratio), r.seconds, r.reps,
-      JsonNumber(r.vs_torch_topk), JsonNumber(r.vs_memcpy), JsonNumber(wire),
-      JsonNumber(r.wire_bytes_per_selected),
-      JsonNumber(r.wire_bytes_per_selected_fp32));
+Json RowJson(const ResultRow& r) {
+  return {
+      {"compressor", r.compressor},
+      {"numel", r.numel},
+      {"ratio", Figure(r.ratio)},
+      {"achieved_ratio", Figure(r.achieved_ratio)},
+      {"seconds", Rounded(r.seconds, "%.6g")},
+      {"reps", r.reps},
+      {"vs_torch_topk", Figure(r.vs_torch_topk)},
+      {"vs_memcpy", Figure(r.vs_memcpy)},
+      {"wire_bytes",
+       r.wire_bytes.has_value() ? Json(*r.wire_bytes) : Json(nullptr)},
+      {"wire_bytes_per_selected", Figure(r.wire_bytes_per_selected)},
+      {"wire_bytes_per_selected_fp32", Figure(r.wire_bytes_per_selected_fp32)}};
 }
 
 std::string CpuModel() {
@@ -100,23 +101,36 @@ void PrintTableRow(const ResultRow& r, std::FILE* out) {
 
 absl::Status WriteJson(const std::string& path, const HostInfo& host,
                        int torch_threads, const std::vector<ResultRow>& rows) {
-  std::vector<std::string> results;
-  results.reserve(rows.size());
+  Json results = Json::array();
   for (const ResultRow& r : rows) results.push_back(RowJson(r));
-  const std::string json = absl::StrFormat(
-      "{\n  \"torch_threads\": %d,\n  \"host\": {\"hostname\": %s, \"cpu\": "
-      "%s, \"hardware_threads\": %d},\n  \"notes\": %s,\n  \"results\": "
-      "[\n%s\n  ]\n}\n",
-      torch_threads, JsonString(host.hostname), JsonString(host.cpu_model),
-      host.hardware_threads, JsonString(kNotes), absl::StrJoin(results, ",\n"));
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << json;
-  file.close();
-  if (!file) {
+  const Json report = {{"torch_threads", torch_threads},
+                       {"host", HostJson(host)},
+                       {"notes", kNotes},
+                       {"results", std::move(results)}};
+  if (!WriteJsonFile(path, report)) {
     return absl::UnavailableError(
         absl::StrCat("cannot write JSON results to '", path, "'"));
   }
   return absl::OkStatus();
+}
+
+Json HostJson(const HostInfo& host) {
+  return {{"hostname", host.hostname},
+          {"cpu", host.cpu_model},
+          {"hardware_threads", host.hardware_threads}};
+}
+
+double Rounded(double value, const absl::FormatSpec<double>& format) {
+  double rounded = value;
+  return absl::SimpleAtod(absl::StrFormat(format, value), &rounded) ? rounded
+                                                                    : value;
+}
+
+bool WriteJsonFile(const std::string& path, const Json& report) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << report.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
+  file.close();
+  return static_cast<bool>(file);
 }
 
 }  // namespace gradwire::bench

@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_format.h"
 
 namespace gradwire::bench {
 
@@ -56,6 +58,24 @@ void PrintTableRow(const ResultRow& row, std::FILE* out);
 // written.
 absl::Status WriteJson(const std::string& path, const HostInfo& host,
                        int torch_threads, const std::vector<ResultRow>& rows);
+
+// Shared by the benchmarks' JSON writers. The reports are ordered_json, so
+// that their keys stay in the order they are written.
+//
+// {"hostname", "cpu", "hardware_threads"}: the "host" of every report.
+nlohmann::ordered_json HostJson(const HostInfo& host);
+
+// `value` rounded as `format` prints it ("%.6g": six significant digits,
+// "%.2f": two decimals), still a number: a report carries the precision a
+// figure has, not the noise of a float widened to a double. Not finite
+// values stay so (and are written as null).
+double Rounded(double value, const absl::FormatSpec<double>& format);
+
+// Replaces the file `path` with `report` pretty-printed (two-space indent)
+// and a newline; text that is not valid UTF-8 is written with U+FFFD. False
+// when the file cannot be written.
+bool WriteJsonFile(const std::string& path,
+                   const nlohmann::ordered_json& report);
 
 }  // namespace gradwire::bench
 

@@ -30,9 +30,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
@@ -45,6 +42,7 @@
 #include "bench/server_tcp.h"
 #include "bench/server_workload.h"
 #include "bench/timing.h"
+#include "common/flags/program.h"
 
 namespace gradwire::bench {
 namespace {
@@ -270,27 +268,21 @@ int Main(const ServerBenchConfig& config) {
 }  // namespace gradwire::bench
 
 int main(int argc, char** argv) {
-  // --help lists this benchmark's flags (they live in bench/server_*.cc).
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "bench/server");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
-  absl::SetProgramUsageMessage(
+  const std::vector<absl::string_view> flag_names = gradwire::JoinFlagNames(
+      {gradwire::bench::ServerBenchFlagNames(), gradwire::kDryRunFlagNames});
+  const gradwire::ProgramFlags program = {
+      "gradwire-bench-server",
       "Measures how fast one gradwire shard aggregates Top-K pushes from "
       "concurrent pushers, in process and over loopback gRPC, against the "
       "same bytes over a raw loopback TCP socket.\n"
       "Usage: gradwire-bench-server [--quick] [--numel=25000000] "
       "[--density=0.01] [--pushers=1,2,8] [--modes=asp,bsp] [--rounds=4] "
-      "[--paths=in_process,grpc] [--json=FILE]");
-  absl::ParseCommandLine(argc, argv);
+      "[--paths=in_process,grpc] [--json=FILE]",
+      flag_names};
+  gradwire::ParseFlagsOrExit(program, argc, argv);
   absl::StatusOr<gradwire::bench::ServerBenchConfig> config =
       gradwire::bench::ServerBenchConfigFromFlags();
-  if (!config.ok()) {
-    std::fprintf(stderr, "gradwire-bench-server: %s (see --help)\n",
-                 std::string(config.status().message()).c_str());
-    return 2;
-  }
+  if (!config.ok()) gradwire::ExitWithUsageError(program, config.status());
+  gradwire::ExitAfterDryRunIfRequested(program);
   return gradwire::bench::Main(*config);
 }

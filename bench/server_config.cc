@@ -44,7 +44,14 @@ ABSL_FLAG(std::string, json, "", "also write the results as JSON to this file");
 ABSL_FLAG(uint64_t, seed, 42, "seed of the pushed gradients");
 
 namespace gradwire::bench {
+
 namespace {
+
+// Every flag of this benchmark, in --help order.
+constexpr absl::string_view kFlagNames[] = {
+    "quick", "numel", "partition_bytes", "density",  "pushers",
+    "modes", "paths", "rounds",          "min_reps", "seconds_per_measurement",
+    "json",  "seed"};
 
 constexpr uint64_t kQuickNumel = 2'500'000;
 // Enough repetitions for the sub-millisecond tcp rows of --quick.
@@ -160,6 +167,10 @@ absl::StatusOr<ServerBenchConfig> ServerBenchConfigFromFlags() {
   config.json_path = absl::GetFlag(FLAGS_json);
   config.seed = absl::GetFlag(FLAGS_seed);
   return config;
+}
+
+absl::Span<const absl::string_view> ServerBenchFlagNames() {
+  return kFlagNames;
 }
 
 }  // namespace gradwire::bench

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "bench/timing.h"
 #include "gradwire/v1/parameter_server.pb.h"
 
@@ -43,6 +45,9 @@ struct ServerBenchConfig {
 // Reads the flags (after absl::ParseCommandLine). Returns INVALID_ARGUMENT
 // naming the flag and the bad value.
 absl::StatusOr<ServerBenchConfig> ServerBenchConfigFromFlags();
+
+// The Abseil names of its flags, in --help order (common/flags/program.h).
+absl::Span<const absl::string_view> ServerBenchFlagNames();
 
 }  // namespace gradwire::bench
 

@@ -1,11 +1,8 @@
 #include "bench/server_report.h"
 
-#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "bench/json_text.h"
 
 namespace gradwire::bench {
 namespace {
@@ -31,16 +28,21 @@ constexpr char kNotes[] =
     "more runnable threads, or threads that sleep between requests, wins "
     "more of it); selected_per_cpu_s = selected_per_s / cpu_cores.";
 
-std::string RowJson(const ServerResultRow& r) {
-  return absl::StrFormat(
-      "    {\"pushers\": %d, \"path\": %s, \"mode\": %s, \"selected_per_s\": "
-      "%.6g, \"dense_equiv_gb_per_s\": %.6g, \"vs_tcp\": %.6g, "
-      "\"payload_bytes_per_s\": %.6g, \"cpu_cores\": %.3g, "
-      "\"selected_per_cpu_s\": %.6g, \"seconds\": %.6g, \"reps\": %d, "
-      "\"rounds\": %d}",
-      r.pushers, JsonString(r.path), JsonString(r.mode), r.selected_per_s,
-      r.dense_equiv_gb_per_s, r.vs_tcp, r.payload_bytes_per_s, r.cpu_cores,
-      r.selected_per_cpu_s, r.seconds, r.reps, r.rounds);
+using Json = nlohmann::ordered_json;
+
+Json RowJson(const ServerResultRow& r) {
+  return {{"pushers", r.pushers},
+          {"path", r.path},
+          {"mode", r.mode},
+          {"selected_per_s", Rounded(r.selected_per_s, "%.6g")},
+          {"dense_equiv_gb_per_s", Rounded(r.dense_equiv_gb_per_s, "%.6g")},
+          {"vs_tcp", Rounded(r.vs_tcp, "%.6g")},
+          {"payload_bytes_per_s", Rounded(r.payload_bytes_per_s, "%.6g")},
+          {"cpu_cores", Rounded(r.cpu_cores, "%.3g")},
+          {"selected_per_cpu_s", Rounded(r.selected_per_cpu_s, "%.6g")},
+          {"seconds", Rounded(r.seconds, "%.6g")},
+          {"reps", r.reps},
+          {"rounds", r.rounds}};
 }
 
 }  // namespace
@@ -64,21 +66,16 @@ void PrintServerTableRow(const ServerResultRow& r, std::FILE* out) {
 
 absl::Status WriteServerJson(const std::string& path, const ServerRunInfo& info,
                              const std::vector<ServerResultRow>& rows) {
-  std::vector<std::string> results;
-  results.reserve(rows.size());
+  Json results = Json::array();
   for (const ServerResultRow& r : rows) results.push_back(RowJson(r));
-  const std::string json = absl::StrFormat(
-      "{\n  \"host\": {\"hostname\": %s, \"cpu\": %s, \"hardware_threads\": "
-      "%d},\n  \"numel\": %d,\n  \"num_chunks\": %d,\n  \"density\": %.6g,\n"
-      "  \"bytes_per_push\": %.6g,\n  \"notes\": %s,\n  \"results\": "
-      "[\n%s\n  ]\n}\n",
-      JsonString(info.host.hostname), JsonString(info.host.cpu_model),
-      info.host.hardware_threads, info.numel, info.num_chunks, info.density,
-      info.bytes_per_push, JsonString(kNotes), absl::StrJoin(results, ",\n"));
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << json;
-  file.close();
-  if (!file) {
+  const Json report = {{"host", HostJson(info.host)},
+                       {"numel", info.numel},
+                       {"num_chunks", info.num_chunks},
+                       {"density", Rounded(info.density, "%.6g")},
+                       {"bytes_per_push", Rounded(info.bytes_per_push, "%.6g")},
+                       {"notes", kNotes},
+                       {"results", std::move(results)}};
+  if (!WriteJsonFile(path, report)) {
     return absl::UnavailableError(
         absl::StrCat("cannot write JSON results to '", path, "'"));
   }

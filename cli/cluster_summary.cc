@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/run_directory.h"
@@ -14,6 +14,8 @@
 
 namespace gradwire::cli {
 namespace {
+
+using Json = nlohmann::ordered_json;
 
 constexpr absl::string_view kRequiredNumbers[] = {
     "test_accuracy", "steps",        "wall_seconds",
@@ -31,13 +33,28 @@ Rule RuleFor(absl::string_view key) {
   return Rule::kFirst;
 }
 
-absl::Status CheckRequired(const std::vector<FlatJson>& workers) {
+// The member `key` of `object` when it is a finite number (the parser reads
+// 1e999 as infinity), else nullptr.
+const Json* NumberMember(const Json& object, absl::string_view key) {
+  const auto it = object.find(std::string(key));
+  if (it == object.end() || !it->is_number() ||
+      !std::isfinite(it->get<double>())) {
+    return nullptr;
+  }
+  return &*it;
+}
+
+double NumberOf(const Json& object, absl::string_view key) {
+  const Json* v = NumberMember(object, key);
+  return v == nullptr ? 0 : v->get<double>();
+}
+
+absl::Status CheckRequired(const std::vector<Json>& workers) {
   for (size_t i = 0; i < workers.size(); ++i) {
     for (absl::string_view key : kRequiredNumbers) {
       // Only worker 0 must have evaluated.
       if (i > 0 && key == "test_accuracy") continue;
-      const JsonValue* v = FindMember(workers[i], key);
-      if (v == nullptr || v->kind != JsonValue::Kind::kNumber) {
+      if (NumberMember(workers[i], key) == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat(
             "the summary of worker ", i, " has no number \"", key, "\""));
       }
@@ -46,64 +63,90 @@ absl::Status CheckRequired(const std::vector<FlatJson>& workers) {
   return absl::OkStatus();
 }
 
+Json Real(double value) { return std::isfinite(value) ? value : 0.0; }
+
 // Sums exactly while every value is an unsigned integer.
-JsonValue Sum(const std::vector<const JsonValue*>& values) {
+Json Sum(const std::vector<const Json*>& values) {
   uint64_t total = 0;
   double real_total = 0;
   bool integral = true;
-  for (const JsonValue* v : values) {
-    uint64_t n = 0;
-    integral = integral && absl::SimpleAtoi(v->text, &n);
-    total += n;
-    real_total += v->number;
+  for (const Json* v : values) {
+    integral = integral && v->is_number_unsigned();
+    if (integral) total += v->get<uint64_t>();
+    real_total += v->get<double>();
   }
-  return integral ? JsonValue::Integer(total) : JsonValue::Real(real_total);
+  return integral ? Json(total) : Real(real_total);
 }
 
-JsonValue Max(const std::vector<const JsonValue*>& values) {
+Json Max(const std::vector<const Json*>& values) {
   return **std::max_element(values.begin(), values.end(),
-                            [](const JsonValue* a, const JsonValue* b) {
-                              return a->number < b->number;
+                            [](const Json* a, const Json* b) {
+                              return a->get<double>() < b->get<double>();
                             });
 }
 
-double NumberOf(const FlatJson& object, absl::string_view key) {
-  const JsonValue* v = FindMember(object, key);
-  return v == nullptr ? 0 : v->number;
+// Never throws: text that is not valid UTF-8 is written with U+FFFD.
+std::string Dump(const Json& value) {
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// One line, {"key": value, ...}: nlohmann's compact dump has no spaces after
+// ':' and ',', which the line-based readers of summaries expect.
+std::string SummaryLine(const Json& summary) {
+  std::string out = "{";
+  for (const auto& member : summary.items()) {
+    if (out.size() > 1) out += ", ";
+    absl::StrAppend(&out, Dump(member.key()), ": ", Dump(member.value()));
+  }
+  return out + "}\n";
+}
+
+absl::StatusOr<Json> ParseSummary(const std::string& text) {
+  if (text.empty()) {
+    return absl::InvalidArgumentError("the file is missing or empty");
+  }
+  Json summary = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (summary.is_discarded()) {
+    return absl::InvalidArgumentError("the file is not valid JSON");
+  }
+  if (!summary.is_object()) {
+    return absl::InvalidArgumentError("the file holds no JSON object");
+  }
+  return summary;
 }
 
 }  // namespace
 
-absl::StatusOr<FlatJson> CombineWorkerSummaries(
-    const std::vector<FlatJson>& workers, int shards) {
+absl::StatusOr<Json> CombineWorkerSummaries(const std::vector<Json>& workers,
+                                            int shards) {
   if (workers.empty()) return absl::InvalidArgumentError("no worker summary");
   if (absl::Status s = CheckRequired(workers); !s.ok()) return s;
-  FlatJson cluster;
-  for (const auto& [key, first] : workers[0]) {
+  Json cluster = Json::object();
+  for (const auto& member : workers[0].items()) {
+    const std::string& key = member.key();
     const Rule rule = RuleFor(key);
     if (rule == Rule::kDrop) continue;
-    std::vector<const JsonValue*> values;
-    for (const FlatJson& w : workers) {
-      const JsonValue* v = FindMember(w, key);
-      if (v != nullptr && v->kind == JsonValue::Kind::kNumber)
+    std::vector<const Json*> values;
+    for (const Json& w : workers) {
+      if (const Json* v = NumberMember(w, key); v != nullptr) {
         values.push_back(v);
+      }
     }
     if (rule == Rule::kFirst || values.size() != workers.size()) {
-      cluster.emplace_back(key, first);
+      cluster[key] = member.value();
     } else {
-      cluster.emplace_back(key, rule == Rule::kSum ? Sum(values) : Max(values));
+      cluster[key] = rule == Rule::kSum ? Sum(values) : Max(values);
     }
   }
   const double pushed = NumberOf(cluster, "pushed_bytes");
   const double dense = NumberOf(cluster, "dense_equivalent_bytes");
-  cluster.emplace_back("workers", JsonValue::Integer(workers.size()));
-  cluster.emplace_back("shards", JsonValue::Integer(shards));
-  cluster.emplace_back("compression_ratio",
-                       JsonValue::Real(pushed > 0 ? dense / pushed : 0));
+  cluster["workers"] = static_cast<uint64_t>(workers.size());
+  cluster["shards"] = shards;
+  cluster["compression_ratio"] = Real(pushed > 0 ? dense / pushed : 0);
   return cluster;
 }
 
-std::string ClusterReport(const FlatJson& cluster, absl::Duration elapsed) {
+std::string ClusterReport(const Json& cluster, absl::Duration elapsed) {
   const auto bytes = [&cluster](absl::string_view key) {
     return HumanBytes(static_cast<uint64_t>(NumberOf(cluster, key)));
   };
@@ -125,20 +168,20 @@ std::string ClusterReport(const FlatJson& cluster, absl::Duration elapsed) {
 absl::StatusOr<std::string> SummariseCluster(
     const std::vector<std::string>& worker_summaries, int shards,
     const std::string& summary_json, absl::Duration elapsed) {
-  std::vector<FlatJson> summaries;
+  std::vector<Json> summaries;
   for (const std::string& path : worker_summaries) {
-    absl::StatusOr<FlatJson> summary = ParseFlatJson(ReadFile(path));
+    absl::StatusOr<Json> summary = ParseSummary(ReadFile(path));
     if (!summary.ok()) {
       return absl::DataLossError(
           absl::StrCat("cannot read ", path, ": ", summary.status().message()));
     }
     summaries.push_back(std::move(*summary));
   }
-  absl::StatusOr<FlatJson> cluster = CombineWorkerSummaries(summaries, shards);
+  absl::StatusOr<Json> cluster = CombineWorkerSummaries(summaries, shards);
   if (!cluster.ok()) return cluster.status();
   if (!summary_json.empty()) {
     std::ofstream out(summary_json);
-    out << FlatJsonToString(*cluster);
+    out << SummaryLine(*cluster);
     out.close();
     if (!out) {
       return absl::UnavailableError(

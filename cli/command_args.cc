@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
-#include "common/command_line.h"
+#include "common/flags/command_line.h"
 
 namespace gradwire::cli {
 

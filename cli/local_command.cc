@@ -16,7 +16,7 @@
 #include "cli/command_args.h"
 #include "cli/local_cluster.h"
 #include "cli/local_transport.h"
-#include "common/command_line.h"
+#include "common/flags/command_line.h"
 #include "common/process/child_process.h"
 #include "common/tls/transport_security.h"
 
@@ -58,7 +58,7 @@ ABSL_FLAG(std::string, tls_dir, "",
           "every worker and shard, and its auth-token file as the bearer "
           "token. Empty: plaintext.");
 
-// Defined in main.cc: both commands take it.
+// Defined by the client TLS flags (common/flags/tls_flags.h).
 ABSL_DECLARE_FLAG(std::string, auth_token_file);
 
 namespace gradwire::cli {
@@ -89,6 +89,8 @@ constexpr absl::string_view kLocalUsage =
     "--tls-dir=DIR (from scripts/dev-certs.sh DIR) runs the cluster with "
     "mutual TLS and\na bearer token; it sets the --tls-* flags of shards and "
     "workers.\n"
+    "--auth-token-file=FILE: every shard requires the token in FILE and every "
+    "worker\nsends it (default with --tls-dir: DIR/auth-token).\n"
     "Exit code: 0 when every process succeeded; 1 when one failed; 2 for a "
     "bad command\nline (also a worker flag the workers reject); 130 after "
     "Ctrl-C.";

@@ -8,34 +8,20 @@
 //
 // Exit codes: 0 success; 1 failure; kUsageExitCode (2) for a bad command
 // line; 128 + N when `local` was stopped by signal N.
-#include <unistd.h>
-
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "cli/command_args.h"
 #include "cli/health_command.h"
 #include "cli/local_command.h"
-#include "common/command_line.h"
+#include "common/flags/command_line.h"
 
-// Both commands.
-ABSL_FLAG(std::string, auth_token_file, "",
-          "File holding the bearer token (trailing whitespace is ignored). "
-          "local: every shard requires it and every worker sends it (default "
-          "with --tls-dir: DIR/auth-token); health: sent, though the health "
-          "service needs none.");
-
-// Abseil reports a malformed flag value through this hook and then exits
-// with 1; exiting here gives every usage error the same code. The message
-// is already on stderr.
-extern "C" void ABSL_INTERNAL_C_SYMBOL(AbslInternalReportFatalUsageError)(
-    absl::string_view) {
-  _exit(gradwire::kUsageExitCode);
-}
+// The client TLS flags (common/flags/tls_flags.h) serve both commands:
+// --auth-token-file is the token of the shards and workers of `local`, and
+// the one `health` sends.
 
 namespace gradwire::cli {
 namespace {

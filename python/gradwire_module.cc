@@ -189,6 +189,11 @@ Shards
   optimizer (str): sgd, momentum, nesterov, adam or adamw.
   lr (float): learning rate, momentum (float): momentum (beta1 for adam),
   weight_decay (float): weight decay.
+  momentum_placement (str): where momentum runs: "server", "worker"
+      (before compression), "fold" (SGD at lr / (1 - momentum); error
+      feedback carries the history) or "auto" (server for uncompressed
+      BSP, worker for uncompressed asp/ssp, fold with error feedback).
+  scale_async_lr (bool): asp/ssp: each push applied at lr / num_workers.
   mode (str): bsp, asp or ssp; staleness (int): the SSP bound.
   pull (str): "delta" (compressed weight deltas with server-side error
       feedback) or "dense" (full weights every step).
@@ -214,7 +219,8 @@ std::unique_ptr<PySync> ConnectWithKeywords(
     std::string value_type, bool error_feedback, double dgc_momentum,
     bool dgc_momentum_masking, double dgc_clip_norm, int64_t dgc_warmup_epochs,
     std::string optimizer, double lr, double momentum, double weight_decay,
-    std::string mode, int64_t staleness, std::string pull, double pull_ratio,
+    std::string momentum_placement, bool scale_async_lr, std::string mode,
+    int64_t staleness, std::string pull, double pull_ratio,
     int64_t partition_bytes, int64_t local_rank, int64_t local_size,
     std::string local_store, double rpc_timeout_seconds,
     double pull_timeout_seconds, double connect_timeout_seconds,
@@ -238,6 +244,8 @@ std::unique_ptr<PySync> ConnectWithKeywords(
   s.lr = lr;
   s.momentum = momentum;
   s.weight_decay = weight_decay;
+  s.momentum_placement = std::move(momentum_placement);
+  s.scale_async_lr = scale_async_lr;
   s.mode = std::move(mode);
   s.staleness = staleness;
   s.pull = std::move(pull);
@@ -298,9 +306,11 @@ void DefineParameterSync(py::module_& m) {
            py::arg("dgc_warmup_epochs") = d.dgc_warmup_epochs,
            py::arg("optimizer") = d.optimizer, py::arg("lr") = d.lr,
            py::arg("momentum") = d.momentum,
-           py::arg("weight_decay") = d.weight_decay, py::arg("mode") = d.mode,
-           py::arg("staleness") = d.staleness, py::arg("pull") = d.pull,
-           py::arg("pull_ratio") = d.pull_ratio,
+           py::arg("weight_decay") = d.weight_decay,
+           py::arg("momentum_placement") = d.momentum_placement,
+           py::arg("scale_async_lr") = d.scale_async_lr,
+           py::arg("mode") = d.mode, py::arg("staleness") = d.staleness,
+           py::arg("pull") = d.pull, py::arg("pull_ratio") = d.pull_ratio,
            py::arg("partition_bytes") = d.partition_bytes,
            py::arg("local_rank") = d.local_rank,
            py::arg("local_size") = d.local_size,

@@ -22,6 +22,9 @@ PACKAGES=(
   # Wire protocol and RPC.
   protobuf-compiler libprotobuf-dev libgrpc++-dev protobuf-compiler-grpc
   libabsl-dev zlib1g-dev
+  # JSON (header-only): the workers' and the cluster's summaries, the
+  # benchmark reports.
+  nlohmann-json3-dev
   # TLS: gradwire_tls checks certificates and keys with OpenSSL.
   libssl-dev
   # Worker: libtorch (CPU) with c10d Gloo.
@@ -36,6 +39,8 @@ PACKAGES=(
   # Debian's python3-torch (the same libtorch 1.13), its tests, and the
   # example's ResNet-18.
   python3-dev python3-torch pybind11-dev python3-pytest python3-torchvision
+  # `gradwire report` and make bench-convergence draw their plots with it.
+  python3-matplotlib
 )
 
 # Not needed to build the images' binaries (tests, fuzzing, benchmarks).
@@ -43,6 +48,7 @@ IMAGE_BUILD_SKIP=(
   clang libclang-rt-14-dev clang-format libgtest-dev libgmock-dev
   libbenchmark-dev prometheus dataset-fashion-mnist iproute2 openssl
   python3-dev python3-torch pybind11-dev python3-pytest python3-torchvision
+  python3-matplotlib
 )
 
 # make check-deploy: docker-compose validates docker-compose.yml; Node.js and

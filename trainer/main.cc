@@ -6,13 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/command_line.h"
+#include "common/flags/program.h"
 #include "common/format/human_bytes.h"
 #include "common/metrics/exposer.h"
 #include "common/metrics/process_metrics.h"
@@ -21,11 +19,7 @@
 #include "common/tls/transport_security.h"
 #include "trainer/trainer.h"
 #include "trainer/worker_flags.h"
-
-extern "C" void ABSL_INTERNAL_C_SYMBOL(AbslInternalReportFatalUsageError)(
-    absl::string_view) {
-  _exit(gradwire::kUsageExitCode);
-}
+#include "worker/sync_settings.h"
 
 namespace {
 
@@ -40,20 +34,20 @@ absl::StatusOr<MetricsExporter> StartMetrics(
     const gradwire::WorkerConfig& config, const std::string& label,
     gradwire::metrics::Registry* registry) {
   MetricsExporter exporter;
-  if (config.metrics_port < 0) return exporter;
+  if (config.metrics.port < 0) return exporter;
   auto process = gradwire::metrics::ProcessMetrics::Register(registry);
   if (!process.ok()) return process.status();
   exporter.process = std::move(*process);
   gradwire::metrics::ExposerOptions options;
-  options.address = config.metrics_address;
-  options.port = static_cast<int>(config.metrics_port);
+  options.address = config.metrics.address;
+  options.port = static_cast<int>(config.metrics.port);
   auto exposer = gradwire::metrics::Exposer::Start(options, registry);
   if (!exposer.ok()) return exposer.status();
   exporter.exposer = std::move(*exposer);
   absl::FPrintF(stderr, "%s: metrics at http://%s:%d/metrics\n", label,
-                config.metrics_address, exporter.exposer->port());
-  if (!config.metrics_port_file.empty()) {
-    if (absl::Status s = gradwire::WritePortFile(config.metrics_port_file,
+                config.metrics.address, exporter.exposer->port());
+  if (!config.metrics.port_file.empty()) {
+    if (absl::Status s = gradwire::WritePortFile(config.metrics.port_file,
                                                  exporter.exposer->port());
         !s.ok()) {
       return s;
@@ -74,28 +68,12 @@ std::string WorkerLabel(const gradwire::SyncOptions& sync) {
 // winning); exits with the usage code for a bad one, and with 0 after
 // --help or --dry-run.
 gradwire::WorkerConfig ConfigOrExit(int argc, char** argv) {
-  gradwire::NormalizeFlagNames(argc, argv);
-  if (gradwire::IsHelpRequest(argc, argv)) {
-    std::printf("%s", gradwire::WorkerFlagsHelp().c_str());
-    std::exit(0);
-  }
-  if (absl::Status s =
-          gradwire::ApplyFlagEnvironment(gradwire::WorkerFlagNames());
-      !s.ok()) {
-    absl::FPrintF(stderr, "gradwire-worker: %s\n", s.message());
-    std::exit(gradwire::kUsageExitCode);
-  }
-  absl::ParseCommandLine(argc, argv);
+  const gradwire::ProgramFlags program = {
+      "gradwire-worker", gradwire::kWorkerUsage, gradwire::WorkerFlagNames()};
+  gradwire::ParseFlagsOrExit(program, argc, argv);
   auto config = gradwire::WorkerConfigFromFlags();
-  if (!config.ok()) {
-    absl::FPrintF(stderr, "gradwire-worker: %s\n", config.status().message());
-    std::exit(gradwire::kUsageExitCode);
-  }
-  if (config->dry_run) {
-    std::printf("%s",
-                gradwire::FlagValues(gradwire::WorkerFlagNames()).c_str());
-    std::exit(0);
-  }
+  if (!config.ok()) gradwire::ExitWithUsageError(program, config.status());
+  gradwire::ExitAfterDryRunIfRequested(program);
   return *std::move(config);
 }
 
@@ -125,6 +103,8 @@ int Run(gradwire::WorkerConfig& config) {
   absl::FPrintF(stderr, "%s: transport: %s; auth token: %s\n", label,
                 gradwire::DescribeTransport(config.sync.client.transport),
                 gradwire::DescribeAuthToken(config.sync.client.transport));
+  absl::FPrintF(stderr, "%s: %s\n", label,
+                gradwire::DescribeOptimizerPlacement(config.sync));
   // Metrics first, so that a scraper sees the worker from its start.
   gradwire::metrics::Registry registry;
   auto exporter = StartMetrics(config, label, &registry);
@@ -132,7 +112,7 @@ int Run(gradwire::WorkerConfig& config) {
     absl::FPrintF(stderr, "%s: %s\n", label, exporter.status().ToString());
     return 1;
   }
-  if (config.metrics_port >= 0) config.sync.metrics_registry = &registry;
+  if (config.metrics.port >= 0) config.sync.metrics_registry = &registry;
   auto sync = gradwire::ParameterSync::Connect(config.sync);
   if (!sync.ok()) {
     absl::FPrintF(stderr, "%s: %s\n", label, sync.status().ToString());

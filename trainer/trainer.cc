@@ -3,7 +3,10 @@
 #include <torch/nn/functional/loss.h>
 
 #include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "trainer/fashion_mnist.h"
@@ -155,6 +158,7 @@ absl::StatusOr<TrainingResult> TrainingRun::Run() {
     if (options_.evaluate) {
       result_.test_accuracy = Accuracy(model_, data_.test);
       result_.evaluated = true;
+      result_.epoch_test_accuracy.push_back(result_.test_accuracy);
       if (!options_.quiet) {
         progress_.Line(absl::StrFormat("epoch %d test accuracy %.4f", epoch + 1,
                                        result_.test_accuracy));
@@ -179,12 +183,16 @@ absl::Status TrainingRun::TrainEpoch(const BatchOrder& order, int epoch,
                                      uint64_t total_steps) {
   const std::vector<torch::Tensor> batches = order.Batches(epoch);
   const uint64_t first = epoch * data_.steps_per_epoch;
+  double loss_sum = 0;
+  int64_t losses = 0;
   for (int64_t b = 0; b < data_.steps_per_epoch && sync_->step() < total_steps;
        ++b) {
     if (first + b < sync_->step()) continue;  // Resumed past this batch.
     absl::StatusOr<double> loss = TrainStep(batches[b], epoch);
     if (!loss.ok()) return loss.status();
     result_.final_loss = *loss;
+    loss_sum += *loss;
+    ++losses;
     ProgressSample sample;
     sample.epoch = epoch;
     sample.epochs = options_.epochs;
@@ -197,6 +205,7 @@ absl::Status TrainingRun::TrainEpoch(const BatchOrder& order, int epoch,
     sample.dense_equivalent_bytes = sync_->stats().dense_equivalent_bytes;
     ReportStep(sample);
   }
+  if (losses > 0) result_.epoch_loss.push_back(loss_sum / losses);
   return absl::OkStatus();
 }
 
@@ -279,31 +288,67 @@ std::string WeightsFingerprint(const ParameterSync::NamedTensors& tensors) {
   return absl::StrFormat("%016x", hash);
 }
 
+namespace {
+
+// `value` rounded to 1/`per_unit` (1000: milliseconds), the precision the
+// summary has always carried (and examples/python/train.py rounds to). Not
+// finite stays as it is, and is written as null.
+double Rounded(double value, double per_unit) {
+  return std::isfinite(value) ? std::round(value * per_unit) / per_unit : value;
+}
+
+// Never throws: text that is not valid UTF-8 is written with U+FFFD.
+std::string Dump(const nlohmann::ordered_json& value) {
+  return value.dump(-1, ' ', false,
+                    nlohmann::ordered_json::error_handler_t::replace);
+}
+
+}  // namespace
+
 std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
+  nlohmann::ordered_json summary = nlohmann::ordered_json::object();
   // Without an evaluation the summary has no test_accuracy (not a made-up
   // number); gradwire local takes the cluster's accuracy from worker 0.
-  const std::string accuracy =
-      r.evaluated
-          ? absl::StrFormat("\"test_accuracy\": %.6f, ", r.test_accuracy)
-          : std::string();
-  return absl::StrFormat(
-      "{%s\"steps\": %d, \"resumed_at_step\": %d, \"steps_run\": %d, "
-      "\"max_step_lead\": %d, \"wall_seconds\": %.3f, "
-      "\"pushed_bytes\": %d, \"pulled_bytes\": %d, "
-      "\"dense_equivalent_bytes\": %d, \"init_bytes\": %d, \"retries\": %d, "
-      "\"final_loss\": %.6f, \"worker_id\": %d, \"num_workers\": %d, "
-      "\"compressor\": \"%s\", \"ratio\": %g, \"error_feedback\": %s, "
-      "\"compress_seconds\": %.3f, \"push_seconds\": %.3f, "
-      "\"pull_seconds\": %.3f, \"reduce_seconds\": %.3f, "
-      "\"weights_fingerprint\": \"%s\"}\n",
-      accuracy, r.steps, r.resumed_at_step, r.sync.steps, r.sync.max_step_lead,
-      r.wall_seconds, r.sync.pushed_bytes, r.sync.pulled_bytes,
-      r.sync.dense_equivalent_bytes, r.sync.init_bytes, r.sync.retries,
-      r.final_loss, sync.client.worker_id, sync.num_workers,
-      sync.compressor.name, sync.compressor.ratio,
-      sync.error_feedback ? "true" : "false", r.sync.compress_seconds,
-      r.sync.push_seconds, r.sync.pull_seconds, r.sync.reduce_seconds,
-      r.weights_fingerprint);
+  if (r.evaluated) summary["test_accuracy"] = Rounded(r.test_accuracy, 1e6);
+  summary["steps"] = r.steps;
+  summary["resumed_at_step"] = r.resumed_at_step;
+  summary["steps_run"] = r.sync.steps;
+  summary["max_step_lead"] = r.sync.max_step_lead;
+  summary["wall_seconds"] = Rounded(r.wall_seconds, 1e3);
+  summary["pushed_bytes"] = r.sync.pushed_bytes;
+  summary["pulled_bytes"] = r.sync.pulled_bytes;
+  summary["dense_equivalent_bytes"] = r.sync.dense_equivalent_bytes;
+  summary["init_bytes"] = r.sync.init_bytes;
+  summary["retries"] = r.sync.retries;
+  summary["final_loss"] = Rounded(r.final_loss, 1e6);
+  summary["worker_id"] = sync.client.worker_id;
+  summary["num_workers"] = sync.num_workers;
+  summary["compressor"] = sync.compressor.name;
+  summary["ratio"] = sync.compressor.ratio;
+  summary["error_feedback"] = sync.error_feedback;
+  summary["compress_seconds"] = Rounded(r.sync.compress_seconds, 1e3);
+  summary["push_seconds"] = Rounded(r.sync.push_seconds, 1e3);
+  summary["pull_seconds"] = Rounded(r.sync.pull_seconds, 1e3);
+  summary["reduce_seconds"] = Rounded(r.sync.reduce_seconds, 1e3);
+  summary["weights_fingerprint"] = r.weights_fingerprint;
+  nlohmann::ordered_json losses = nlohmann::ordered_json::array();
+  for (double loss : r.epoch_loss) losses.push_back(Rounded(loss, 1e6));
+  summary["epoch_loss"] = losses;
+  if (r.evaluated) {
+    nlohmann::ordered_json accuracies = nlohmann::ordered_json::array();
+    for (double a : r.epoch_test_accuracy)
+      accuracies.push_back(Rounded(a, 1e6));
+    summary["epoch_test_accuracy"] = accuracies;
+  }
+  // One line with a space after ':' and ',' (nlohmann's compact dump has
+  // none): line-based readers (bench/network.sh's awk, the sed of
+  // bench/*.sh and tests/cluster/) expect that layout.
+  std::string out = "{";
+  for (const auto& member : summary.items()) {
+    if (out.size() > 1) out += ", ";
+    absl::StrAppend(&out, Dump(member.key()), ": ", Dump(member.value()));
+  }
+  return out + "}\n";
 }
 
 }  // namespace gradwire

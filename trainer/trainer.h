@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -51,6 +52,11 @@ struct TrainingResult {
   uint64_t resumed_at_step = 0;
   double wall_seconds = 0;
   double final_loss = 0;
+  // Per epoch trained: the mean training loss of this worker's steps, and
+  // (when evaluated) the test accuracy at the epoch's end. An epoch that
+  // ran no step here (resumed past it) has no entry.
+  std::vector<double> epoch_loss;
+  std::vector<double> epoch_test_accuracy;
   // WeightsFingerprint of the model at the end.
   std::string weights_fingerprint;
   SyncStats sync;
@@ -68,7 +74,12 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
                                      ParameterSync* sync);
 
 // {"test_accuracy", "steps", "wall_seconds", "pushed_bytes", "pulled_bytes",
-//  "dense_equivalent_bytes", ...} as one JSON object.
+//  "dense_equivalent_bytes", ..., "epoch_loss": [...],
+//  "epoch_test_accuracy": [...]} as one JSON object on one line, with a
+// space after every ':' and ',' (line-based readers such as bench/*.sh rely
+// on that), and a newline. No test_accuracy when not evaluated; seconds to
+// the millisecond, accuracy and loss to 1e-6; a loss that is not finite is
+// null.
 std::string SummaryJson(const TrainingResult& result,
                         const SyncOptions& sync_options);
 

@@ -3,14 +3,16 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "common/command_line.h"
 #include "common/compress/registry.h"
+#include "common/flags/metrics_flags.h"
+#include "common/flags/program.h"
+#include "common/flags/tls_flags.h"
 #include "common/precision.h"
-#include "common/tls/transport_security.h"
 #include "trainer/progress.h"
 #include "worker/sync_settings.h"
 
@@ -43,20 +45,9 @@ ABSL_FLAG(int64_t, train_limit, 0,
 ABSL_FLAG(int64_t, test_limit, 0,
           "Use only the first N test examples (0: all).");
 ABSL_FLAG(int64_t, seed, 1, "Seed of model initialisation and batch order.");
-ABSL_FLAG(std::string, metrics_address, "0.0.0.0",
-          "Numeric IPv4 address of the Prometheus endpoint (/metrics).");
-ABSL_FLAG(int64_t, metrics_port, 0,
-          "TCP port of the Prometheus endpoint; 0 lets the OS pick one "
-          "(logged, and written to --metrics-port-file); -1 turns it off.");
-ABSL_FLAG(std::string, metrics_port_file, "",
-          "If set, the metrics port is written to this file (atomically) "
-          "once bound.");
 ABSL_FLAG(double, metrics_linger_seconds, 0,
           "After training, keep /metrics up this long so that Prometheus "
           "scrapes the final counts (a scrape interval or two).");
-ABSL_FLAG(bool, dry_run, false,
-          "Check the flags, print the settings they resolve to, and exit "
-          "without connecting (exit 0; 2 for a bad flag).");
 ABSL_FLAG(bool, evaluate, true,
           "Measure test accuracy after every epoch (in BSP all workers hold "
           "the same weights; gradwire local evaluates on worker 0 only).");
@@ -90,6 +81,19 @@ ABSL_FLAG(std::string, optimizer, kDefaults.optimizer,
 ABSL_FLAG(double, lr, kDefaults.lr, "Learning rate.");
 ABSL_FLAG(double, momentum, kDefaults.momentum, "Momentum (beta1 for adam).");
 ABSL_FLAG(double, weight_decay, kDefaults.weight_decay, "Weight decay.");
+ABSL_FLAG(std::string, momentum_placement, kDefaults.momentum_placement,
+          "Where --optimizer=momentum/nesterov's momentum runs: server, "
+          "worker (before compression, masked where sent; SGD on the "
+          "shards), fold (SGD at lr / (1 - momentum) on the shards; error "
+          "feedback carries the history) or auto: server for uncompressed "
+          "BSP, worker for uncompressed asp/ssp and compression without "
+          "error feedback, fold for compression with it.");
+ABSL_FLAG(bool, momentum_masking, kDefaults.momentum_masking,
+          "With momentum on the worker: zero a coordinate's velocity when a "
+          "sparse push sends it (DGC's momentum-factor masking).");
+ABSL_FLAG(bool, scale_async_lr, kDefaults.scale_async_lr,
+          "asp/ssp: the shards apply each push at lr / --num-workers, its "
+          "share of a BSP step (false: every push at --lr).");
 ABSL_FLAG(std::string, mode, kDefaults.mode,
           "Consistency mode: bsp, asp or ssp.");
 ABSL_FLAG(int64_t, staleness, kDefaults.staleness, "SSP staleness.");
@@ -97,11 +101,6 @@ ABSL_FLAG(int64_t, partition_bytes, kDefaults.partition_bytes,
           "Largest chunk in bytes.");
 ABSL_FLAG(double, rpc_timeout_seconds, kDefaults.rpc_timeout_seconds,
           "Deadline of each Init and Push.");
-ABSL_FLAG(std::string, tls_cert, "", gradwire::kClientTlsCertHelp);
-ABSL_FLAG(std::string, tls_key, "", gradwire::kClientTlsKeyHelp);
-ABSL_FLAG(std::string, tls_ca, "", gradwire::kClientTlsCaHelp);
-ABSL_FLAG(std::string, tls_server_name, "", gradwire::kClientTlsServerNameHelp);
-ABSL_FLAG(std::string, auth_token_file, "", gradwire::kClientAuthTokenFileHelp);
 ABSL_FLAG(std::string, progress, "auto",
           "Progress display: auto (bar on a terminal, lines otherwise), bar, "
           "log or none.");
@@ -149,15 +148,14 @@ SyncSettings SettingsFromFlags() {
   s.lr = absl::GetFlag(FLAGS_lr);
   s.momentum = absl::GetFlag(FLAGS_momentum);
   s.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  s.momentum_placement = absl::GetFlag(FLAGS_momentum_placement);
+  s.momentum_masking = absl::GetFlag(FLAGS_momentum_masking);
+  s.scale_async_lr = absl::GetFlag(FLAGS_scale_async_lr);
   s.mode = absl::GetFlag(FLAGS_mode);
   s.staleness = absl::GetFlag(FLAGS_staleness);
   s.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
   s.rpc_timeout_seconds = absl::GetFlag(FLAGS_rpc_timeout_seconds);
-  s.transport.tls_cert = absl::GetFlag(FLAGS_tls_cert);
-  s.transport.tls_key = absl::GetFlag(FLAGS_tls_key);
-  s.transport.tls_ca = absl::GetFlag(FLAGS_tls_ca);
-  s.transport.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
-  s.transport.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  s.transport = ClientTlsFilesFromFlags();
   return s;
 }
 
@@ -202,7 +200,8 @@ absl::Status ReadTrainer(TrainerOptions* t, const SyncOptions& sync) {
   return absl::OkStatus();
 }
 
-// Every flag of gradwire-worker, in --help order.
+// The worker's own flags, in --help order; the client TLS, metrics and
+// --dry-run flags are shared (common/flags).
 constexpr absl::string_view kWorkerFlags[] = {"shards",
                                               "worker_id",
                                               "num_workers",
@@ -234,24 +233,18 @@ constexpr absl::string_view kWorkerFlags[] = {"shards",
                                               "lr",
                                               "momentum",
                                               "weight_decay",
+                                              "momentum_placement",
+                                              "momentum_masking",
+                                              "scale_async_lr",
                                               "mode",
                                               "staleness",
                                               "partition_bytes",
                                               "rpc_timeout_seconds",
-                                              "tls_cert",
-                                              "tls_key",
-                                              "tls_ca",
-                                              "tls_server_name",
-                                              "auth_token_file",
                                               "progress",
                                               "step_delay_ms",
                                               "step_delay_every",
                                               "summary_json",
-                                              "metrics_address",
-                                              "metrics_port",
-                                              "metrics_port_file",
-                                              "metrics_linger_seconds",
-                                              "dry_run"};
+                                              "metrics_linger_seconds"};
 
 }  // namespace
 
@@ -264,35 +257,23 @@ absl::StatusOr<WorkerConfig> WorkerConfigFromFlags() {
   if (absl::Status s = ReadTrainer(&config.trainer, config.sync); !s.ok())
     return s;
   config.summary_json = absl::GetFlag(FLAGS_summary_json);
-  config.dry_run = absl::GetFlag(FLAGS_dry_run);
-  config.metrics_address = absl::GetFlag(FLAGS_metrics_address);
-  config.metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  config.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
+  config.metrics = MetricsEndpointFromFlags();
+  if (absl::Status s = ValidateMetricsEndpoint(config.metrics); !s.ok()) {
+    return s;
+  }
   config.metrics_linger_seconds = absl::GetFlag(FLAGS_metrics_linger_seconds);
   if (!(config.metrics_linger_seconds >= 0 &&
         config.metrics_linger_seconds <= 3600)) {
     return Bad("--metrics-linger-seconds: %g is outside [0, 3600]",
                config.metrics_linger_seconds);
   }
-  if (config.metrics_port < -1 || config.metrics_port > 65535) {
-    return Bad("--metrics-port: %d is outside [-1, 65535]",
-               config.metrics_port);
-  }
-  if (config.metrics_port == -1 && !config.metrics_port_file.empty()) {
-    return Bad("--metrics-port-file needs the endpoint (--metrics-port=-1)");
-  }
   return config;
 }
 
-absl::Span<const absl::string_view> WorkerFlagNames() { return kWorkerFlags; }
-
-std::string WorkerFlagsHelp() {
-  return FlagsHelp(
-      "gradwire-worker: trains Fashion-MNIST on gradwire parameter servers.\n"
-      "Example: gradwire-worker --shards=127.0.0.1:7000,127.0.0.1:7001 "
-      "--worker-id=0 --num-workers=2 --compressor=topk --ratio=0.01\n\n" +
-          std::string(kFlagEnvironmentHelp),
-      kWorkerFlags);
+absl::Span<const absl::string_view> WorkerFlagNames() {
+  static const std::vector<absl::string_view> names = JoinFlagNames(
+      {kWorkerFlags, kClientTlsFlagNames, kMetricsFlagNames, kDryRunFlagNames});
+  return names;
 }
 
 }  // namespace gradwire

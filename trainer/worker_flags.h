@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/flags/metrics_flags.h"
 #include "trainer/trainer.h"
 #include "worker/sync_options.h"
 
@@ -17,12 +18,8 @@ struct WorkerConfig {
   SyncOptions sync;
   TrainerOptions trainer;
   std::string summary_json;
-  // --dry-run: check the flags and exit.
-  bool dry_run = false;
-  // The /metrics endpoint: port 0 lets the OS pick, -1 turns it off.
-  std::string metrics_address = "0.0.0.0";
-  int64_t metrics_port = 0;
-  std::string metrics_port_file;
+  // The /metrics endpoint (common/flags/metrics_flags.h).
+  MetricsEndpointSettings metrics;
   // How long /metrics stays up after training.
   double metrics_linger_seconds = 0;
 };
@@ -30,11 +27,15 @@ struct WorkerConfig {
 // Reads the parsed flags. INVALID_ARGUMENT naming the flag for a bad value.
 absl::StatusOr<WorkerConfig> WorkerConfigFromFlags();
 
-// --help text: usage and every worker flag with its default.
-std::string WorkerFlagsHelp();
+// The first paragraph of --help.
+inline constexpr absl::string_view kWorkerUsage =
+    "gradwire-worker: trains Fashion-MNIST on gradwire parameter servers.\n"
+    "Example: gradwire-worker --shards=127.0.0.1:7000,127.0.0.1:7001 "
+    "--worker-id=0 --num-workers=2 --compressor=topk --ratio=0.01";
 
-// The Abseil names of every worker flag (for the environment and
-// --dry-run, see common/command_line.h).
+// The Abseil names of every gradwire-worker flag, its own and the shared
+// ones, in --help order (for --help, the environment and --dry-run; see
+// common/flags/program.h).
 absl::Span<const absl::string_view> WorkerFlagNames();
 
 }  // namespace gradwire

@@ -34,6 +34,10 @@ struct ChunkSlot {
   // The error-feedback residual of the chunk's gradient (host compression;
   // residuals on a CUDA device live in DeviceChunkCompressor).
   FeedbackState feedback;
+  // The velocity of momentum on the worker (momentum_correction.h), and
+  // Nesterov's input to the compressor; empty unless that runs here.
+  std::vector<float> velocity;
+  std::vector<float> momentum_input;
   // The chunk's last compressed gradient; reused to avoid allocations.
   CompressedChunk scratch;
   // Version of the weights this worker holds (kHoldsNothing: none).

@@ -11,26 +11,35 @@
 namespace gradwire {
 
 absl::StatusOr<std::unique_ptr<PushRequestBuilder>> PushRequestBuilder::Create(
-    const CompressorOptions& options, bool error_feedback, uint32_t worker_id) {
+    const CompressorOptions& options, bool error_feedback,
+    const MomentumCorrectionOptions& momentum, uint32_t worker_id) {
   if (!error_feedback && options.name == "dgc") {
     return absl::InvalidArgumentError("dgc needs error feedback");
+  }
+  if (momentum.enabled() && options.dgc.momentum > 0.0f) {
+    return absl::InvalidArgumentError(
+        "dgc's momentum correction and the optimizer's momentum on the "
+        "worker would keep two velocities: use one");
   }
   auto compressor = MakeCompressor(options);
   if (!compressor.ok()) return compressor.status();
   return std::unique_ptr<PushRequestBuilder>(new PushRequestBuilder(
-      options, *std::move(compressor), error_feedback, worker_id));
+      options, *std::move(compressor), error_feedback, momentum, worker_id));
 }
 
 PushRequestBuilder::PushRequestBuilder(
     CompressorOptions options, std::unique_ptr<const Compressor> compressor,
-    bool error_feedback, uint32_t worker_id)
+    bool error_feedback, MomentumCorrectionOptions momentum, uint32_t worker_id)
     : options_(std::move(options)),
       compressor_(std::move(compressor)),
       error_feedback_(error_feedback),
+      momentum_(momentum),
       worker_id_(worker_id) {}
 
 absl::Status PushRequestBuilder::PrepareFor(const ChunkPlan& plan) {
-  if (!plan.any_cuda()) return absl::OkStatus();
+  // The device kernels keep no velocity: with momentum on the worker, CUDA
+  // gradients go through the host.
+  if (!plan.any_cuda() || momentum_.enabled()) return absl::OkStatus();
   auto device = DeviceChunkCompressor::Create(options_, error_feedback_);
   if (!device.ok()) return device.status();
   device_compressor_ = *std::move(device);
@@ -92,11 +101,23 @@ absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,
     host = ChunkView(gradient, spec.offset, spec.numel).cpu();
     offset = 0;
   }
-  const auto values = HostChunk(host, offset, spec.numel);
-  return error_feedback_
-             ? compressor_->CompressWithFeedback(
-                   values, context, &slot->feedback, &slot->scratch)
-             : compressor_->Compress(values, context, &slot->scratch);
+  absl::Span<const float> values = HostChunk(host, offset, spec.numel);
+  if (momentum_.enabled()) {
+    if (absl::Status s =
+            AccumulateVelocity(momentum_, options_.non_finite, values,
+                               &slot->velocity, &slot->momentum_input, &values);
+        !s.ok()) {
+      return s;
+    }
+  }
+  absl::Status compressed =
+      error_feedback_ ? compressor_->CompressWithFeedback(
+                            values, context, &slot->feedback, &slot->scratch)
+                      : compressor_->Compress(values, context, &slot->scratch);
+  if (compressed.ok() && momentum_.enabled()) {
+    MaskSentVelocity(momentum_, slot->scratch, absl::MakeSpan(slot->velocity));
+  }
+  return compressed;
 }
 
 }  // namespace gradwire

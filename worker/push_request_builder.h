@@ -2,6 +2,10 @@
 // feedback (one residual per chunk) and encoded into the request of the
 // shard that owns it.
 //
+// With momentum on the worker (SyncOptions::worker_momentum), the velocity
+// of each chunk is what gets compressed, and it is masked where a sparse
+// push sent (common/compress/momentum_correction.h).
+//
 // CPU gradients are compressed in place (the compressor reads the
 // gradient's memory). CUDA gradients are compressed on their device, with
 // the residual kept there, when gradwire was built with the CUDA kernels
@@ -21,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/compress/compressor.h"
+#include "common/compress/momentum_correction.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "worker/chunk_plan.h"
 #include "worker/device_chunks.h"
@@ -30,12 +35,15 @@ namespace gradwire {
 class PushRequestBuilder {
  public:
   // A builder for `options` (MakeCompressor), with error feedback unless
-  // `error_feedback` is false, for the pushes of `worker_id`.
+  // `error_feedback` is false, for the pushes of `worker_id`. With
+  // `momentum` enabled, each chunk's gradient first goes through its
+  // velocity (momentum_correction.h) and the velocity is compressed.
   // INVALID_ARGUMENT for a compressor that does not exist or takes bad
-  // options, and for dgc without error feedback.
+  // options, for dgc without error feedback, and for dgc's own momentum
+  // together with `momentum` (one velocity only).
   static absl::StatusOr<std::unique_ptr<PushRequestBuilder>> Create(
       const CompressorOptions& options, bool error_feedback,
-      uint32_t worker_id);
+      const MomentumCorrectionOptions& momentum, uint32_t worker_id);
 
   // Once the parameters are known: when some live on a CUDA device,
   // prepares to compress their chunks there (DeviceChunkCompressor::Create;
@@ -60,7 +68,8 @@ class PushRequestBuilder {
  private:
   PushRequestBuilder(CompressorOptions options,
                      std::unique_ptr<const Compressor> compressor,
-                     bool error_feedback, uint32_t worker_id);
+                     bool error_feedback, MomentumCorrectionOptions momentum,
+                     uint32_t worker_id);
 
   // Compresses one chunk's gradient into slot->scratch: on the device, or
   // through the CPU compressor. Throws as libtorch does.
@@ -71,6 +80,7 @@ class PushRequestBuilder {
   const CompressorOptions options_;
   const std::unique_ptr<const Compressor> compressor_;
   const bool error_feedback_;
+  const MomentumCorrectionOptions momentum_;
   const uint32_t worker_id_;
   // CUDA gradients compressed on the device; null when there are no CUDA
   // parameters or they go through the host.

@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "client/client_options.h"
 #include "common/compress/compressor.h"
+#include "common/compress/momentum_correction.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "worker/local_group.h"
 
@@ -59,6 +60,13 @@ struct SyncOptions {
   // optimizer SGD, learning rate 0.01, constant schedule, and (with
   // pull_deltas) Top-K 5% fp32 deltas (training_defaults.h).
   v1::TrainingConfig training;
+  // Momentum applied here, before compression, when the shards run plain
+  // SGD (sync_settings.h decides; common/compress/momentum_correction.h).
+  // Off by default.
+  MomentumCorrectionOptions worker_momentum;
+  // The momentum folded into the shards' learning rate (lr / (1 - m), SGD
+  // on the shards; sync_settings.h), for the log; 0: none.
+  float folded_momentum = 0.0f;
   // Ask for compressed deltas on pulls (needs training.pull_encoding).
   bool pull_deltas = true;
   // The connection to the shards, as GrpcPsClient takes it: this worker's

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -110,6 +111,72 @@ absl::Status ResolveCompressor(const SyncSettings& s, const Complaint& bad,
   return absl::OkStatus();
 }
 
+// Where momentum runs, decided from the compressor and the mode
+// (sync_settings.h; the measurements behind it in docs/convergence.md).
+MomentumPlacement AutomaticPlacement(const SyncSettings& s) {
+  const bool lossless = s.compressor == "none" || s.compressor == "fp16" ||
+                        s.compressor == "bf16";
+  if (lossless) {
+    return s.mode == "bsp" ? MomentumPlacement::kServer
+                           : MomentumPlacement::kWorker;
+  }
+  return s.error_feedback ? MomentumPlacement::kFold
+                          : MomentumPlacement::kWorker;
+}
+
+absl::StatusOr<MomentumPlacement> ParsePlacement(const SyncSettings& s,
+                                                 const Complaint& bad) {
+  const std::string& where = s.momentum_placement;
+  if (where == "auto") return AutomaticPlacement(s);
+  if (where == "server") return MomentumPlacement::kServer;
+  if (where == "worker") return MomentumPlacement::kWorker;
+  if (where == "fold") return MomentumPlacement::kFold;
+  return bad("momentum_placement", "'%s' is not auto, fold, worker or server",
+             where);
+}
+
+// Moves the momentum of the optimizer the shards were to run to where the
+// placement says, and scales the asynchronous step size.
+absl::Status ResolvePlacement(const SyncSettings& s, const Complaint& bad,
+                              SyncOptions* sync) {
+  absl::StatusOr<MomentumPlacement> placement = ParsePlacement(s, bad);
+  if (!placement.ok()) return placement.status();
+  v1::OptimizerConfig* optimizer = sync->training.mutable_optimizer();
+  const bool momentum = optimizer->kind() == v1::OPTIMIZER_KIND_MOMENTUM &&
+                        optimizer->momentum() > 0;
+  if (!momentum && s.momentum_placement != "auto") {
+    return bad("momentum_placement",
+               "'%s' applies to --optimizer=momentum or nesterov with "
+               "momentum > 0, not to '%s'",
+               s.momentum_placement, s.optimizer);
+  }
+  if (momentum && *placement != MomentumPlacement::kServer) {
+    if (s.dgc_momentum > 0) {
+      return bad("dgc_momentum",
+                 "the optimizer's momentum is already placed by "
+                 "--momentum-placement; set --optimizer=sgd to use dgc's "
+                 "own, or leave it 0");
+    }
+    const float m = optimizer->momentum();
+    if (*placement == MomentumPlacement::kWorker) {
+      sync->worker_momentum.momentum = m;
+      sync->worker_momentum.nesterov = optimizer->nesterov();
+      sync->worker_momentum.masking = s.momentum_masking;
+    } else {
+      sync->folded_momentum = m;
+      optimizer->set_learning_rate(optimizer->learning_rate() / (1.0 - m));
+    }
+    optimizer->set_kind(v1::OPTIMIZER_KIND_SGD);
+    optimizer->clear_momentum();
+    optimizer->clear_nesterov();
+  }
+  if (sync->training.mode() != v1::CONSISTENCY_MODE_BSP && s.scale_async_lr) {
+    optimizer->set_learning_rate(optimizer->learning_rate() /
+                                 static_cast<double>(s.num_workers));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ResolvePull(const SyncSettings& s, const Complaint& bad,
                          SyncOptions* sync) {
   if (s.pull == "dense") {
@@ -196,11 +263,52 @@ absl::StatusOr<SyncOptions> SyncOptionsFromSettings(
         ResolvePull(settings, bad, &sync)}) {
     if (!s.ok()) return s;
   }
+  if (absl::Status s = ResolvePlacement(settings, bad, &sync); !s.ok()) {
+    return s;
+  }
   absl::StatusOr<TransportSecurity> transport =
       LoadTransportSecurity(settings.transport, TransportRole::kClient);
   if (!transport.ok()) return transport.status();
   sync.client.transport = *std::move(transport);
   return sync;
+}
+
+std::string DescribeOptimizerPlacement(const SyncOptions& options) {
+  const v1::OptimizerConfig& optimizer = options.training.optimizer();
+  std::string shards;
+  switch (optimizer.kind()) {
+    case v1::OPTIMIZER_KIND_MOMENTUM:
+      shards = absl::StrFormat("%s %g",
+                               optimizer.nesterov() ? "nesterov" : "momentum",
+                               optimizer.momentum());
+      break;
+    case v1::OPTIMIZER_KIND_ADAM:
+      shards = "adam";
+      break;
+    case v1::OPTIMIZER_KIND_ADAMW:
+      shards = "adamw";
+      break;
+    default:
+      shards = "SGD";
+  }
+  absl::StrAppendFormat(&shards, " lr %g on the shards",
+                        optimizer.learning_rate());
+  if (options.folded_momentum > 0) {
+    return absl::StrFormat(
+        "optimizer: momentum %g folded into the step (error feedback carries "
+        "the history); %s",
+        options.folded_momentum, shards);
+  }
+  if (!options.worker_momentum.enabled()) {
+    return absl::StrCat("optimizer: ", shards);
+  }
+  return absl::StrFormat(
+      "optimizer: %s %g on the worker before compression%s; %s",
+      options.worker_momentum.nesterov ? "nesterov" : "momentum",
+      options.worker_momentum.momentum,
+      options.worker_momentum.masking ? " (masked where a sparse push sent)"
+                                      : "",
+      shards);
 }
 
 }  // namespace gradwire

@@ -20,6 +20,20 @@
 
 namespace gradwire {
 
+// Where the optimizer's momentum m runs.
+enum class MomentumPlacement {
+  // On the shards, after aggregation (dense momentum SGD, exact when the
+  // pushes are the gradients).
+  kServer,
+  // On each worker, before compression (momentum_correction.h), with SGD
+  // on the shards.
+  kWorker,
+  // Nowhere as a velocity: the shards run SGD at lr / (1 - m), momentum's
+  // long-run step, and the error-feedback residual, which releases what
+  // compression held back over later steps, stands in for the velocity.
+  kFold,
+};
+
 struct SyncSettings {
   // Shard addresses (host:port), in shard-id order.
   std::vector<std::string> shards = {"127.0.0.1:7000"};
@@ -48,6 +62,23 @@ struct SyncSettings {
   double lr = 0.05;
   double momentum = 0.9;
   double weight_decay = 0.0;
+  // Where the momentum of "momentum"/"nesterov" runs (MomentumPlacement):
+  // "auto", "server", "worker" or "fold". "auto" picks, from what
+  // docs/convergence.md measured:
+  //   uncompressed (none, fp16, bf16) BSP: server, where it is exact;
+  //   uncompressed ASP/SSP: worker, so that stale pushes carry no momentum;
+  //   compressed with error feedback (topk, randomk, threshold, dgc, qsgd,
+  //   onebit): fold, since the residual already carries the history;
+  //   compressed without error feedback: worker (DGC's momentum correction).
+  std::string momentum_placement = "auto";
+  // With momentum on the worker: zero a coordinate's velocity when a sparse
+  // push sends it (DGC's momentum-factor masking).
+  bool momentum_masking = true;
+  // ASP and SSP: the shards apply each push with lr / num_workers, its
+  // share of a BSP step's mean, so that one push from every worker moves
+  // the weights as far as one BSP step (a staleness-aware step size whose
+  // staleness is the number of workers). false: every push at lr.
+  bool scale_async_lr = true;
   // Consistency: bsp, asp or ssp (with `staleness`).
   std::string mode = "bsp";
   int64_t staleness = 2;
@@ -74,6 +105,11 @@ std::string FlagName(absl::string_view key);
 // as `namer` writes it; a TLS file's own error for a bad certificate.
 absl::StatusOr<SyncOptions> SyncOptionsFromSettings(
     const SyncSettings& settings, const SettingNamer& namer = FlagName);
+
+// One line saying what runs where: "momentum 0.9 on the worker before
+// compression (masked where sent); SGD lr 0.05 on the shards", for the
+// start of a run's log.
+std::string DescribeOptimizerPlacement(const SyncOptions& options);
 
 }  // namespace gradwire
 

@@ -1,5 +1,6 @@
 // Launchers of the compression kernels (kernels.cu). Internal to
-// common/cuda: device_compressor.cc strings them together.
+// common/cuda: DeviceCompressor (device_compressor.cc, device_dense.cc,
+// device_sparse.cc) strings them together.
 //
 // Every launcher enqueues work on `stream` and returns the launch error
 // (cudaGetLastError), never waiting. Pointers are device pointers on the

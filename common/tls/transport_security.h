@@ -71,36 +71,6 @@ struct TransportSecurity {
   bool mutual_tls() const;
 };
 
-// Help texts of the flags, shared by the binaries that declare them.
-inline constexpr char kServerTlsCertHelp[] =
-    "PEM certificate chain of this server; with --tls-key turns TLS on. "
-    "Empty: plaintext.";
-inline constexpr char kServerTlsKeyHelp[] =
-    "PEM private key of --tls-cert (unencrypted).";
-inline constexpr char kServerTlsCaHelp[] =
-    "PEM CA certificates that client certificates must chain to (verified "
-    "when presented; required with --tls-require-client-cert).";
-inline constexpr char kServerTlsRequireClientCertHelp[] =
-    "Mutual TLS: refuse clients without a certificate signed by --tls-ca.";
-inline constexpr char kServerAuthTokenFileHelp[] =
-    "File holding the bearer token every ParameterServer call must carry "
-    "(trailing whitespace is ignored); the health service needs none. "
-    "Empty: no token.";
-inline constexpr char kClientTlsCertHelp[] =
-    "PEM client certificate chain presented for mutual TLS (needs --tls-key "
-    "and --tls-ca).";
-inline constexpr char kClientTlsKeyHelp[] =
-    "PEM private key of --tls-cert (unencrypted).";
-inline constexpr char kClientTlsCaHelp[] =
-    "PEM CA certificates that the server's certificate must chain to; turns "
-    "TLS on. Empty: plaintext.";
-inline constexpr char kClientTlsServerNameHelp[] =
-    "Name to check in the server's certificate (needs --tls-ca). Empty: the "
-    "host of the address.";
-inline constexpr char kClientAuthTokenFileHelp[] =
-    "File holding the bearer token sent with every call (trailing "
-    "whitespace is ignored). Empty: no token.";
-
 // Checks `files` for `role` and reads them. INVALID_ARGUMENT naming the flag
 // (--tls-cert ...) and the path on the first problem:
 //   a file that cannot be read or is empty, that holds no PEM certificate

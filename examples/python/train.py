@@ -182,6 +182,12 @@ FLAG_GROUPS = {
         ("lr", float, 0.05, "Learning rate."),
         ("momentum", float, 0.9, "Momentum (beta1 for adam)."),
         ("weight-decay", float, 0.0, "Weight decay."),
+        ("momentum-placement", choice("auto", "fold", "worker", "server"),
+         "auto",
+         "Where momentum runs with --api=sync: server, worker, fold or auto "
+         "(see gradwire-worker --help)."),
+        ("scale-async-lr", parse_bool, True,
+         "asp/ssp: each push applied at lr / --num-workers."),
         ("mode", str, "bsp", "Consistency mode: bsp, asp or ssp."),
         ("staleness", int, 2, "SSP staleness."),
         ("partition-bytes", int, 4 << 20, "Largest chunk in bytes."),
@@ -512,9 +518,11 @@ COMPRESSION_FLAGS = ("compressor", "ratio", "threshold", "levels",
                      "value_type", "error_feedback", "dgc_momentum",
                      "dgc_momentum_masking", "dgc_clip_norm",
                      "dgc_warmup_epochs")
-OPTIMIZER_FLAGS = ("optimizer", "lr", "momentum", "weight_decay")
+OPTIMIZER_FLAGS = ("optimizer", "lr", "momentum", "weight_decay",
+                   "momentum_placement")
 SYNC_FLAGS = ("worker_id", "num_workers", "local_rank", "local_size",
-              "local_store", "mode", "staleness", "pull", "pull_ratio",
+              "local_store", "mode", "staleness", "scale_async_lr", "pull",
+              "pull_ratio",
               "partition_bytes", "rpc_timeout_seconds",
               "pull_timeout_seconds", "tls_cert", "tls_key", "tls_ca",
               "tls_server_name", "auth_token_file")
@@ -704,7 +712,8 @@ class Progress:
 def train(args, data, exchange, progress):
     """The training loop of trainer/trainer.cc. Returns the summary's
     training fields."""
-    result = {"resumed_at_step": exchange.next_step, "final_loss": 0.0}
+    result = {"resumed_at_step": exchange.next_step, "final_loss": 0.0,
+              "epoch_loss": [], "epoch_test_accuracy": []}
     if exchange.next_step > 0:
         progress.line(f"resuming at step {exchange.next_step}")
     total_steps = data.steps_per_epoch * args.epochs
@@ -722,6 +731,7 @@ def train(args, data, exchange, progress):
                                 args.seed + data.part, epoch)
         first = epoch * data.steps_per_epoch
         epoch_start = time.monotonic()
+        epoch_losses = []
         for b in range(data.steps_per_epoch):
             if exchange.next_step >= total_steps:
                 break
@@ -738,6 +748,7 @@ def train(args, data, exchange, progress):
                 time.sleep(args.step_delay_ms / 1000)
             exchange.step(epoch)
             result["final_loss"] = loss.item()
+            epoch_losses.append(result["final_loss"])
             window_samples += len(index)
             seconds = time.monotonic() - window_start
             stats = exchange.stats()
@@ -749,9 +760,12 @@ def train(args, data, exchange, progress):
             if seconds > 10:
                 window_start, window_samples = time.monotonic(), 0
         train_seconds += time.monotonic() - epoch_start
+        if epoch_losses:
+            result["epoch_loss"].append(sum(epoch_losses) / len(epoch_losses))
         if args.evaluate:
             result["test_accuracy"] = accuracy(model, data.test_images,
                                                data.test_labels)
+            result["epoch_test_accuracy"].append(result["test_accuracy"])
             progress.line(f"epoch {epoch + 1} test accuracy "
                           f"{result['test_accuracy']:.4f}")
     if args.evaluate and "test_accuracy" not in result:
@@ -791,6 +805,10 @@ def summary(args, result, stats):
         "ratio": 1.0 if ddp else args.ratio,
         "error_feedback": False if ddp else args.error_feedback,
     })
+    out["epoch_loss"] = [round(x, 6) for x in result["epoch_loss"]]
+    if "test_accuracy" in result:
+        out["epoch_test_accuracy"] = [
+            round(x, 6) for x in result["epoch_test_accuracy"]]
     for phase in ("compress", "push", "pull", "reduce"):
         out[f"{phase}_seconds"] = round(stats.get(f"{phase}_seconds", 0.0), 3)
     out.update({

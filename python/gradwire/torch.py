@@ -38,7 +38,8 @@ _COMPRESSION_KEYS = (
     "error_feedback", "dgc_momentum", "dgc_momentum_masking",
     "dgc_clip_norm", "dgc_warmup_epochs")
 # Options the wrapper decides itself: the shards only aggregate.
-_RESERVED_KEYS = ("optimizer", "lr", "momentum", "weight_decay")
+_RESERVED_KEYS = ("optimizer", "lr", "momentum", "weight_decay",
+                  "momentum_placement")
 
 
 class DistributedOptimizer(torch.optim.Optimizer):

@@ -15,17 +15,14 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/str_cat.h"
-#include "common/command_line.h"
+#include "common/flags/metrics_flags.h"
+#include "common/flags/program.h"
+#include "common/flags/tls_flags.h"
 #include "common/port_file.h"
-#include "common/tls/transport_security.h"
 #include "server/process/server_options.h"
 #include "server/process/shard_server.h"
 #include "server/shard/stderr_log.h"
@@ -83,31 +80,6 @@ ABSL_FLAG(double, worker_timeout_seconds, 30.0,
           "completed. 0: never drop (a dead worker stalls BSP). The default "
           "30 stays below the 60 s a Pull waits at most, so the others go on "
           "before their pulls fail, and far above a slow worker's step.");
-ABSL_FLAG(std::string, metrics_address, "0.0.0.0",
-          "Numeric IPv4 address of the Prometheus endpoint (/metrics).");
-ABSL_FLAG(int64_t, metrics_port, 0,
-          "TCP port of the Prometheus endpoint; 0 lets the OS pick one "
-          "(logged, and written to --metrics-port-file); -1 turns it off.");
-ABSL_FLAG(bool, dry_run, false,
-          "Check the flags, print the settings they resolve to, and exit "
-          "without serving (exit 0; 2 for a bad flag).");
-ABSL_FLAG(std::string, metrics_port_file, "",
-          "If set, the metrics port is written to this file (atomically) "
-          "once bound, before --port-file.");
-ABSL_FLAG(std::string, tls_cert, "", gradwire::kServerTlsCertHelp);
-ABSL_FLAG(std::string, tls_key, "", gradwire::kServerTlsKeyHelp);
-ABSL_FLAG(std::string, tls_ca, "", gradwire::kServerTlsCaHelp);
-ABSL_FLAG(bool, tls_require_client_cert, false,
-          gradwire::kServerTlsRequireClientCertHelp);
-ABSL_FLAG(std::string, auth_token_file, "", gradwire::kServerAuthTokenFileHelp);
-
-// Abseil reports a malformed flag (unknown name, unparsable value) through
-// this hook and then exits with 1; exiting here gives every usage error the
-// same code. The message is already on stderr.
-extern "C" void ABSL_INTERNAL_C_SYMBOL(AbslInternalReportFatalUsageError)(
-    absl::string_view) {
-  _exit(gradwire::kUsageExitCode);
-}
 
 namespace gradwire {
 namespace {
@@ -118,32 +90,25 @@ constexpr absl::string_view kUsage =
     "port,\nand Prometheus metrics over HTTP at /metrics on another.\n"
     "Stop it with SIGTERM or SIGINT (a final checkpoint is written).";
 
-constexpr absl::string_view kFlagNames[] = {"address",
-                                            "port",
-                                            "port_file",
-                                            "shard_id",
-                                            "num_shards",
-                                            "num_workers",
-                                            "mode",
-                                            "staleness",
-                                            "checkpoint_dir",
-                                            "checkpoint_every",
-                                            "wal",
-                                            "wal_fsync",
-                                            "wal_checkpoint_bytes",
-                                            "threads",
-                                            "max_message_bytes",
-                                            "shutdown_grace_seconds",
-                                            "worker_timeout_seconds",
-                                            "metrics_address",
-                                            "metrics_port",
-                                            "metrics_port_file",
-                                            "tls_cert",
-                                            "tls_key",
-                                            "tls_ca",
-                                            "tls_require_client_cert",
-                                            "auth_token_file",
-                                            "dry_run"};
+// The server's own flags; the metrics, TLS and --dry-run flags are shared
+// (common/flags).
+constexpr absl::string_view kServerFlagNames[] = {"address",
+                                                  "port",
+                                                  "port_file",
+                                                  "shard_id",
+                                                  "num_shards",
+                                                  "num_workers",
+                                                  "mode",
+                                                  "staleness",
+                                                  "checkpoint_dir",
+                                                  "checkpoint_every",
+                                                  "wal",
+                                                  "wal_fsync",
+                                                  "wal_checkpoint_bytes",
+                                                  "threads",
+                                                  "max_message_bytes",
+                                                  "shutdown_grace_seconds",
+                                                  "worker_timeout_seconds"};
 
 ServerOptions OptionsFromFlags() {
   ServerOptions o;
@@ -164,51 +129,24 @@ ServerOptions OptionsFromFlags() {
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   o.worker_timeout_seconds = absl::GetFlag(FLAGS_worker_timeout_seconds);
-  o.metrics_address = absl::GetFlag(FLAGS_metrics_address);
-  o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  o.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
-  o.transport.tls_cert = absl::GetFlag(FLAGS_tls_cert);
-  o.transport.tls_key = absl::GetFlag(FLAGS_tls_key);
-  o.transport.tls_ca = absl::GetFlag(FLAGS_tls_ca);
-  o.transport.tls_require_client_cert =
-      absl::GetFlag(FLAGS_tls_require_client_cert);
-  o.transport.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  o.metrics = MetricsEndpointFromFlags();
+  o.transport = ServerTlsFilesFromFlags();
   return o;
 }
 
-// Parses and validates the command line; exits on --help (0) and on a bad
-// command line (kUsageExitCode).
+// Parses and validates the command line; exits on --help and --dry-run (0)
+// and on a bad command line (kUsageExitCode).
 ServerOptions ParseCommandLineOrExit(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
-  if (IsHelpRequest(argc, argv)) {
-    std::fputs(FlagsHelp(absl::StrCat(kUsage, "\n\n", kFlagEnvironmentHelp),
-                         kFlagNames)
-                   .c_str(),
-               stdout);
-    std::exit(0);
-  }
-  NormalizeFlagNames(argc, argv);
-  if (absl::Status s = ApplyFlagEnvironment(kFlagNames); !s.ok()) {
-    std::fprintf(stderr, "gradwire-server: %s\n",
-                 std::string(s.message()).c_str());
-    std::exit(kUsageExitCode);
-  }
-  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  static const std::vector<absl::string_view> flag_names =
+      JoinFlagNames({kServerFlagNames, kMetricsFlagNames, kServerTlsFlagNames,
+                     kDryRunFlagNames});
+  const ProgramFlags program = {"gradwire-server", kUsage, flag_names};
+  ParseFlagsOrExit(program, argc, argv);
   ServerOptions options = OptionsFromFlags();
-  absl::Status valid = ValidateServerOptions(options);
-  if (valid.ok() && positional.size() > 1) {
-    valid = absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", positional[1], "'"));
+  if (absl::Status s = ValidateServerOptions(options); !s.ok()) {
+    ExitWithUsageError(program, s);
   }
-  if (!valid.ok()) {
-    std::fprintf(stderr, "gradwire-server: %s (see --help)\n",
-                 std::string(valid.message()).c_str());
-    std::exit(kUsageExitCode);
-  }
-  if (absl::GetFlag(FLAGS_dry_run)) {
-    std::fputs(FlagValues(kFlagNames).c_str(), stdout);
-    std::exit(0);
-  }
+  ExitAfterDryRunIfRequested(program);
   return options;
 }
 
@@ -249,9 +187,9 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
               (*server)->connect_address().c_str());
   std::fflush(stdout);
   // The metrics port first: whoever waits for --port-file may then read it.
-  if (!options.metrics_port_file.empty()) {
+  if (!options.metrics.port_file.empty()) {
     if (absl::Status s =
-            WritePortFile(options.metrics_port_file, (*server)->metrics_port());
+            WritePortFile(options.metrics.port_file, (*server)->metrics_port());
         !s.ok()) {
       LogShardEventf(shard_id, "cannot write the metrics port file: %s",
                      s.ToString());

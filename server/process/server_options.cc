@@ -1,7 +1,5 @@
 #include "server/process/server_options.h"
 
-#include <arpa/inet.h>
-
 #include <cmath>
 #include <limits>
 
@@ -42,29 +40,10 @@ absl::Status CheckNumbers(const ServerOptions& o) {
   if (o.threads != 0 && (o.threads < 2 || o.threads > 100000)) {
     return OutOfBounds("threads", o.threads, "0 (no bound) or in [2, 100000]");
   }
-  if (o.metrics_port < kMetricsOff || o.metrics_port > 65535) {
-    return OutOfBounds("metrics-port", o.metrics_port,
-                       "in [0, 65535] (0: the OS picks) or -1 (off)");
-  }
   if (o.max_message_bytes < 1024 ||
       o.max_message_bytes > std::numeric_limits<int32_t>::max()) {
     return OutOfBounds("max-message-bytes", o.max_message_bytes,
                        "in [1024, 2147483647]");
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckMetrics(const ServerOptions& o) {
-  in_addr parsed;
-  if (inet_pton(AF_INET, o.metrics_address.c_str(), &parsed) != 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--metrics-address=%s: must be a numeric IPv4 address such as "
-        "0.0.0.0 or 127.0.0.1",
-        o.metrics_address));
-  }
-  if (o.metrics_port == kMetricsOff && !o.metrics_port_file.empty()) {
-    return absl::InvalidArgumentError(
-        "--metrics-port-file: needs metrics (--metrics-port is -1)");
   }
   return absl::OkStatus();
 }
@@ -99,7 +78,9 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
     return absl::InvalidArgumentError("--address: must not be empty");
   }
   if (absl::Status s = CheckNumbers(options); !s.ok()) return s;
-  if (absl::Status s = CheckMetrics(options); !s.ok()) return s;
+  if (absl::Status s = ValidateMetricsEndpoint(options.metrics); !s.ok()) {
+    return s;
+  }
   if (absl::Status s =
           ValidateTransportSecurity(options.transport, TransportRole::kServer);
       !s.ok()) {

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/flags/metrics_flags.h"
 #include "common/tls/transport_security.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "server/shard/shard.h"
@@ -65,22 +66,16 @@ struct ServerOptions {
   // so the other workers go on before their pulls give up, and far above
   // one step of a slow-but-alive worker.
   double worker_timeout_seconds = 30.0;
-  // The Prometheus endpoint (http://metrics_address:metrics_port/metrics):
-  // a numeric IPv4 address; a port in [0, 65535], 0 letting the OS pick
-  // one (so that several shards on one machine never collide), or -1 for
-  // no endpoint.
-  std::string metrics_address = "0.0.0.0";
-  int64_t metrics_port = 0;
-  // If set, the metrics port is written here once bound, before port_file.
-  std::string metrics_port_file;
+  // The Prometheus endpoint (--metrics-address, --metrics-port,
+  // --metrics-port-file). The port defaults to 0, the OS picking one, so
+  // that several shards on one machine never collide; the port file is
+  // written before port_file.
+  MetricsEndpointSettings metrics;
   // TLS, mutual TLS and the bearer token (--tls-cert, --tls-key, --tls-ca,
   // --tls-require-client-cert, --auth-token-file; see
   // common/tls/transport_security.h). All empty: plaintext, no token.
   TransportSecurityFiles transport;
 };
-
-// The metrics port value that turns the endpoint off.
-inline constexpr int64_t kMetricsOff = -1;
 
 // The consistency mode named `name` ("bsp", "asp", "ssp"; case-insensitive),
 // UNSPECIFIED for "". INVALID_ARGUMENT naming the choices otherwise.

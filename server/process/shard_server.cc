@@ -143,18 +143,18 @@ absl::Status ShardServer::ServeMetrics() {
   auto state = RegisterShardStateMetrics(registry_.get(), &shard_);
   if (!state.ok()) return state.status();
   state_metrics_ = *std::move(state);
-  if (options_.metrics_port == kMetricsOff) {
+  if (options_.metrics.port == kMetricsOff) {
     LogShardEventf(shard_id_, "metrics endpoint off (--metrics-port=-1)");
     return absl::OkStatus();
   }
   metrics::ExposerOptions endpoint;
-  endpoint.address = options_.metrics_address;
-  endpoint.port = static_cast<int>(options_.metrics_port);
+  endpoint.address = options_.metrics.address;
+  endpoint.port = static_cast<int>(options_.metrics.port);
   auto exposer = metrics::Exposer::Start(endpoint, registry_.get());
   if (!exposer.ok()) return exposer.status();
   exposer_ = *std::move(exposer);
   LogShardEventf(shard_id_, "metrics at http://%s/metrics",
-                 JoinHostPort(options_.metrics_address, exposer_->port()));
+                 JoinHostPort(options_.metrics.address, exposer_->port()));
   return absl::OkStatus();
 }
 

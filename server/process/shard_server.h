@@ -4,7 +4,7 @@
 // Start:    restore the newest checkpoint if the checkpoint directory holds
 //           one, replay the write-ahead log over it and start a new log
 //           segment (unless --wal=false), start the metrics endpoint (unless
-//           options.metrics_port is kMetricsOff), bind, start serving, mark the
+//           options.metrics.port is kMetricsOff), bind, start serving, mark the
 //           health service SERVING (overall "" and gradwire.v1.ParameterServer)
 //           and start the periodic checkpointer. The options were validated by
 //           the caller.

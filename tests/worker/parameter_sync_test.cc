@@ -17,8 +17,9 @@ using testing::FakePsClient;
 constexpr float kLearningRate = 0.1f;
 
 SyncOptions Options(uint32_t worker_id, const std::string& compressor,
-                    bool deltas) {
+                    bool deltas, float worker_momentum = 0.0f) {
   SyncOptions options;
+  options.worker_momentum.momentum = worker_momentum;
   options.client.worker_id = worker_id;
   options.num_workers = 2;
   options.compressor.name = compressor;
@@ -63,13 +64,15 @@ struct WorkerRun {
 // one first, as backward() finishes them); Step() pushes the first.
 void RunWorkers(std::vector<std::shared_ptr<Shard>> shards,
                 const std::string& compressor, bool deltas, int steps,
-                WorkerRun* runs, bool overlap = false) {
+                WorkerRun* runs, bool overlap = false,
+                float worker_momentum = 0.0f) {
   std::vector<std::thread> threads;
   for (uint32_t w = 0; w < 2; ++w) {
     threads.emplace_back([&, w] {
       WorkerRun& run = runs[w];
-      auto sync = ParameterSync::Create(Options(w, compressor, deltas),
-                                        std::make_unique<FakePsClient>(shards));
+      auto sync =
+          ParameterSync::Create(Options(w, compressor, deltas, worker_momentum),
+                                std::make_unique<FakePsClient>(shards));
       if (!sync.ok()) {
         run.status = sync.status();
         return;
@@ -110,6 +113,51 @@ TEST(ParameterSyncTest, DenseBspEqualsAveragedSgd) {
   }
   EXPECT_EQ(runs[0].sync->step(), 4u);
   EXPECT_EQ(runs[0].sync->stats().steps, 4u);
+}
+
+// Momentum on the workers with SGD on the shards is dense momentum on the
+// mean gradient (the mean of the velocities is the velocity of the mean).
+// A worker that starts again (a restart, or a new ParameterSync) starts
+// with a zero velocity: velocities are not checkpointed.
+TEST(ParameterSyncTest, WorkerMomentumIsDenseMomentumAndRestartsFromZero) {
+  constexpr float kMomentum = 0.5f;
+  auto shards = FakePsClient::MakeShards(2);
+  WorkerRun runs[2];
+  RunWorkers(shards, "none", /*deltas=*/false, 3, runs, /*overlap=*/false,
+             kMomentum);
+  ASSERT_TRUE(runs[0].status.ok()) << runs[0].status;
+  ASSERT_TRUE(runs[1].status.ok()) << runs[1].status;
+  ParameterSync::NamedTensors expected = MakeParameters();
+  std::vector<torch::Tensor> velocity;
+  for (auto& [name, p] : expected) velocity.push_back(torch::zeros_like(p));
+  auto dense_step = [&](uint64_t step) {
+    for (size_t i = 0; i < expected.size(); ++i) {
+      torch::Tensor& p = expected[i].second;
+      velocity[i].mul_(kMomentum).add_(
+          0.5 * (Gradient(p, 0, step) + Gradient(p, 1, step)));
+      p.sub_(kLearningRate * velocity[i]);
+    }
+  };
+  for (uint64_t step = 0; step < 3; ++step) dense_step(step);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(runs[0].parameters[i].second,
+                                expected[i].second, 1e-5, 1e-6))
+        << expected[i].first;
+  }
+  // New ParameterSyncs resume at step 3 with zero velocities: their first
+  // push is the plain gradient of their step 0.
+  WorkerRun resumed[2];
+  RunWorkers(shards, "none", /*deltas=*/false, 1, resumed, /*overlap=*/false,
+             kMomentum);
+  ASSERT_TRUE(resumed[0].status.ok()) << resumed[0].status;
+  EXPECT_EQ(resumed[0].sync->step(), 4u);
+  for (torch::Tensor& v : velocity) v.zero_();
+  dense_step(0);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(resumed[0].parameters[i].second,
+                                expected[i].second, 1e-5, 1e-6))
+        << expected[i].first;
+  }
 }
 
 TEST(ParameterSyncTest, TopKWithDeltasKeepsReplicasIdenticalAndSendsLess) {

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace gradwire {
@@ -15,7 +16,10 @@ TEST(SyncSettingsTest, DefaultsResolve) {
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->compressor.name, "topk");
   EXPECT_EQ(options->training.mode(), v1::CONSISTENCY_MODE_BSP);
-  EXPECT_EQ(options->training.optimizer().kind(), v1::OPTIMIZER_KIND_MOMENTUM);
+  // Top-K with error feedback: momentum folded into the shards' SGD step.
+  EXPECT_EQ(options->training.optimizer().kind(), v1::OPTIMIZER_KIND_SGD);
+  EXPECT_FLOAT_EQ(options->folded_momentum, 0.9f);
+  EXPECT_NEAR(options->training.optimizer().learning_rate(), 0.5, 1e-6);
   EXPECT_TRUE(options->pull_deltas);
   EXPECT_EQ(options->shard_addresses.size(), 1u);
 }
@@ -31,7 +35,7 @@ TEST(SyncSettingsTest, NamesResolveToTheirConfigs) {
   s.pull_timeout_seconds = 7;
   const absl::StatusOr<SyncOptions> options = SyncOptionsFromSettings(s);
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_TRUE(options->training.optimizer().nesterov());
+  EXPECT_FLOAT_EQ(options->folded_momentum, 0.9f);
   EXPECT_EQ(options->training.staleness(), 4u);
   EXPECT_FALSE(options->pull_deltas);
   EXPECT_EQ(options->compressor.precision, ValuePrecision::kBf16);
@@ -40,6 +44,93 @@ TEST(SyncSettingsTest, NamesResolveToTheirConfigs) {
 }
 
 // Each bad setting is refused with a message that starts with its name.
+// Where momentum runs, for each optimizer, compressor and mode.
+TEST(SyncSettingsTest, MomentumRunsWhereCompressionKeepsItsAccuracy) {
+  SyncSettings s;
+  s.compressor = "none";
+  absl::StatusOr<SyncOptions> o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  // Uncompressed BSP: on the shards, where it is exact.
+  EXPECT_EQ(o->training.optimizer().kind(), v1::OPTIMIZER_KIND_MOMENTUM);
+  EXPECT_FALSE(o->worker_momentum.enabled());
+  EXPECT_EQ(o->folded_momentum, 0.0f);
+  EXPECT_EQ(DescribeOptimizerPlacement(*o),
+            "optimizer: momentum 0.9 lr 0.05 on the shards");
+  // Uncompressed ASP: on the workers, and each push at lr / workers.
+  s.mode = "asp";
+  s.num_workers = 4;
+  o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->worker_momentum.enabled());
+  EXPECT_EQ(o->training.optimizer().kind(), v1::OPTIMIZER_KIND_SGD);
+  EXPECT_NEAR(o->training.optimizer().learning_rate(), 0.05 / 4, 1e-9);
+  s.scale_async_lr = false;
+  o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_NEAR(o->training.optimizer().learning_rate(), 0.05, 1e-9);
+  // Compressed with error feedback: folded, lr / (1 - m), in every mode.
+  s.compressor = "dgc";
+  s.scale_async_lr = true;
+  o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->worker_momentum.enabled());
+  EXPECT_NEAR(o->training.optimizer().learning_rate(), 0.5 / 4, 1e-6);
+  s.mode = "bsp";
+  o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(DescribeOptimizerPlacement(*o),
+            "optimizer: momentum 0.9 folded into the step (error feedback "
+            "carries the history); SGD lr 0.5 on the shards");
+  // Compressed without error feedback: on the worker, masked.
+  s.compressor = "topk";
+  s.error_feedback = false;
+  o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->worker_momentum.masking);
+  EXPECT_EQ(DescribeOptimizerPlacement(*o),
+            "optimizer: momentum 0.9 on the worker before compression "
+            "(masked where a sparse push sent); SGD lr 0.05 on the shards");
+  // Each placement can be forced.
+  s.error_feedback = true;
+  s.momentum_placement = "server";
+  o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->training.optimizer().kind(), v1::OPTIMIZER_KIND_MOMENTUM);
+  s.momentum_placement = "worker";
+  s.optimizer = "nesterov";
+  o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->worker_momentum.nesterov);
+  // Adam stays on the shards; plain SGD has no momentum anywhere.
+  s.momentum_placement = "auto";
+  s.optimizer = "adam";
+  o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->worker_momentum.enabled());
+  EXPECT_EQ(o->training.optimizer().kind(), v1::OPTIMIZER_KIND_ADAM);
+  s.optimizer = "sgd";
+  o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->worker_momentum.enabled());
+  EXPECT_NEAR(o->training.optimizer().learning_rate(), 0.05, 1e-9);
+}
+
+TEST(SyncSettingsTest, BadPlacementsNameTheirSetting) {
+  SyncSettings s;
+  s.momentum_placement = "gpu";
+  EXPECT_EQ(SyncOptionsFromSettings(s).status().message(),
+            "--momentum-placement: 'gpu' is not auto, fold, worker or server");
+  s.momentum_placement = "worker";
+  s.optimizer = "adam";
+  EXPECT_THAT(std::string(SyncOptionsFromSettings(s).status().message()),
+              ::testing::StartsWith("--momentum-placement: 'worker' applies"));
+  s = SyncSettings();
+  s.compressor = "dgc";
+  s.dgc_momentum = 0.9;
+  EXPECT_THAT(std::string(SyncOptionsFromSettings(s).status().message()),
+              ::testing::StartsWith("--dgc-momentum: "));
+}
+
 TEST(SyncSettingsTest, BadValuesNameTheirSetting) {
   struct Case {
     std::string key;

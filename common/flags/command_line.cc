@@ -1,4 +1,4 @@
-#include "common/command_line.h"
+#include "common/flags/command_line.h"
 
 #include <cstdlib>
 #include <cstring>

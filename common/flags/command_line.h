@@ -11,8 +11,8 @@
 // the flag a value that the command line can still override. --dry-run
 // (a flag each binary declares) checks a command line without running it:
 // FlagValues shows what it resolved to.
-#ifndef GRADWIRE_COMMON_COMMAND_LINE_H_
-#define GRADWIRE_COMMON_COMMAND_LINE_H_
+#ifndef GRADWIRE_COMMON_FLAGS_COMMAND_LINE_H_
+#define GRADWIRE_COMMON_FLAGS_COMMAND_LINE_H_
 
 #include <string>
 
@@ -64,4 +64,4 @@ std::string FlagValues(absl::Span<const absl::string_view> flag_names);
 
 }  // namespace gradwire
 
-#endif  // GRADWIRE_COMMON_COMMAND_LINE_H_
+#endif  // GRADWIRE_COMMON_FLAGS_COMMAND_LINE_H_

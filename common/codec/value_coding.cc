@@ -1,0 +1,220 @@
+// Values in a precision on the wire: the value-type enum, and arrays of
+// fp32 / fp16 / bf16 values written, checked and read.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/base/config.h"
+#include "absl/strings/string_view.h"
+#include "common/codec/codec.h"
+#include "common/codec/codec_internal.h"
+
+namespace gradwire {
+namespace codec_internal {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Little-endian scalars. Byte-wise code that compilers turn into single
+// loads and stores on little-endian hosts, and that stays correct elsewhere.
+// fp32 arrays are copied wholesale where the host layout is the wire layout.
+
+#ifdef ABSL_IS_LITTLE_ENDIAN
+constexpr bool kHostIsLittleEndian = true;
+#else
+constexpr bool kHostIsLittleEndian = false;
+#endif
+
+inline void StoreLE16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+inline void StoreLE32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+inline uint16_t LoadLE16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
+inline uint32_t LoadLE32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
+         static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
+}
+inline uint32_t FloatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+inline float BitsToFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// Position of the first of `n` little-endian words of `Width` bytes at `src`
+// whose exponent bits (`exponent_mask`) are all set, i.e. a NaN or infinity;
+// -1 when there is none.
+template <int Width>
+int64_t FirstAllOnesExponent(const uint8_t* src, size_t n,
+                             uint32_t exponent_mask) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t bits =
+        Width == 2 ? LoadLE16(src + 2 * i) : LoadLE32(src + 4 * i);
+    if ((bits & exponent_mask) == exponent_mask) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+// Converts `n` values with `load(src, i)`, zeroing non-finite ones under
+// kZero.
+template <typename Load>
+void ConvertValues(const uint8_t* src, size_t n, NonFinitePolicy policy,
+                   Load load, float* dst) {
+  if (policy == NonFinitePolicy::kZero) {
+    for (size_t i = 0; i < n; ++i) dst[i] = SanitizeValue(load(src, i), policy);
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = load(src, i);
+  }
+}
+
+}  // namespace
+
+void WriteValues(const std::vector<float>& values, ValuePrecision precision,
+                 std::string* out) {
+  uint8_t* dst = ResizeBytes(out, values.size() * BytesPerValue(precision));
+  const size_t n = values.size();
+  if (n == 0) return;
+  switch (precision) {
+    case ValuePrecision::kFp32:
+      if (kHostIsLittleEndian) {
+        std::memcpy(dst, values.data(), n * sizeof(float));
+        return;
+      }
+      for (size_t i = 0; i < n; ++i)
+        StoreLE32(dst + 4 * i, FloatBits(values[i]));
+      return;
+    case ValuePrecision::kFp16:
+      for (size_t i = 0; i < n; ++i)
+        StoreLE16(dst + 2 * i, FloatToHalfBits(values[i]));
+      return;
+    case ValuePrecision::kBf16:
+      for (size_t i = 0; i < n; ++i)
+        StoreLE16(dst + 2 * i, FloatToBf16Bits(values[i]));
+      return;
+  }
+}
+
+float LoadValue(const uint8_t* src, size_t i, ValuePrecision precision) {
+  switch (precision) {
+    case ValuePrecision::kFp16:
+      return HalfBitsToFloat(LoadLE16(src + 2 * i));
+    case ValuePrecision::kBf16:
+      return Bf16BitsToFloat(LoadLE16(src + 2 * i));
+    case ValuePrecision::kFp32:
+      break;
+  }
+  return BitsToFloat(LoadLE32(src + 4 * i));
+}
+
+absl::Status CheckValueType(absl::string_view what, v1::ValueType value_type,
+                            ValuePrecision* precision) {
+  const absl::optional<ValuePrecision> resolved = FromWire(value_type);
+  if (!resolved.has_value()) {
+    if (value_type == v1::VALUE_TYPE_UNSPECIFIED) {
+      return Invalid("%s value_type is VALUE_TYPE_UNSPECIFIED", what);
+    }
+    return Invalid("%s value_type %d is unknown", what,
+                   static_cast<int>(value_type));
+  }
+  *precision = *resolved;
+  return absl::OkStatus();
+}
+
+absl::Status CheckValuesLength(absl::string_view what, absl::string_view bytes,
+                               uint64_t count, ValuePrecision precision) {
+  const uint64_t expected = count * BytesPerValue(precision);
+  if (bytes.size() != expected) {
+    return Invalid("%s values are %d bytes, expected %d (%d %s values)", what,
+                   bytes.size(), expected, count, PrecisionName(precision));
+  }
+  return absl::OkStatus();
+}
+
+int64_t FirstRejectedValue(absl::string_view bytes, ValuePrecision precision,
+                           NonFinitePolicy policy) {
+  if (policy != NonFinitePolicy::kReject) return -1;
+  const size_t n = bytes.size() / BytesPerValue(precision);
+  switch (precision) {
+    case ValuePrecision::kFp16:
+      return FirstAllOnesExponent<2>(Bytes(bytes), n, 0x7c00u);
+    case ValuePrecision::kBf16:
+      return FirstAllOnesExponent<2>(Bytes(bytes), n, 0x7f80u);
+    case ValuePrecision::kFp32:
+      break;
+  }
+  return FirstAllOnesExponent<4>(Bytes(bytes), n, 0x7f800000u);
+}
+
+void ReadValues(absl::string_view bytes, ValuePrecision precision,
+                NonFinitePolicy policy, std::vector<float>* out) {
+  const size_t n = bytes.size() / BytesPerValue(precision);
+  out->resize(n);
+  if (n == 0) return;
+  const uint8_t* src = Bytes(bytes);
+  float* dst = out->data();
+  switch (precision) {
+    case ValuePrecision::kFp16:
+      return ConvertValues(
+          src, n, policy,
+          [](const uint8_t* p, size_t i) {
+            return HalfBitsToFloat(LoadLE16(p + 2 * i));
+          },
+          dst);
+    case ValuePrecision::kBf16:
+      return ConvertValues(
+          src, n, policy,
+          [](const uint8_t* p, size_t i) {
+            return Bf16BitsToFloat(LoadLE16(p + 2 * i));
+          },
+          dst);
+    case ValuePrecision::kFp32:
+      break;
+  }
+  if (kHostIsLittleEndian && policy == NonFinitePolicy::kReject) {
+    std::memcpy(dst, src, n * sizeof(float));  // already checked finite
+    return;
+  }
+  ConvertValues(
+      src, n, policy,
+      [](const uint8_t* p, size_t i) {
+        return BitsToFloat(LoadLE32(p + 4 * i));
+      },
+      dst);
+}
+
+}  // namespace codec_internal
+
+v1::ValueType ToWire(ValuePrecision precision) {
+  switch (precision) {
+    case ValuePrecision::kFp16:
+      return v1::VALUE_TYPE_FP16;
+    case ValuePrecision::kBf16:
+      return v1::VALUE_TYPE_BF16;
+    case ValuePrecision::kFp32:
+      break;
+  }
+  return v1::VALUE_TYPE_FP32;
+}
+
+absl::optional<ValuePrecision> FromWire(v1::ValueType value_type) {
+  switch (value_type) {
+    case v1::VALUE_TYPE_FP32:
+      return ValuePrecision::kFp32;
+    case v1::VALUE_TYPE_FP16:
+      return ValuePrecision::kFp16;
+    case v1::VALUE_TYPE_BF16:
+      return ValuePrecision::kBf16;
+    default:
+      return absl::nullopt;
+  }
+}
+
+}  // namespace gradwire
