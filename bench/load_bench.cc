@@ -64,7 +64,7 @@ int Fail(const absl::Status& status) {
 
 absl::Status ResolveServerBinary(LoadBenchConfig* config) {
   if (config->server_binary.empty()) {
-    absl::StatusOr<std::string> dir = cli::SelfDirectory();
+    absl::StatusOr<std::string> dir = SelfDirectory();
     if (!dir.ok()) return dir.status();
     config->server_binary = *dir + "/gradwire-server";
   }

@@ -102,7 +102,7 @@ std::string ShardFleet::RunPath(uint32_t shard, const char* suffix) const {
 }
 
 absl::Status ShardFleet::Spawn(uint32_t shard) {
-  cli::SpawnOptions spawn;
+  SpawnOptions spawn;
   // The benchmark's own flags are explicit, so that GRADWIRE_* variables
   // meant for the benchmark (GRADWIRE_MODE, GRADWIRE_DRY_RUN, ...), which
   // the shards inherit, cannot change them.
@@ -128,8 +128,8 @@ absl::Status ShardFleet::Spawn(uint32_t shard) {
   spawn.argv.insert(spawn.argv.end(), options_.extra_args.begin(),
                     options_.extra_args.end());
   spawn.stdout_path = spawn.stderr_path = RunPath(shard, ".log");
-  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> process =
-      cli::ChildProcess::Spawn(spawn);
+  absl::StatusOr<std::unique_ptr<ChildProcess>> process =
+      ChildProcess::Spawn(spawn);
   if (!process.ok()) {
     return absl::Status(
         process.status().code(),
@@ -166,7 +166,7 @@ absl::Status ShardFleet::WaitUntilServing(uint32_t shard, absl::Time deadline) {
 absl::Status ShardFleet::ShardError(uint32_t shard,
                                     const std::string& what) const {
   const std::string log = RunPath(shard, ".log");
-  const std::string tail = cli::TailOfFile(log, kLogTailLines);
+  const std::string tail = TailOfFile(log, kLogTailLines);
   return absl::UnavailableError(absl::StrCat(
       "shard ", shard, " ", what, "; last lines of ", log, ":\n  | ",
       tail.empty() ? "(empty)"
@@ -174,7 +174,7 @@ absl::Status ShardFleet::ShardError(uint32_t shard,
 }
 
 absl::StatusOr<ProcessMemory> ShardFleet::Memory(uint32_t shard) {
-  cli::ChildProcess& process = *processes_.at(shard);
+  ChildProcess& process = *processes_.at(shard);
   if (!process.running()) {
     return ShardError(shard,
                       absl::StrCat("exited with code ", *process.exit_code()));
@@ -195,7 +195,7 @@ absl::Status ShardFleet::Stop(absl::Duration grace) {
   const absl::Time deadline = absl::Now() + grace;
   absl::Status result;
   for (uint32_t i = 0; i < processes_.size(); ++i) {
-    cli::ChildProcess& process = *processes_[i];
+    ChildProcess& process = *processes_[i];
     while (process.running() && absl::Now() < deadline) {
       absl::SleepFor(kPollInterval);
     }

@@ -3,7 +3,7 @@
 // ShardFleet::Start runs `shards` servers on 127.0.0.1 with --port=0 and a
 // port file each (the OS picks the ports), waits until every one answers
 // the gRPC health check, and from then on reads their memory from
-// /proc/<pid>/status. The children are cli::ChildProcess: their own process
+// /proc/<pid>/status. The children are ChildProcess: their own process
 // group and PR_SET_PDEATHSIG, so they die with the benchmark; the destructor
 // SIGKILLs and reaps whatever still runs.
 //
@@ -85,7 +85,7 @@ class ShardFleet {
   absl::Status ShardError(uint32_t shard, const std::string& what) const;
 
   const ShardFleetOptions options_;
-  std::vector<std::unique_ptr<cli::ChildProcess>> processes_;
+  std::vector<std::unique_ptr<ChildProcess>> processes_;
   std::vector<std::string> addresses_;
 };
 

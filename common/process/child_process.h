@@ -91,17 +91,6 @@ absl::StatusOr<std::string> FindExecutable(const std::string& program);
 // newline); empty if the file cannot be read. Reads at most the last 64 KiB.
 std::string TailOfFile(const std::string& path, int max_lines);
 
-// The names under which gradwire-bench-load (bench/load_*) refers to these,
-// from when they lived in cli/. To go once the bench names them without
-// cli::.
-namespace cli {
-using ::gradwire::ChildProcess;
-using ::gradwire::FindExecutable;
-using ::gradwire::SelfDirectory;
-using ::gradwire::SpawnOptions;
-using ::gradwire::TailOfFile;
-}  // namespace cli
-
 }  // namespace gradwire
 
 #endif  // GRADWIRE_COMMON_PROCESS_CHILD_PROCESS_H_

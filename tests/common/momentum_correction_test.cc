@@ -167,8 +167,8 @@ TEST(MomentumCorrectionTest, CompressedMomentumReachesTheDenseOptimum) {
   const struct {
     const char* compressor;
     float lr;
-  } cases[] = {{"topk", 0.03f},  {"randomk", 0.01f}, {"dgc", 0.03f},
-               {"qsgd", 0.03f},  {"fp16", 0.03f},    {"onebit", 0.01f}};
+  } cases[] = {{"topk", 0.03f}, {"randomk", 0.01f}, {"dgc", 0.03f},
+               {"qsgd", 0.03f}, {"fp16", 0.03f},    {"onebit", 0.01f}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.compressor);
     const double dense = DenseMomentum(q, c.lr);
