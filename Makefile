@@ -12,8 +12,11 @@
 #                    between network namespaces (root; build/bench-network.json)
 #   make bench-straggler  1 shard + 3 workers, one slowed, under BSP and SSP
 #                    (staleness 2, 4); writes build/bench-straggler.json
-#   make bench-convergence  accuracy and bytes of every compressor (about 25
-#                    min; writes build/convergence.{md,json})
+#   make bench-convergence  accuracy and bytes of 6 compression settings,
+#                    each with momentum and with plain SGD, seeds 1,2,3, 10
+#                    MLP epochs (bench/convergence.py; about 1.5 h; writes
+#                    build/convergence.{md,json}, convergence-*.png and
+#                    build/convergence-runs/)
 #   make bench-python  Python workers against gradwire-worker, overlap on
 #                    shaped links (root), ResNet-18 against DDP
 #                    (build/bench-python.json; PYTHON_BENCH_ARGS="--parts=a")
@@ -49,7 +52,8 @@ DEMO_ARGS  ?=
 NETWORK_ARGS ?=
 # Flags for bench/straggler.sh, e.g. "--delay-ms=300 --every=4".
 STRAGGLER_ARGS ?=
-# Flags for bench/convergence.sh, e.g. "--model=cnn --epochs=1".
+# Flags for bench/convergence.sh (bench/convergence.py --help), e.g.
+# "--seeds=1 --only=topk1,dense" or "--model=cnn --epochs=1".
 CONVERGENCE_ARGS ?=
 # Flags for bench/python.sh, e.g. "--parts=a --steps=60 --repeat=2".
 PYTHON_BENCH_ARGS ?=

@@ -4,7 +4,10 @@
 //       runs a whole job on this machine (cli/local_cluster.h);
 //   gradwire health --addr=127.0.0.1:7000
 //       exits 0 and prints SERVING when that shard serves (for Docker
-//       HEALTHCHECK and scripts), 1 with the status otherwise.
+//       HEALTHCHECK and scripts), 1 with the status otherwise;
+//   gradwire report --out=DIR a.json b.json
+//       the table and plots of runs from their summaries
+//       (cli/report_command.h, scripts/gradwire_report.py).
 //
 // Exit codes: 0 success; 1 failure; kUsageExitCode (2) for a bad command
 // line; 128 + N when `local` was stopped by signal N.
@@ -17,6 +20,7 @@
 #include "cli/command_args.h"
 #include "cli/health_command.h"
 #include "cli/local_command.h"
+#include "cli/report_command.h"
 #include "common/flags/command_line.h"
 
 // The client TLS flags (common/flags/tls_flags.h) serve both commands:
@@ -34,6 +38,9 @@ constexpr absl::string_view kUsage =
     "      Runs S shards and W workers on this machine and sums up the run.\n"
     "  gradwire health --addr=HOST:PORT [--timeout-seconds=5]\n"
     "      Exits 0 and prints SERVING when the shard at HOST:PORT serves.\n"
+    "  gradwire report [--out=DIR] [--label=NAME=FILE ...] SUMMARY.json...\n"
+    "      Prints a table of the runs and plots accuracy per epoch and\n"
+    "      accuracy against bytes (PNG; needs python3-matplotlib).\n"
     "\n"
     "'gradwire COMMAND --help' describes a command's flags.\n";
 
@@ -57,6 +64,13 @@ int Main(int argc, char** argv) {
       return 0;
     }
     return RunHealth(args);
+  }
+  if (command == "report") {
+    if (help) {
+      std::fputs(ReportHelp().c_str(), stdout);
+      return 0;
+    }
+    return RunReport(args);
   }
   if (help || command == "help") {
     std::fputs(kUsage.data(), stdout);

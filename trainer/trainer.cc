@@ -9,9 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/precision.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/models.h"
 #include "trainer/progress.h"
+#include "worker/sync_settings.h"
 #include "worker/worker_metrics.h"
 
 namespace gradwire {
@@ -297,6 +299,17 @@ double Rounded(double value, double per_unit) {
   return std::isfinite(value) ? std::round(value * per_unit) / per_unit : value;
 }
 
+std::string ModeName(v1::ConsistencyMode mode) {
+  switch (mode) {
+    case v1::CONSISTENCY_MODE_ASP:
+      return "asp";
+    case v1::CONSISTENCY_MODE_SSP:
+      return "ssp";
+    default:
+      return "bsp";
+  }
+}
+
 // Never throws: text that is not valid UTF-8 is written with U+FFFD.
 std::string Dump(const nlohmann::ordered_json& value) {
   return value.dump(-1, ' ', false,
@@ -326,6 +339,11 @@ std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
   summary["compressor"] = sync.compressor.name;
   summary["ratio"] = sync.compressor.ratio;
   summary["error_feedback"] = sync.error_feedback;
+  summary["value_type"] = std::string(PrecisionName(sync.compressor.precision));
+  summary["mode"] = ModeName(sync.training.mode());
+  // What ran where (the line the worker logs at start): lets a report tell
+  // runs with different optimizers apart.
+  summary["optimizer"] = DescribeOptimizerPlacement(sync);
   summary["compress_seconds"] = Rounded(r.sync.compress_seconds, 1e3);
   summary["push_seconds"] = Rounded(r.sync.push_seconds, 1e3);
   summary["pull_seconds"] = Rounded(r.sync.pull_seconds, 1e3);
