@@ -16,10 +16,10 @@ TEST(SyncSettingsTest, DefaultsResolve) {
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->compressor.name, "topk");
   EXPECT_EQ(options->training.mode(), v1::CONSISTENCY_MODE_BSP);
-  // Top-K with error feedback: momentum folded into the shards' SGD step.
+  // Top-K: momentum on the worker, before compression; SGD on the shards.
   EXPECT_EQ(options->training.optimizer().kind(), v1::OPTIMIZER_KIND_SGD);
-  EXPECT_FLOAT_EQ(options->folded_momentum, 0.9f);
-  EXPECT_NEAR(options->training.optimizer().learning_rate(), 0.5, 1e-6);
+  EXPECT_FLOAT_EQ(options->worker_momentum.momentum, 0.9f);
+  EXPECT_NEAR(options->training.optimizer().learning_rate(), 0.05, 1e-9);
   EXPECT_TRUE(options->pull_deltas);
   EXPECT_EQ(options->shard_addresses.size(), 1u);
 }
@@ -35,7 +35,7 @@ TEST(SyncSettingsTest, NamesResolveToTheirConfigs) {
   s.pull_timeout_seconds = 7;
   const absl::StatusOr<SyncOptions> options = SyncOptionsFromSettings(s);
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_FLOAT_EQ(options->folded_momentum, 0.9f);
+  EXPECT_TRUE(options->worker_momentum.nesterov);
   EXPECT_EQ(options->training.staleness(), 4u);
   EXPECT_FALSE(options->pull_deltas);
   EXPECT_EQ(options->compressor.precision, ValuePrecision::kBf16);
@@ -68,20 +68,15 @@ TEST(SyncSettingsTest, MomentumRunsWhereCompressionKeepsItsAccuracy) {
   o = SyncOptionsFromSettings(s);
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_NEAR(o->training.optimizer().learning_rate(), 0.05, 1e-9);
-  // Compressed with error feedback: folded, lr / (1 - m), in every mode.
+  // Compressed, in any mode: on the worker, masked where a sparse push
+  // sent.
   s.compressor = "dgc";
   s.scale_async_lr = true;
   o = SyncOptionsFromSettings(s);
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_FALSE(o->worker_momentum.enabled());
-  EXPECT_NEAR(o->training.optimizer().learning_rate(), 0.5 / 4, 1e-6);
+  EXPECT_TRUE(o->worker_momentum.enabled());
+  EXPECT_NEAR(o->training.optimizer().learning_rate(), 0.05 / 4, 1e-9);
   s.mode = "bsp";
-  o = SyncOptionsFromSettings(s);
-  ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(DescribeOptimizerPlacement(*o),
-            "optimizer: momentum 0.9 folded into the step (error feedback "
-            "carries the history); SGD lr 0.5 on the shards");
-  // Compressed without error feedback: on the worker, masked.
   s.compressor = "topk";
   s.error_feedback = false;
   o = SyncOptionsFromSettings(s);
@@ -90,6 +85,15 @@ TEST(SyncSettingsTest, MomentumRunsWhereCompressionKeepsItsAccuracy) {
   EXPECT_EQ(DescribeOptimizerPlacement(*o),
             "optimizer: momentum 0.9 on the worker before compression "
             "(masked where a sparse push sent); SGD lr 0.05 on the shards");
+  // Folding is there to be asked for: SGD at lr / (1 - m).
+  s.error_feedback = true;
+  s.momentum_placement = "fold";
+  o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->worker_momentum.enabled());
+  EXPECT_EQ(DescribeOptimizerPlacement(*o),
+            "optimizer: momentum 0.9 folded into the step (error feedback "
+            "carries the history); SGD lr 0.5 on the shards");
   // Each placement can be forced.
   s.error_feedback = true;
   s.momentum_placement = "server";
