@@ -123,6 +123,7 @@ ShardOptions ToShardOptions(const ServerOptions& options) {
   shard.num_workers = static_cast<uint32_t>(options.num_workers);
   shard.mode = ParseConsistencyMode(options.mode).value();
   shard.staleness = static_cast<uint32_t>(options.staleness);
+  shard.max_message_bytes = static_cast<uint64_t>(options.max_message_bytes);
   return shard;
 }
 

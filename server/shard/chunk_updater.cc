@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "common/compress/compressor.h"
 
 namespace gradwire {
@@ -15,17 +18,113 @@ double SecondsSince(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
 
+bool AllFinite(const std::vector<float>& values) {
+  return std::all_of(values.begin(), values.end(),
+                     [](float v) { return std::isfinite(v); });
+}
+
+// A BSP step's sum, each push already divided by `num_workers`, scaled to
+// the mean over the `pushers` workers that pushed (the drop rule); with
+// every worker pushed nothing is scaled.
+void ScaleToMean(uint32_t num_workers, uint32_t pushers,
+                 std::vector<float>* sum) {
+  if (pushers >= num_workers) return;
+  const float scale =
+      static_cast<float>(num_workers) / static_cast<float>(pushers);
+  for (float& value : *sum) value *= scale;
+}
+
 }  // namespace
 
+absl::Status ChunkUpdater::PreparePush(ChunkState* chunk, uint32_t worker,
+                                       uint64_t step,
+                                       const CompressedChunk& gradient,
+                                       PreparedUpdate* prepared) const {
+  prepared->runs = false;
+  thread_local std::vector<float> dense;
+  if (rule_.cadence() == UpdateCadence::kPerPush) {
+    const SteadyClock::time_point start = SteadyClock::now();
+    dense.resize(chunk->numel);
+    DecompressInto(gradient, absl::MakeSpan(dense));
+    metrics_->ObserveAggregation(SecondsSince(start));
+    return TryUpdate(chunk, dense, prepared);
+  }
+  if (!WouldCompleteStep(chunk, worker, step)) return absl::OkStatus();
+  // The step's mean as CompleteStep would make it, by the same operations
+  // (AddToStepMean, then ScaleToMean), so that this is its update. Timed
+  // by AddToStepMean when the push is applied.
+  const ChunkSnapshot& state = chunk->state;
+  dense.assign(state.accumulator.begin(), state.accumulator.end());
+  dense.resize(chunk->numel, 0.0f);
+  AccumulateInto(gradient, 1.0f / config_.num_workers, absl::MakeSpan(dense));
+  ScaleToMean(config_.num_workers, state.pending_pushes + 1, &dense);
+  return TryUpdate(chunk, dense, prepared);
+}
+
+bool ChunkUpdater::WouldCompleteStep(ChunkState* chunk, uint32_t worker,
+                                     uint64_t step) const {
+  // Applies what ApplyPush does before it moves the clock (rejoin, mark the
+  // step, count the push), asks the rule, and puts all of it back.
+  ChunkSnapshot& state = chunk->state;
+  const bool rejoined = chunk->live.Rejoin(worker);
+  const WorkerProgress saved = state.workers[worker];
+  MarkStep(&state.workers[worker], step);
+  ++state.pending_pushes;
+  const uint64_t next_clock = rule_.ClockAfter(chunk->progress());
+  --state.pending_pushes;
+  state.workers[worker] = saved;
+  if (rejoined) chunk->live.Drop(worker);
+  return next_clock != state.clock;
+}
+
+absl::Status ChunkUpdater::TryUpdate(ChunkState* chunk,
+                                     absl::Span<const float> gradient,
+                                     PreparedUpdate* out) const {
+  const ChunkSnapshot& state = chunk->state;
+  out->weights.assign(state.weights.begin(), state.weights.end());
+  out->optimizer = state.optimizer;
+  const SteadyClock::time_point start = SteadyClock::now();
+  config_.optimizer->Apply(absl::MakeSpan(out->weights), gradient,
+                           &out->optimizer);
+  metrics_->ObserveOptimizer(SecondsSince(start));
+  if (!AllFinite(out->weights) || !AllFinite(out->optimizer.first_moment) ||
+      !AllFinite(out->optimizer.second_moment)) {
+    out->runs = false;
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "chunk %d: update %d would make a weight or optimizer state not "
+        "finite (the values overflow float); the chunk is unchanged",
+        chunk->key, state.version + 1));
+  }
+  out->runs = true;
+  return absl::OkStatus();
+}
+
+void ChunkUpdater::Commit(ChunkState* chunk, PreparedUpdate* prepared) const {
+  ChunkSnapshot& state = chunk->state;
+  state.weights.swap(prepared->weights);
+  std::swap(state.optimizer, prepared->optimizer);
+  prepared->runs = false;
+  ++state.version;
+  updates_applied_->fetch_add(1, std::memory_order_relaxed);
+  if (config_.pull_compressor) RefreshPullDelta(chunk);
+}
+
 void ChunkUpdater::ApplyPush(ChunkState* chunk, uint32_t worker, uint64_t step,
-                             const CompressedChunk& gradient) const {
+                             const CompressedChunk& gradient,
+                             PreparedUpdate* prepared) const {
   MarkStep(&chunk->state.workers[worker], step);
   if (rule_.cadence() == UpdateCadence::kPerStep) {
     AddToStepMean(chunk, gradient);
-  } else {
-    UpdateWithPush(chunk, step, gradient);
+    // Cannot fail: `prepared` holds the finite update when the step
+    // completes.
+    AdvanceClockWith(chunk, prepared).IgnoreError();
+    return;
   }
-  AdvanceClock(chunk);
+  const uint64_t clock = chunk->state.clock;
+  // The step is at or past the clock (an older one would be a duplicate).
+  metrics_->ObserveStaleness(step > clock ? step - clock : 0);
+  Commit(chunk, prepared);
+  AdvanceClockWith(chunk, nullptr).IgnoreError();
 }
 
 void ChunkUpdater::AddToStepMean(ChunkState* chunk,
@@ -40,64 +139,47 @@ void ChunkUpdater::AddToStepMean(ChunkState* chunk,
   ++state.pending_pushes;
 }
 
-void ChunkUpdater::UpdateWithPush(ChunkState* chunk, uint64_t step,
-                                  const CompressedChunk& gradient) const {
-  const uint64_t clock = chunk->state.clock;
-  const SteadyClock::time_point start = SteadyClock::now();
-  // The step is at or past the clock (an older one would be a duplicate).
-  metrics_->ObserveStaleness(step > clock ? step - clock : 0);
-  thread_local std::vector<float> dense;
-  dense.resize(chunk->numel);
-  DecompressInto(gradient, absl::MakeSpan(dense));
-  metrics_->ObserveAggregation(SecondsSince(start));
-  Update(chunk, dense);
-}
-
-void ChunkUpdater::AdvanceClock(ChunkState* chunk) const {
+absl::Status ChunkUpdater::AdvanceClockWith(ChunkState* chunk,
+                                            PreparedUpdate* prepared) const {
   ChunkSnapshot& state = chunk->state;
   const uint64_t next_clock = rule_.ClockAfter(chunk->progress());
   if (rule_.cadence() == UpdateCadence::kPerStep) {
-    if (next_clock != state.clock) CompleteStep(chunk, next_clock);
-    return;
+    if (next_clock == state.clock) return absl::OkStatus();
+    return CompleteStep(chunk, next_clock, prepared);
   }
   state.clock = next_clock;
-  if (chunk->live.num_dropped() == 0) return;
+  if (chunk->live.num_dropped() == 0) return absl::OkStatus();
   for (uint32_t w = 0; w < config_.num_workers; ++w) {
     if (!chunk->live.IsLive(w)) MarkStepsBelow(&state.workers[w], state.clock);
   }
+  return absl::OkStatus();
 }
 
-void ChunkUpdater::CompleteStep(ChunkState* chunk, uint64_t next_clock) const {
+absl::Status ChunkUpdater::CompleteStep(ChunkState* chunk, uint64_t next_clock,
+                                        PreparedUpdate* prepared) const {
   ChunkSnapshot& state = chunk->state;
   const uint32_t num_workers = config_.num_workers;
   if (state.pending_pushes < num_workers) {
-    // Each push was divided by num_workers as it arrived; scale the sum to
-    // the mean over the workers that pushed.
-    const float scale = static_cast<float>(num_workers) /
-                        static_cast<float>(state.pending_pushes);
-    for (float& value : state.accumulator) value *= scale;
     for (uint32_t w = 0; w < num_workers; ++w) {
       if (!chunk->live.IsLive(w)) {
         MarkStepsBelow(&state.workers[w], next_clock);
       }
     }
   }
-  Update(chunk, state.accumulator);
+  absl::Status status = absl::OkStatus();
+  if (prepared != nullptr && prepared->runs) {
+    Commit(chunk, prepared);
+  } else {
+    // A step that a drop completed: nothing was prepared.
+    ScaleToMean(num_workers, state.pending_pushes, &state.accumulator);
+    PreparedUpdate computed;
+    status = TryUpdate(chunk, state.accumulator, &computed);
+    if (status.ok()) Commit(chunk, &computed);
+  }
   std::fill(state.accumulator.begin(), state.accumulator.end(), 0.0f);
   state.pending_pushes = 0;
   state.clock = next_clock;
-}
-
-void ChunkUpdater::Update(ChunkState* chunk,
-                          absl::Span<const float> gradient) const {
-  ChunkSnapshot& state = chunk->state;
-  const SteadyClock::time_point start = SteadyClock::now();
-  config_.optimizer->Apply(absl::MakeSpan(state.weights), gradient,
-                           &state.optimizer);
-  metrics_->ObserveOptimizer(SecondsSince(start));
-  ++state.version;
-  updates_applied_->fetch_add(1, std::memory_order_relaxed);
-  if (config_.pull_compressor) RefreshPullDelta(chunk);
+  return status;
 }
 
 void ChunkUpdater::RefreshPullDelta(ChunkState* chunk) const {

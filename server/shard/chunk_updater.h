@@ -9,6 +9,23 @@
 //      error feedback: the shadow moves by exactly what was sent).
 // A shrunken live set (Shard::DropWorker) runs step 3 alone.
 //
+// No update may leave a weight or optimizer state non-finite (a finite
+// gradient can: SGD at lr 1 takes a weight of 3e38 to inf with -3e38). So
+// the optimizer runs on a copy of the chunk's weights and optimizer state,
+// and the copy is installed only when every value of it is finite:
+//   - a push whose update would not be finite is refused whole before
+//     anything of it is applied (PreparePush, FAILED_PRECONDITION naming the
+//     chunk). In BSP that is the push that completes the step: the step
+//     stays open with the other workers' pushes summed, and a push of a
+//     different gradient may still complete it;
+//   - a BSP step that a drop completes (AdvanceClock) has no push to refuse:
+//     it completes without its update (weights, optimizer state and version
+//     unchanged, the step's mean discarded) and AdvanceClock says so.
+// Cost on the normal path, per update: one copy of the chunk's weights and
+// optimizer state (the optimizer then runs on the copy, which is swapped
+// in, so nothing is copied back) and one scan of them; in BSP, the push that
+// completes a step also copies the step's sum once.
+//
 // The rule decides (common/consistency/); this class only carries out, on
 // the chunk's state, under the chunk's lock. Judging a push (kApply or
 // kDuplicate) happens before, in Shard::Push; journaling after.
@@ -20,7 +37,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "common/compress/compressed_chunk.h"
 #include "server/shard/chunk_state.h"
@@ -28,6 +47,17 @@
 #include "server/shard/shard_metrics.h"
 
 namespace gradwire {
+
+// The optimizer update of one chunk, computed aside: what the chunk's
+// weights and optimizer state become. PreparePush fills it and ApplyPush
+// installs it (by swapping, so afterwards it holds the old values).
+struct PreparedUpdate {
+  // Whether the push runs the optimizer: always in ASP/SSP, in BSP when it
+  // completes the step.
+  bool runs = false;
+  std::vector<float> weights;
+  OptimizerState optimizer;
+};
 
 class ChunkUpdater {
  public:
@@ -40,33 +70,62 @@ class ChunkUpdater {
         metrics_(metrics),
         updates_applied_(updates_applied) {}
 
+  // Computes, without changing the chunk, the optimizer update that a push
+  // of `step` by `worker` (judged kApply) would make, into *prepared.
+  // FAILED_PRECONDITION naming the chunk when a resulting weight or
+  // optimizer state would not be finite; the push must then be refused.
+  absl::Status PreparePush(ChunkState* chunk, uint32_t worker, uint64_t step,
+                           const CompressedChunk& gradient,
+                           PreparedUpdate* prepared) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+
   // Accounts for a push of `step` by `worker` that the rule judged kApply
-  // (steps 1 to 4 above).
+  // (steps 1 to 4 above), installing `prepared`, which PreparePush filled
+  // for this push under the same hold of the chunk's lock.
   void ApplyPush(ChunkState* chunk, uint32_t worker, uint64_t step,
-                 const CompressedChunk& gradient) const
+                 const CompressedChunk& gradient,
+                 PreparedUpdate* prepared) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
 
   // Moves the clock after the live set changed or a push was applied (step
   // 3): completes the BSP step that now waits for nobody, or advances an
   // ASP/SSP clock to the slowest live worker. Workers out of the live set
   // are marked done for every step completed without them.
-  void AdvanceClock(ChunkState* chunk) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  // FAILED_PRECONDITION when the step completed without its update because
+  // the update would not have been finite (see above); the clock moved all
+  // the same.
+  absl::Status AdvanceClock(ChunkState* chunk) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu) {
+    return AdvanceClockWith(chunk, nullptr);
+  }
 
  private:
+  // AdvanceClock, completing a BSP step with `prepared` when it is set and
+  // runs.
+  absl::Status AdvanceClockWith(ChunkState* chunk,
+                                PreparedUpdate* prepared) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  // kPerStep: whether a push of `worker` would complete the step.
+  bool WouldCompleteStep(ChunkState* chunk, uint32_t worker,
+                         uint64_t step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  // Runs the optimizer on copies of the chunk's weights and optimizer state
+  // with `gradient`, into *out; FAILED_PRECONDITION unless all of it is
+  // finite.
+  absl::Status TryUpdate(ChunkState* chunk, absl::Span<const float> gradient,
+                         PreparedUpdate* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  // Installs a finite update: version + 1, and the pull delta.
+  void Commit(ChunkState* chunk, PreparedUpdate* prepared) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
   // kPerStep: adds the gradient's share of the step's mean.
   void AddToStepMean(ChunkState* chunk, const CompressedChunk& gradient) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
-  // kPerPush: one optimizer update with the decompressed gradient.
-  void UpdateWithPush(ChunkState* chunk, uint64_t step,
-                      const CompressedChunk& gradient) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
-  // kPerStep: runs the optimizer on the step's mean and moves the clock to
-  // `next_clock`.
-  void CompleteStep(ChunkState* chunk, uint64_t next_clock) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
-  // Runs the optimizer on `chunk` with `gradient` and refreshes its delta.
-  void Update(ChunkState* chunk, absl::Span<const float> gradient) const
+  // kPerStep: installs the step's update (`prepared` when it is set and
+  // runs, else computed from the step's mean, and skipped when not finite)
+  // and moves the clock to `next_clock`.
+  absl::Status CompleteStep(ChunkState* chunk, uint64_t next_clock,
+                            PreparedUpdate* prepared) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
   // Step 4: the delta of the update that made the current version.
   void RefreshPullDelta(ChunkState* chunk) const

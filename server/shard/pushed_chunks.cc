@@ -38,8 +38,17 @@ absl::Status DecodePushedChunks(const v1::PushRequest& request,
                                 const ChunkMap& chunks, uint32_t shard_id,
                                 std::vector<PushedChunk>* pushed,
                                 PushOutcome* outcome) {
+  // First, before anything is allocated per entry: a push of millions of
+  // (empty) entries must cost no more than one naming every chunk.
+  if (static_cast<uint64_t>(request.chunks_size()) > chunks.size()) {
+    *outcome = PushOutcome::kInvalid;
+    return absl::InvalidArgumentError(
+        absl::StrFormat("push names %d chunks; shard %d owns %d",
+                        request.chunks_size(), shard_id, chunks.size()));
+  }
   pushed->assign(request.chunks_size(), PushedChunk());
   absl::flat_hash_set<uint64_t> seen;
+  seen.reserve(request.chunks_size());
   for (int i = 0; i < request.chunks_size(); ++i) {
     const v1::ChunkGradient& chunk = request.chunks(i);
     if (!seen.insert(chunk.key()).second) {

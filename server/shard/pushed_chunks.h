@@ -13,6 +13,7 @@
 #include "common/consistency/consistency_rule.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "server/shard/chunk_state.h"
+#include "server/shard/chunk_updater.h"
 #include "server/shard/shard_metrics.h"
 
 namespace gradwire {
@@ -26,12 +27,16 @@ struct PushedChunk {
   CompressedChunk gradient;
   // The consistency rule's verdict, set under the chunk's lock.
   PushVerdict verdict = PushVerdict::kApply;
+  // The optimizer update the push makes, prepared under the chunk's lock
+  // (ChunkUpdater::PreparePush) when the verdict is kApply.
+  PreparedUpdate update;
 };
 
 // Decodes every chunk of `request` against `chunks` (the chunks of shard
 // `shard_id`) into `*pushed`, sorted by key (the lock order). On a refusal
-// sets *outcome: kInvalid (INVALID_ARGUMENT: a chunk twice, or one that does
-// not decode) or kNotOwned (FAILED_PRECONDITION: a chunk this shard does not
+// sets *outcome: kInvalid (INVALID_ARGUMENT: more entries than `chunks`,
+// checked before any per-entry work; a chunk twice; or one that does not
+// decode) or kNotOwned (FAILED_PRECONDITION: a chunk this shard does not
 // hold). The error names the chunk.
 absl::Status DecodePushedChunks(const v1::PushRequest& request,
                                 const ChunkMap& chunks, uint32_t shard_id,

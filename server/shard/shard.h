@@ -108,6 +108,10 @@ struct ShardOptions {
   // every worker (about 17 bytes each), so this bounds what a small Init
   // can make the shard allocate (256 MiB at the default).
   uint64_t max_worker_progress_entries = uint64_t{1} << 24;
+  // Largest answer a Pull may build, in bytes (the server's
+  // --max-message-bytes, which gRPC would refuse to send anyway): a pull
+  // whose answer would be larger is RESOURCE_EXHAUSTED before it is built.
+  uint64_t max_message_bytes = uint64_t{64} << 20;
 };
 
 class Shard {
@@ -129,7 +133,12 @@ class Shard {
 
   // Waits until each chunk's clock reaches min_step (DEADLINE_EXCEEDED if
   // `deadline` passes first), then answers dense weights or deltas. When
-  // `waited` is set, the time spent waiting is added to it.
+  // `waited` is set, the time spent waiting is added to it. Refused before
+  // anything is waited for or built: INVALID_ARGUMENT for a request naming
+  // more chunks than the shard owns or a chunk twice; RESOURCE_EXHAUSTED
+  // when the answer's dense size would exceed
+  // ShardOptions::max_message_bytes (also checked as the answer is built,
+  // since a delta may encode larger than its dense size).
   absl::Status Pull(const v1::PullRequest& request, absl::Time deadline,
                     v1::PullResponse* response,
                     absl::Duration* waited = nullptr);
@@ -208,6 +217,9 @@ class Shard {
   void Install(std::unique_ptr<const ShardConfig> config, ChunkMap chunks)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(init_mu_);
   ChunkState* FindChunk(uint64_t key) const;
+  // What a Pull must get right before anything is waited for or built
+  // (shard_pull.cc): chunk count, ownership, repeats, the answer's size.
+  absl::Status CheckPulledChunks(const v1::PullRequest& request) const;
   // Push without the counting and the wait for durability (shard_push.cc);
   // fills *result on every return.
   absl::Status ValidateAndApply(const v1::PushRequest& request,

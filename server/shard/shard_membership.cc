@@ -3,6 +3,7 @@
 // (ConsistencyRule::ClockAfter) and ChunkUpdater::AdvanceClock's.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "server/shard/chunk_updater.h"
@@ -35,6 +36,8 @@ absl::Status Shard::DropWorker(uint32_t worker) {
   }
   uint64_t ticket = 0;
   bool dropped_now = false;
+  // Steps the drop completed without their update; logged after the locks.
+  std::vector<std::string> skipped;
   {
     // Every chunk, in the order Push locks them, so that a drop is one event
     // in each chunk's sequence of pushes.
@@ -43,7 +46,10 @@ absl::Status Shard::DropWorker(uint32_t worker) {
       chunk->mu.AssertHeld();
       if (!chunk->live.Drop(worker)) continue;
       dropped_now = true;
-      updater_->AdvanceClock(chunk.get());
+      if (absl::Status s = updater_->AdvanceClock(chunk.get()); !s.ok()) {
+        // The step completed without its update (chunk_updater.h).
+        skipped.push_back(std::string(s.message()));
+      }
     }
     workers_->SetLive(worker, false);
     if (dropped_now && journal_ != nullptr) {
@@ -53,6 +59,11 @@ absl::Status Shard::DropWorker(uint32_t worker) {
   }
   if (ticket != 0) journal_->WaitDurable(ticket);
   if (dropped_now) metrics_->CountWorkerDrop();
+  for (const std::string& why : skipped) {
+    LogShardEventf(options_.shard_id,
+                   "dropping worker %d completed a step without its update: %s",
+                   worker, why);
+  }
   return absl::OkStatus();
 }
 

@@ -17,8 +17,8 @@ using metrics::Labels;
 using metrics::MetricType;
 
 constexpr const char* kPushOutcomeNames[kNumPushOutcomes] = {
-    "accepted", "duplicate", "not_initialized",  "unknown_worker",
-    "invalid",  "not_owned", "step_out_of_range"};
+    "accepted", "duplicate", "not_initialized",   "unknown_worker",
+    "invalid",  "not_owned", "step_out_of_range", "non_finite_update"};
 
 // Bucket layouts. Per-chunk work spans microseconds (small chunks) to
 // seconds (4 MiB chunks through Adam on a busy machine); a pull may wait up

@@ -7,7 +7,7 @@
 //   gradwire_shard_pushes_total{result}        Push calls by outcome: accepted,
 //       duplicate (every chunk already held), or the reason of a refusal:
 //       not_initialized, unknown_worker, invalid, not_owned,
-//       step_out_of_range
+//       step_out_of_range, non_finite_update (chunk_updater.h)
 //   gradwire_shard_received_bytes_total{rpc}   serialized request sizes of
 //   gradwire_shard_sent_bytes_total{rpc}       Push and Pull (rpc="push",
 //                                              "pull") and of their replies
@@ -56,15 +56,16 @@ class Shard;
 
 // How a Push ended; one counter each.
 enum class PushOutcome {
-  kAccepted,        // at least one chunk applied
-  kDuplicate,       // every chunk was already held (a retry)
-  kNotInitialized,  // no Init yet
-  kUnknownWorker,   // worker id outside the config
-  kInvalid,         // malformed: no chunks, a chunk twice, bad encoding
-  kNotOwned,        // a chunk this shard does not hold
-  kStepOutOfRange,  // the step is not accepted now (consistency rules)
+  kAccepted,         // at least one chunk applied
+  kDuplicate,        // every chunk was already held (a retry)
+  kNotInitialized,   // no Init yet
+  kUnknownWorker,    // worker id outside the config
+  kInvalid,          // malformed: no chunks, a chunk twice, bad encoding
+  kNotOwned,         // a chunk this shard does not hold
+  kStepOutOfRange,   // the step is not accepted now (consistency rules)
+  kNonFiniteUpdate,  // its update would make a weight or state non-finite
 };
-inline constexpr int kNumPushOutcomes = 7;
+inline constexpr int kNumPushOutcomes = 8;
 
 // A worker counts as active while its last accepted push is at most this
 // old.

@@ -1,11 +1,17 @@
 // Shard::Pull: wait for the asked step, then answer dense or delta.
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/codec/codec.h"
+#include "common/precision.h"
 #include "server/shard/shard.h"
 
 namespace gradwire {
 namespace {
+
+// What one chunk's answer adds besides its values (key, version, clock,
+// numel, encoding tags): a bound for the estimate, not an exact count.
+constexpr uint64_t kChunkAnswerOverheadBytes = 64;
 
 // Waits until the clock of `chunk` (whose lock is held) reaches `wanted`,
 // adding the time waited to *waited when set. DEADLINE_EXCEEDED when
@@ -86,6 +92,14 @@ absl::Status PullOne(ChunkState* chunk, const v1::ChunkPull& pull,
   return EncodeDense(state.weights, precision, out->mutable_data());
 }
 
+// RESOURCE_EXHAUSTED for an answer of `bytes` over `limit`.
+absl::Status TooLarge(uint64_t bytes, uint64_t limit) {
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "pull answer of %d bytes would exceed the shard's max message size of "
+      "%d bytes (--max-message-bytes): pull fewer chunks per request",
+      bytes, limit));
+}
+
 }  // namespace
 
 absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
@@ -105,20 +119,57 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
         absl::StrFormat("unknown dense value type %d",
                         static_cast<int>(request.dense_value_type())));
   }
+  if (absl::Status s = CheckPulledChunks(request); !s.ok()) return s;
+  uint64_t answer_bytes = 0;
   for (const v1::ChunkPull& pull : request.chunks()) {
-    if (FindChunk(pull.key()) == nullptr) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "chunk %d is not owned by shard %d", pull.key(), options_.shard_id));
+    v1::ChunkWeights* out = response->add_chunks();
+    absl::Status s =
+        PullOne(FindChunk(pull.key()), pull, request,
+                config_->pull_compressor != nullptr, deadline, out, waited);
+    // A delta may encode larger than its dense size: the estimate bounds
+    // what is built, this bounds what is answered.
+    if (s.ok()) answer_bytes += out->ByteSizeLong();
+    if (s.ok() && answer_bytes > options_.max_message_bytes) {
+      s = TooLarge(answer_bytes, options_.max_message_bytes);
     }
-  }
-  for (const v1::ChunkPull& pull : request.chunks()) {
-    if (absl::Status s = PullOne(FindChunk(pull.key()), pull, request,
-                                 config_->pull_compressor != nullptr, deadline,
-                                 response->add_chunks(), waited);
-        !s.ok()) {
+    if (!s.ok()) {
       response->Clear();
       return s;
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Shard::CheckPulledChunks(const v1::PullRequest& request) const {
+  if (static_cast<uint64_t>(request.chunks_size()) > chunks_.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "pull names %d chunks; shard %d owns %d", request.chunks_size(),
+        options_.shard_id, chunks_.size()));
+  }
+  // Deltas go out against the dense shadow at fp32; dense answers in the
+  // asked precision.
+  const size_t value_bytes =
+      config_->pull_compressor != nullptr
+          ? BytesPerValue(ValuePrecision::kFp32)
+          : BytesPerValue(FromWire(request.dense_value_type())
+                              .value_or(ValuePrecision::kFp32));
+  absl::flat_hash_set<uint64_t> seen;
+  seen.reserve(request.chunks_size());
+  uint64_t estimate = 0;
+  for (const v1::ChunkPull& pull : request.chunks()) {
+    const ChunkState* chunk = FindChunk(pull.key());
+    if (chunk == nullptr) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "chunk %d is not owned by shard %d", pull.key(), options_.shard_id));
+    }
+    if (!seen.insert(pull.key()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("chunk %d appears twice in one pull", pull.key()));
+    }
+    estimate += chunk->numel * value_bytes + kChunkAnswerOverheadBytes;
+  }
+  if (estimate > options_.max_message_bytes) {
+    return TooLarge(estimate, options_.max_message_bytes);
   }
   return absl::OkStatus();
 }

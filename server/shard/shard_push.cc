@@ -1,8 +1,10 @@
 // Shard::Push, in one direction: check the sender -> decode every chunk
 // (pushed_chunks.h) -> lock the chunks in key order -> the consistency rule
-// judges each chunk's step -> ChunkUpdater applies the accepted ones
-// (optimizer, pull delta) -> ack -> journal -> wait until durable.
-// Nothing is applied unless every chunk decodes and every step is accepted.
+// judges each chunk's step -> ChunkUpdater prepares each update aside and
+// checks it is finite -> ChunkUpdater applies the accepted ones (optimizer,
+// pull delta) -> ack -> journal -> wait until durable. Nothing is applied
+// unless every chunk decodes, every step is accepted and every update is
+// finite.
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "server/shard/chunk_updater.h"
 #include "server/shard/pushed_chunks.h"
 #include "server/shard/shard.h"
+#include "server/shard/stderr_log.h"
 #include "server/shard/worker_presence.h"
 
 namespace gradwire {
@@ -70,22 +73,39 @@ absl::Status JudgeSteps(const ConsistencyRule& rule, uint32_t worker,
   return absl::OkStatus();
 }
 
+// Prepares the update of every chunk judged kApply, under the chunk locks;
+// the first update that would not be finite (FAILED_PRECONDITION) ends it,
+// with nothing changed.
+absl::Status PrepareUpdates(const ChunkUpdater& updater, uint32_t worker,
+                            uint64_t step, std::vector<PushedChunk>* pushed) {
+  for (PushedChunk& item : *pushed) {
+    item.chunk->mu.AssertHeld();
+    if (item.verdict != PushVerdict::kApply) continue;
+    if (absl::Status s = updater.PreparePush(item.chunk, worker, step,
+                                             item.gradient, &item.update);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Applies the chunks judged kApply and acks every chunk, under the chunk
 // locks. Returns kAccepted when anything was applied, else kDuplicate; sets
 // *rejoined when a dropped worker's push was still wanted.
 PushOutcome ApplyJudged(const ChunkUpdater& updater, uint32_t worker,
-                        uint64_t step, const std::vector<PushedChunk>& pushed,
+                        uint64_t step, std::vector<PushedChunk>& pushed,
                         v1::PushResponse* response, bool* rejoined) {
   PushOutcome outcome = PushOutcome::kDuplicate;
   response->mutable_acks()->Reserve(pushed.size());
   for (size_t i = 0; i < pushed.size(); ++i) response->add_acks();
-  for (const PushedChunk& item : pushed) {
+  for (PushedChunk& item : pushed) {
     ChunkState* chunk = item.chunk;
     chunk->mu.AssertHeld();
     if (item.verdict == PushVerdict::kApply) {
       // A dropped worker whose push is still wanted is live again.
       if (chunk->live.Rejoin(worker)) *rejoined = true;
-      updater.ApplyPush(chunk, worker, step, item.gradient);
+      updater.ApplyPush(chunk, worker, step, item.gradient, &item.update);
       outcome = PushOutcome::kAccepted;
     }
     v1::ChunkAck* ack = response->mutable_acks(item.request_index);
@@ -106,6 +126,10 @@ absl::Status Shard::Push(const v1::PushRequest& request,
   // After the chunk locks are released: concurrent pushes share one write.
   if (result.journal_ticket != 0) journal_->WaitDurable(result.journal_ticket);
   metrics_->CountPush(result.outcome);
+  if (result.outcome == PushOutcome::kNonFiniteUpdate) {
+    LogShardEventf(options_.shard_id, "refused a push of worker %d step %d: %s",
+                   request.worker_id(), request.step(), status.message());
+  }
   if (result.rejoined) {
     RecordRejoin(request.worker_id(), request.step(), "a push");
   }
@@ -138,6 +162,11 @@ absl::Status Shard::ValidateAndApply(const v1::PushRequest& request,
           JudgeSteps(*config->rule, worker, request.step(), &pushed);
       !s.ok()) {
     return Refuse(&result->outcome, PushOutcome::kStepOutOfRange, s);
+  }
+  if (absl::Status s =
+          PrepareUpdates(*updater_, worker, request.step(), &pushed);
+      !s.ok()) {
+    return Refuse(&result->outcome, PushOutcome::kNonFiniteUpdate, s);
   }
   workers_->HeardPush(worker, absl::GetCurrentTimeNanos());
   result->outcome = ApplyJudged(*updater_, worker, request.step(), pushed,

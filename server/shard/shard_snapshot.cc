@@ -58,6 +58,16 @@ absl::Status CheckChunkSnapshot(const ChunkSnapshot& c,
   if (!c.accumulator.empty() && c.accumulator.size() != c.numel) {
     return bad("accumulator size");
   }
+  // The optimizer indexes its buffers up to numel once they exist: a short
+  // one would be read and written out of bounds on the first update.
+  if (!c.optimizer.first_moment.empty() &&
+      c.optimizer.first_moment.size() != c.numel) {
+    return bad("optimizer first moment (momentum buffer) size");
+  }
+  if (!c.optimizer.second_moment.empty() &&
+      c.optimizer.second_moment.size() != c.numel) {
+    return bad("optimizer second moment size");
+  }
   if (c.workers.size() != config.num_workers) return bad("worker count");
   if (!c.shadow.empty() && c.shadow.size() != c.numel)
     return bad("shadow size");

@@ -247,7 +247,9 @@ TEST(FakePsClientTest, ShardErrorsKeepTheirCodesAndNameTheShard) {
 
   // Chunk 0 belongs to shard 0; shard 1 refuses it.
   std::vector<v1::PushRequest> foreign = PushRequests(0, 0);
-  *foreign[1].add_chunks() = foreign[0].chunks(0);
+  // (In place of its own chunk: a push naming more chunks than the shard
+  // owns is refused for that first, as INVALID_ARGUMENT.)
+  *foreign[1].mutable_chunks(0) = foreign[0].chunks(0);
   s = client.Push(foreign, &acks);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(s.message(), HasSubstr("shard 1 (in-memory): Push: chunk 0"));

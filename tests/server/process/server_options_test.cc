@@ -68,6 +68,7 @@ TEST(ServerOptionsTest, ShardOptionsCarryTheJobsShape) {
   options.mode = "ssp";
   options.staleness = 2;
   options.shutdown_grace_seconds = 2.5;
+  options.max_message_bytes = 12345;
   ASSERT_TRUE(ValidateServerOptions(options).ok());
   const ShardOptions shard = ToShardOptions(options);
   EXPECT_EQ(shard.shard_id, 1u);
@@ -75,6 +76,7 @@ TEST(ServerOptionsTest, ShardOptionsCarryTheJobsShape) {
   EXPECT_EQ(shard.num_workers, 4u);
   EXPECT_EQ(shard.mode, v1::CONSISTENCY_MODE_SSP);
   EXPECT_EQ(shard.staleness, 2u);
+  EXPECT_EQ(shard.max_message_bytes, 12345u);
   EXPECT_EQ(ShutdownGrace(options), absl::Milliseconds(2500));
 }
 

@@ -83,6 +83,26 @@ TEST_F(ShardMetricsTest, PushesAreCountedByOutcome) {
   EXPECT_EQ(Pushes("duplicate"), 1);
 }
 
+TEST_F(ShardMetricsTest, PushWhoseUpdateWouldNotBeFiniteIsCounted) {
+  std::vector<float> huge = InitialWeights(kKeyA, kNumelA);
+  huge[0] = 3e38f;
+  v1::InitResponse response;
+  ASSERT_TRUE(shard_
+                  ->Init(InitRequest(0, Config(1, v1::CONSISTENCY_MODE_ASP),
+                                     {{kKeyA, huge}}),
+                         &response)
+                  .ok());
+  // SGD at lr 0.5: 3e38 + 0.5 * 3.4e38 overflows.
+  std::vector<float> g(kNumelA, 0.0f);
+  g[0] = -3.4e38f;
+  v1::PushResponse ignored;
+  EXPECT_EQ(
+      shard_->Push(PushRequest(0, 0, {{kKeyA, DenseData(g)}}), &ignored).code(),
+      absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Pushes("non_finite_update"), 1);
+  EXPECT_EQ(Pushes("accepted"), 0);
+}
+
 TEST_F(ShardMetricsTest, BspTimesEveryAggregationAndEachUpdate) {
   ASSERT_NO_FATAL_FAILURE(Init(v1::CONSISTENCY_MODE_BSP));
   for (uint64_t step = 0; step < 3; ++step) {

@@ -86,6 +86,54 @@ TEST(ShardPullTest, RefusesBadRequests) {
   EXPECT_EQ(shard->StateDigest(), digest);
 }
 
+TEST(ShardPullTest, RefusesARepeatedChunk) {
+  auto shard = StartShard(Config(2, v1::CONSISTENCY_MODE_BSP));
+  const uint64_t digest = shard->StateDigest();
+  const auto twice =
+      DoPull(*shard, PullRequest(0, {ChunkPull(kKeyA, 0), ChunkPull(kKeyA, 0)}),
+             absl::Seconds(1));
+  EXPECT_EQ(twice.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(twice.status().message(), HasSubstr("chunk 7 appears twice"));
+  EXPECT_EQ(shard->StateDigest(), digest);
+}
+
+// One chunk named 100,000 times (a 0.4 MB request) used to build a 100,000
+// chunk answer before gRPC refused to send it.
+TEST(ShardPullTest, RefusesMoreChunksThanTheShardOwns) {
+  auto shard = StartShard(Config(2, v1::CONSISTENCY_MODE_BSP));
+  const uint64_t digest = shard->StateDigest();
+  const std::vector<v1::ChunkPull> many(100'000, ChunkPull(kKeyA, 0));
+  const auto pulled = DoPull(*shard, PullRequest(0, many), absl::Seconds(1));
+  EXPECT_EQ(pulled.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(pulled.status().message(), HasSubstr("owns 2"));
+  EXPECT_EQ(shard->StateDigest(), digest);
+}
+
+TEST(ShardPullTest, RefusesAnAnswerOverTheMessageLimit) {
+  // Chunk A is 8 floats, B 5: each fits in 160 bytes, both together do not
+  // at fp32 (estimated at 4 bytes a value plus 64 a chunk).
+  ShardOptions options = Options();
+  options.max_message_bytes = 160;
+  auto shard =
+      StartShard(Config(2, v1::CONSISTENCY_MODE_BSP), DefaultChunks(), options);
+  const uint64_t digest = shard->StateDigest();
+  const auto both =
+      DoPull(*shard, PullRequest(0, {ChunkPull(kKeyA, 0), ChunkPull(kKeyB, 0)}),
+             absl::Seconds(1));
+  EXPECT_EQ(both.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(both.status().message(), HasSubstr("160 bytes"));
+  EXPECT_EQ(shard->StateDigest(), digest);
+  EXPECT_TRUE(
+      DoPull(*shard, PullRequest(0, {ChunkPull(kKeyA, 0)}), absl::Seconds(1))
+          .ok());
+  // Half precision halves the estimate: both chunks then fit.
+  EXPECT_TRUE(DoPull(*shard,
+                     PullRequest(0, {ChunkPull(kKeyA, 0), ChunkPull(kKeyB, 0)},
+                                 false, v1::VALUE_TYPE_FP16),
+                     absl::Seconds(1))
+                  .ok());
+}
+
 // ------------------------------------------------------------ waiting
 
 TEST(ShardPullTest, ReturnsDeadlineExceededWhenTheStepIsNotReached) {

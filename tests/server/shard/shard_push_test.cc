@@ -40,6 +40,129 @@ v1::ChunkData HandSparse(uint64_t numel, const std::string& gaps,
   return data;
 }
 
+// A chunk whose first weight is 3e38 (finite, near float's largest): with
+// SGD at lr 1, a finite gradient of -3e38 would make it 6e38, that is inf.
+constexpr float kHuge = 3e38f;
+
+v1::TrainingConfig SgdAtOne(uint32_t workers, v1::ConsistencyMode mode) {
+  v1::TrainingConfig config = Config(workers, mode);
+  config.mutable_optimizer()->set_learning_rate(1.0f);
+  return config;
+}
+
+std::vector<ChunkSpec> HugeChunkA() {
+  std::vector<float> a = InitialWeights(kKeyA, kNumelA);
+  a[0] = kHuge;
+  return {{kKeyA, a}, {kKeyB, InitialWeights(kKeyB, kNumelB)}};
+}
+
+// `value` at element 0, zeros elsewhere.
+v1::ChunkData Spike(float value, uint64_t numel) {
+  std::vector<float> g(numel, 0.0f);
+  g[0] = value;
+  return DenseData(g);
+}
+
+// ---------------------------------------------------- non-finite updates
+
+TEST(ShardNonFiniteUpdateTest, AspPushThatWouldOverflowAWeightIsRefused) {
+  auto shard = StartShard(SgdAtOne(1, v1::CONSISTENCY_MODE_ASP), HugeChunkA());
+  const uint64_t digest = shard->StateDigest();
+  v1::PushResponse response;
+  const absl::Status s = shard->Push(
+      PushRequest(0, 0, {{kKeyA, Spike(-kHuge, kNumelA)}}), &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("chunk 7"));
+  EXPECT_THAT(s.message(), HasSubstr("not finite"));
+  EXPECT_EQ(shard->StateDigest(), digest);
+  auto pulled = PullDense(*shard, kKeyA);
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(pulled->version(), 0u);
+  EXPECT_EQ(Decoded(pulled->data(), kNumelA)[0], kHuge);
+  // The step was not taken: the worker may push it again, sanely.
+  const v1::ChunkAck ack =
+      PushOne(*shard, PushRequest(0, 0, {{kKeyA, Spike(1.0f, kNumelA)}}));
+  EXPECT_FALSE(ack.duplicate());
+  EXPECT_EQ(ack.version(), 1u);
+  EXPECT_EQ(Weights(*shard, kKeyA, kNumelA)[0], kHuge - 1.0f);
+}
+
+TEST(ShardNonFiniteUpdateTest, MultiChunkPushIsRefusedWhole) {
+  auto shard = StartShard(SgdAtOne(1, v1::CONSISTENCY_MODE_ASP), HugeChunkA());
+  const uint64_t digest = shard->StateDigest();
+  // B (the other chunk, sorted first by neither key nor place) is sane.
+  v1::PushResponse response;
+  const absl::Status s =
+      shard->Push(PushRequest(0, 0,
+                              {{kKeyB, DenseData(Gradient(0, 0, kNumelB))},
+                               {kKeyA, Spike(-kHuge, kNumelA)}}),
+                  &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("chunk 7"));
+  EXPECT_EQ(shard->StateDigest(), digest);
+  EXPECT_EQ(Weights(*shard, kKeyB, kNumelB), InitialWeights(kKeyB, kNumelB));
+}
+
+TEST(ShardNonFiniteUpdateTest, AdamStateThatWouldOverflowIsRefused) {
+  v1::TrainingConfig config = Config(1, v1::CONSISTENCY_MODE_ASP);
+  v1::OptimizerConfig* adam = config.mutable_optimizer();
+  adam->set_kind(v1::OPTIMIZER_KIND_ADAM);
+  adam->set_learning_rate(0.01f);
+  adam->set_momentum(0.9f);
+  adam->set_beta2(0.999f);
+  adam->set_epsilon(1e-8f);
+  auto shard = StartShard(config);
+  const uint64_t digest = shard->StateDigest();
+  // g * g overflows the second moment although the weights stay finite.
+  v1::PushResponse response;
+  const absl::Status s = shard->Push(
+      PushRequest(0, 0, {{kKeyA, Spike(kHuge, kNumelA)}}), &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("chunk 7"));
+  EXPECT_EQ(shard->StateDigest(), digest);
+}
+
+// BSP: the push that completes the step is refused when the step's update
+// would not be finite; the step stays open with the other pushes summed.
+TEST(ShardNonFiniteUpdateTest, BspPushThatCompletesAnOverflowingStep) {
+  auto shard = StartShard(SgdAtOne(2, v1::CONSISTENCY_MODE_BSP), HugeChunkA());
+  ASSERT_TRUE(
+      Push(*shard, PushRequest(1, 0, {{kKeyA, Spike(-kHuge, kNumelA)}})).ok());
+  const uint64_t digest = shard->StateDigest();
+  v1::PushResponse response;
+  const absl::Status s = shard->Push(
+      PushRequest(0, 0, {{kKeyA, Spike(-kHuge, kNumelA)}}), &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("chunk 7"));
+  EXPECT_EQ(shard->StateDigest(), digest);
+  // A push that keeps the mean finite completes the step: mean 0 at [0].
+  const v1::ChunkAck ack =
+      PushOne(*shard, PushRequest(0, 0, {{kKeyA, Spike(kHuge, kNumelA)}}));
+  EXPECT_FALSE(ack.duplicate());
+  EXPECT_EQ(ack.version(), 1u);
+  EXPECT_EQ(ack.clock(), 1u);
+  EXPECT_EQ(Weights(*shard, kKeyA, kNumelA)[0], kHuge);
+}
+
+// A step completed by a drop has no push to refuse: it completes without
+// its update (weights, optimizer state and version unchanged).
+TEST(ShardNonFiniteUpdateTest, BspStepCompletedByADropSkipsTheUpdate) {
+  auto shard = StartShard(SgdAtOne(2, v1::CONSISTENCY_MODE_BSP), HugeChunkA());
+  ASSERT_TRUE(
+      Push(*shard, PushRequest(0, 0, {{kKeyA, Spike(-kHuge, kNumelA)}})).ok());
+  ASSERT_TRUE(shard->DropWorker(1).ok());
+  auto pulled = PullDense(*shard, kKeyA);
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(pulled->version(), 0u);
+  EXPECT_EQ(pulled->clock(), 1u);
+  EXPECT_EQ(Decoded(pulled->data(), kNumelA), HugeChunkA()[0].initial);
+  // The next step runs as usual.
+  const v1::ChunkAck ack =
+      PushOne(*shard, PushRequest(0, 1, {{kKeyA, Spike(1.0f, kNumelA)}}));
+  EXPECT_EQ(ack.version(), 1u);
+  EXPECT_EQ(ack.clock(), 2u);
+}
+
 // ---------------------------------------------------------------- BSP
 
 TEST(ShardPushTest, BspAppliesTheMeanOnlyWhenEveryWorkerPushed) {
@@ -493,12 +616,33 @@ TEST_F(ShardPushRefusalTest, InfiniteSparseValue) {
       absl::StatusCode::kInvalidArgument, {"chunk 7"});
 }
 
+// Two entries, no more than the chunks the shard owns, so that the repeat
+// itself is what is refused.
 TEST_F(ShardPushRefusalTest, ChunkTwiceInOnePush) {
   ExpectRefused(PushRequest(0, 0,
                             {{kKeyA, DenseData(Gradient(0, 0, kNumelA))},
-                             {kKeyB, DenseData(Gradient(0, 0, kNumelB))},
                              {kKeyA, DenseData(Gradient(0, 0, kNumelA))}}),
                 absl::StatusCode::kInvalidArgument, {"chunk 7", "twice"});
+}
+
+// Entries beyond the chunks the shard owns are refused before any is
+// decoded or allocated for, whatever their keys.
+TEST_F(ShardPushRefusalTest, MoreEntriesThanOwnedChunks) {
+  v1::PushRequest request = DensePush(0, 0, kKeyA, kNumelA);
+  request.add_chunks()->set_key(kKeyB);
+  request.add_chunks()->set_key(99);
+  ExpectRefused(request, absl::StatusCode::kInvalidArgument,
+                {"3 chunks", "owns 2"});
+}
+
+TEST_F(ShardPushRefusalTest, MillionsOfEmptyEntries) {
+  v1::PushRequest request;
+  request.set_worker_id(0);
+  request.set_step(0);
+  request.mutable_chunks()->Reserve(2'000'000);
+  for (int i = 0; i < 2'000'000; ++i) request.add_chunks()->set_key(kKeyA);
+  ExpectRefused(request, absl::StatusCode::kInvalidArgument,
+                {"2000000 chunks", "owns 2"});
 }
 
 TEST_F(ShardPushRefusalTest, NoChunks) {

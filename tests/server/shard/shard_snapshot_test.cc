@@ -305,6 +305,42 @@ TEST_F(ShardRestoreRefusalTest, NoChunks) {
   ExpectRefused(other, absl::StatusCode::kInvalidArgument, {"no chunks"});
 }
 
+// A checkpoint whose checksum is valid but whose optimizer buffers are short
+// used to be installed, and the first update then indexed past their end.
+TEST_F(ShardRestoreRefusalTest, ShortMomentumBuffer) {
+  ShardSnapshot other = snapshot_;
+  other.chunks[0].optimizer.first_moment.assign(kNumelA - 1, 0.5f);
+  ExpectRefused(other, absl::StatusCode::kInvalidArgument,
+                {"chunk 7", "first moment"});
+}
+
+TEST_F(ShardRestoreRefusalTest, LongSecondMoment) {
+  ShardSnapshot other = snapshot_;
+  other.chunks[1].optimizer.first_moment.assign(kNumelB, 0.5f);
+  other.chunks[1].optimizer.second_moment.assign(kNumelB + 1, 0.5f);
+  ExpectRefused(other, absl::StatusCode::kInvalidArgument,
+                {"chunk 19", "second moment"});
+}
+
+TEST(ShardSnapshotTest, AdamSnapshotWithShortMomentsIsRefused) {
+  auto original = StartShard(AdamConfig(1, v1::CONSISTENCY_MODE_ASP));
+  ASSERT_TRUE(Push(*original, BothChunks(0, 0)).ok());
+  auto snapshot = original->Snapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  ASSERT_EQ(snapshot->chunks[0].optimizer.second_moment.size(), kNumelA);
+  for (int which = 0; which < 2; ++which) {
+    SCOPED_TRACE(which == 0 ? "first moment" : "second moment");
+    ShardSnapshot bad = *snapshot;
+    OptimizerState& state = bad.chunks[0].optimizer;
+    (which == 0 ? state.first_moment : state.second_moment).resize(1);
+    Shard shard(Options());
+    const absl::Status s = shard.Restore(std::move(bad));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(s.message(), HasSubstr("chunk 7"));
+    EXPECT_FALSE(shard.initialized());
+  }
+}
+
 TEST(ShardSnapshotTest, RestoreIntoAnInitialisedShardIsRefused) {
   auto source = StartShard(Config(2, v1::CONSISTENCY_MODE_BSP));
   ASSERT_TRUE(Push(*source, BothChunks(0, 0)).ok());
