@@ -53,11 +53,13 @@ absl::Status ChunkUpdater::PreparePush(ChunkState* chunk, uint32_t worker,
   // The step's mean as CompleteStep would make it, by the same operations
   // (AddToStepMean, then ScaleToMean), so that this is its update. Timed
   // by AddToStepMean when the push is applied.
-  const ChunkSnapshot& state = chunk->state;
-  dense.assign(state.accumulator.begin(), state.accumulator.end());
+  // (chunk->state is named in full: clang's lock analysis loses a reference
+  // to it.)
+  dense.assign(chunk->state.accumulator.begin(),
+               chunk->state.accumulator.end());
   dense.resize(chunk->numel, 0.0f);
   AccumulateInto(gradient, 1.0f / config_.num_workers, absl::MakeSpan(dense));
-  ScaleToMean(config_.num_workers, state.pending_pushes + 1, &dense);
+  ScaleToMean(config_.num_workers, chunk->state.pending_pushes + 1, &dense);
   return TryUpdate(chunk, dense, prepared);
 }
 
@@ -80,9 +82,8 @@ bool ChunkUpdater::WouldCompleteStep(ChunkState* chunk, uint32_t worker,
 absl::Status ChunkUpdater::TryUpdate(ChunkState* chunk,
                                      absl::Span<const float> gradient,
                                      PreparedUpdate* out) const {
-  const ChunkSnapshot& state = chunk->state;
-  out->weights.assign(state.weights.begin(), state.weights.end());
-  out->optimizer = state.optimizer;
+  out->weights.assign(chunk->state.weights.begin(), chunk->state.weights.end());
+  out->optimizer = chunk->state.optimizer;
   const SteadyClock::time_point start = SteadyClock::now();
   config_.optimizer->Apply(absl::MakeSpan(out->weights), gradient,
                            &out->optimizer);
@@ -93,7 +94,7 @@ absl::Status ChunkUpdater::TryUpdate(ChunkState* chunk,
     return absl::FailedPreconditionError(absl::StrFormat(
         "chunk %d: update %d would make a weight or optimizer state not "
         "finite (the values overflow float); the chunk is unchanged",
-        chunk->key, state.version + 1));
+        chunk->key, chunk->state.version + 1));
   }
   out->runs = true;
   return absl::OkStatus();
