@@ -55,9 +55,10 @@ ResultRow NewRow(std::string compressor, uint64_t numel,
   return row;
 }
 
-// Same rounding as Compressor::TargetCount.
 uint64_t CountForRatio(uint64_t numel, double ratio) {
-  return std::clamp<uint64_t>(std::llround(ratio * numel), 1, numel);
+  CompressorOptions options;
+  options.ratio = ratio;
+  return KeptCount(options, numel);
 }
 
 std::vector<float> GaussianGradient(uint64_t numel, uint64_t seed) {

@@ -178,6 +178,8 @@ Compression
   compressor (str): none, fp16, bf16, topk, randomk, threshold, dgc, qsgd
       or onebit.
   ratio (float): fraction of elements a sparsifier keeps, in (0, 1].
+  min_kept (int): elements every chunk keeps at least (sparsifiers), so
+      small tensors are not starved at low ratios; 1: exactly ratio.
   threshold (float): |g| a threshold compressor keeps.
   levels (int): qsgd quantisation levels, in [1, 65535].
   value_type (str): precision of pushed values: fp32, fp16 or bf16.
@@ -215,14 +217,14 @@ Raises ValueError naming the option for a bad value, gradwire.Error
 // field, resolved by SyncOptionsFromSettings like gradwire-worker's flags.
 std::unique_ptr<PySync> ConnectWithKeywords(
     std::vector<std::string> shards, int64_t worker_id, int64_t num_workers,
-    std::string compressor, double ratio, double threshold, int64_t levels,
-    std::string value_type, bool error_feedback, double dgc_momentum,
-    bool dgc_momentum_masking, double dgc_clip_norm, int64_t dgc_warmup_epochs,
-    std::string optimizer, double lr, double momentum, double weight_decay,
-    std::string momentum_placement, bool scale_async_lr, std::string mode,
-    int64_t staleness, std::string pull, double pull_ratio,
-    int64_t partition_bytes, int64_t local_rank, int64_t local_size,
-    std::string local_store, double rpc_timeout_seconds,
+    std::string compressor, double ratio, int64_t min_kept, double threshold,
+    int64_t levels, std::string value_type, bool error_feedback,
+    double dgc_momentum, bool dgc_momentum_masking, double dgc_clip_norm,
+    int64_t dgc_warmup_epochs, std::string optimizer, double lr,
+    double momentum, double weight_decay, std::string momentum_placement,
+    bool scale_async_lr, std::string mode, int64_t staleness, std::string pull,
+    double pull_ratio, int64_t partition_bytes, int64_t local_rank,
+    int64_t local_size, std::string local_store, double rpc_timeout_seconds,
     double pull_timeout_seconds, double connect_timeout_seconds,
     std::string tls_cert, std::string tls_key, std::string tls_ca,
     std::string tls_server_name, std::string auth_token_file) {
@@ -232,6 +234,7 @@ std::unique_ptr<PySync> ConnectWithKeywords(
   s.num_workers = num_workers;
   s.compressor = std::move(compressor);
   s.ratio = ratio;
+  s.min_kept = min_kept;
   s.threshold = threshold;
   s.levels = levels;
   s.value_type = std::move(value_type);
@@ -286,6 +289,13 @@ the deadline passes; the step can be retried.)doc")
           "The next step number (steps pushed so far, resumed ones "
           "included).")
       .def_property_readonly(
+          "optimizer_placement",
+          [](PySync& s) {
+            return DescribeOptimizerPlacement(s.get().options());
+          },
+          "What runs where: the line gradwire-worker logs at start and puts "
+          "in its summary as \"optimizer\".")
+      .def_property_readonly(
           "stats", [](PySync& s) { return s.get().stats(); },
           "Byte counters and phase timings of this worker (SyncStats).");
 }
@@ -297,8 +307,8 @@ void DefineParameterSync(py::module_& m) {
            py::arg("worker_id") = d.worker_id,
            py::arg("num_workers") = d.num_workers,
            py::arg("compressor") = d.compressor, py::arg("ratio") = d.ratio,
-           py::arg("threshold") = d.threshold, py::arg("levels") = d.levels,
-           py::arg("value_type") = d.value_type,
+           py::arg("min_kept") = d.min_kept, py::arg("threshold") = d.threshold,
+           py::arg("levels") = d.levels, py::arg("value_type") = d.value_type,
            py::arg("error_feedback") = d.error_feedback,
            py::arg("dgc_momentum") = d.dgc_momentum,
            py::arg("dgc_momentum_masking") = d.dgc_momentum_masking,

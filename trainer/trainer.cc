@@ -338,6 +338,7 @@ std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
   summary["num_workers"] = sync.num_workers;
   summary["compressor"] = sync.compressor.name;
   summary["ratio"] = sync.compressor.ratio;
+  summary["min_kept"] = sync.compressor.min_kept;
   summary["error_feedback"] = sync.error_feedback;
   summary["value_type"] = std::string(PrecisionName(sync.compressor.precision));
   summary["mode"] = ModeName(sync.training.mode());

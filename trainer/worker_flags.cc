@@ -56,6 +56,11 @@ ABSL_FLAG(std::string, compressor, kDefaults.compressor,
           "dgc, qsgd, onebit.");
 ABSL_FLAG(double, ratio, kDefaults.ratio,
           "Fraction of elements sparsifiers keep.");
+ABSL_FLAG(int64_t, min_kept, kDefaults.min_kept,
+          "Sparsifiers (topk, randomk, dgc): every chunk keeps at least this "
+          "many elements per push (all of a smaller one), so that small "
+          "tensors such as biases and output layers are not starved at low "
+          "ratios; 1: exactly --ratio.");
 ABSL_FLAG(double, threshold, kDefaults.threshold,
           "threshold compressor: |g| to keep.");
 ABSL_FLAG(int64_t, levels, kDefaults.levels, "qsgd: quantisation levels.");
@@ -133,6 +138,7 @@ SyncSettings SettingsFromFlags() {
   s.local_store = absl::GetFlag(FLAGS_local_store);
   s.compressor = absl::GetFlag(FLAGS_compressor);
   s.ratio = absl::GetFlag(FLAGS_ratio);
+  s.min_kept = absl::GetFlag(FLAGS_min_kept);
   s.threshold = absl::GetFlag(FLAGS_threshold);
   s.levels = absl::GetFlag(FLAGS_levels);
   s.value_type = absl::GetFlag(FLAGS_value_type);
@@ -218,6 +224,7 @@ constexpr absl::string_view kWorkerFlags[] = {"shards",
                                               "evaluate",
                                               "compressor",
                                               "ratio",
+                                              "min_kept",
                                               "threshold",
                                               "levels",
                                               "value_type",

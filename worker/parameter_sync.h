@@ -132,6 +132,8 @@ class ParameterSync {
 
   // The next step number (steps pushed so far, including resumed ones).
   uint64_t step() const { return step_; }
+  // The options this object was built with, resolved.
+  const SyncOptions& options() const { return options_; }
   const SyncStats& stats() const { return stats_; }
   // The worker's metrics (null without options.metrics_registry); the
   // training loop sets its loss, throughput and epoch there.

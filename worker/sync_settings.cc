@@ -89,6 +89,9 @@ absl::Status ResolveCompressor(const SyncSettings& s, const Complaint& bad,
     return bad("threshold", "%g must be finite and >= 0", s.threshold);
   c.name = s.compressor;
   c.ratio = s.ratio;
+  if (s.min_kept < 1)
+    return bad("min_kept", "%d must be at least 1", s.min_kept);
+  c.min_kept = static_cast<uint64_t>(s.min_kept);
   c.threshold = static_cast<float>(s.threshold);
   if (s.levels < 1 || s.levels > 65535)
     return bad("levels", "%d is outside [1, 65535]", s.levels);

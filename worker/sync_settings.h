@@ -48,6 +48,9 @@ struct SyncSettings {
   // Gradient compression (common/compress/registry.h names).
   std::string compressor = "topk";
   double ratio = 0.01;
+  // Sparsifiers: each chunk keeps at least this many elements per push
+  // (CompressorOptions::min_kept).
+  int64_t min_kept = 16;
   double threshold = 0.001;
   int64_t levels = 256;
   std::string value_type = "fp16";

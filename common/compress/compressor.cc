@@ -30,16 +30,19 @@ void FeedbackState::Resize(size_t numel, bool with_velocity) {
   if (with_velocity && velocity.size() != numel) velocity.assign(numel, 0.0f);
 }
 
-uint64_t Compressor::TargetCount(uint64_t numel, int epoch) const {
-  if (options_.k.has_value()) return std::min(*options_.k, numel);
+uint64_t KeptCount(const CompressorOptions& options, uint64_t numel,
+                   int epoch) {
+  if (options.k.has_value()) return std::min(*options.k, numel);
   if (numel == 0) return 0;
-  double ratio = options_.ratio;
-  const int warmup = options_.dgc.warmup_epochs;
+  double ratio = options.ratio;
+  const int warmup = options.dgc.warmup_epochs;
   if (warmup > 0 && epoch < warmup) {
     ratio = std::pow(ratio, static_cast<double>(epoch + 1) / (warmup + 1));
   }
   const auto k = static_cast<uint64_t>(std::llround(ratio * numel));
-  return std::clamp<uint64_t>(k, 1, numel);
+  const uint64_t floor =
+      std::max<uint64_t>(1, std::min(options.min_kept, numel));
+  return std::clamp<uint64_t>(k, floor, numel);
 }
 
 absl::Status Compressor::CheckFinite(absl::Span<const float> input) const {

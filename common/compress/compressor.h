@@ -55,6 +55,13 @@ struct CompressorOptions {
   // Sparsifiers: absolute number of elements kept (clamped to numel); unset
   // means use `ratio`. 0 sends nothing (everything stays in the residual).
   std::optional<uint64_t> k;
+  // Sparsifiers with `ratio`: every chunk keeps at least min(min_kept, numel)
+  // elements per call. At low ratios a small tensor (a bias, an output
+  // layer) would otherwise keep one element per step and each of its
+  // elements would wait ~numel steps between sends; with momentum those
+  // delays diverge (docs/convergence.md: DGC 0.1% on the MLP). 1 keeps the
+  // plain rule.
+  uint64_t min_kept = 1;
   // threshold: keep elements with |x| >= threshold; must be finite, >= 0.
   float threshold = 0.0f;
   // qsgd: number of levels s in [1, 65535].
@@ -69,6 +76,14 @@ struct CompressorOptions {
   NonFinitePolicy non_finite = NonFinitePolicy::kReject;
   DgcOptions dgc;
 };
+
+// The number of elements a sparsifier keeps out of `numel` at `epoch`:
+// options.k clamped to numel when set; otherwise round(ratio * numel), with
+// ratio raised during DGC's sparsity warm-up, at least
+// min(options.min_kept, numel) and at least 1 (0 for an empty chunk).
+inline constexpr int kAfterWarmup = 1 << 30;
+uint64_t KeptCount(const CompressorOptions& options, uint64_t numel,
+                   int epoch = kAfterWarmup);
 
 // Per-call facts that change the result: which chunk, which step, which
 // epoch (for warm-up schedules).
@@ -121,8 +136,10 @@ class Compressor {
   const CompressorOptions& options() const { return options_; }
 
  protected:
-  // The number of elements a sparsifier keeps out of `numel` at `epoch`.
-  uint64_t TargetCount(uint64_t numel, int epoch = 1 << 30) const;
+  // KeptCount(options(), numel, epoch).
+  uint64_t TargetCount(uint64_t numel, int epoch = kAfterWarmup) const {
+    return KeptCount(options_, numel, epoch);
+  }
 
   // Returns INVALID_ARGUMENT naming the first non-finite element of `input`
   // when the policy is kReject and there is one; OK otherwise.

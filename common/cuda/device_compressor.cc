@@ -21,7 +21,6 @@ using cuda_internal::Control;
 using cuda_internal::DeviceCall;
 using cuda_internal::DeviceScope;
 using cuda_internal::IsDense;
-using cuda_internal::KeptCount;
 using cuda_internal::Reserve;
 using cuda_internal::Rule;
 using cuda_internal::Workspace;

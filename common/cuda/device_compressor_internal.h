@@ -112,15 +112,6 @@ inline Precision DevicePrecision(ValuePrecision p) {
   return Precision::kFp32;
 }
 
-// What Compressor::TargetCount gives sparsifiers outside DGC's warm-up:
-// options.k clamped to numel, else round(ratio * numel) in [1, numel].
-inline uint64_t KeptCount(const CompressorOptions& options, uint64_t numel) {
-  if (options.k.has_value()) return std::min(*options.k, numel);
-  if (numel == 0) return 0;
-  const auto k = static_cast<uint64_t>(std::llround(options.ratio * numel));
-  return std::clamp<uint64_t>(k, 1, numel);
-}
-
 inline bool IsDense(absl::string_view name) {
   return name == "none" || name == "fp16" || name == "bf16";
 }

@@ -15,7 +15,6 @@ namespace gradwire {
 using cuda_internal::Control;
 using cuda_internal::CopyAsync;
 using cuda_internal::DevicePrecision;
-using cuda_internal::KeptCount;
 using cuda_internal::Reserve;
 using cuda_internal::Rule;
 using cuda_internal::Workspace;

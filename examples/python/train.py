@@ -154,6 +154,10 @@ FLAG_GROUPS = {
          "Gradient compressor: none, fp16, bf16, topk, randomk, threshold, "
          "dgc, qsgd, onebit."),
         ("ratio", float, 0.01, "Fraction of elements sparsifiers keep."),
+        ("min-kept", int, 16,
+         "Sparsifiers: every chunk keeps at least this many elements per "
+         "push, so small tensors are not starved at low ratios; 1: exactly "
+         "--ratio."),
         ("threshold", float, 0.001, "threshold compressor: |g| to keep."),
         ("levels", int, 256, "qsgd: quantisation levels."),
         ("value-type", str, "fp16",
@@ -514,7 +518,7 @@ def weights_fingerprint(named_parameters):
 # (steps done, resumed ones included), stats() and close().
 # ---------------------------------------------------------------------------
 
-COMPRESSION_FLAGS = ("compressor", "ratio", "threshold", "levels",
+COMPRESSION_FLAGS = ("compressor", "ratio", "min_kept", "threshold", "levels",
                      "value_type", "error_feedback", "dgc_momentum",
                      "dgc_momentum_masking", "dgc_clip_norm",
                      "dgc_warmup_epochs")
@@ -571,6 +575,9 @@ class GradwireSync:
     def stats(self):
         return self.sync.stats.as_dict()
 
+    def describe(self):
+        return self.sync.optimizer_placement
+
     def close(self):
         self.sync.close()
 
@@ -580,8 +587,9 @@ class GradwireOptimizer:
 
     def __init__(self, args, model):
         self.model = model
+        self.local_optimizer = torch_optimizer(args, model.parameters())
         self.optimizer = gradwire.torch.DistributedOptimizer(
-            torch_optimizer(args, model.parameters()),
+            self.local_optimizer,
             named_parameters=model.named_parameters(),
             compression={key: getattr(args, key)
                          for key in COMPRESSION_FLAGS},
@@ -605,6 +613,11 @@ class GradwireOptimizer:
 
     def stats(self):
         return self.optimizer.stats.as_dict()
+
+    def describe(self):
+        return (f"torch {type(self.local_optimizer).__name__} on every "
+                "worker over the gradients the shards sum "
+                "(gradwire.torch.DistributedOptimizer)")
 
     def close(self):
         self.optimizer.close()
@@ -647,6 +660,10 @@ class DdpBaseline:
         return {"steps": self.next_step, "pushed_bytes": dense,
                 "pulled_bytes": dense, "dense_equivalent_bytes": dense,
                 "init_bytes": 0, "retries": 0, "max_step_lead": 0}
+
+    def describe(self):
+        return (f"torch {type(self.optimizer).__name__} in every process "
+                "(DDP)")
 
     def close(self):
         self.dist.destroy_process_group()
@@ -803,7 +820,11 @@ def summary(args, result, stats):
         "num_workers": args.num_workers,
         "compressor": "none" if ddp else args.compressor,
         "ratio": 1.0 if ddp else args.ratio,
+        "min_kept": args.min_kept,
         "error_feedback": False if ddp else args.error_feedback,
+        "value_type": "fp32" if ddp else args.value_type,
+        "mode": "bsp" if ddp else args.mode,
+        "optimizer": result["optimizer"],
     })
     out["epoch_loss"] = [round(x, 6) for x in result["epoch_loss"]]
     if "test_accuracy" in result:
@@ -841,6 +862,7 @@ def run(args):
         exchange = GradwireSync(args, model)
     try:
         result = train(args, data, exchange, progress)
+        result["optimizer"] = exchange.describe()
         stats = exchange.stats()
     finally:
         exchange.close()

@@ -680,6 +680,40 @@ TEST_P(SparsifierTest, SingleElement) {
   EXPECT_THAT(chunk.values, ElementsAreArray({-2.0f}));
 }
 
+// min_kept raises the count of small chunks only: 0.1% of 1,280 elements
+// would be one element per step.
+TEST(KeptCountTest, MinKeptIsAFloorForSmallChunksOnly) {
+  CompressorOptions options = Options("topk", 0.001);
+  EXPECT_EQ(KeptCount(options, 1280), 1u);
+  options.min_kept = 16;
+  EXPECT_EQ(KeptCount(options, 1280), 16u);
+  EXPECT_EQ(KeptCount(options, 10), 10u);  // all of a smaller chunk
+  EXPECT_EQ(KeptCount(options, 0), 0u);
+  EXPECT_EQ(KeptCount(options, 1000000), 1000u);  // the ratio wins
+  options.k = 3;                                  // an explicit k is exact
+  EXPECT_EQ(KeptCount(options, 1280), 3u);
+}
+
+TEST(KeptCountTest, EverySparsifierKeepsAtLeastMinKept) {
+  const std::vector<float> g = Normal(1280, 31);
+  for (const std::string name : {"topk", "randomk", "dgc"}) {
+    CompressorOptions options = Options(name, 0.001);
+    options.min_kept = 16;
+    options.dgc.sample_ratio = 1.0;  // exact threshold: exact counts
+    const auto c = Make(options);
+    CompressedChunk plain;
+    ASSERT_TRUE(c->Compress(g, {}, &plain).ok());
+    EXPECT_EQ(plain.indices.size(), 16u) << name;
+    FeedbackState state;
+    CompressedChunk fed;
+    ASSERT_TRUE(c->CompressWithFeedback(g, {}, &state, &fed).ok());
+    EXPECT_EQ(fed.indices.size(), 16u) << name;
+    if (name != "randomk") {
+      EXPECT_EQ(fed.indices, ReferenceTopK(g, 16)) << name;
+    }
+  }
+}
+
 TEST_P(SparsifierTest, ReusedOutputIsReset) {
   const auto c = Make(Opts());
   CompressedChunk chunk;

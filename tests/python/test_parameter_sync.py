@@ -140,6 +140,7 @@ def test_an_unreachable_shard_raises_at_connect():
 @pytest.mark.parametrize("option, value", [
     ("compressor", "zip"),
     ("ratio", 0.0),
+    ("min_kept", 0),
     ("value_type", "fp8"),
     ("optimizer", "lion"),
     ("lr", -1.0),
@@ -183,3 +184,16 @@ def test_register_takes_pairs_only(start_shards):
     sync = gradwire.ParameterSync(shards=[shards[0].address])
     with pytest.raises(ValueError, match="pairs"):
         sync.register([torch.zeros(4)])
+
+
+def test_optimizer_placement_says_what_runs_where(start_shards):
+    shards = start_shards(1, 1)
+    sync = gradwire.ParameterSync(shards=[shards[0].address],
+                                  compressor="topk", optimizer="momentum",
+                                  momentum=0.9, lr=0.05)
+    try:
+        assert sync.optimizer_placement.startswith(
+            "optimizer: momentum 0.9 on the worker before compression")
+        assert "SGD lr 0.05 on the shards" in sync.optimizer_placement
+    finally:
+        sync.close()

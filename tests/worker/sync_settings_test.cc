@@ -15,6 +15,7 @@ TEST(SyncSettingsTest, DefaultsResolve) {
       SyncOptionsFromSettings(SyncSettings());
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->compressor.name, "topk");
+  EXPECT_EQ(options->compressor.min_kept, 16u);
   EXPECT_EQ(options->training.mode(), v1::CONSISTENCY_MODE_BSP);
   // Top-K: momentum on the worker, before compression; SGD on the shards.
   EXPECT_EQ(options->training.optimizer().kind(), v1::OPTIMIZER_KIND_SGD);
@@ -148,6 +149,7 @@ TEST(SyncSettingsTest, BadValuesNameTheirSetting) {
       {"local_store", [](SyncSettings* s) { s->local_store = "x"; }},
       {"compressor", [](SyncSettings* s) { s->compressor = "zip"; }},
       {"ratio", [](SyncSettings* s) { s->ratio = 0; }},
+      {"min_kept", [](SyncSettings* s) { s->min_kept = 0; }},
       {"threshold", [](SyncSettings* s) { s->threshold = -1; }},
       {"connect_timeout_seconds",
        [](SyncSettings* s) { s->connect_timeout_seconds = 0; }},
