@@ -2,9 +2,9 @@
 #
 #   make test        install missing packages, configure, build, run all tests
 #   make test-asan   the unit tests of common/ and server/ under ASan + UBSan
-#   make fuzz-smoke  build the libFuzzer targets (decode, push, init) and fuzz
-#                    them one after another, FUZZ_SECONDS in total (split
-#                    evenly: CI's FUZZ_SECONDS=60 is 20 s per target, so that
+#   make fuzz-smoke  build the libFuzzer targets (decode, push, init, restore)
+#                    and fuzz them one after another, FUZZ_SECONDS in total
+#                    (split evenly: CI's FUZZ_SECONDS=60 is 15 s each, so that
 #                    its fuzz step stays a few minutes with the build)
 #   make fuzz        the same for FUZZ_LONG_SECONDS in total (default one hour)
 #   make bench       the compression benchmark (writes build/bench-compress.json)
@@ -43,7 +43,7 @@ CMAKE_ARGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_LONG_SECONDS ?= 3600
 # The fuzz targets; the seconds given to fuzz-smoke / fuzz are shared by them.
-FUZZ_TARGETS := decode push init
+FUZZ_TARGETS := decode push init restore
 fuzz_seconds_each = $$(( $(1) / $(words $(FUZZ_TARGETS)) > 0 ? $(1) / $(words $(FUZZ_TARGETS)) : 1 ))
 # Extra flags for `make demo`, appended last so they win, e.g.
 # DEMO_ARGS="--max-steps=100" on a busy machine.

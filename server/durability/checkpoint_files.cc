@@ -151,6 +151,22 @@ void RemoveOldCheckpoints(const std::string& dir, const std::string& written,
   }
 }
 
+// The kRefuse error for the newest checkpoint, whose read failed with
+// `status` (which names the file). A file that does not decode, whatever the
+// reason, is DATA_LOSS: the state it held cannot be read.
+absl::Status RefusedCheckpoint(const absl::Status& status, size_t older) {
+  const bool undecodable =
+      absl::IsDataLoss(status) || absl::IsUnimplemented(status);
+  if (!undecodable) return status;
+  return absl::DataLossError(absl::StrCat(
+      "unreadable checkpoint ", status.message(),
+      older == 0 ? ""
+                 : absl::StrCat(" (", older,
+                                " older checkpoint(s) not used: checkpoints "
+                                "are renamed into place complete, so this "
+                                "one was damaged after it was written)")));
+}
+
 }  // namespace
 
 std::string CheckpointFileName(uint64_t sequence) {
@@ -197,7 +213,8 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir,
   return path;
 }
 
-absl::StatusOr<LoadedCheckpoint> LoadNewestCheckpoint(const std::string& dir) {
+absl::StatusOr<LoadedCheckpoint> LoadNewestCheckpoint(
+    const std::string& dir, UnreadableCheckpoints unreadable) {
   absl::StatusOr<DirectoryListing> listing = ListDirectory(dir);
   if (!listing.ok()) return listing.status();
   for (const auto& [sequence, name] : listing->checkpoints) {
@@ -205,6 +222,10 @@ absl::StatusOr<LoadedCheckpoint> LoadNewestCheckpoint(const std::string& dir) {
     absl::StatusOr<ShardSnapshot> snapshot = ReadCheckpointFile(path);
     if (snapshot.ok()) {
       return LoadedCheckpoint{*std::move(snapshot), sequence, path};
+    }
+    if (unreadable == UnreadableCheckpoints::kRefuse) {
+      return RefusedCheckpoint(snapshot.status(),
+                               listing->checkpoints.size() - 1);
     }
     LogLine(absl::StrCat("skipping ", snapshot.status().ToString()));
   }

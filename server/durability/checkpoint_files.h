@@ -64,14 +64,33 @@ struct LoadedCheckpoint {
   std::string path;
 };
 
+// What LoadNewestCheckpoint does with a checkpoint file that cannot be
+// read or decoded.
+enum class UnreadableCheckpoints {
+  // Skip it and try the next older one: for looking at a directory.
+  kSkip,
+  // Fail: the rule for a shard that restores. Writes are atomic renames,
+  // so a crash cannot leave a torn file under a checkpoint's name: a newest
+  // checkpoint that does not read was damaged after it was written (or was
+  // written by another format version), and falling back to an older one
+  // would silently drop the training in between. Older files are not read.
+  kRefuse,
+};
+
 // Returns the checkpoint with the highest sequence in `dir` that reads and
-// validates. Files that fail (torn, corrupt, unreadable) are skipped, each
-// with one line on stderr naming the file and the reason; temporary files and
+// decodes. With kSkip, files that fail (torn, corrupt, unreadable) are
+// skipped, each with one line on stderr naming the file and the reason; with
+// kRefuse, the one with the highest sequence must read. Temporary files and
 // names that are not exactly CheckpointFileName(n) are ignored.
 //
-// Errors: NOT_FOUND when `dir` does not exist or holds no valid checkpoint;
-// the errno-derived status when `dir` cannot be listed.
-absl::StatusOr<LoadedCheckpoint> LoadNewestCheckpoint(const std::string& dir);
+// Errors: NOT_FOUND when `dir` does not exist or (kSkip) holds no valid
+// checkpoint, or (kRefuse) holds no file named like one; the errno-derived
+// status when `dir` cannot be listed. With kRefuse: DATA_LOSS naming the
+// newest file when it is torn, corrupt or of another format version; the
+// errno-derived status naming it when it cannot be opened or read.
+absl::StatusOr<LoadedCheckpoint> LoadNewestCheckpoint(
+    const std::string& dir,
+    UnreadableCheckpoints unreadable = UnreadableCheckpoints::kSkip);
 
 }  // namespace gradwire
 

@@ -12,6 +12,8 @@
 //                        checkpoint (implements the shard's journal,
 //                        server/shard/shard_journal.h).
 //   wal_replay.h         feeds that log back through the shard at start-up.
+//   durable_state.h      the start-up rule over both: restore, or refuse
+//                        (or move aside) state that cannot be read.
 //   posix_files.h        POSIX file calls with statuses, shared by the above.
 //
 // A checkpoint stores a complete ShardSnapshot (weights, optimizer state,

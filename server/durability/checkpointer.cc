@@ -16,7 +16,8 @@ uint64_t CheckpointSequence(const ShardSnapshot& snapshot) {
 
 absl::StatusOr<bool> RestoreNewestCheckpoint(const std::string& dir,
                                              uint32_t shard_id, Shard* shard) {
-  absl::StatusOr<LoadedCheckpoint> loaded = LoadNewestCheckpoint(dir);
+  absl::StatusOr<LoadedCheckpoint> loaded =
+      LoadNewestCheckpoint(dir, UnreadableCheckpoints::kRefuse);
   if (absl::IsNotFound(loaded.status())) {
     LogShardEventf(shard_id, "no checkpoint in %s; starting fresh", dir);
     return false;
@@ -24,8 +25,13 @@ absl::StatusOr<bool> RestoreNewestCheckpoint(const std::string& dir,
   if (!loaded.ok()) return loaded.status();
   const size_t chunks = loaded->snapshot.chunks.size();
   if (absl::Status s = shard->Restore(std::move(loaded->snapshot)); !s.ok()) {
-    return absl::Status(s.code(), absl::StrFormat("cannot restore %s: %s",
-                                                  loaded->path, s.message()));
+    // INVALID_ARGUMENT: the content is not a shard state (it decoded, so it
+    // was damaged before its checksum was taken, or holds non-finite
+    // values); the file's state cannot be used, like a corrupt one.
+    const absl::StatusCode code =
+        absl::IsInvalidArgument(s) ? absl::StatusCode::kDataLoss : s.code();
+    return absl::Status(code, absl::StrFormat("cannot restore %s: %s",
+                                              loaded->path, s.message()));
   }
   LogShardEventf(shard_id,
                  "restored checkpoint sequence %d from %s (%d chunks)",

@@ -45,12 +45,18 @@ namespace gradwire {
 // versions.
 uint64_t CheckpointSequence(const ShardSnapshot& snapshot);
 
-// Restores `shard` (uninitialised) from the newest valid checkpoint in
-// `dir`, logging one line (sequence, path, chunk count). Returns false when
-// there is none (no directory, or no valid file), true when restored.
-// Errors: those of LoadNewestCheckpoint other than NOT_FOUND, and those of
-// Shard::Restore (a checkpoint of another shard, say): a server must not
-// start fresh over a checkpoint it cannot use.
+// Restores `shard` (uninitialised) from the newest checkpoint in `dir`,
+// logging one line (sequence, path, chunk count). Returns false when there
+// is none (no directory, or no file named like a checkpoint), true when
+// restored. The newest checkpoint must be usable: it is never skipped for an
+// older one (UnreadableCheckpoints::kRefuse says why).
+// Errors: DATA_LOSS naming the file when it is torn, corrupt or of another
+// format version, or when the shard finds its content invalid (sizes that do
+// not match, a non-finite weight or optimizer value); the errno-derived
+// status when it cannot be read; FAILED_PRECONDITION from Shard::Restore
+// when the checkpoint is sound but not for this server (another shard, or
+// flags that contradict its training config). A server must not start
+// fresh over a checkpoint it cannot use.
 absl::StatusOr<bool> RestoreNewestCheckpoint(const std::string& dir,
                                              uint32_t shard_id, Shard* shard);
 

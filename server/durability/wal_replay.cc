@@ -1,17 +1,17 @@
 #include "server/durability/wal_replay.h"
 
 #include <cstring>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "server/durability/write_ahead_log.h"
 #include "server/shard/stderr_log.h"
 
 namespace gradwire {
 namespace {
-
-// Individual refusals logged before only the count goes on.
-constexpr uint64_t kRefusalsLogged = 5;
 
 absl::Status ReplayInit(const std::string& payload, Shard* shard) {
   v1::InitRequest request;
@@ -62,6 +62,54 @@ absl::Status ReplayRecord(const WalRecord& record, Shard* shard,
   return absl::DataLossError("unknown record type");
 }
 
+// Every bad record must be the torn tail of the newest segment.
+absl::Status CheckSegmentTails(const std::vector<WalSegment>& segments) {
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const WalSegment& segment = segments[i];
+    if (segment.tail_error.empty()) continue;
+    const bool newest = i + 1 == segments.size();
+    if (newest && segment.torn_tail) continue;
+    return absl::DataLossError(absl::StrFormat(
+        "%s: %s, %s; only the end of the newest segment can be torn by a "
+        "crash, so the log is damaged",
+        segment.path, segment.tail_error,
+        newest ? "with more log after it"
+               : absl::StrFormat("and %d newer segment(s) follow",
+                                 segments.size() - i - 1)));
+  }
+  return absl::OkStatus();
+}
+
+// The shard's reason on one line (a config difference spans several).
+std::string OneLine(absl::string_view text) {
+  return absl::StrReplaceAll(absl::StripTrailingAsciiWhitespace(text),
+                             {{"\n", "; "}});
+}
+
+const char* RecordTypeName(JournalRecordType type) {
+  switch (type) {
+    case JournalRecordType::kInit:
+      return "Init";
+    case JournalRecordType::kPush:
+      return "Push";
+    case JournalRecordType::kDropWorker:
+      return "worker drop";
+  }
+  return "unknown";
+}
+
+// Cuts the torn tail off the newest segment, so that it ends cleanly once the
+// next segment exists (a later start would otherwise see a bad record in an
+// older segment).
+absl::Status CutTornTail(const WalSegment& newest, uint32_t shard_id) {
+  if (!newest.torn_tail) return absl::OkStatus();
+  LogShardEventf(shard_id,
+                 "write-ahead log %s ends in a torn record (%s); cutting it "
+                 "at byte %d",
+                 newest.path, newest.tail_error, newest.valid_bytes);
+  return TruncateWalSegment(newest.path, newest.valid_bytes);
+}
+
 }  // namespace
 
 absl::StatusOr<JournalReplayStats> ReplayJournal(const std::string& dir,
@@ -69,37 +117,42 @@ absl::StatusOr<JournalReplayStats> ReplayJournal(const std::string& dir,
   const absl::Time start = absl::Now();
   absl::StatusOr<std::vector<WalSegment>> segments = ReadWalSegments(dir);
   if (!segments.ok()) return segments.status();
+  if (absl::Status s = CheckSegmentTails(*segments); !s.ok()) return s;
   JournalReplayStats stats;
   for (const WalSegment& segment : *segments) {
     ++stats.segments;
-    if (!segment.tail_error.empty()) {
-      ++stats.torn_segments;
-      LogShardEventf(shard->shard_id(), "write-ahead log %s ends early: %s",
-                     segment.path, segment.tail_error);
-    }
+    // Records are numbered from 1 within their segment.
+    uint64_t index = 0;
     for (const WalRecord& record : segment.records) {
       ++stats.records;
+      ++index;
       absl::Status s = ReplayRecord(record, shard, &stats);
       if (absl::IsDataLoss(s)) {
         return absl::DataLossError(absl::StrFormat(
-            "%s: record %d: %s", segment.path, stats.records, s.message()));
+            "%s: record %d: %s", segment.path, index, s.message()));
       }
-      if (s.ok()) continue;
-      if (++stats.refused == 1) stats.first_refusal = s.ToString();
-      if (stats.refused <= kRefusalsLogged) {
-        LogShardEventf(shard->shard_id(),
-                       "write-ahead log %s: record %d refused on replay: %s",
-                       segment.path, stats.records, s.ToString());
+      if (!s.ok()) {
+        return absl::DataLossError(absl::StrFormat(
+            "%s: record %d (%s) refused on replay: %s; the log does not "
+            "belong to this state",
+            segment.path, index, RecordTypeName(record.type),
+            OneLine(s.ToString())));
       }
     }
+  }
+  if (!segments->empty()) {
+    if (absl::Status s = CutTornTail(segments->back(), shard->shard_id());
+        !s.ok()) {
+      return s;
+    }
+    if (segments->back().torn_tail) stats.torn_segments = 1;
   }
   stats.took = absl::Now() - start;
   LogShardEventf(shard->shard_id(),
                  "replayed write-ahead log: %d segments, %d records, %d pushes "
-                 "applied, %d already in the checkpoint, %d refused, in %d ms",
+                 "applied, %d already in the checkpoint, in %d ms",
                  stats.segments, stats.records, stats.pushes_applied,
-                 stats.pushes_duplicate, stats.refused,
-                 absl::ToInt64Milliseconds(stats.took));
+                 stats.pushes_duplicate, absl::ToInt64Milliseconds(stats.took));
   return stats;
 }
 

@@ -12,6 +12,22 @@
 // (the shard's exactly-once bookkeeping is part of the checkpoint), so
 // replaying more than needed is safe and the state ends where the killed
 // process left it, acknowledged updates included.
+//
+// The log must be read completely, or the replay fails (DATA_LOSS) and the
+// shard must not serve:
+//   - every segment's header must be valid;
+//   - only the newest segment may end in a torn record (WalSegment::
+//     torn_tail), which is what a kill mid-append leaves; that tail is
+//     ignored and, once every record before it is replayed, cut off the
+//     file, so that the segment ends cleanly before a new one follows it. A
+//     bad record anywhere else (an older segment, or with valid bytes after
+//     it) is corruption, and the records after it would be lost silently;
+//   - the shard must accept every record: the log holds only requests the
+//     shard accepted, in the order it applied them, so a refusal means the
+//     log does not belong to this state (another shard's, another job's, or
+//     a checkpoint that is not the one it follows). Replay stops at the
+//     first refusal.
+// After a failure the shard may hold part of the log: discard it.
 #ifndef GRADWIRE_SERVER_DURABILITY_WAL_REPLAY_H_
 #define GRADWIRE_SERVER_DURABILITY_WAL_REPLAY_H_
 
@@ -33,18 +49,18 @@ struct JournalReplayStats {
   uint64_t pushes_duplicate = 0;
   // Workers dropped from the live set (Shard::DropWorker).
   uint64_t drops = 0;
-  // Records the shard refused (a log that does not belong to this state);
-  // each is logged, the first one is kept here.
-  uint64_t refused = 0;
-  std::string first_refusal;
-  // Segments that ended in a torn or corrupt record (a kill mid-write).
+  // 1 when the newest segment ended in a torn record (cut off), else 0.
   uint64_t torn_segments = 0;
   absl::Duration took;
 };
 
-// Replays the segments in `dir` into `shard` (which must not journal yet)
-// and logs one summary line. Errors: those of ReadWalSegments; a record
-// whose payload does not parse is DATA_LOSS naming its segment.
+// Replays the segments in `dir` into `shard` (which must not journal yet),
+// cuts a torn tail off the newest segment, and logs one summary line.
+// Errors, each naming the segment (and the record, numbered from 1 in it):
+// those of ReadWalSegments (DATA_LOSS for a bad header); DATA_LOSS for a bad
+// record that is not the newest segment's torn tail, for a record whose payload
+// does not parse, and for a record the shard refuses (with the shard's reason);
+// the errno-derived status when the torn tail cannot be cut off.
 absl::StatusOr<JournalReplayStats> ReplayJournal(const std::string& dir,
                                                  Shard* shard);
 

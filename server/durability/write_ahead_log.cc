@@ -50,6 +50,11 @@ uint32_t RecordCrc(JournalRecordType type, absl::string_view payload) {
   return static_cast<uint32_t>(crc);
 }
 
+bool AllZero(absl::string_view bytes) {
+  return std::all_of(bytes.begin(), bytes.end(),
+                     [](char c) { return c == '\0'; });
+}
+
 bool KnownType(uint8_t type) {
   return type >= static_cast<uint8_t>(JournalRecordType::kInit) &&
          type <= static_cast<uint8_t>(JournalRecordType::kDropWorker);
@@ -90,21 +95,31 @@ std::string SegmentPath(const std::string& dir, uint64_t generation) {
 }
 
 // Creates segment `generation` with its header, durably (file and entry).
+// The header is written and synced under a temporary name and only then
+// linked to the segment's name, so a kill at any point leaves either no
+// segment or one with a whole header: a short header at start-up is
+// corruption, never a crash (durable_state.h). link() refuses an existing
+// name, as O_EXCL did. A stale temporary file from an earlier kill is
+// replaced (O_TRUNC).
 absl::StatusOr<int> CreateSegment(const std::string& dir, uint64_t generation) {
   const std::string path = SegmentPath(dir, generation);
+  const std::string temporary = absl::StrCat(path, ".tmp");
   ScopedFd fd(RetryOnEintr([&] {
-    return open(path.c_str(),
-                O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    return open(temporary.c_str(),
+                O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   }));
-  if (fd.get() < 0) return ErrnoStatus("cannot create", path);
+  if (fd.get() < 0) return ErrnoStatus("cannot create", temporary);
   const std::string header = SegmentHeader(generation);
-  if (absl::Status s = WriteAll(fd.get(), header.data(), header.size(), path);
-      !s.ok()) {
-    return s;
+  absl::Status written =
+      WriteAll(fd.get(), header.data(), header.size(), temporary);
+  if (written.ok() && RetryOnEintr([&] { return fdatasync(fd.get()); }) != 0) {
+    written = ErrnoStatus("cannot sync", temporary);
   }
-  if (RetryOnEintr([&] { return fdatasync(fd.get()); }) != 0) {
-    return ErrnoStatus("cannot sync", path);
+  if (written.ok() && link(temporary.c_str(), path.c_str()) != 0) {
+    written = ErrnoStatus("cannot create", path);
   }
+  unlink(temporary.c_str());
+  if (!written.ok()) return written;
   if (absl::Status s = FsyncDirectory(dir); !s.ok()) return s;
   return fd.Release();
 }
@@ -142,6 +157,7 @@ absl::StatusOr<WalSegment> ParseWalSegment(absl::string_view bytes) {
     if (left < kRecordHeaderBytes) {
       segment.tail_error = absl::StrFormat(
           "torn record header at byte %d (%d bytes left)", offset, left);
+      segment.torn_tail = true;
       break;
     }
     const uint32_t length = Get<uint32_t>(at);
@@ -151,6 +167,7 @@ absl::StatusOr<WalSegment> ParseWalSegment(absl::string_view bytes) {
       segment.tail_error =
           absl::StrFormat("torn record at byte %d (claims %d bytes, %d left)",
                           offset, length, left - kRecordHeaderBytes);
+      segment.torn_tail = true;
       break;
     }
     const absl::string_view payload(at + kRecordHeaderBytes, length);
@@ -159,13 +176,30 @@ absl::StatusOr<WalSegment> ParseWalSegment(absl::string_view bytes) {
       segment.tail_error = absl::StrFormat(
           "corrupt record at byte %d (type %d, checksum mismatch)", offset,
           type);
+      segment.torn_tail =
+          length == left - kRecordHeaderBytes || AllZero(bytes.substr(offset));
       break;
     }
     segment.records.push_back(
         {static_cast<JournalRecordType>(type), std::string(payload)});
     offset += kRecordHeaderBytes + length;
   }
+  segment.valid_bytes = offset;
   return segment;
+}
+
+absl::Status TruncateWalSegment(const std::string& path, uint64_t size) {
+  ScopedFd fd(
+      RetryOnEintr([&] { return open(path.c_str(), O_WRONLY | O_CLOEXEC); }));
+  if (fd.get() < 0) return ErrnoStatus("cannot open", path);
+  if (RetryOnEintr(
+          [&] { return ftruncate(fd.get(), static_cast<off_t>(size)); }) != 0) {
+    return ErrnoStatus("cannot truncate", path);
+  }
+  if (RetryOnEintr([&] { return fdatasync(fd.get()); }) != 0) {
+    return ErrnoStatus("cannot sync", path);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<WalSegment>> ReadWalSegments(

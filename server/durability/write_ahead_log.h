@@ -14,6 +14,11 @@
 // type (u8), payload; all little-endian. A process killed mid-write leaves a
 // torn last record, which the reader detects and stops at.
 //
+// Only the end of the newest segment can be torn: records are appended in
+// order and a segment is never written again once the next one exists.
+// Replay (wal_replay.h) cuts a torn tail off before a new segment is
+// started, so a bad record anywhere else is corruption, not a crash.
+//
 // Durability: without `fsync` a record is handed to the kernel (write(2))
 // before the acknowledgement, which survives the death of the process; with
 // `fsync` it is also on the disk (fdatasync), which survives the death of
@@ -71,12 +76,27 @@ struct WalSegment {
   // torn or corrupt record, at the byte offset named). Records before it
   // are valid.
   std::string tail_error;
+  // The bytes of the header and of the valid records: the whole image when
+  // it ends cleanly, else the offset of the bad record.
+  uint64_t valid_bytes = 0;
+  // With a tail_error: whether the bad record is what an interrupted append
+  // leaves behind, that is it reaches the end of the image (its header or
+  // payload runs past it, or it is the last record and fails its checksum),
+  // or every byte from it on is zero (a file extended but never written,
+  // after a machine crash without --wal-fsync). False when valid bytes
+  // follow the bad record: that is corruption.
+  bool torn_tail = false;
 };
 
 // Decodes a segment file image. DATA_LOSS when the header is not a segment
 // header of kWalFormatVersion; a bad record ends the list and is described
-// in tail_error. Pure.
+// in tail_error, valid_bytes and torn_tail. Pure.
 absl::StatusOr<WalSegment> ParseWalSegment(absl::string_view bytes);
+
+// Cuts the segment file at `path` to its first `size` bytes and syncs it:
+// how replay removes a torn tail once the records before it are applied.
+// Errors: the errno-derived status naming the path.
+absl::Status TruncateWalSegment(const std::string& path, uint64_t size);
 
 // Every segment in `dir`, by increasing generation; none when `dir` does
 // not exist. Errors: the directory cannot be listed, a segment cannot be

@@ -4,7 +4,8 @@
 //       --checkpoint-dir=/var/lib/gradwire/shard0 --checkpoint-every=100
 //
 // Exit codes: 0 after a clean shutdown (SIGTERM or SIGINT); 1 when the
-// server cannot start (port taken, unusable checkpoint) or the final
+// server cannot start (port taken, durable state in --checkpoint-dir that
+// cannot be read completely, without --discard-unreadable-state) or the final
 // checkpoint fails; kUsageExitCode (2) for a bad command line, before
 // anything is bound. stdout carries exactly one line,
 // "gradwire-server listening on HOST:PORT", for scripts; every log line goes
@@ -59,6 +60,13 @@ ABSL_FLAG(bool, wal, true,
 ABSL_FLAG(bool, wal_fsync, false,
           "fdatasync the write-ahead log before acknowledging a push: "
           "survives the machine's death, not only the process'.");
+ABSL_FLAG(bool, discard_unreadable_state, false,
+          "When the state in --checkpoint-dir cannot be read completely (a "
+          "corrupt or other-version checkpoint, non-finite weights, a "
+          "damaged write-ahead log or one that does not fit the checkpoint), "
+          "move every checkpoint and log file into a discarded-<unix time>/ "
+          "folder there (never deleted; each file is logged) and start "
+          "fresh. Default: refuse to start, naming the file.");
 ABSL_FLAG(int64_t, wal_checkpoint_bytes, int64_t{256} << 20,
           "Also write a checkpoint once the current log segment holds this "
           "many bytes (bounds disk use and replay time); 0: no bound.");
@@ -104,6 +112,7 @@ constexpr absl::string_view kServerFlagNames[] = {"address",
                                                   "checkpoint_every",
                                                   "wal",
                                                   "wal_fsync",
+                                                  "discard_unreadable_state",
                                                   "wal_checkpoint_bytes",
                                                   "threads",
                                                   "max_message_bytes",
@@ -124,6 +133,7 @@ ServerOptions OptionsFromFlags() {
   o.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   o.wal = absl::GetFlag(FLAGS_wal);
   o.wal_fsync = absl::GetFlag(FLAGS_wal_fsync);
+  o.discard_unreadable_state = absl::GetFlag(FLAGS_discard_unreadable_state);
   o.wal_checkpoint_bytes = absl::GetFlag(FLAGS_wal_checkpoint_bytes);
   o.threads = absl::GetFlag(FLAGS_threads);
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);

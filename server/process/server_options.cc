@@ -57,6 +57,10 @@ absl::Status CheckWriteAheadLog(const ServerOptions& o) {
     return absl::InvalidArgumentError(
         "--wal-fsync: needs --checkpoint-dir and --wal");
   }
+  if (o.discard_unreadable_state && o.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--discard-unreadable-state: needs --checkpoint-dir");
+  }
   return absl::OkStatus();
 }
 

@@ -50,6 +50,11 @@ struct ServerOptions {
   // fdatasync the log before each acknowledgement (survives power loss, not
   // only the process' death); needs checkpoint_dir and wal.
   bool wal_fsync = false;
+  // When the durable state in checkpoint_dir cannot be read completely
+  // (server/durability/durable_state.h), move it into a discarded-<unix
+  // time>/ folder there and start fresh, instead of refusing to start.
+  // Needs checkpoint_dir.
+  bool discard_unreadable_state = false;
   // Also checkpoint once the current log segment holds this many bytes,
   // which bounds the log's size and the replay time; >= 0, 0 for no bound.
   int64_t wal_checkpoint_bytes = int64_t{256} << 20;
@@ -84,10 +89,10 @@ absl::StatusOr<v1::ConsistencyMode> ParseConsistencyMode(
 
 // Checks every field against the ranges above and against each other
 // (shard_id < num_shards; staleness only with ssp; a checkpoint cadence
-// only with a checkpoint directory; a metrics port file only with metrics;
-// the transport's files readable and consistent, LoadTransportSecurity).
-// INVALID_ARGUMENT naming the flag (as --flag-name) and the value on the first
-// violation.
+// and discarding unreadable state only with a checkpoint directory; a metrics
+// port file only with metrics; the transport's files readable and consistent,
+// LoadTransportSecurity). INVALID_ARGUMENT naming the flag (as --flag-name) and
+// the value on the first violation.
 absl::Status ValidateServerOptions(const ServerOptions& options);
 
 // The Shard's options. Requires ValidateServerOptions(options).ok().

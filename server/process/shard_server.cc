@@ -11,7 +11,7 @@
 #include "common/tls/grpc_transport.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
-#include "server/durability/wal_replay.h"
+#include "server/durability/durable_state.h"
 #include "server/shard/stderr_log.h"
 
 #ifdef GRADWIRE_HAVE_GRPC_REFLECTION
@@ -75,16 +75,42 @@ std::string ShardServer::connect_address() const {
 
 absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
     const ServerOptions& options) {
-  auto registry = std::make_unique<metrics::Registry>();
-  auto shard_metrics = ShardMetrics::Create(
-      registry.get(), static_cast<uint32_t>(options.shard_id));
-  if (!shard_metrics.ok()) return shard_metrics.status();
-  std::unique_ptr<ShardServer> server(
-      new ShardServer(options, std::move(registry), *std::move(shard_metrics)));
-  LogShardEventf(server->shard_id_, "starting: shard %d of %d, mode %s",
+  const uint32_t shard_id = static_cast<uint32_t>(options.shard_id);
+  LogShardEventf(shard_id, "starting: shard %d of %d, mode %s",
                  options.shard_id, options.num_shards,
                  options.mode.empty() ? "from Init" : options.mode);
-  if (absl::Status s = server->Restore(); !s.ok()) return s;
+  std::unique_ptr<ShardServer> server;
+  // A new server each call: a restore that failed may have left part of the
+  // state in the previous one's shard.
+  auto fresh_shard = [&]() -> absl::StatusOr<Shard*> {
+    server.reset();
+    auto registry = std::make_unique<metrics::Registry>();
+    auto shard_metrics = ShardMetrics::Create(registry.get(), shard_id);
+    if (!shard_metrics.ok()) return shard_metrics.status();
+    server.reset(new ShardServer(options, std::move(registry),
+                                 *std::move(shard_metrics)));
+    return &server->shard_;
+  };
+  if (options.checkpoint_dir.empty()) {
+    if (absl::StatusOr<Shard*> s = fresh_shard(); !s.ok()) return s.status();
+  } else {
+    DurableStateOptions durable;
+    durable.dir = options.checkpoint_dir;
+    durable.shard_id = shard_id;
+    durable.replay_log = options.wal;
+    durable.discard_unreadable = options.discard_unreadable_state;
+    absl::StatusOr<RestoredDurableState> restored =
+        RestoreOrDiscardDurableState(durable, fresh_shard);
+    if (absl::IsDataLoss(restored.status())) {
+      // Says what the operator can do, on the same line.
+      return absl::DataLossError(absl::StrCat(
+          restored.status().message(),
+          " (--discard-unreadable-state moves the checkpoint and log files "
+          "aside and starts fresh)"));
+    }
+    if (!restored.ok()) return restored.status();
+  }
+  if (absl::Status s = server->StartWriteAheadLog(); !s.ok()) return s;
   if (absl::Status s = server->ServeMetrics(); !s.ok()) return s;
   if (absl::Status s = server->Serve(); !s.ok()) return s;
   if (options.worker_timeout_seconds > 0) {
@@ -106,20 +132,14 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
   return server;
 }
 
-absl::Status ShardServer::Restore() {
+absl::Status ShardServer::StartWriteAheadLog() {
   if (options_.checkpoint_dir.empty()) return absl::OkStatus();
-  absl::StatusOr<bool> restored =
-      RestoreNewestCheckpoint(options_.checkpoint_dir, shard_id_, &shard_);
-  if (!restored.ok()) return restored.status();
   if (!options_.wal) {
     LogShardEventf(shard_id_,
                    "write-ahead log off: a kill loses the updates applied "
                    "since the last checkpoint");
     return absl::OkStatus();
   }
-  absl::StatusOr<JournalReplayStats> replayed =
-      ReplayJournal(options_.checkpoint_dir, &shard_);
-  if (!replayed.ok()) return replayed.status();
   WriteAheadLogOptions wal;
   wal.dir = options_.checkpoint_dir;
   wal.fsync = options_.wal_fsync;

@@ -3,11 +3,14 @@
 //
 // Start:    restore the newest checkpoint if the checkpoint directory holds
 //           one, replay the write-ahead log over it and start a new log
-//           segment (unless --wal=false), start the metrics endpoint (unless
-//           options.metrics.port is kMetricsOff), bind, start serving, mark the
-//           health service SERVING (overall "" and gradwire.v1.ParameterServer)
-//           and start the periodic checkpointer. The options were validated by
-//           the caller.
+//           segment (unless --wal=false), refusing to start when that state
+//           cannot be read completely, or moving it aside and starting
+//           fresh with options.discard_unreadable_state
+//           (server/durability/durable_state.h), start the metrics endpoint
+//           (unless options.metrics.port is kMetricsOff), bind, start serving,
+//           mark the health service SERVING (overall "" and
+//           gradwire.v1.ParameterServer) and start the periodic checkpointer.
+//           The options were validated by the caller.
 // Liveness: with options.worker_timeout_seconds > 0, a watchdog drops the
 //           workers silent for longer from the shard's live set
 //           (worker_liveness.h); it starts once serving and stops first
@@ -71,8 +74,10 @@ std::string ConnectableHost(const std::string& address);
 class ShardServer {
  public:
   // Starts serving `options` (which must pass ValidateServerOptions).
-  // Errors: a checkpoint that cannot be read or restored, a port (gRPC or
-  // metrics) that cannot be bound (UNAVAILABLE naming the address).
+  // Errors: durable state that cannot be read or restored (DATA_LOSS when
+  // it is damaged or does not fit together, naming the file; see
+  // durable_state.h), a port (gRPC or metrics) that cannot be bound
+  // (UNAVAILABLE naming the address).
   static absl::StatusOr<std::unique_ptr<ShardServer>> Start(
       const ServerOptions& options);
 
@@ -97,7 +102,10 @@ class ShardServer {
   ShardServer(const ServerOptions& options,
               std::unique_ptr<metrics::Registry> registry,
               std::unique_ptr<ShardMetrics> shard_metrics);
-  absl::Status Restore();
+  // Opens the write-ahead log over the restored state and makes it the
+  // shard's journal (nothing without a checkpoint directory or with
+  // --wal=false).
+  absl::Status StartWriteAheadLog();
   absl::Status ServeMetrics();
   absl::Status Serve();
   void SetServing(bool serving);

@@ -1,5 +1,8 @@
 // Shard::Snapshot, Restore and StateDigest.
+#include <cmath>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "server/shard/shard.h"
@@ -48,6 +51,28 @@ class Digest {
   uint64_t hash_ = 0xcbf29ce484222325ull;
 };
 
+// A NaN or infinity in a restored chunk would spread into every update and
+// every pull after it, so the shard refuses it as it refuses a non-finite
+// pushed value. Names the first bad element.
+absl::Status CheckFinite(const ChunkSnapshot& c) {
+  const std::pair<const char*, const std::vector<float>*> arrays[] = {
+      {"weights", &c.weights},
+      {"optimizer first moment", &c.optimizer.first_moment},
+      {"optimizer second moment", &c.optimizer.second_moment},
+      {"accumulator", &c.accumulator},
+      {"shadow", &c.shadow}};
+  for (const auto& [name, values] : arrays) {
+    for (size_t i = 0; i < values->size(); ++i) {
+      if (!std::isfinite((*values)[i])) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("checkpoint chunk %d: %s[%d] is %g, not finite",
+                            c.key, name, i, (*values)[i]));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckChunkSnapshot(const ChunkSnapshot& c,
                                 const ShardConfig& config) {
   auto bad = [&](const char* what) {
@@ -72,7 +97,7 @@ absl::Status CheckChunkSnapshot(const ChunkSnapshot& c,
   if (!c.shadow.empty() && c.shadow.size() != c.numel)
     return bad("shadow size");
   if (c.pending_pushes >= config.num_workers) return bad("pending pushes");
-  return absl::OkStatus();
+  return CheckFinite(c);
 }
 
 }  // namespace

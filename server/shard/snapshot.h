@@ -1,7 +1,9 @@
 // The complete state of a shard as plain data: what a checkpoint stores
 // (server/durability/checkpoint_format.h) and what a restarted shard resumes
-// from (Shard::Restore). WorkerProgress, the per-worker step record, is the
-// consistency rules' (common/consistency/worker_progress.h).
+// from (Shard::Restore). Shard::Restore refuses (INVALID_ARGUMENT) a
+// snapshot whose float arrays hold a NaN or an infinity. WorkerProgress, the
+// per-worker step record, is the consistency rules'
+// (common/consistency/worker_progress.h).
 #ifndef GRADWIRE_SERVER_SHARD_SNAPSHOT_H_
 #define GRADWIRE_SERVER_SHARD_SNAPSHOT_H_
 

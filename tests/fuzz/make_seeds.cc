@@ -1,14 +1,17 @@
 // Writes the seed corpora of the shard fuzz targets:
-//   gradwire-fuzz-seeds DIR   writes DIR/push/<name> and DIR/init/<name>
+//   gradwire-fuzz-seeds DIR   writes DIR/{push,init,restore}/<name>
 // Each seed is a small input in the layout of shard_fuzz_util.h that leads
 // the target to one meaningful case: valid pushes of every encoding, BSP
 // steps completed, duplicates, steps from the future and the far past,
-// indices out of range, NaN, valid, conflicting and invalid Inits. The
-// committed corpus (tests/fuzz/corpus/{push,init}) is this program's output.
+// indices out of range, NaN, valid, conflicting and invalid Inits; for the
+// restore target, a valid checkpoint and log and each kind of unreadable
+// state (durable_state.h). The committed corpus
+// (tests/fuzz/corpus/{push,init,restore}) is this program's output.
 #include <sys/stat.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -16,6 +19,10 @@
 #include <utility>
 #include <vector>
 
+#include "server/durability/checkpoint_format.h"
+#include "server/durability/write_ahead_log.h"
+#include "server/shard/shard.h"
+#include "server/shard/shard_journal.h"
 #include "tests/fuzz/shard_fuzz_util.h"
 
 namespace gradwire::fuzz {
@@ -374,6 +381,183 @@ std::vector<Seed> InitSeeds() {
   return seeds;
 }
 
+// Collects what a shard journals, to frame it as log segments.
+class RecordingJournal final : public ShardJournal {
+ public:
+  uint64_t Append(JournalRecordType type, std::string payload) override {
+    records_.push_back({type, std::move(payload)});
+    return records_.size();
+  }
+  void WaitDurable(uint64_t) override {}
+  // The image of a segment holding the records appended since the last
+  // call.
+  std::string TakeSegment(uint64_t generation) {
+    std::string bytes = SegmentHeader(generation);
+    for (const auto& [type, payload] : records_) {
+      AppendWalRecord(type, payload, &bytes);
+    }
+    records_.clear();
+    return bytes;
+  }
+  static std::string SegmentHeader(uint64_t generation) {
+    std::string header("GWAL", 4);
+    const uint32_t version = kWalFormatVersion;
+    header.append(reinterpret_cast<const char*>(&version), 4);
+    header.append(reinterpret_cast<const char*>(&generation), 8);
+    return header;
+  }
+
+ private:
+  std::vector<std::pair<JournalRecordType, std::string>> records_;
+};
+
+// A BSP shard's history: Init and steps 0-1 in segment 1, the checkpoint,
+// steps 2-3 in segment 2.
+struct History {
+  std::string checkpoint;
+  std::string segment1;
+  std::string segment2;
+  ShardSnapshot snapshot;
+};
+
+void TrainSteps(Shard& shard, uint64_t from, uint64_t to) {
+  for (uint64_t step = from; step < to; ++step) {
+    for (uint32_t worker = 0; worker < 2; ++worker) {
+      std::vector<std::pair<uint64_t, v1::ChunkData>> chunks;
+      for (size_t i = 0; i < kNumChunks; ++i) {
+        chunks.emplace_back(
+            kChunkKeys[i],
+            DenseData(GradientValues(kChunkNumels[i], step * 2 + worker + i)));
+      }
+      v1::PushResponse response;
+      Check(shard.Push(MakePush(worker, step, chunks), &response).ok());
+    }
+  }
+}
+
+History MakeHistory() {
+  RecordingJournal journal;
+  Shard shard(MakeShardOptions());
+  shard.set_journal(&journal);
+  v1::InitResponse response;
+  Check(shard
+            .Init(MakeInit(MakeConfig(Setup(v1::CONSISTENCY_MODE_BSP, 2, true)),
+                           0),
+                  &response)
+            .ok());
+  TrainSteps(shard, 0, 2);
+  History history;
+  history.segment1 = journal.TakeSegment(1);
+  history.snapshot = shard.Snapshot().value();
+  history.checkpoint = SerializeSnapshot(history.snapshot);
+  TrainSteps(shard, 2, 4);
+  history.segment2 = journal.TakeSegment(2);
+  return history;
+}
+
+// Bitwise CRC-32 (zlib's polynomial), to forge a checkpoint of another
+// format version whose checksum holds.
+uint32_t Crc32(absl::string_view bytes) {
+  uint32_t crc = 0xFFFFFFFFu;
+  for (char byte : bytes) {
+    crc ^= static_cast<uint8_t>(byte);
+    for (int bit = 0; bit < 8; ++bit) {
+      crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+  }
+  return ~crc;
+}
+
+std::string Flipped(std::string bytes, size_t offset) {
+  bytes[offset] ^= 0x40;
+  return bytes;
+}
+
+// Flags of the restore target (restore_fuzz.cc).
+enum RestoreFlags : uint8_t {
+  kDiscard = 1,
+  kNoReplay = 2,
+  kCheckpoint = 4,
+  kSegment1 = 8,
+  kSegment2 = 16,
+  kEverything = kCheckpoint | kSegment1 | kSegment2,
+};
+
+std::string RestoreInput(uint8_t flags, absl::string_view checkpoint,
+                         absl::string_view segment1,
+                         absl::string_view segment2) {
+  InputWriter writer;
+  writer.Byte(flags).Bytes(checkpoint).Bytes(segment1).Tail(segment2);
+  return writer.bytes();
+}
+
+// Over 60 lines because it is a table: one entry per seed of the restore
+// corpus, each damaged one also with the discard flag.
+std::vector<Seed> RestoreSeeds() {
+  const History h = MakeHistory();
+  std::string other_version = h.checkpoint;
+  other_version[8] = 2;
+  const uint32_t crc = Crc32(
+      absl::string_view(other_version).substr(0, other_version.size() - 4));
+  std::memcpy(&other_version[other_version.size() - 4], &crc, 4);
+  ShardSnapshot nan_snapshot = h.snapshot;
+  nan_snapshot.chunks[0].weights[1] = std::nanf("");
+  ShardSnapshot inf_snapshot = h.snapshot;
+  inf_snapshot.chunks[1].shadow[0] = std::numeric_limits<float>::infinity();
+  std::string refused = RecordingJournal::SegmentHeader(2);
+  v1::InitRequest other_job =
+      MakeInit(MakeConfig(Setup(v1::CONSISTENCY_MODE_ASP)), 0);
+  AppendWalRecord(JournalRecordType::kInit, other_job.SerializeAsString(),
+                  &refused);
+  // Inside the first record's payload (16-byte header, 9-byte frame).
+  const size_t first_payload = 16 + 9 + 4;
+
+  std::vector<Seed> seeds = {
+      {"valid_checkpoint_and_log",
+       RestoreInput(kEverything, h.checkpoint, h.segment1, h.segment2)},
+      {"valid_log_only",
+       RestoreInput(kSegment1 | kSegment2, "", h.segment1, h.segment2)},
+      {"valid_checkpoint_no_replay",
+       RestoreInput(kCheckpoint | kNoReplay, h.checkpoint, "", "")},
+      {"torn_tail", RestoreInput(kEverything, h.checkpoint, h.segment1,
+                                 h.segment2.substr(0, h.segment2.size() - 5))},
+      {"torn_tail_zeros", RestoreInput(kEverything, h.checkpoint, h.segment1,
+                                       h.segment2 + std::string(40, '\0'))},
+  };
+  const std::vector<Seed> damaged = {
+      {"corrupt_checkpoint",
+       RestoreInput(kEverything, Flipped(h.checkpoint, 60), h.segment1,
+                    h.segment2)},
+      {"other_version_checkpoint",
+       RestoreInput(kCheckpoint | kSegment2, other_version, "", h.segment2)},
+      {"nan_weight_checkpoint",
+       RestoreInput(kCheckpoint, SerializeSnapshot(nan_snapshot), "", "")},
+      {"inf_shadow_checkpoint",
+       RestoreInput(kCheckpoint | kNoReplay, SerializeSnapshot(inf_snapshot),
+                    "", "")},
+      {"refused_record",
+       RestoreInput(kCheckpoint | kSegment2, h.checkpoint, "", refused)},
+      {"corrupt_record_then_later_segment",
+       RestoreInput(kEverything, h.checkpoint,
+                    Flipped(h.segment1, first_payload), h.segment2)},
+      {"corrupt_record_mid_newest_segment",
+       RestoreInput(kEverything, h.checkpoint, h.segment1,
+                    Flipped(h.segment2, first_payload))},
+      {"torn_older_segment",
+       RestoreInput(kEverything, h.checkpoint,
+                    h.segment1.substr(0, h.segment1.size() - 3), h.segment2)},
+      {"bad_segment_header",
+       RestoreInput(kCheckpoint | kSegment2, h.checkpoint, "", "GWAX")},
+  };
+  for (const Seed& seed : damaged) {
+    seeds.push_back(seed);
+    std::string discard = seed.bytes;
+    discard[0] = static_cast<char>(discard[0] | kDiscard);
+    seeds.push_back({seed.name + "_discard", discard});
+  }
+  return seeds;
+}
+
 bool WriteSeeds(const std::string& dir, const std::vector<Seed>& seeds) {
   ::mkdir(dir.c_str(), 0755);
   for (const Seed& seed : seeds) {
@@ -397,8 +581,9 @@ int main(int argc, char** argv) {
   if (argc != 2 || std::string(argv[1]) == "--help") {
     std::fprintf(stderr,
                  "usage: %s DIR\n"
-                 "Writes the seeds of gradwire-fuzz-push to DIR/push and of "
-                 "gradwire-fuzz-init to DIR/init.\n",
+                 "Writes the seeds of gradwire-fuzz-push to DIR/push, of "
+                 "gradwire-fuzz-init to DIR/init and of gradwire-fuzz-restore "
+                 "to DIR/restore.\n",
                  argv[0]);
     return argc == 2 ? 0 : 2;
   }
@@ -406,6 +591,8 @@ int main(int argc, char** argv) {
   ::mkdir(dir.c_str(), 0755);
   const bool ok =
       gradwire::fuzz::WriteSeeds(dir + "/push", gradwire::fuzz::PushSeeds()) &&
-      gradwire::fuzz::WriteSeeds(dir + "/init", gradwire::fuzz::InitSeeds());
+      gradwire::fuzz::WriteSeeds(dir + "/init", gradwire::fuzz::InitSeeds()) &&
+      gradwire::fuzz::WriteSeeds(dir + "/restore",
+                                 gradwire::fuzz::RestoreSeeds());
   return ok ? 0 : 1;
 }

@@ -4,6 +4,9 @@
 #   decode  the wire decoder (decode_fuzz.cc, corpus/decode)
 #   push    Shard::Push and Pull end to end (push_fuzz.cc, corpus/push)
 #   init    Shard::Init end to end (init_fuzz.cc, corpus/init)
+#   restore a shard's start-up over checkpoint and log files
+#           (restore_fuzz.cc, corpus/restore; its event lines to stderr are
+#           dropped with -close_fd_mask=2, libFuzzer's own output stays)
 #
 # Usage: tests/fuzz/run-fuzz.sh BUILD_DIR SECONDS
 #   BUILD_DIR  a build configured with -DGRADWIRE_BUILD_FUZZERS=ON (clang)
@@ -26,7 +29,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || ((seconds < 1)); then
   exit 2
 fi
 corpora="$(cd "$(dirname "$0")" && pwd)/corpus"
-targets=(decode push init)
+targets=(decode push init restore)
 
 for target in "${targets[@]}"; do
   if [[ ! -x "$build_dir/bin/gradwire-fuzz-$target" ]]; then
@@ -44,7 +47,9 @@ for target in "${targets[@]}"; do
   echo "=== fuzzing $target for ${seconds}s (gradwire-fuzz-$target)"
   mkdir -p "$work/$target" "$build_dir/fuzz-artifacts/$target"
   cp "$corpora/$target"/* "$work/$target/"
-  if ! "$build_dir/bin/gradwire-fuzz-$target" "$work/$target" \
+  extra=()
+  if [[ $target == restore ]]; then extra=(-close_fd_mask=2); fi
+  if ! "$build_dir/bin/gradwire-fuzz-$target" "$work/$target" "${extra[@]}" \
     -max_total_time="$seconds" \
     -max_len=65536 \
     -timeout=10 \

@@ -31,6 +31,13 @@ absl::string_view InputReader::Message() {
   return message;
 }
 
+absl::string_view InputReader::Rest() {
+  const size_t start = std::min(position_, size_);
+  position_ = size_;
+  return absl::string_view(reinterpret_cast<const char*>(data_) + start,
+                           size_ - start);
+}
+
 InputWriter& InputWriter::Byte(uint8_t value) {
   bytes_.push_back(static_cast<char>(value));
   return *this;
@@ -38,12 +45,20 @@ InputWriter& InputWriter::Byte(uint8_t value) {
 
 InputWriter& InputWriter::Message(
     const google::protobuf::MessageLite& message) {
-  const std::string serialized = message.SerializeAsString();
-  // Seeds are small; a longer message would not round-trip through Message.
-  Check(serialized.size() <= 0xffff);
-  Byte(serialized.size() & 0xff);
-  Byte(serialized.size() >> 8);
-  bytes_ += serialized;
+  return Bytes(message.SerializeAsString());
+}
+
+InputWriter& InputWriter::Bytes(absl::string_view bytes) {
+  // Seeds are small; a longer one would not round-trip through Message.
+  Check(bytes.size() <= 0xffff);
+  Byte(bytes.size() & 0xff);
+  Byte(bytes.size() >> 8);
+  bytes_.append(bytes.data(), bytes.size());
+  return *this;
+}
+
+InputWriter& InputWriter::Tail(absl::string_view bytes) {
+  bytes_.append(bytes.data(), bytes.size());
   return *this;
 }
 

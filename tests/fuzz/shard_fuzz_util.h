@@ -64,6 +64,8 @@ class InputReader {
   uint8_t Byte();
   // A 16-bit length, then that many bytes (fewer at the end of the input).
   absl::string_view Message();
+  // Every byte not read yet; the input is then empty.
+  absl::string_view Rest();
 
  private:
   const uint8_t* data_;
@@ -76,6 +78,10 @@ class InputWriter {
  public:
   InputWriter& Byte(uint8_t value);
   InputWriter& Message(const google::protobuf::MessageLite& message);
+  // Raw bytes in the layout of InputReader::Message (at most 0xffff).
+  InputWriter& Bytes(absl::string_view bytes);
+  // Raw bytes without a length, for InputReader::Rest.
+  InputWriter& Tail(absl::string_view bytes);
   const std::string& bytes() const { return bytes_; }
 
  private:

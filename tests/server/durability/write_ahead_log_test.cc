@@ -129,6 +129,23 @@ TEST_F(WriteAheadLogTest,
   EXPECT_EQ(Read().size(), 2u);
 }
 
+// A kill while a segment is created leaves at most a temporary file, never
+// a segment without its header: the next Open replaces it and every segment
+// reads back.
+TEST_F(WriteAheadLogTest, AKillDuringCreationLeavesNoHeaderlessSegment) {
+  fs::create_directories(dir_);
+  const std::string stale = dir_ + "/" + WalSegmentFileName(1) + ".tmp";
+  { std::ofstream(stale) << "WA"; }  // a header cut short
+  auto wal = Open();
+  ASSERT_NE(wal, nullptr);
+  EXPECT_EQ(wal->generation(), 1u);
+  EXPECT_FALSE(fs::exists(stale));
+  wal->WaitDurable(wal->Append(JournalRecordType::kInit, "init"));
+  const std::vector<WalSegment> segments = Read();
+  ASSERT_EQ(segments.size(), 1u);
+  EXPECT_EQ(Payloads(segments[0]), std::vector<std::string>{"init"});
+}
+
 TEST_F(WriteAheadLogTest, ConcurrentAppendsAreAllDurableExactlyOnce) {
   auto wal = Open();
   ASSERT_NE(wal, nullptr);
@@ -218,7 +235,6 @@ TEST_F(WriteAheadLogTest, ReplayRebuildsTheStateOfTheShardThatWroteTheLog) {
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->records, 1u + 6 * 4 + 1);
   EXPECT_EQ(stats->pushes_applied, 6u * 4 + 1);
-  EXPECT_EQ(stats->refused, 0u) << stats->first_refusal;
   EXPECT_EQ(restarted.StateDigest(), digest);
 }
 
@@ -273,7 +289,6 @@ TEST_F(WriteAheadLogTest, ReplayRepeatsWorkerDropsAndRejoins) {
   auto stats = ReplayJournal(dir_, &restarted);
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->drops, 1u);
-  EXPECT_EQ(stats->refused, 0u) << stats->first_refusal;
   EXPECT_TRUE(restarted.IsLive(1));
   EXPECT_EQ(restarted.StateDigest(), digest);
 }
