@@ -194,7 +194,7 @@ Shards
   momentum_placement (str): where momentum runs: "server", "worker"
       (before compression), "fold" (SGD at lr / (1 - momentum); error
       feedback carries the history) or "auto" (server for uncompressed
-      BSP, worker otherwise).
+      BSP, fold for onebit with error feedback, worker otherwise).
   scale_async_lr (bool): asp/ssp: each push applied at lr / num_workers.
   mode (str): bsp, asp or ssp; staleness (int): the SSP bound.
   pull (str): "delta" (compressed weight deltas with server-side error

@@ -91,7 +91,7 @@ ABSL_FLAG(std::string, momentum_placement, kDefaults.momentum_placement,
           "worker (before compression, masked where sent; SGD on the "
           "shards), fold (SGD at lr / (1 - momentum) on the shards; error "
           "feedback carries the history) or auto: server for uncompressed "
-          "BSP, worker otherwise.");
+          "BSP, fold for onebit with error feedback, worker otherwise.");
 ABSL_FLAG(bool, momentum_masking, kDefaults.momentum_masking,
           "With momentum on the worker: zero a coordinate's velocity when a "
           "sparse push sends it (DGC's momentum-factor masking).");

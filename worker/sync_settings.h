@@ -31,8 +31,9 @@ enum class MomentumPlacement {
   // Nowhere as a velocity: the shards run SGD at lr / (1 - m), momentum's
   // long-run step, and the error-feedback residual, which releases what
   // compression held back over later steps, stands in for the velocity.
-  // Measured better than kWorker on the MLP at 0.1% sparsity and 1-bit,
-  // and diverging on the CNN: never chosen by "auto".
+  // "auto" chooses it for 1-bit sign with error feedback, the one
+  // compressor under which a worker velocity diverges; it diverges on the
+  // CNN for sparsifiers.
   kFold,
 };
 
@@ -71,6 +72,7 @@ struct SyncSettings {
   // "auto", "server", "worker" or "fold". "auto" picks, from what
   // docs/convergence.md measured:
   //   uncompressed (none, fp16, bf16) BSP: server, where it is exact;
+  //   onebit with error feedback: fold;
   //   everything else (compressed pushes, ASP, SSP): worker, before
   //   compression with masking (DGC's momentum correction), so that the
   //   shards apply neither error feedback's bursts nor stale pushes with a

@@ -86,8 +86,21 @@ TEST(SyncSettingsTest, MomentumRunsWhereCompressionKeepsItsAccuracy) {
   EXPECT_EQ(DescribeOptimizerPlacement(*o),
             "optimizer: momentum 0.9 on the worker before compression "
             "(masked where a sparse push sent); SGD lr 0.05 on the shards");
-  // Folding is there to be asked for: SGD at lr / (1 - m).
+  // 1-bit sign with error feedback folds: SGD at lr / (1 - m); without
+  // error feedback nothing would carry the history, so the worker keeps
+  // the velocity.
+  s.compressor = "onebit";
+  o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->worker_momentum.enabled());
   s.error_feedback = true;
+  o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->worker_momentum.enabled());
+  EXPECT_FLOAT_EQ(o->folded_momentum, 0.9f);
+  EXPECT_NEAR(o->training.optimizer().learning_rate(), 0.5, 1e-6);
+  // Folding can be asked for with any compressor.
+  s.compressor = "topk";
   s.momentum_placement = "fold";
   o = SyncOptionsFromSettings(s);
   ASSERT_TRUE(o.ok()) << o.status();
