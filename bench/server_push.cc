@@ -1,5 +1,6 @@
 #include "bench/server_push.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -50,14 +51,25 @@ class InProcessTarget final : public PushTarget {
   Shard shard_;
 };
 
+// The shard server's thread counts: one handler thread per core.
+ParameterServerServiceOptions ServiceOptions() {
+  ParameterServerServiceOptions options;
+  options.handler_threads =
+      static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  return options;
+}
+
 class GrpcTarget final : public PushTarget {
  public:
-  GrpcTarget() : shard_(ShardOptions{}), service_(&shard_) {}
+  GrpcTarget()
+      : shard_(ShardOptions{}),
+        service_(&shard_, /*activity=*/nullptr, ServiceOptions()) {}
   ~GrpcTarget() override {
     if (server_ == nullptr) return;
     service_.BeginShutdown();
     server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
     server_->Wait();
+    service_.StopPools();
   }
 
   absl::Status Start(const v1::InitRequest& init, uint32_t pushers) {

@@ -4,7 +4,7 @@
 // In-process: each pusher thread calls Shard::Push on a shard of this process.
 // This is the shard's own cost (decode, validate, lock, apply), no transport.
 //
-// gRPC: a real grpc::Server (sync, the same settings as ShardServer: 64 MiB
+// gRPC: a real grpc::Server (callback API, the settings of ShardServer: 64 MiB
 // messages, no SO_REUSEPORT) serves ParameterServerService on 127.0.0.1 with
 // an OS-chosen port, and each pusher thread calls Push through a stub of its
 // own channel. The channels use a local subchannel pool, so each pusher has

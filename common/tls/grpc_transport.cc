@@ -96,7 +96,7 @@ std::shared_ptr<grpc::Channel> CreateSecureChannel(
       address, credentials, arguments, std::move(factories));
 }
 
-absl::Status CheckCallAuthorization(const grpc::ServerContext& context,
+absl::Status CheckCallAuthorization(const grpc::ServerContextBase& context,
                                     absl::string_view expected_token) {
   const auto& metadata = context.client_metadata();
   const auto [first, last] = metadata.equal_range(kAuthorizationMetadataKey);

@@ -5,8 +5,8 @@
 // The token travels as per-call metadata added by a client interceptor, not
 // as call credentials: gRPC sends call credentials only over TLS, and a
 // token must also guard plaintext shards. On the server the check is a
-// function that the service runs first in every method (see
-// server/token_checking_service.h), for the same reason: an
+// function that the service runs first in every method, before it parses
+// the request (see server/process/parameter_server_service.h), because an
 // AuthMetadataProcessor is never invoked on insecure server credentials.
 //
 // Thread safety: the functions are safe to call concurrently; the
@@ -52,7 +52,7 @@ std::shared_ptr<grpc::Channel> CreateSecureChannel(
 // CheckBearerAuthorization (bearer_token.h) on the "authorization" metadata
 // of `context`'s call. More than one authorization value is
 // UNAUTHENTICATED.
-absl::Status CheckCallAuthorization(const grpc::ServerContext& context,
+absl::Status CheckCallAuthorization(const grpc::ServerContextBase& context,
                                     absl::string_view expected_token);
 
 }  // namespace gradwire

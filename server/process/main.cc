@@ -71,12 +71,31 @@ ABSL_FLAG(int64_t, wal_checkpoint_bytes, int64_t{256} << 20,
           "Also write a checkpoint once the current log segment holds this "
           "many bytes (bounds disk use and replay time); 0: no bound.");
 ABSL_FLAG(int64_t, threads, 0,
-          "Upper bound on gRPC handler threads; 0: no bound. A Pull that "
-          "waits for a step holds a thread, so a bound must exceed the number "
-          "of workers.");
+          "Threads that run Init, Push and GetInfo (parse, validate, apply, "
+          "write-ahead log); 0: one per core, at least 2. Calls beyond them "
+          "queue without a thread.");
+ABSL_FLAG(int64_t, pull_threads, 64,
+          "Threads that run Pulls: at most this many Pulls wait for a step "
+          "at once; more queue without a thread until one is free.");
+ABSL_FLAG(int64_t, max_concurrent_streams, 100,
+          "Calls one connection may have in flight at once (HTTP/2 streams).");
+ABSL_FLAG(int64_t, memory_quota_bytes, int64_t{1} << 30,
+          "Memory gRPC may use for the buffers of all calls together; at "
+          "least 2 * --max-message-bytes.");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{64} << 20,
           "Largest gRPC message received or sent; larger ones are refused "
           "with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, max_chunks, 16384,
+          "Most chunks the first Init may declare to this shard (at 4 MiB "
+          "chunks the default is 64 GiB); a larger Init is refused with "
+          "RESOURCE_EXHAUSTED naming the count and this flag.");
+ABSL_FLAG(int64_t, max_init_overhead_bytes, int64_t{64} << 20,
+          "Most bytes the first Init may make this shard allocate beyond the "
+          "model data it carries: per declared chunk its bookkeeping and "
+          "tensor name, plus a progress entry and live-set bit for every "
+          "worker (about 16 bytes per chunk and worker), estimated from the "
+          "request before anything is allocated. An Init over it is refused "
+          "with RESOURCE_EXHAUSTED naming the estimate and this flag.");
 ABSL_FLAG(double, shutdown_grace_seconds, 10.0,
           "On SIGTERM/SIGINT, how long in-flight calls may run before they "
           "are cancelled.");
@@ -115,7 +134,12 @@ constexpr absl::string_view kServerFlagNames[] = {"address",
                                                   "discard_unreadable_state",
                                                   "wal_checkpoint_bytes",
                                                   "threads",
+                                                  "pull_threads",
+                                                  "max_concurrent_streams",
+                                                  "memory_quota_bytes",
                                                   "max_message_bytes",
+                                                  "max_chunks",
+                                                  "max_init_overhead_bytes",
                                                   "shutdown_grace_seconds",
                                                   "worker_timeout_seconds"};
 
@@ -136,7 +160,12 @@ ServerOptions OptionsFromFlags() {
   o.discard_unreadable_state = absl::GetFlag(FLAGS_discard_unreadable_state);
   o.wal_checkpoint_bytes = absl::GetFlag(FLAGS_wal_checkpoint_bytes);
   o.threads = absl::GetFlag(FLAGS_threads);
+  o.pull_threads = absl::GetFlag(FLAGS_pull_threads);
+  o.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  o.memory_quota_bytes = absl::GetFlag(FLAGS_memory_quota_bytes);
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.max_chunks = absl::GetFlag(FLAGS_max_chunks);
+  o.max_init_overhead_bytes = absl::GetFlag(FLAGS_max_init_overhead_bytes);
   o.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   o.worker_timeout_seconds = absl::GetFlag(FLAGS_worker_timeout_seconds);
   o.metrics = MetricsEndpointFromFlags();

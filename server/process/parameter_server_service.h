@@ -1,37 +1,53 @@
 // The gRPC face of one shard: gradwire.v1.ParameterServer on top of Shard
-// (server/shard/shard.h). Named after the service it implements; it was
-// service.h.
+// (server/shard/shard.h), served with gRPC's callback API and raw byte
+// buffers.
 //
-// The class is deliberately thin. It converts between the wire and Shard
-// calls, maps absl::Status to grpc::Status (same code, same message), and
-// turns a call's deadline into the deadline of Shard::Pull. Everything else
-// (validation, consistency, exactly-once) is Shard's job and is tested there
-// without gRPC.
+// Each call goes through the same steps:
+//   1. Token (when the service has one): the call's "authorization: Bearer
+//      <token>" metadata is checked (common/tls/bearer_token.h) before its
+//      bytes are parsed, on gRPC's thread. Refusals: UNAUTHENTICATED (no or
+//      a malformed authorization), PERMISSION_DENIED (another token); each
+//      is counted in gradwire_shard_auth_refusals_total. A refused call
+//      never reaches the shard. grpc.health.v1.Health needs no token.
+//   2. Queue: the call's work goes to a CallPool (call_pool.h): Init, Push
+//      and GetInfo to `handler_threads` threads, Pull to `pull_threads`.
+//      A call that finds them busy waits in the queue without a thread, so
+//      the threads of a shard stay bounded however many workers wait for a
+//      step (each waiting Pull holds one pull thread).
+//   3. Parse: the received bytes are parsed here, so bytes that are not a
+//      valid message are INVALID_ARGUMENT naming the method and the size,
+//      not gRPC's INTERNAL with an empty message.
+//   4. Shard call; absl::Status becomes grpc::Status (same code and
+//      message). Pull turns the call's deadline into Shard::Pull's: it waits
+//      in slices of kPullWaitSlice, so that a cancelled call or a server
+//      shutting down is noticed within one slice; without a deadline it
+//      waits at most kMaxPullWait.
+//   5. The answer is serialized into the call's reply buffer.
 //
-// Pull waits for a step on a gRPC handler thread. It waits in slices of
-// kPullWaitSlice so that it notices, within one slice, a cancelled call or a
-// server that began to shut down; a Pull without a deadline waits at most
-// kMaxPullWait.
+// Liveness: with a WorkerActivity, every parsed Init, Push and Pull is
+// reported as hearing from its worker, and a waiting Pull for as long as it
+// waits (worker_liveness.h).
 //
-// Liveness: with a WorkerActivity, every Init, Push and Pull is reported as
-// hearing from its worker, and a waiting Pull for as long as it waits
-// (worker_liveness.h).
+// Metrics: the received and sent bytes of each Push and Pull, and each
+// Pull's wait, go to the shard's ShardMetrics.
 //
-// Metrics: the serialized sizes of Push and Pull requests and replies, and
-// each Pull's wait, go to the shard's ShardMetrics.
+// Shutdown: BeginShutdown makes waiting Pulls answer UNAVAILABLE within a
+// slice; after grpc::Server::Shutdown returned, StopPools runs what is
+// still queued and joins the threads.
 //
-// Thread safety: every method may be called concurrently (gRPC's sync server
-// does so).
+// Thread safety: every method may be called concurrently.
 #ifndef GRADWIRE_SERVER_PROCESS_PARAMETER_SERVER_SERVICE_H_
 #define GRADWIRE_SERVER_PROCESS_PARAMETER_SERVER_SERVICE_H_
 
 #include <atomic>
 #include <chrono>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gradwire/v1/parameter_server.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "server/process/call_pool.h"
 #include "server/shard/shard.h"
 #include "server/shard/worker_liveness.h"
 
@@ -46,30 +62,47 @@ inline constexpr absl::Duration kPullWaitSlice = absl::Milliseconds(100);
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // The deadline for Shard::Pull: the call's deadline (`call_deadline` as
-// grpc::ServerContext::deadline() gives it; time_point::max() for none),
+// grpc::ServerContextBase::deadline() gives it; time_point::max() for none),
 // capped at now + kMaxPullWait.
 absl::Time PullDeadline(std::chrono::system_clock::time_point call_deadline,
                         absl::Time now);
 
-class ParameterServerService final : public v1::ParameterServer::Service {
+struct ParameterServerServiceOptions {
+  // The bearer token every call must carry; empty: none.
+  std::string auth_token;
+  // Threads for Init, Push and GetInfo, and for Pull (>= 1 each).
+  int handler_threads = 4;
+  int pull_threads = 64;
+};
+
+// Every method of gradwire.v1.ParameterServer as a raw callback method.
+using RawParameterServerService =
+    v1::ParameterServer::WithRawCallbackMethod_Init<
+        v1::ParameterServer::WithRawCallbackMethod_Push<
+            v1::ParameterServer::WithRawCallbackMethod_Pull<
+                v1::ParameterServer::WithRawCallbackMethod_GetInfo<
+                    v1::ParameterServer::Service>>>>;
+
+class ParameterServerService final : public RawParameterServerService {
  public:
   // `shard` and `activity` are not owned and must outlive the service;
   // `activity` may be null (no liveness tracking).
-  explicit ParameterServerService(Shard* shard,
-                                  WorkerActivity* activity = nullptr);
+  ParameterServerService(Shard* shard, WorkerActivity* activity,
+                         ParameterServerServiceOptions options);
+  ~ParameterServerService() override;
 
-  grpc::Status Init(grpc::ServerContext* context,
-                    const v1::InitRequest* request,
-                    v1::InitResponse* response) override;
-  grpc::Status Push(grpc::ServerContext* context,
-                    const v1::PushRequest* request,
-                    v1::PushResponse* response) override;
-  grpc::Status Pull(grpc::ServerContext* context,
-                    const v1::PullRequest* request,
-                    v1::PullResponse* response) override;
-  grpc::Status GetInfo(grpc::ServerContext* context,
-                       const v1::GetInfoRequest* request,
-                       v1::ShardInfo* response) override;
+  grpc::ServerUnaryReactor* Init(grpc::CallbackServerContext* context,
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context,
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context,
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
 
   // Ends waiting: from now on a Pull whose step has not arrived answers
   // UNAVAILABLE after at most kPullWaitSlice, because the pushes it waits
@@ -77,17 +110,35 @@ class ParameterServerService final : public v1::ParameterServer::Service {
   // that need no wait still run. Idempotent.
   void BeginShutdown();
 
+  // Runs the queued calls and joins the threads; call after the
+  // grpc::Server has shut down. Idempotent.
+  void StopPools();
+
  private:
+  // Steps 1 to 5 above for one call: `work` maps the parsed request to the
+  // answer on a thread of `pool`.
+  template <typename Request, typename Response, typename Work>
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response, CallPool* pool,
+                                  Work work);
+
+  // OK, or the token refusal (counted).
+  grpc::Status CheckToken(const grpc::CallbackServerContext& context) const;
+
   // Pull's loop of waiting slices; adds the time spent waiting to *waited.
-  grpc::Status WaitAndPull(grpc::ServerContext* context,
+  grpc::Status WaitAndPull(grpc::CallbackServerContext* context,
                            const v1::PullRequest& request,
                            v1::PullResponse* response, absl::Duration* waited);
 
   // Constant after construction.
   Shard* const shard_;
   WorkerActivity* const activity_;
+  const std::string auth_token_;
 
   std::atomic<bool> shutting_down_{false};
+  CallPool handlers_;
+  CallPool pulls_;
 };
 
 }  // namespace gradwire

@@ -15,6 +15,18 @@ absl::Status OutOfBounds(absl::string_view flag, int64_t value,
       absl::StrFormat("--%s=%d: must be %s", flag, value, bounds));
 }
 
+// Zero would refuse every Init.
+absl::Status CheckInitBudget(const ServerOptions& o) {
+  if (o.max_chunks < 1) {
+    return OutOfBounds("max-chunks", o.max_chunks, ">= 1");
+  }
+  if (o.max_init_overhead_bytes < 1) {
+    return OutOfBounds("max-init-overhead-bytes", o.max_init_overhead_bytes,
+                       ">= 1");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckNumbers(const ServerOptions& o) {
   if (o.port < 0 || o.port > 65535) {
     return OutOfBounds("port", o.port, "in [0, 65535]");
@@ -37,15 +49,27 @@ absl::Status CheckNumbers(const ServerOptions& o) {
   if (o.checkpoint_every < 0) {
     return OutOfBounds("checkpoint-every", o.checkpoint_every, ">= 0");
   }
-  if (o.threads != 0 && (o.threads < 2 || o.threads > 100000)) {
-    return OutOfBounds("threads", o.threads, "0 (no bound) or in [2, 100000]");
+  if (o.threads < 0 || o.threads > 100000) {
+    return OutOfBounds("threads", o.threads,
+                       "0 (one per core) or in [1, 100000]");
+  }
+  if (o.pull_threads < 1 || o.pull_threads > 100000) {
+    return OutOfBounds("pull-threads", o.pull_threads, "in [1, 100000]");
+  }
+  if (o.max_concurrent_streams < 1 || o.max_concurrent_streams > 1000000) {
+    return OutOfBounds("max-concurrent-streams", o.max_concurrent_streams,
+                       "in [1, 1000000]");
   }
   if (o.max_message_bytes < 1024 ||
       o.max_message_bytes > std::numeric_limits<int32_t>::max()) {
     return OutOfBounds("max-message-bytes", o.max_message_bytes,
                        "in [1024, 2147483647]");
   }
-  return absl::OkStatus();
+  if (o.memory_quota_bytes < 2 * o.max_message_bytes) {
+    return OutOfBounds("memory-quota-bytes", o.memory_quota_bytes,
+                       ">= 2 * --max-message-bytes (a request and its answer)");
+  }
+  return CheckInitBudget(o);
 }
 
 absl::Status CheckWriteAheadLog(const ServerOptions& o) {
@@ -128,6 +152,9 @@ ShardOptions ToShardOptions(const ServerOptions& options) {
   shard.mode = ParseConsistencyMode(options.mode).value();
   shard.staleness = static_cast<uint32_t>(options.staleness);
   shard.max_message_bytes = static_cast<uint64_t>(options.max_message_bytes);
+  shard.max_chunks = static_cast<uint64_t>(options.max_chunks);
+  shard.max_init_overhead_bytes =
+      static_cast<uint64_t>(options.max_init_overhead_bytes);
   return shard;
 }
 

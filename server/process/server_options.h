@@ -58,10 +58,25 @@ struct ServerOptions {
   // Also checkpoint once the current log segment holds this many bytes,
   // which bounds the log's size and the replay time; >= 0, 0 for no bound.
   int64_t wal_checkpoint_bytes = int64_t{256} << 20;
-  // Upper bound on gRPC handler threads; 0 for no bound, else >= 2.
+  // Threads that run Init, Push and GetInfo; 0: one per core (at least 2),
+  // else in [1, 100000] (parameter_server_service.h).
   int64_t threads = 0;
+  // Threads that run Pulls: at most this many Pulls wait for a step at
+  // once; more queue without a thread. In [1, 100000].
+  int64_t pull_threads = 64;
+  // Calls one connection may have in flight (HTTP/2 streams), >= 1.
+  int64_t max_concurrent_streams = 100;
+  // gRPC's memory for the buffers of every call together (a
+  // grpc::ResourceQuota), >= 2 * max_message_bytes.
+  int64_t memory_quota_bytes = int64_t{1} << 30;
   // Largest message received or sent, in [1 KiB, 2 GiB - 1].
   int64_t max_message_bytes = int64_t{64} << 20;
+  // Most chunks a first Init may declare to this shard, >= 1
+  // (ShardOptions::max_chunks).
+  int64_t max_chunks = 16384;
+  // Most bytes a first Init may make the shard allocate beyond the model
+  // data it carries, >= 1 (ShardOptions::max_init_overhead_bytes).
+  int64_t max_init_overhead_bytes = int64_t{64} << 20;
   // How long in-flight calls may run once shutdown starts, >= 0 seconds.
   double shutdown_grace_seconds = 10.0;
   // Seconds a worker may stay silent (no Init, Push or Pull; a waiting Pull

@@ -21,20 +21,19 @@
 namespace gradwire {
 namespace {
 
-// Thread bounds for the sync server: with a bound of T threads, at most T / 4
-// completion queues (each needs a polling thread of its own) so that most
-// threads are left to run handlers.
-void ApplyThreadBound(int64_t threads, grpc::ServerBuilder* builder) {
-  if (threads == 0) return;
-  const int cores =
-      static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int queues = std::max<int>(1, std::min<int64_t>(cores, threads / 4));
-  builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS,
-                               queues);
-  builder->SetSyncServerOption(
-      grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+// Handler threads when --threads is 0: one per core, at least 2, so that a
+// push can be applied while another writes the log.
+int DefaultHandlerThreads() {
+  return static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+}
+
+// Per-connection stream limit and the memory quota of gRPC's buffers.
+void ApplyResourceBounds(const ServerOptions& options,
+                         grpc::ServerBuilder* builder) {
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                              static_cast<int>(options.max_concurrent_streams));
   grpc::ResourceQuota quota("gradwire-server");
-  quota.SetMaxThreads(static_cast<int>(threads));
+  quota.Resize(static_cast<size_t>(options.memory_quota_bytes));
   builder->SetResourceQuota(quota);
 }
 
@@ -60,13 +59,13 @@ ShardServer::ShardServer(const ServerOptions& options,
       shard_id_(static_cast<uint32_t>(options.shard_id)),
       registry_(std::move(registry)),
       shard_metrics_(std::move(shard_metrics)),
-      shard_(ToShardOptions(options), shard_metrics_.get()),
-      service_(&shard_, &activity_) {}
+      shard_(ToShardOptions(options), shard_metrics_.get()) {}
 
 ShardServer::~ShardServer() {
   if (shut_down_ || server_ == nullptr) return;
-  service_.BeginShutdown();
+  service_->BeginShutdown();
   server_->Shutdown(absl::ToChronoTime(absl::Now()));
+  service_->StopPools();
 }
 
 std::string ShardServer::connect_address() const {
@@ -194,17 +193,19 @@ absl::Status ShardServer::Serve() {
       LoadTransportSecurity(options_.transport, TransportRole::kServer);
   if (!security.ok()) return security.status();
   builder.AddListeningPort(listen, ServerCredentialsFor(*security), &port_);
-  if (security->auth_token.empty()) {
-    builder.RegisterService(&service_);
-  } else {
-    token_checking_service_ = std::make_unique<TokenCheckingService>(
-        &service_, &shard_.metrics(), security->auth_token);
-    builder.RegisterService(token_checking_service_.get());
-  }
+  ParameterServerServiceOptions service;
+  service.auth_token = security->auth_token;
+  service.handler_threads = options_.threads > 0
+                                ? static_cast<int>(options_.threads)
+                                : DefaultHandlerThreads();
+  service.pull_threads = static_cast<int>(options_.pull_threads);
+  service_ =
+      std::make_unique<ParameterServerService>(&shard_, &activity_, service);
+  builder.RegisterService(service_.get());
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(options_.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
-  ApplyThreadBound(options_.threads, &builder);
+  ApplyResourceBounds(options_, &builder);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     server_.reset();
@@ -212,9 +213,12 @@ absl::Status ShardServer::Serve() {
         "cannot listen on ", listen, " (address in use or not local?)"));
   }
   SetServing(true);
-  LogShardEventf(shard_id_, "listening on %s (max message %d bytes)",
+  LogShardEventf(shard_id_,
+                 "listening on %s (max message %d bytes; %d handler and %d "
+                 "pull threads, %d streams per connection)",
                  JoinHostPort(options_.address, port_),
-                 options_.max_message_bytes);
+                 options_.max_message_bytes, service.handler_threads,
+                 service.pull_threads, options_.max_concurrent_streams);
   LogShardEventf(shard_id_, "transport: %s; auth token: %s",
                  DescribeTransport(*security), DescribeAuthToken(*security));
   return absl::OkStatus();
@@ -235,9 +239,10 @@ absl::Status ShardServer::Shutdown() {
   // Workers fall silent while the server goes away: nobody is dropped now.
   watchdog_.reset();
   SetServing(false);
-  service_.BeginShutdown();
+  service_->BeginShutdown();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();
+  service_->StopPools();
   absl::Status final_checkpoint = absl::OkStatus();
   if (checkpointer_ != nullptr)
     final_checkpoint = checkpointer_->StopAndWriteFinal();

@@ -21,16 +21,18 @@
 //
 // gRPC settings: max receive and send message size are
 // options.max_message_bytes (gRPC refuses a larger message with
-// RESOURCE_EXHAUSTED before it reaches the service). options.threads bounds
-// the sync server's handler threads through a ResourceQuota; 0 leaves them
-// unbounded. A bound must leave room: each Pull that waits for a step holds
-// a thread, so with W workers pulling the server needs more than W threads
-// or pushes queue behind the waiting pulls until their deadlines.
+// RESOURCE_EXHAUSTED before it reaches the service). The service's work
+// runs on options.threads handler threads and options.pull_threads pull
+// threads (parameter_server_service.h); calls beyond them queue without a
+// thread. Each connection may carry options.max_concurrent_streams calls
+// at once, and gRPC's buffers of all calls together are bounded by
+// options.memory_quota_bytes (a grpc::ResourceQuota).
 //
 // Transport: options.transport decides the server credentials (plaintext,
-// TLS or mutual TLS; common/tls/grpc_transport.h) and whether
-// gradwire.v1.ParameterServer is served behind a TokenCheckingService. The
-// health service never needs the token. Start logs one line naming both
+// TLS or mutual TLS; common/tls/grpc_transport.h) and the bearer token
+// gradwire.v1.ParameterServer requires (checked before a request is
+// parsed). The health service never needs the token. Start logs one line naming
+// both
 // ("transport: TLS; auth token: on").
 //
 // Metrics: the shard's (shard_metrics.h) and the process' own
@@ -56,7 +58,6 @@
 #include "server/durability/write_ahead_log.h"
 #include "server/process/parameter_server_service.h"
 #include "server/process/server_options.h"
-#include "server/process/token_checking_service.h"
 #include "server/shard/shard.h"
 #include "server/shard/shard_metrics.h"
 #include "server/shard/worker_liveness.h"
@@ -126,9 +127,8 @@ class ShardServer {
   Shard shard_;
   // What the service heard from each worker, for the watchdog.
   WorkerActivity activity_;
-  ParameterServerService service_;
-  // Wraps service_ when a token is required; null otherwise.
-  std::unique_ptr<TokenCheckingService> token_checking_service_;
+  // Made by Serve, with the token the transport settings give.
+  std::unique_ptr<ParameterServerService> service_;
   std::unique_ptr<grpc::Server> server_;
   // Null when checkpoints are off.
   std::unique_ptr<Checkpointer> checkpointer_;

@@ -104,10 +104,15 @@ struct ShardOptions {
   uint32_t staleness = 0;
   // Largest element count one declared chunk may have.
   uint64_t max_chunk_numel = uint64_t{1} << 28;
-  // Largest chunks x workers of an Init: every chunk keeps the progress of
-  // every worker (about 17 bytes each), so this bounds what a small Init
-  // can make the shard allocate (256 MiB at the default).
-  uint64_t max_worker_progress_entries = uint64_t{1} << 24;
+  // Most chunks one Init may declare (the server's --max-chunks). At 4 MiB
+  // chunks the default holds 64 GiB on one shard; real models have at most
+  // a few thousand tensors.
+  uint64_t max_chunks = 16384;
+  // Most bytes a first Init may make the shard allocate beyond the model
+  // data it carries (the server's --max-init-overhead-bytes): chunk
+  // bookkeeping and every worker's progress in every chunk, estimated from
+  // the request by EstimateInitOverheadBytes (init_budget.h).
+  uint64_t max_init_overhead_bytes = uint64_t{64} << 20;
   // Largest answer a Pull may build, in bytes (the server's
   // --max-message-bytes, which gRPC would refuse to send anyway): a pull
   // whose answer would be larger is RESOURCE_EXHAUSTED before it is built.
@@ -125,7 +130,9 @@ class Shard {
 
   // Declares chunks and config. The first valid Init wins; an identical one
   // later is acknowledged; a conflicting one is FAILED_PRECONDITION naming
-  // the difference. Invalid requests are INVALID_ARGUMENT.
+  // the difference. Invalid requests are INVALID_ARGUMENT. A first Init over
+  // max_chunks or max_init_overhead_bytes is RESOURCE_EXHAUSTED, refused
+  // before anything is allocated for its chunks.
   absl::Status Init(const v1::InitRequest& request, v1::InitResponse* response);
 
   // Validates the whole request, then applies it atomically (see above).

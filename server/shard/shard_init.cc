@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/codec/codec.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "server/shard/init_budget.h"
 #include "server/shard/shard.h"
 
 namespace gradwire {
@@ -50,20 +51,15 @@ absl::StatusOr<std::unique_ptr<ChunkState>> NewChunk(
   return std::make_unique<ChunkState>(std::move(state));
 }
 
-// The chunks `request` declares. Checked before anything is allocated: a few
-// bytes per declared chunk would otherwise buy num_workers progress entries
-// each.
+// The chunks `request` declares. The budget is checked before anything is
+// allocated: a few bytes per declared chunk would otherwise buy a
+// ChunkState and num_workers progress entries each.
 absl::StatusOr<ChunkMap> NewChunks(const v1::InitRequest& request,
                                    const ShardConfig& config,
                                    const ShardOptions& options) {
-  const uint64_t progress_entries =
-      static_cast<uint64_t>(request.chunks_size()) * config.num_workers;
-  if (progress_entries > options.max_worker_progress_entries) {
-    return Invalid(
-        "Init declares %d chunks for num_workers %d: %d worker-progress "
-        "entries exceed this shard's limit of %d",
-        request.chunks_size(), config.num_workers, progress_entries,
-        options.max_worker_progress_entries);
+  if (absl::Status s = CheckInitBudget(request, config.num_workers, options);
+      !s.ok()) {
+    return s;
   }
   ChunkMap chunks;
   for (const v1::ChunkDeclaration& declaration : request.chunks()) {

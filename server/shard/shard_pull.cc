@@ -47,18 +47,20 @@ absl::Status EncodeDense(absl::Span<const float> weights,
   return EncodeChunk(dense, out);
 }
 
-// Answers one chunk of a pull once its clock reached the asked step: an
-// empty or one-version delta when the worker can take it, dense weights
-// otherwise. `deltas`: the shard runs a pull compressor.
+// Waits until the clock of `chunk` reaches `wanted` (see AwaitClock).
+absl::Status AwaitStep(ChunkState* chunk, uint64_t wanted, absl::Time deadline,
+                       absl::Duration* waited) {
+  absl::MutexLock lock(&chunk->mu);
+  return AwaitClock(chunk, wanted, deadline, waited);
+}
+
+// Answers one chunk of a pull whose clock reached the asked step (clocks
+// only grow): an empty or one-version delta when the worker can take it,
+// dense weights otherwise. `deltas`: the shard runs a pull compressor.
 absl::Status PullOne(ChunkState* chunk, const v1::ChunkPull& pull,
                      const v1::PullRequest& request, bool deltas,
-                     absl::Time deadline, v1::ChunkWeights* out,
-                     absl::Duration* waited) {
+                     v1::ChunkWeights* out) {
   absl::MutexLock lock(&chunk->mu);
-  if (absl::Status s = AwaitClock(chunk, pull.min_step(), deadline, waited);
-      !s.ok()) {
-    return s;
-  }
   // Read through chunk->state: clang's analysis does not follow a const
   // reference to a guarded field.
   ChunkSnapshot& state = chunk->state;
@@ -120,12 +122,21 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
                         static_cast<int>(request.dense_value_type())));
   }
   if (absl::Status s = CheckPulledChunks(request); !s.ok()) return s;
+  // Every chunk's step first, then the answer: a pull that waits (and is
+  // retried in slices by the service) encodes nothing until all of its
+  // chunks are ready.
+  for (const v1::ChunkPull& pull : request.chunks()) {
+    if (absl::Status s =
+            AwaitStep(FindChunk(pull.key()), pull.min_step(), deadline, waited);
+        !s.ok()) {
+      return s;
+    }
+  }
   uint64_t answer_bytes = 0;
   for (const v1::ChunkPull& pull : request.chunks()) {
     v1::ChunkWeights* out = response->add_chunks();
-    absl::Status s =
-        PullOne(FindChunk(pull.key()), pull, request,
-                config_->pull_compressor != nullptr, deadline, out, waited);
+    absl::Status s = PullOne(FindChunk(pull.key()), pull, request,
+                             config_->pull_compressor != nullptr, out);
     // A delta may encode larger than its dense size: the estimate bounds
     // what is built, this bounds what is answered.
     if (s.ok()) answer_bytes += out->ByteSizeLong();

@@ -12,8 +12,8 @@
 // config. Every record goes to two shards: one that starts fresh (and is
 // initialised by the first Init it accepts) and one initialised with the
 // reference Init before the first record. Both cap chunks at
-// kMaxChunkNumel elements and chunks x workers at kMaxWorkerProgressEntries,
-// so no numel or worker-count claim allocates much.
+// kMaxChunkNumel elements and the Init budget at kMaxChunks chunks and
+// kMaxInitOverheadBytes, so no numel or worker-count claim allocates much.
 //
 // Checked for every Init, whatever the input:
 //   - a refused Init changes nothing (digest, initialised or not) and says
@@ -40,6 +40,7 @@
 #include "common/codec/codec.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gradwire/v1/parameter_server.pb.h"
+#include "server/shard/init_budget.h"
 #include "server/shard/shard.h"
 #include "tests/fuzz/shard_fuzz_util.h"
 
@@ -156,10 +157,12 @@ class CheckedShard {
     }
     Check(shard_->Info().num_chunks() ==
           static_cast<uint64_t>(accepted_->chunks_size()));
-    // What the shard allocated for worker progress stays within its limit.
-    Check(static_cast<uint64_t>(accepted_->chunks_size()) *
-              accepted_->config().num_workers() <=
-          options_.max_worker_progress_entries);
+    // What the shard allocated for bookkeeping stays within its budget.
+    Check(static_cast<uint64_t>(accepted_->chunks_size()) <=
+          options_.max_chunks);
+    Check(EstimateInitOverheadBytes(*accepted_,
+                                    accepted_->config().num_workers()) <=
+          options_.max_init_overhead_bytes);
     for (const v1::ChunkDeclaration& declaration : accepted_->chunks()) {
       const uint64_t numel = declaration.initial().numel();
       Check(numel >= 1 && numel <= options_.max_chunk_numel);

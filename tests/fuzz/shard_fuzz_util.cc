@@ -132,7 +132,8 @@ ShardOptions MakeShardOptions() {
   options.shard_id = kShardId;
   options.num_shards = kNumShards;
   options.max_chunk_numel = kMaxChunkNumel;
-  options.max_worker_progress_entries = kMaxWorkerProgressEntries;
+  options.max_chunks = kMaxChunks;
+  options.max_init_overhead_bytes = kMaxInitOverheadBytes;
   return options;
 }
 

@@ -52,9 +52,11 @@ inline constexpr uint64_t kForeignKey = 99;
 // Largest chunk the Init target's shard accepts: a numel claim above it is
 // refused before anything is allocated.
 inline constexpr uint64_t kMaxChunkNumel = 1024;
-// Largest chunks x workers of an accepted Init (ShardOptions): a declared
-// chunk costs the shard a progress entry per worker.
-inline constexpr uint64_t kMaxWorkerProgressEntries = 4096;
+// The Init target's shard's budget (ShardOptions::max_chunks and
+// max_init_overhead_bytes): a declared chunk costs the shard its state and
+// a progress entry per worker, so both stay small.
+inline constexpr uint64_t kMaxChunks = 64;
+inline constexpr uint64_t kMaxInitOverheadBytes = uint64_t{256} << 10;
 
 // Reads an input front to back; past the end every read yields zero.
 class InputReader {
@@ -112,8 +114,8 @@ std::vector<float> InitialWeights(size_t index);
 v1::InitRequest MakeInit(const v1::TrainingConfig& config, uint32_t worker);
 
 // ShardOptions of shard kShardId of kNumShards that accept any config,
-// chunks of at most kMaxChunkNumel elements and at most
-// kMaxWorkerProgressEntries chunks x workers.
+// chunks of at most kMaxChunkNumel elements, at most kMaxChunks of them and
+// an Init overhead of at most kMaxInitOverheadBytes.
 ShardOptions MakeShardOptions();
 
 // Small values that differ by `seed` and element: multiples of 1/16 in

@@ -8,6 +8,7 @@
 // bytes are in the table. A step from the far past is not malformed: the
 // shard has accounted for it, so it is acknowledged as a duplicate and
 // changes nothing (its own test below).
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -17,8 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/consistency/worker_progress.h"
 #include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_model.h"
@@ -246,6 +250,49 @@ absl::StatusOr<VisibleState> ReadVisibleState(
 // holds however far back the step is (past the 64-step window of early
 // steps) and whichever worker sends it; a malformed one is still refused,
 // because every chunk is validated before any step is judged.
+// Bytes that are not a message at all: the service parses them itself, so
+// they are INVALID_ARGUMENT naming the message type, not gRPC's INTERNAL
+// with an empty message.
+TEST_F(MalformedRequestsTest, BytesThatAreNotAMessageAreInvalidArgument) {
+  struct Garbage {
+    std::string name;
+    std::string bytes;
+  };
+  const std::string push_bytes =
+      PushOf(0, 0, 0, DenseData(RandomValues(kNumel, 13))).SerializeAsString();
+  const Garbage garbage[] = {
+      {"a length-delimited field cut short", push_bytes.substr(0, 40)},
+      {"an 11-byte varint", "\x08" + std::string(10, '\xff') + "\x01"},
+      {"a field number 0", std::string("\x00\x01", 2)},
+      {"an end-group tag with no group", std::string("\x0c", 1)},
+  };
+  grpc::GenericStub generic(server_->NewChannel());
+  for (const char* method : {"Init", "Push", "Pull", "GetInfo"}) {
+    for (const Garbage& g : garbage) {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() +
+                           std::chrono::seconds(10));
+      grpc::Slice slice(g.bytes);
+      grpc::ByteBuffer request(&slice, 1);
+      grpc::ByteBuffer response;
+      absl::Notification done;
+      grpc::Status status;
+      generic.UnaryCall(
+          &context, absl::StrCat("/gradwire.v1.ParameterServer/", method),
+          grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+            status = std::move(s);
+            done.Notify();
+          });
+      done.WaitForNotification();
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+          << method << ", " << g.name << ": " << status.error_message();
+      EXPECT_THAT(status.error_message(), ::testing::HasSubstr("not a valid"))
+          << method << ", " << g.name;
+    }
+  }
+  ExpectUnchanged("bytes that are not a message");
+}
+
 TEST_F(MalformedRequestsTest, StepFromTheFarPastIsADuplicateAndChangesNothing) {
   // Both workers complete steps [0, kSteps): the clock is kSteps.
   constexpr uint64_t kSteps = kStepWindow + 6;

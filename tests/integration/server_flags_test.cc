@@ -18,7 +18,10 @@ TEST(ServerFlagsTest, HelpListsEveryFlagWithItsDefault) {
         "--shard-id (default: 0)", "--num-shards (default: 1)",
         "--num-workers (default: 0)", "--mode", "--staleness (default: 0)",
         "--checkpoint-dir", "--checkpoint-every (default: 0)",
-        "--threads (default: 0)", "--max-message-bytes (default: 67108864)",
+        "--threads (default: 0)", "--pull-threads (default: 64)",
+        "--max-concurrent-streams (default: 100)",
+        "--memory-quota-bytes (default: 1073741824)",
+        "--max-message-bytes (default: 67108864)",
         "--shutdown-grace-seconds (default: 10)",
         "--worker-timeout-seconds (default: 30)"}) {
     EXPECT_NE(run->out.find(flag), std::string::npos) << flag << "\n"
@@ -55,7 +58,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "--checkpoint-every=-5"},
         BadFlags{{"--checkpoint-every=5"}, "needs --checkpoint-dir"},
         BadFlags{{"--staleness=2", "--mode=bsp"}, "--staleness=2"},
-        BadFlags{{"--threads=1"}, "--threads=1"},
+        BadFlags{{"--threads=-1"}, "--threads=-1"},
+        BadFlags{{"--pull-threads=0"}, "--pull-threads=0"},
         BadFlags{{"--shutdown-grace-seconds=-1"}, "--shutdown-grace-seconds"},
         BadFlags{{"--worker-timeout-seconds=-1"},
                  "--worker-timeout-seconds=-1: must be in [0, 86400]"},

@@ -9,10 +9,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/tls/bearer_token.h"
 #include "common/tls/grpc_transport.h"
 #include "common/tls/transport_security.h"
 #include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "tests/common/metrics_test_util.h"
 #include "tests/integration/dev_certs.h"
@@ -299,9 +301,30 @@ TEST_F(TlsAuthTest, TokenOnPlaintext) {
   v1::ShardInfo info;
   EXPECT_EQ(plain->GetInfo(&context, v1::GetInfoRequest(), &info).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
+  // The token is checked before the request is parsed: bytes that are not
+  // a message, without a token, are UNAUTHENTICATED, not INVALID_ARGUMENT.
+  {
+    grpc::GenericStub generic(Channel(TransportSecurity()));
+    grpc::ClientContext call;
+    SetTimeout(&call);
+    grpc::Slice slice(std::string("\x00\x01", 2));
+    grpc::ByteBuffer garbage(&slice, 1);
+    grpc::ByteBuffer answer;
+    absl::Notification done;
+    grpc::Status status;
+    generic.UnaryCall(&call, "/gradwire.v1.ParameterServer/Push",
+                      grpc::StubOptions(), &garbage, &answer,
+                      [&](grpc::Status s) {
+                        status = std::move(s);
+                        done.Notify();
+                      });
+    done.WaitForNotification();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+        << status.error_message();
+  }
   // Every refusal is on the dashboards (4 calls each above, plus the Basic
-  // one); accepted calls are not.
-  EXPECT_EQ(AuthRefusals(metrics_port, "unauthenticated"), 4 + 4 + 1);
+  // one and the unparsable one); accepted calls are not.
+  EXPECT_EQ(AuthRefusals(metrics_port, "unauthenticated"), 4 + 4 + 1 + 1);
   EXPECT_EQ(AuthRefusals(metrics_port, "permission_denied"), 4);
   // Health needs no token.
   EXPECT_EQ(CheckHealth(Channel(TransportSecurity()), "").value_or(-1), 1);

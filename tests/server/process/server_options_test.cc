@@ -4,6 +4,9 @@
 // binary's command line.
 #include "server/process/server_options.h"
 
+#include <cstdint>
+#include <string>
+
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -48,8 +51,33 @@ TEST(ServerOptionsTest, RefusalsNameTheFlag) {
   EXPECT_THAT(Refusal(options), HasSubstr("--wal-fsync"));
 
   options = ServerOptions();
-  options.threads = 1;
-  EXPECT_THAT(Refusal(options), HasSubstr("--threads=1"));
+  options.threads = -1;
+  EXPECT_THAT(Refusal(options), HasSubstr("--threads=-1"));
+
+  options = ServerOptions();
+  options.pull_threads = 0;
+  EXPECT_THAT(Refusal(options), HasSubstr("--pull-threads=0"));
+
+  options = ServerOptions();
+  options.max_concurrent_streams = 0;
+  EXPECT_THAT(Refusal(options), HasSubstr("--max-concurrent-streams=0"));
+
+  options = ServerOptions();
+  options.memory_quota_bytes = options.max_message_bytes;
+  EXPECT_THAT(Refusal(options), HasSubstr("--memory-quota-bytes="));
+
+  // Zero would refuse every Init; a negative value must not wrap around.
+  for (const int64_t bad : {int64_t{0}, int64_t{-1}}) {
+    options = ServerOptions();
+    options.max_chunks = bad;
+    EXPECT_THAT(Refusal(options),
+                HasSubstr("--max-chunks=" + std::to_string(bad)));
+
+    options = ServerOptions();
+    options.max_init_overhead_bytes = bad;
+    EXPECT_THAT(Refusal(options),
+                HasSubstr("--max-init-overhead-bytes=" + std::to_string(bad)));
+  }
 }
 
 TEST(ServerOptionsTest, ModesParseCaseInsensitivelyAndEmptyAcceptsInit) {
@@ -69,6 +97,8 @@ TEST(ServerOptionsTest, ShardOptionsCarryTheJobsShape) {
   options.staleness = 2;
   options.shutdown_grace_seconds = 2.5;
   options.max_message_bytes = 12345;
+  options.max_chunks = 321;
+  options.max_init_overhead_bytes = 4567;
   ASSERT_TRUE(ValidateServerOptions(options).ok());
   const ShardOptions shard = ToShardOptions(options);
   EXPECT_EQ(shard.shard_id, 1u);
@@ -77,6 +107,8 @@ TEST(ServerOptionsTest, ShardOptionsCarryTheJobsShape) {
   EXPECT_EQ(shard.mode, v1::CONSISTENCY_MODE_SSP);
   EXPECT_EQ(shard.staleness, 2u);
   EXPECT_EQ(shard.max_message_bytes, 12345u);
+  EXPECT_EQ(shard.max_chunks, 321u);
+  EXPECT_EQ(shard.max_init_overhead_bytes, 4567u);
   EXPECT_EQ(ShutdownGrace(options), absl::Milliseconds(2500));
 }
 

@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/shard/init_budget.h"
 #include "server/shard/shard.h"
 #include "tests/server/shard/shard_test_util.h"
 
@@ -317,14 +318,16 @@ TEST_F(ShardRefusedFirstInitTest, ChunkOverMaxNumel) {
 }
 
 // Each chunk keeps every worker's progress: 2 chunks x 65536 workers would
-// cost the shard MiBs for an Init of a few hundred bytes.
-TEST_F(ShardRefusedFirstInitTest, ChunksTimesWorkersOverLimit) {
+// cost the shard MiBs for an Init of a few hundred bytes. The limit is on
+// the estimated cost (init_budget.h); init_budget_test.cc has the rest.
+TEST_F(ShardRefusedFirstInitTest, ChunksTimesWorkersOverBudget) {
   ShardOptions options = Options();
-  options.max_worker_progress_entries = 2 * 3;  // 2 chunks x 3 workers fit.
+  options.max_init_overhead_bytes = EstimateInitOverheadBytes(
+      InitRequest(0, Config(3, v1::CONSISTENCY_MODE_BSP), DefaultChunks()), 3);
   ExpectRefused(
       InitRequest(0, Config(4, v1::CONSISTENCY_MODE_BSP), DefaultChunks()),
-      absl::StatusCode::kInvalidArgument,
-      {"2 chunks", "num_workers 4", "limit of 6"}, options);
+      absl::StatusCode::kResourceExhausted,
+      {"2 chunks", "4 workers", "--max-init-overhead-bytes"}, options);
   auto shard =
       StartShard(Config(3, v1::CONSISTENCY_MODE_BSP), DefaultChunks(), options);
   EXPECT_TRUE(shard->initialized());
