@@ -60,6 +60,11 @@ ABSL_FLAG(bool, wal, true,
 ABSL_FLAG(bool, wal_fsync, false,
           "fdatasync the write-ahead log before acknowledging a push: "
           "survives the machine's death, not only the process'.");
+ABSL_FLAG(std::string, worker_tokens_file, "",
+          "File of \"WORKER_ID TOKEN\" lines: each worker must call with "
+          "its own bearer token and may only Init, push and pull as itself; "
+          "the --auth-token-file token then only reads GetInfo. Empty: any "
+          "caller with the shared token may act as any worker.");
 ABSL_FLAG(bool, discard_unreadable_state, false,
           "When the state in --checkpoint-dir cannot be read completely (a "
           "corrupt or other-version checkpoint, non-finite weights, a "
@@ -132,6 +137,7 @@ constexpr absl::string_view kServerFlagNames[] = {"address",
                                                   "wal",
                                                   "wal_fsync",
                                                   "discard_unreadable_state",
+                                                  "worker_tokens_file",
                                                   "wal_checkpoint_bytes",
                                                   "threads",
                                                   "pull_threads",
@@ -158,6 +164,7 @@ ServerOptions OptionsFromFlags() {
   o.wal = absl::GetFlag(FLAGS_wal);
   o.wal_fsync = absl::GetFlag(FLAGS_wal_fsync);
   o.discard_unreadable_state = absl::GetFlag(FLAGS_discard_unreadable_state);
+  o.worker_tokens_file = absl::GetFlag(FLAGS_worker_tokens_file);
   o.wal_checkpoint_bytes = absl::GetFlag(FLAGS_wal_checkpoint_bytes);
   o.threads = absl::GetFlag(FLAGS_threads);
   o.pull_threads = absl::GetFlag(FLAGS_pull_threads);

@@ -1,12 +1,14 @@
 #include "server/process/parameter_server_service.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "common/tls/grpc_transport.h"
+#include "common/tls/bearer_token.h"
 
 namespace gradwire {
 namespace {
@@ -59,17 +61,50 @@ ParameterServerService::ParameterServerService(
     : shard_(shard),
       activity_(activity),
       auth_token_(std::move(options.auth_token)),
+      worker_tokens_(std::move(options.worker_tokens)),
       handlers_("handler", std::max(1, options.handler_threads)),
       pulls_("pull", std::max(1, options.pull_threads)) {}
 
 ParameterServerService::~ParameterServerService() { StopPools(); }
 
-grpc::Status ParameterServerService::CheckToken(
+absl::StatusOr<std::optional<uint32_t>> ParameterServerService::Authenticate(
     const grpc::CallbackServerContext& context) const {
-  if (auth_token_.empty()) return grpc::Status::OK;
-  const absl::Status checked = CheckCallAuthorization(context, auth_token_);
-  if (!checked.ok()) shard_->metrics().CountAuthRefusal(checked.code());
-  return ToGrpcStatus(checked);
+  if (auth_token_.empty() && worker_tokens_.tokens.empty()) {
+    return std::optional<uint32_t>();
+  }
+  const auto& metadata = context.client_metadata();
+  const auto [first, last] = metadata.equal_range(kAuthorizationMetadataKey);
+  absl::StatusOr<std::optional<uint32_t>> caller;
+  if (first != last && std::next(first) != last) {
+    caller = absl::UnauthenticatedError(
+        "more than one 'authorization' metadata value");
+  } else {
+    absl::optional<absl::string_view> value;
+    if (first != last)
+      value.emplace(first->second.data(), first->second.size());
+    caller = IdentifyCaller(value, auth_token_, worker_tokens_);
+  }
+  if (!caller.ok()) shard_->metrics().CountAuthRefusal(caller.status().code());
+  return caller;
+}
+
+grpc::Status ParameterServerService::Authorize(std::optional<uint32_t> caller,
+                                               uint32_t worker_id) const {
+  if (worker_tokens_.tokens.empty() || caller == worker_id) {
+    return grpc::Status::OK;
+  }
+  shard_->metrics().CountAuthRefusal(absl::StatusCode::kPermissionDenied);
+  if (!caller.has_value()) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrFormat("the job's shared token may only call "
+                                        "GetInfo here; worker %d needs its own "
+                                        "(--worker-tokens-file)",
+                                        worker_id));
+  }
+  return grpc::Status(
+      grpc::StatusCode::PERMISSION_DENIED,
+      absl::StrFormat("the token of worker %d cannot act as worker %d", *caller,
+                      worker_id));
 }
 
 template <typename Request, typename Response, typename Work>
@@ -77,17 +112,22 @@ grpc::ServerUnaryReactor* ParameterServerService::Serve(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response, CallPool* pool, Work work) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (grpc::Status refused = CheckToken(*context); !refused.ok()) {
-    reactor->Finish(refused);
+  absl::StatusOr<std::optional<uint32_t>> caller = Authenticate(*context);
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpcStatus(caller.status()));
     return reactor;
   }
   // The request buffer lives until Finish; the work reads it from a pool
   // thread.
-  pool->Submit([context, request, response, reactor, work]() {
+  pool->Submit([this, context, request, response, reactor, work,
+                caller = *caller]() {
     Request parsed;
     Response answer;
     grpc::Status status =
         ParseRequest(*request, Request::descriptor()->name().c_str(), &parsed);
+    if constexpr (!std::is_same_v<Request, v1::GetInfoRequest>) {
+      if (status.ok()) status = Authorize(caller, parsed.worker_id());
+    }
     if (status.ok()) status = work(context, parsed, request->Length(), &answer);
     if (status.ok()) status = SerializeResponse(answer, response);
     reactor->Finish(status);

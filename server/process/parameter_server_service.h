@@ -8,7 +8,10 @@
 //      bytes are parsed, on gRPC's thread. Refusals: UNAUTHENTICATED (no or
 //      a malformed authorization), PERMISSION_DENIED (another token); each
 //      is counted in gradwire_shard_auth_refusals_total. A refused call
-//      never reaches the shard. grpc.health.v1.Health needs no token.
+//      never reaches the shard. grpc.health.v1.Health needs no token. With
+//      per-worker tokens (worker_tokens.h), once the request is parsed an
+//      Init, Push or Pull naming another worker than the token's is
+//      PERMISSION_DENIED too.
 //   2. Queue: the call's work goes to a CallPool (call_pool.h): Init, Push
 //      and GetInfo to `handler_threads` threads, Pull to `pull_threads`.
 //      A call that finds them busy waits in the queue without a thread, so
@@ -48,6 +51,7 @@
 #include "gradwire/v1/parameter_server.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/process/call_pool.h"
+#include "server/process/worker_tokens.h"
 #include "server/shard/shard.h"
 #include "server/shard/worker_liveness.h"
 
@@ -70,6 +74,10 @@ absl::Time PullDeadline(std::chrono::system_clock::time_point call_deadline,
 struct ParameterServerServiceOptions {
   // The bearer token every call must carry; empty: none.
   std::string auth_token;
+  // One token per worker (worker_tokens.h); empty: none. When set, Init,
+  // Push and Pull must carry the token of the worker they name, and
+  // `auth_token` (if any) may only call GetInfo.
+  WorkerTokens worker_tokens;
   // Threads for Init, Push and GetInfo, and for Pull (>= 1 each).
   int handler_threads = 4;
   int pull_threads = 64;
@@ -123,8 +131,14 @@ class ParameterServerService final : public RawParameterServerService {
                                   grpc::ByteBuffer* response, CallPool* pool,
                                   Work work);
 
-  // OK, or the token refusal (counted).
-  grpc::Status CheckToken(const grpc::CallbackServerContext& context) const;
+  // Who the call is (a worker id, or nullopt for the shared token or no
+  // token required), or the refusal (counted).
+  absl::StatusOr<std::optional<uint32_t>> Authenticate(
+      const grpc::CallbackServerContext& context) const;
+  // With worker tokens: OK when `caller` may act as `worker_id`, else
+  // PERMISSION_DENIED (counted).
+  grpc::Status Authorize(std::optional<uint32_t> caller,
+                         uint32_t worker_id) const;
 
   // Pull's loop of waiting slices; adds the time spent waiting to *waited.
   grpc::Status WaitAndPull(grpc::CallbackServerContext* context,
@@ -135,6 +149,7 @@ class ParameterServerService final : public RawParameterServerService {
   Shard* const shard_;
   WorkerActivity* const activity_;
   const std::string auth_token_;
+  const WorkerTokens worker_tokens_;
 
   std::atomic<bool> shutting_down_{false};
   CallPool handlers_;

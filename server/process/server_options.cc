@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
+#include "server/process/worker_tokens.h"
 
 namespace gradwire {
 namespace {
@@ -113,6 +114,12 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
           ValidateTransportSecurity(options.transport, TransportRole::kServer);
       !s.ok()) {
     return s;
+  }
+  if (!options.worker_tokens_file.empty()) {
+    if (absl::Status s = LoadWorkerTokens(options.worker_tokens_file).status();
+        !s.ok()) {
+      return s;
+    }
   }
   auto mode = ParseConsistencyMode(options.mode);
   if (!mode.ok()) return mode.status();

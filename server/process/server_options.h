@@ -95,6 +95,9 @@ struct ServerOptions {
   // --tls-require-client-cert, --auth-token-file; see
   // common/tls/transport_security.h). All empty: plaintext, no token.
   TransportSecurityFiles transport;
+  // One token per worker, "WORKER_ID TOKEN" lines (worker_tokens.h);
+  // empty: none. With it, a worker may only Init, push and pull as itself.
+  std::string worker_tokens_file;
 };
 
 // The consistency mode named `name` ("bsp", "asp", "ssp"; case-insensitive),

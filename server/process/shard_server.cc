@@ -195,6 +195,12 @@ absl::Status ShardServer::Serve() {
   builder.AddListeningPort(listen, ServerCredentialsFor(*security), &port_);
   ParameterServerServiceOptions service;
   service.auth_token = security->auth_token;
+  if (!options_.worker_tokens_file.empty()) {
+    absl::StatusOr<WorkerTokens> tokens =
+        LoadWorkerTokens(options_.worker_tokens_file);
+    if (!tokens.ok()) return tokens.status();
+    service.worker_tokens = *std::move(tokens);
+  }
   service.handler_threads = options_.threads > 0
                                 ? static_cast<int>(options_.threads)
                                 : DefaultHandlerThreads();
@@ -219,8 +225,12 @@ absl::Status ShardServer::Serve() {
                  JoinHostPort(options_.address, port_),
                  options_.max_message_bytes, service.handler_threads,
                  service.pull_threads, options_.max_concurrent_streams);
-  LogShardEventf(shard_id_, "transport: %s; auth token: %s",
-                 DescribeTransport(*security), DescribeAuthToken(*security));
+  LogShardEventf(
+      shard_id_, "transport: %s; auth token: %s; worker tokens: %s",
+      DescribeTransport(*security), DescribeAuthToken(*security),
+      service.worker_tokens.tokens.empty()
+          ? std::string("off")
+          : absl::StrFormat("%d workers", service.worker_tokens.tokens.size()));
   return absl::OkStatus();
 }
 
