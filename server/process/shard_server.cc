@@ -10,6 +10,8 @@
 #include "absl/time/clock.h"
 #include "common/tls/grpc_transport.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/impl/server_builder_option.h"
+#include "grpcpp/impl/server_builder_plugin.h"
 #include "grpcpp/resource_quota.h"
 #include "server/durability/durable_state.h"
 #include "server/shard/stderr_log.h"
@@ -36,6 +38,25 @@ void ApplyResourceBounds(const ServerOptions& options,
   quota.Resize(static_cast<size_t>(options.memory_quota_bytes));
   builder->SetResourceQuota(quota);
 }
+
+// Removes gRPC's reflection service from one server: with a token, the
+// reflection service, which is registered apart from
+// gradwire.v1.ParameterServer, would describe the API to callers without
+// one. (The plugin's registration is process-wide; this keeps it off per
+// server.)
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
+                         plugins) override {
+    plugins->erase(
+        std::remove_if(plugins->begin(), plugins->end(),
+                       [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+                         return p->name() == "proto_server_reflection";
+                       }),
+        plugins->end());
+  }
+};
 
 }  // namespace
 
@@ -193,6 +214,9 @@ absl::Status ShardServer::Serve() {
       LoadTransportSecurity(options_.transport, TransportRole::kServer);
   if (!security.ok()) return security.status();
   builder.AddListeningPort(listen, ServerCredentialsFor(*security), &port_);
+  const bool token_required =
+      !security->auth_token.empty() || !options_.worker_tokens_file.empty();
+  if (token_required) builder.SetOption(std::make_unique<WithoutReflection>());
   ParameterServerServiceOptions service;
   service.auth_token = security->auth_token;
   if (!options_.worker_tokens_file.empty()) {
