@@ -9,9 +9,51 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/tls/bearer_token.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 
 namespace gradwire {
 namespace {
+
+// The top-level occurrences of field `field` in the serialized message
+// `bytes`, counting stops once past `limit`. Bytes that do not scan as a
+// message give what was counted so far: the parser refuses them.
+uint64_t CountFieldEntries(const grpc::ByteBuffer& bytes, int field,
+                           uint64_t limit) {
+  using google::protobuf::internal::WireFormatLite;
+  grpc::ByteBuffer copy(bytes);
+  grpc::ProtoBufferReader reader(&copy);
+  google::protobuf::io::CodedInputStream in(&reader);
+  uint64_t count = 0;
+  while (const uint32_t tag = in.ReadTag()) {
+    if (WireFormatLite::GetTagFieldNumber(tag) == field && ++count > limit) {
+      break;
+    }
+    if (!WireFormatLite::SkipField(&in, tag)) break;
+  }
+  return count;
+}
+
+// Refuses, unparsed, a request with more chunk entries than `limit`.
+template <typename Request>
+grpc::Status CheckChunkEntries(const grpc::ByteBuffer& bytes, uint64_t limit) {
+  if constexpr (std::is_same_v<Request, v1::GetInfoRequest>) {
+    return grpc::Status::OK;
+  } else {
+    const uint64_t entries =
+        CountFieldEntries(bytes, Request::kChunksFieldNumber, limit);
+    if (entries <= limit) return grpc::Status::OK;
+    const std::string message = absl::StrFormat(
+        "%s names more than %d chunks, the most this shard accepts "
+        "(--max-chunks)",
+        Request::descriptor()->name(), limit);
+    return grpc::Status(std::is_same_v<Request, v1::InitRequest>
+                            ? grpc::StatusCode::RESOURCE_EXHAUSTED
+                            : grpc::StatusCode::INVALID_ARGUMENT,
+                        message);
+  }
+}
 
 // Parses `bytes` as a `Request`; INVALID_ARGUMENT naming `method` when they
 // are not one.
@@ -62,6 +104,7 @@ ParameterServerService::ParameterServerService(
       activity_(activity),
       auth_token_(std::move(options.auth_token)),
       worker_tokens_(std::move(options.worker_tokens)),
+      max_chunk_entries_(options.max_chunk_entries),
       handlers_("handler", std::max(1, options.handler_threads)),
       pulls_("pull", std::max(1, options.pull_threads)) {}
 
@@ -119,19 +162,24 @@ grpc::ServerUnaryReactor* ParameterServerService::Serve(
   }
   // The request buffer lives until Finish; the work reads it from a pool
   // thread.
-  pool->Submit([this, context, request, response, reactor, work,
-                caller = *caller]() {
-    Request parsed;
-    Response answer;
-    grpc::Status status =
-        ParseRequest(*request, Request::descriptor()->name().c_str(), &parsed);
-    if constexpr (!std::is_same_v<Request, v1::GetInfoRequest>) {
-      if (status.ok()) status = Authorize(caller, parsed.worker_id());
-    }
-    if (status.ok()) status = work(context, parsed, request->Length(), &answer);
-    if (status.ok()) status = SerializeResponse(answer, response);
-    reactor->Finish(status);
-  });
+  pool->Submit(
+      [this, context, request, response, reactor, work, caller = *caller]() {
+        Request parsed;
+        Response answer;
+        grpc::Status status =
+            CheckChunkEntries<Request>(*request, max_chunk_entries_);
+        if (status.ok()) {
+          status = ParseRequest(*request, Request::descriptor()->name().c_str(),
+                                &parsed);
+        }
+        if constexpr (!std::is_same_v<Request, v1::GetInfoRequest>) {
+          if (status.ok()) status = Authorize(caller, parsed.worker_id());
+        }
+        if (status.ok())
+          status = work(context, parsed, request->Length(), &answer);
+        if (status.ok()) status = SerializeResponse(answer, response);
+        reactor->Finish(status);
+      });
   return reactor;
 }
 

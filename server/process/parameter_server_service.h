@@ -17,9 +17,13 @@
 //      A call that finds them busy waits in the queue without a thread, so
 //      the threads of a shard stay bounded however many workers wait for a
 //      step (each waiting Pull holds one pull thread).
-//   3. Parse: the received bytes are parsed here, so bytes that are not a
-//      valid message are INVALID_ARGUMENT naming the method and the size,
-//      not gRPC's INTERNAL with an empty message.
+//   3. Parse: the request's chunk entries are counted on the received
+//      bytes first (a request with more than max_chunk_entries is refused
+//      unparsed: RESOURCE_EXHAUSTED for Init, INVALID_ARGUMENT for Push
+//      and Pull, as the shard would); then the bytes are parsed here, so
+//      bytes that are not a valid message are INVALID_ARGUMENT naming the
+//      message type and the size, not gRPC's INTERNAL with an empty
+//      message.
 //   4. Shard call; absl::Status becomes grpc::Status (same code and
 //      message). Pull turns the call's deadline into Shard::Pull's: it waits
 //      in slices of kPullWaitSlice, so that a cancelled call or a server
@@ -81,6 +85,10 @@ struct ParameterServerServiceOptions {
   // Threads for Init, Push and GetInfo, and for Pull (>= 1 each).
   int handler_threads = 4;
   int pull_threads = 64;
+  // Most chunk entries an Init, Push or Pull may carry (--max-chunks),
+  // counted on the received bytes before they are parsed: parsing a
+  // million empty entries would cost the shard hundreds of MB first.
+  uint64_t max_chunk_entries = 16384;
 };
 
 // Every method of gradwire.v1.ParameterServer as a raw callback method.
@@ -150,6 +158,7 @@ class ParameterServerService final : public RawParameterServerService {
   WorkerActivity* const activity_;
   const std::string auth_token_;
   const WorkerTokens worker_tokens_;
+  const uint64_t max_chunk_entries_;
 
   std::atomic<bool> shutting_down_{false};
   CallPool handlers_;

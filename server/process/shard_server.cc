@@ -229,6 +229,7 @@ absl::Status ShardServer::Serve() {
                                 ? static_cast<int>(options_.threads)
                                 : DefaultHandlerThreads();
   service.pull_threads = static_cast<int>(options_.pull_threads);
+  service.max_chunk_entries = static_cast<uint64_t>(options_.max_chunks);
   service_ =
       std::make_unique<ParameterServerService>(&shard_, &activity_, service);
   builder.RegisterService(service_.get());
