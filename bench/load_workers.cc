@@ -75,7 +75,8 @@ SimulatedWorker::SimulatedWorker(uint32_t id, const LoadBenchConfig& config,
       abort_(abort),
       rule_(MakeConsistencyRule(config.mode, config.staleness)),
       addresses_(addresses),
-      versions_(model.partition->num_chunks(), kHoldsNothing) {
+      versions_(model.partition->num_chunks(), kHoldsNothing),
+      epochs_(addresses.size(), 0) {
   for (const std::string& address : addresses) {
     stubs_.push_back(NewWorkerStub(address));
   }
@@ -191,6 +192,7 @@ absl::Status SimulatedWorker::PullStep(uint64_t step) {
     v1::ChunkPull* pull = requests[spec.shard].add_chunks();
     pull->set_key(spec.key);
     pull->set_have_version(versions_[spec.key]);
+    pull->set_have_epoch(epochs_[spec.shard]);
     pull->set_min_step(rule_->MinStepToPull(step));
   }
   std::vector<v1::PullResponse> responses;
@@ -248,6 +250,7 @@ absl::Status SimulatedWorker::ApplyPulled(uint32_t shard,
     }
     held = weights.version();
   }
+  epochs_[shard] = response.history_epoch();
   return absl::OkStatus();
 }
 

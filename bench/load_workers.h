@@ -128,6 +128,9 @@ class SimulatedWorker {
   std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs_;
   // Version held of every chunk, by key (UINT64_MAX: nothing yet).
   std::vector<uint64_t> versions_;
+  // History epoch of every shard's last answer, by shard (0: none yet): all
+  // chunks of a shard are pulled in one request, so one epoch covers them.
+  std::vector<uint64_t> epochs_;
   CompressedChunk decoded_;
   WorkerTally tally_;
 };

@@ -63,7 +63,10 @@ std::vector<uint64_t> ChunkPlan::AllOwnedKeys() const {
 }
 
 void ChunkPlan::ForgetVersions() {
-  for (ChunkSlot& slot : slots_) slot.version = kHoldsNothing;
+  for (ChunkSlot& slot : slots_) {
+    slot.version = kHoldsNothing;
+    slot.epoch = 0;
+  }
 }
 
 double ChunkPlan::ResidualNorm() const {

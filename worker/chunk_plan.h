@@ -42,6 +42,11 @@ struct ChunkSlot {
   CompressedChunk scratch;
   // Version of the weights this worker holds (kHoldsNothing: none).
   uint64_t version = 0;
+  // The shard's history epoch that `version` counts in: the history_epoch of
+  // the pull answer that brought the chunk to it (0: none, so the next pull
+  // answers dense weights). Sent back with every pull, since a shard that
+  // restarted repeats version numbers with other weights.
+  uint64_t epoch = 0;
 };
 
 // The version a worker reports when it holds nothing a delta applies to:
@@ -106,8 +111,8 @@ class ChunkPlan {
   }
   std::vector<uint64_t> AllOwnedKeys() const;
 
-  // Marks every chunk as held at no version (kHoldsNothing), so that the
-  // next pull answers with dense weights.
+  // Marks every chunk as held at no version (kHoldsNothing) of no history
+  // epoch (0), so that the next pull answers with dense weights.
   void ForgetVersions();
   // The L2 norm of the host residuals over all chunks (residuals kept on a
   // CUDA device are not read back).

@@ -26,6 +26,26 @@ void WriteChunk(const CompressedChunk& decoded, bool is_delta,
   }
 }
 
+// INTERNAL when `weights` is a delta that does not apply to what `slot`
+// holds: from another version, or from another history (a shard that
+// answers deltas against an epoch the worker did not send).
+absl::Status CheckDelta(const v1::ChunkWeights& weights, uint64_t epoch,
+                        const ChunkSlot& slot) {
+  if (!weights.is_delta()) return absl::OkStatus();
+  if (slot.version + 1 != weights.version() &&
+      slot.version != weights.version()) {
+    return absl::InternalError(
+        absl::StrFormat("chunk %d: delta to version %d for a worker at %d",
+                        slot.spec.key, weights.version(), slot.version));
+  }
+  if (epoch != slot.epoch) {
+    return absl::InternalError(absl::StrFormat(
+        "chunk %d: delta of history epoch %#x for a worker holding epoch %#x",
+        slot.spec.key, epoch, slot.epoch));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<v1::PullRequest> BuildPullRequests(const ChunkPlan& plan,
@@ -42,6 +62,7 @@ std::vector<v1::PullRequest> BuildPullRequests(const ChunkPlan& plan,
     v1::ChunkPull* pull = requests[slot.spec.shard].add_chunks();
     pull->set_key(slot.spec.key);
     pull->set_have_version(slot.version);
+    pull->set_have_epoch(slot.epoch);
     pull->set_min_step(min_step);
   }
   return requests;
@@ -67,14 +88,13 @@ absl::StatusOr<uint64_t> ApplyPulledWeights(
         return absl::Status(s.code(), absl::StrFormat("pulled chunk %d: %s",
                                                       spec.key, s.message()));
       }
-      if (weights.is_delta() && slot.version + 1 != weights.version() &&
-          slot.version != weights.version()) {
-        return absl::InternalError(
-            absl::StrFormat("chunk %d: delta to version %d for a worker at %d",
-                            spec.key, weights.version(), slot.version));
+      if (absl::Status s = CheckDelta(weights, response.history_epoch(), slot);
+          !s.ok()) {
+        return s;
       }
       WriteChunk(decoded, weights.is_delta(), plan->ParameterOf(spec), spec);
       slot.version = weights.version();
+      slot.epoch = response.history_epoch();
     }
   }
   return min_clock;

@@ -2,11 +2,13 @@
 // in the parameters.
 //
 // A worker pulls the chunks its local rank handles, each with the version
-// it holds and the smallest chunk clock the consistency mode lets it see
+// it holds, the shard's history epoch that version counts in, and the
+// smallest chunk clock the consistency mode lets it see
 // (ConsistencyRule::MinStepToPull). A shard answers a chunk with a
-// compressed delta from that version (added to the parameter in place) or
-// with dense weights (written over it); either way the chunk then holds
-// the answered version.
+// compressed delta from that version (added to the parameter in place; only
+// when the epoch is the shard's own) or with dense weights (written over
+// it); either way the chunk then holds the answered version of the
+// answer's epoch.
 //
 // Thread safety: not thread-safe; the training thread calls these while no
 // push of the chunks is in flight.
@@ -23,8 +25,9 @@
 namespace gradwire {
 
 // One request per shard (index = shard id) from `worker_id` for the chunks
-// of `plan` this local rank handles, at the versions their slots hold,
-// waiting for clock `min_step`; `allow_delta` asks for compressed deltas.
+// of `plan` this local rank handles, at the versions and history epochs
+// their slots hold, waiting for clock `min_step`; `allow_delta` asks for
+// compressed deltas.
 std::vector<v1::PullRequest> BuildPullRequests(const ChunkPlan& plan,
                                                uint32_t worker_id,
                                                bool allow_delta,
@@ -32,10 +35,11 @@ std::vector<v1::PullRequest> BuildPullRequests(const ChunkPlan& plan,
 
 // Writes every chunk of `responses` into its parameter of `plan` (adds a
 // delta, overwrites with dense weights; CUDA parameters through
-// device_chunks.h) and moves its slot to the answered version. Returns the
-// smallest chunk clock answered (UINT64_MAX when none was). INTERNAL for a
-// chunk the plan does not have or a delta from a version the worker does
-// not hold; the codec's errors, naming the chunk. On error the parameters
+// device_chunks.h) and moves its slot to the answered version and the
+// answer's history epoch. Returns the smallest chunk clock answered
+// (UINT64_MAX when none was). INTERNAL for a chunk the plan does not have
+// or a delta from a version or history epoch the worker does not hold; the
+// codec's errors, naming the chunk. On error the parameters
 // may hold a mix of old and new chunks. Throws as libtorch does for CUDA
 // parameters.
 absl::StatusOr<uint64_t> ApplyPulledWeights(

@@ -4,13 +4,29 @@
 
 #include <algorithm>
 
+#include "absl/random/random.h"
 #include "server/shard/chunk_updater.h"
 #include "server/shard/worker_presence.h"
 
 namespace gradwire {
+namespace {
+
+// A random non-zero epoch. Not persisted: two processes that restored the
+// same checkpoint differ, and 0 stays free for "no history" on the wire.
+uint64_t DrawHistoryEpoch() {
+  absl::BitGen random;
+  uint64_t epoch = 0;
+  while (epoch == 0) epoch = absl::Uniform<uint64_t>(random);
+  return epoch;
+}
+
+}  // namespace
 
 Shard::Shard(ShardOptions options, ShardMetrics* shard_metrics)
-    : options_(options), metrics_(shard_metrics) {
+    : options_(options),
+      history_epoch_(options.history_epoch != 0 ? options.history_epoch
+                                                : DrawHistoryEpoch()),
+      metrics_(shard_metrics) {
   if (metrics_ == nullptr) {
     own_registry_ = std::make_unique<metrics::Registry>();
     // Cannot fail: the names are fixed and the registry is empty.

@@ -58,6 +58,15 @@
 // it bit for bit. Without a pull compressor, pulls return w in the requested
 // dense precision.
 //
+// History epoch: versions name weights only within one history, and a
+// restart (from a checkpoint without the write-ahead log, or from nothing)
+// repeats version numbers with other weights behind them. Each Shard object
+// therefore has a non-zero history epoch, fixed at construction, that every
+// pull answer carries; a delta (or an "already current" answer) goes only
+// to a chunk pulled with that same epoch, every other pull gets dense
+// weights. The epoch is not part of snapshots: a restored shard is a new
+// history, which costs each worker one dense answer per chunk.
+//
 // Metrics: every Push is counted by outcome, and aggregation, optimizer
 // and pull-wait times and ASP/SSP staleness are observed, in the
 // ShardMetrics given at construction (shard_metrics.h), with lock-free
@@ -117,6 +126,10 @@ struct ShardOptions {
   // --max-message-bytes, which gRPC would refuse to send anyway): a pull
   // whose answer would be larger is RESOURCE_EXHAUSTED before it is built.
   uint64_t max_message_bytes = uint64_t{64} << 20;
+  // The shard's history epoch (see above); 0, the default, draws a random
+  // non-zero one at construction, as a server process must. Tests set it to
+  // get answers they can compare.
+  uint64_t history_epoch = 0;
 };
 
 class Shard {
@@ -139,7 +152,9 @@ class Shard {
   absl::Status Push(const v1::PushRequest& request, v1::PushResponse* response);
 
   // Waits until each chunk's clock reaches min_step (DEADLINE_EXCEEDED if
-  // `deadline` passes first), then answers dense weights or deltas. When
+  // `deadline` passes first), then answers dense weights or deltas (deltas
+  // only for chunks pulled with have_epoch == history_epoch()) and sets
+  // response->history_epoch. When
   // `waited` is set, the time spent waiting is added to it. Refused before
   // anything is waited for or built: INVALID_ARGUMENT for a request naming
   // more chunks than the shard owns or a chunk twice; RESOURCE_EXHAUSTED
@@ -173,6 +188,9 @@ class Shard {
   }
 
   uint32_t shard_id() const { return options_.shard_id; }
+
+  // Non-zero; constant for the shard's lifetime (see above).
+  uint64_t history_epoch() const { return history_epoch_; }
 
   // Workers of the accepted config; 0 before Init.
   uint32_t num_workers() const {
@@ -241,6 +259,7 @@ class Shard {
   // Constant after construction. Without metrics from the caller, the
   // shard's own registry and metrics.
   const ShardOptions options_;
+  const uint64_t history_epoch_;
   std::unique_ptr<metrics::Registry> own_registry_;
   std::unique_ptr<ShardMetrics> own_metrics_;
   ShardMetrics* metrics_ = nullptr;

@@ -57,9 +57,11 @@ absl::Status AwaitStep(ChunkState* chunk, uint64_t wanted, absl::Time deadline,
 // Answers one chunk of a pull whose clock reached the asked step (clocks
 // only grow): an empty or one-version delta when the worker can take it,
 // dense weights otherwise. `deltas`: the shard runs a pull compressor.
+// `same_history`: the worker's version counts in this shard's history epoch;
+// without it the version may name other weights.
 absl::Status PullOne(ChunkState* chunk, const v1::ChunkPull& pull,
                      const v1::PullRequest& request, bool deltas,
-                     v1::ChunkWeights* out) {
+                     bool same_history, v1::ChunkWeights* out) {
   absl::MutexLock lock(&chunk->mu);
   // Read through chunk->state: clang's analysis does not follow a const
   // reference to a guarded field.
@@ -67,7 +69,8 @@ absl::Status PullOne(ChunkState* chunk, const v1::ChunkPull& pull,
   out->set_key(chunk->key);
   out->set_version(state.version);
   out->set_clock(state.clock);
-  if (deltas && request.allow_delta() && state.version > 0 &&
+  const bool delta_allowed = deltas && request.allow_delta() && same_history;
+  if (delta_allowed && state.version > 0 &&
       pull.have_version() == state.version) {
     // Already current: an empty delta costs a few bytes instead of the chunk.
     out->set_is_delta(true);
@@ -76,9 +79,8 @@ absl::Status PullOne(ChunkState* chunk, const v1::ChunkPull& pull,
     none->set_value_type(v1::VALUE_TYPE_FP32);
     return absl::OkStatus();
   }
-  if (deltas && request.allow_delta() &&
-      chunk->delta_version == state.version && state.version > 0 &&
-      pull.have_version() + 1 == state.version) {
+  if (delta_allowed && chunk->delta_version == state.version &&
+      state.version > 0 && pull.have_version() + 1 == state.version) {
     out->set_is_delta(true);
     return EncodeChunk(chunk->delta, out->mutable_data());
   }
@@ -132,11 +134,13 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
       return s;
     }
   }
+  response->set_history_epoch(history_epoch_);
   uint64_t answer_bytes = 0;
   for (const v1::ChunkPull& pull : request.chunks()) {
     v1::ChunkWeights* out = response->add_chunks();
     absl::Status s = PullOne(FindChunk(pull.key()), pull, request,
-                             config_->pull_compressor != nullptr, out);
+                             config_->pull_compressor != nullptr,
+                             pull.have_epoch() == history_epoch_, out);
     // A delta may encode larger than its dense size: the estimate bounds
     // what is built, this bounds what is answered.
     if (s.ok()) answer_bytes += out->ByteSizeLong();

@@ -7,8 +7,10 @@
 //   0  raw push:  a length-prefixed serialized v1::PushRequest;
 //   1  made push: worker, step, chunk mask, encoding and value-seed bytes,
 //                 built into a valid push of compressed gradients;
-//   2  pull:      worker, chunk, have_version, min_step and flag bytes,
-//                 with a deadline in the past so that it never blocks.
+//   2  pull:      worker, chunk, have_version, min_step and flag bytes
+//                 (bit 0 allow_delta, bits 1-3 the dense value type, bit
+//                 4 a history epoch other than the shard's), with a
+//                 deadline in the past so that it never blocks.
 // After every call the target checks what must hold whatever the input:
 //   - a refused push leaves Shard::StateDigest() unchanged and no acks;
 //   - an accepted push acknowledges each chunk in request order, changes
@@ -16,7 +18,8 @@
 //     duplicate of every chunk that changes nothing;
 //   - versions and clocks never decrease, clock <= version, and in BSP
 //     version == clock;
-//   - pulls change nothing and answer data that decodes;
+//   - pulls change nothing and answer data that decodes, carry the shard's
+//     history epoch, and are deltas only for a pull of that epoch;
 //   - weights stay finite and within the bound that SGD and the accepted
 //     (finite, validated) gradients allow: |w| <= |w0| + lr * sum max|g|.
 // Any violation aborts through __builtin_trap.
@@ -207,6 +210,10 @@ class PushHarness {
     const int value_type = (flags >> 1) & 7;
     request.set_dense_value_type(
         static_cast<v1::ValueType>(value_type <= 3 ? value_type : 7));
+    // Clear (older seeds): the shard's own epoch, so deltas stay reachable.
+    const bool other_history = (flags >> 4) & 1;
+    pull->set_have_epoch(other_history ? shard_->history_epoch() + 1
+                                       : shard_->history_epoch());
 
     const uint64_t before = shard_->StateDigest();
     v1::PullResponse response;
@@ -234,6 +241,8 @@ class PushHarness {
     const v1::ChunkWeights& weights = response.chunks(0);
     Check(weights.key() == kChunkKeys[index]);
     Check(weights.clock() >= pull->min_step());
+    Check(response.history_epoch() == shard_->history_epoch());
+    Check(!weights.is_delta() || !other_history);
     ObserveVersion(index, weights.version(), weights.clock());
     DecodeOptions options;
     options.expected_numel = kChunkNumels[index];

@@ -1,7 +1,11 @@
 // Delta pulls through a real gradwire-server: the shard sends Top-K deltas of
 // w - shadow with server-side error feedback. A client that applies them
 // holds exactly the shard's shadow; what it lacks of the true weights is the
-// not-yet-sent remainder, which drains once the weights stop moving.
+// not-yet-sent remainder, which drains once the weights stop moving. A
+// server restarted from its checkpoint without the log is a new history
+// epoch: the client's first pull after it is dense.
+#include <signal.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -28,10 +32,7 @@ struct Replica {
 class ServerDeltaPullTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = ServerProcess::Start({"--mode=bsp", "--num-workers=1"});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    stub_ = server_->NewStub();
+    ASSERT_NO_FATAL_FAILURE(StartServer());
     v1::TrainingConfig config = SgdConfig(1, v1::CONSISTENCY_MODE_BSP);
     config.mutable_pull_encoding()->set_compressor("topk");
     config.mutable_pull_encoding()->set_ratio(kPullRatio);
@@ -48,6 +49,21 @@ class ServerDeltaPullTest : public ::testing::Test {
     for (const TestChunk& chunk : chunks_) {
       replicas_[chunk.key] = {0, chunk.initial};
     }
+    // The client holds no history epoch yet: its first answer is dense (the
+    // initial weights) and names the server's epoch.
+    EXPECT_TRUE(PullDeltas(0).empty());
+    EXPECT_NE(epoch_, 0u);
+  }
+
+  virtual std::vector<std::string> ServerArgs() const {
+    return {"--mode=bsp", "--num-workers=1"};
+  }
+
+  void StartServer() {
+    auto server = ServerProcess::Start(ServerArgs());
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    stub_ = server_->NewStub();
   }
 
   void PushDense(uint64_t step,
@@ -67,8 +83,9 @@ class ServerDeltaPullTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << ToAbsl(s);
   }
 
-  // Pulls with allow_delta from the replica's version and applies the
-  // answer. Returns the decoded delta of `key` (empty if it came dense).
+  // Pulls with allow_delta from the replica's version and history epoch and
+  // applies the answer, keeping its epoch. Returns the decoded delta of each
+  // chunk that came as one.
   std::map<uint64_t, std::vector<float>> PullDeltas(uint64_t min_step) {
     v1::PullRequest request;
     request.set_worker_id(0);
@@ -77,6 +94,7 @@ class ServerDeltaPullTest : public ::testing::Test {
       v1::ChunkPull* pull = request.add_chunks();
       pull->set_key(chunk.key);
       pull->set_have_version(replicas_[chunk.key].version);
+      pull->set_have_epoch(epoch_);
       pull->set_min_step(min_step);
     }
     grpc::ClientContext context;
@@ -100,6 +118,7 @@ class ServerDeltaPullTest : public ::testing::Test {
       }
       replica.version = answer.version();
     }
+    epoch_ = response.history_epoch();
     return deltas;
   }
 
@@ -167,6 +186,8 @@ class ServerDeltaPullTest : public ::testing::Test {
   std::unique_ptr<v1::ParameterServer::Stub> stub_;
   std::unique_ptr<Compressor> pull_compressor_;
   std::map<uint64_t, Replica> replicas_;
+  // History epoch of the last answer (every chunk comes from one server).
+  uint64_t epoch_ = 0;
 };
 
 TEST_F(ServerDeltaPullTest, ReplicaEqualsShadowAndCatchesUpWhenUpdatesStop) {
@@ -213,6 +234,56 @@ TEST_F(ServerDeltaPullTest, WorkerThatFellBehindGetsTheShadowDense) {
     EXPECT_EQ(replicas_[chunk.key].version, 3u);
     EXPECT_TRUE(replicas_[chunk.key].weights == shadow->at(chunk.key));
   }
+}
+
+// Checkpoints without the write-ahead log: a restarted server resumes at
+// the checkpoint's versions, which a client may hold from the run before.
+class ServerDeltaPullRestartTest : public ServerDeltaPullTest {
+ protected:
+  std::vector<std::string> ServerArgs() const override {
+    // An idle channel holds a graceful shutdown until it next polls: keep the
+    // grace short.
+    return {"--mode=bsp", "--num-workers=1",
+            "--checkpoint-dir=" + checkpoints_.path(), "--wal=false",
+            "--shutdown-grace-seconds=2"};
+  }
+
+  TempDir checkpoints_;
+};
+
+TEST_F(ServerDeltaPullRestartTest, RestartedServerAnswersDenseToTheOldEpoch) {
+  for (uint64_t step = 0; step < 2; ++step) {
+    std::map<uint64_t, std::vector<float>> gradients;
+    for (const TestChunk& chunk : chunks_) {
+      gradients[chunk.key] = RandomValues(chunk.initial.size(), 300 + step);
+    }
+    ASSERT_NO_FATAL_FAILURE(Step(step, gradients));
+  }
+  const uint64_t old_epoch = epoch_;
+  stub_.reset();
+  server_->Signal(SIGTERM);
+  ASSERT_EQ(server_->Wait(absl::Seconds(10)).value_or(-1), 0)
+      << server_->Stderr();
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+
+  // The restored server is at version 2, the version the client holds; in
+  // another history, so the answer is dense, not "already current".
+  EXPECT_TRUE(PullDeltas(2).empty());
+  EXPECT_NE(epoch_, old_epoch);
+  EXPECT_NE(epoch_, 0u);
+  auto shadow = PullDense(stub_.get(), 0, chunks_, 2);
+  ASSERT_TRUE(shadow.ok()) << shadow.status();
+  for (const TestChunk& chunk : chunks_) {
+    EXPECT_EQ(replicas_[chunk.key].version, 2u);
+    EXPECT_TRUE(replicas_[chunk.key].weights == shadow->at(chunk.key));
+  }
+  // In the new epoch the client is current, and deltas resume.
+  EXPECT_EQ(PullDeltas(2).size(), chunks_.size());
+  std::map<uint64_t, std::vector<float>> gradients;
+  for (const TestChunk& chunk : chunks_) {
+    gradients[chunk.key] = RandomValues(chunk.initial.size(), 302);
+  }
+  ASSERT_NO_FATAL_FAILURE(Step(2, gradients));
 }
 
 }  // namespace

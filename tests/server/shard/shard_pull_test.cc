@@ -1,6 +1,7 @@
 // Shard::Pull: waiting for a step (deadline, wake-up by the completing push),
-// dense answers in fp32/fp16/bf16, and compressed delta pulls with
-// server-side error feedback.
+// dense answers in fp32/fp16/bf16, compressed delta pulls with server-side
+// error feedback, and the history epoch that keeps deltas within one
+// history across restarts.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -33,12 +34,16 @@ v1::PullRequest PullRequest(uint32_t worker,
   return request;
 }
 
+// Pulls `key` as a worker holding `have_version` of history `have_epoch`
+// (by default that of the shards Options() makes).
 v1::ChunkPull ChunkPull(uint64_t key, uint64_t min_step,
-                        uint64_t have_version = 0) {
+                        uint64_t have_version = 0,
+                        uint64_t have_epoch = kHistoryEpoch) {
   v1::ChunkPull pull;
   pull.set_key(key);
   pull.set_min_step(min_step);
   pull.set_have_version(have_version);
+  pull.set_have_epoch(have_epoch);
   return pull;
 }
 
@@ -497,6 +502,167 @@ TEST_F(ShardDeltaPullTest, NoDeltaWithoutAllowDeltaEmptyDeltaWhenCurrent) {
   EXPECT_EQ(current.data().numel(), kDeltaNumel);
   EXPECT_EQ(current.data().sparse().nnz(), 0u);
   EXPECT_LT(current.ByteSizeLong(), 32u);
+}
+
+// ------------------------------------------------------ history epoch
+
+constexpr uint64_t kOtherEpoch = 0x0be1a7ed0e90c402;
+
+TEST(ShardHistoryEpochTest, EveryAnswerCarriesTheShardsEpoch) {
+  auto shard =
+      StartShard(DeltaConfig(), {{kKeyA, InitialWeights(kKeyA, kDeltaNumel)}});
+  EXPECT_EQ(shard->history_epoch(), kHistoryEpoch);
+  auto pulled = DoPull(*shard, PullRequest(0, {ChunkPull(kKeyA, 0)}, true),
+                       absl::Seconds(1));
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(pulled->history_epoch(), kHistoryEpoch);
+}
+
+TEST(ShardHistoryEpochTest, UnsetEpochIsDrawnNonZeroPerShard) {
+  ShardOptions options = Options();
+  options.history_epoch = 0;
+  const Shard first(options);
+  const Shard second(options);
+  EXPECT_NE(first.history_epoch(), 0u);
+  EXPECT_NE(second.history_epoch(), 0u);
+  // Two draws of 64 random bits collide with probability 2^-64.
+  EXPECT_NE(first.history_epoch(), second.history_epoch());
+}
+
+// A shard that ran to version 2 (the snapshot), then went on to version 3
+// with other gradients that a worker pulled; it restarts from the snapshot
+// without the log and the restored shard reaches versions 2 and 3 again
+// with other weights behind them.
+class ShardRestartEpochTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kSnapshotVersion = 2;
+
+  void SetUp() override {
+    old_ = StartShard(DeltaConfig(),
+                      {{kKeyA, InitialWeights(kKeyA, kDeltaNumel)}});
+    for (uint64_t step = 0; step < kSnapshotVersion; ++step) {
+      PushStep(*old_, step, ScrambledGradient());
+    }
+    auto snapshot = old_->Snapshot();
+    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+    snapshot_ = *std::move(snapshot);
+    // The worker follows the old history past the snapshot.
+    std::vector<float> other = ScrambledGradient();
+    std::reverse(other.begin(), other.end());
+    PushStep(*old_, kSnapshotVersion, other);
+  }
+
+  // Both workers push `gradient` for `step` to `shard`.
+  static void PushStep(Shard& shard, uint64_t step,
+                       const std::vector<float>& gradient) {
+    for (uint32_t worker : {0u, 1u}) {
+      ASSERT_TRUE(
+          Push(shard, PushRequest(worker, step, {{kKeyA, DenseData(gradient)}}))
+              .ok());
+    }
+  }
+
+  // A shard restored from the snapshot with history epoch `epoch`.
+  std::unique_ptr<Shard> Restart(uint64_t epoch) {
+    ShardOptions options = Options();
+    options.history_epoch = epoch;
+    auto shard = std::make_unique<Shard>(options);
+    EXPECT_TRUE(shard->Restore(snapshot_).ok());
+    return shard;
+  }
+
+  static v1::PullResponse PullAs(Shard& shard, uint64_t have_version,
+                                 uint64_t have_epoch, uint64_t min_step = 0) {
+    auto pulled = DoPull(
+        shard,
+        PullRequest(0, {ChunkPull(kKeyA, min_step, have_version, have_epoch)},
+                    /*allow_delta=*/true),
+        absl::Seconds(5));
+    EXPECT_TRUE(pulled.ok()) << pulled.status();
+    return pulled.ok() ? *pulled : v1::PullResponse();
+  }
+
+  std::unique_ptr<Shard> old_;
+  ShardSnapshot snapshot_;
+};
+
+TEST_F(ShardRestartEpochTest, OldHistorysVersionGetsDenseWeights) {
+  auto restarted = Restart(kOtherEpoch);
+  // The restored shard is at the snapshot's version: a worker holding that
+  // version of the old history is not "already current".
+  v1::PullResponse pulled = PullAs(*restarted, kSnapshotVersion, kHistoryEpoch);
+  EXPECT_EQ(pulled.history_epoch(), kOtherEpoch);
+  ASSERT_EQ(pulled.chunks_size(), 1);
+  EXPECT_FALSE(pulled.chunks(0).is_delta());
+  EXPECT_EQ(pulled.chunks(0).version(), kSnapshotVersion);
+  const std::vector<float> shadow =
+      Decoded(pulled.chunks(0).data(), kDeltaNumel);
+  EXPECT_EQ(shadow, Weights(*restarted, kKeyA, kDeltaNumel));
+
+  // One version later a worker one behind in the old history is not sent
+  // the new history's delta.
+  PushStep(*restarted, kSnapshotVersion, ScrambledGradient());
+  pulled =
+      PullAs(*restarted, kSnapshotVersion, kHistoryEpoch, kSnapshotVersion + 1);
+  EXPECT_FALSE(pulled.chunks(0).is_delta());
+  EXPECT_EQ(pulled.chunks(0).version(), kSnapshotVersion + 1);
+  // Nor one holding the old history's version 3.
+  pulled = PullAs(*restarted, kSnapshotVersion + 1, kHistoryEpoch);
+  EXPECT_FALSE(pulled.chunks(0).is_delta());
+}
+
+TEST_F(ShardRestartEpochTest, SameEpochGetsDeltasAsBefore) {
+  auto restarted = Restart(kOtherEpoch);
+  // The dense answer of the new history brings the worker into it ...
+  const v1::PullResponse dense =
+      PullAs(*restarted, kSnapshotVersion, kHistoryEpoch);
+  ASSERT_FALSE(dense.chunks(0).is_delta());
+  std::vector<float> replica = Decoded(dense.chunks(0).data(), kDeltaNumel);
+  // ... where it is already current ...
+  v1::PullResponse pulled =
+      PullAs(*restarted, kSnapshotVersion, dense.history_epoch());
+  EXPECT_TRUE(pulled.chunks(0).is_delta());
+  EXPECT_EQ(pulled.chunks(0).data().sparse().nnz(), 0u);
+  // ... and gets the next version as a delta.
+  PushStep(*restarted, kSnapshotVersion, ScrambledGradient());
+  pulled = PullAs(*restarted, kSnapshotVersion, dense.history_epoch(),
+                  kSnapshotVersion + 1);
+  ASSERT_TRUE(pulled.chunks(0).is_delta());
+  EXPECT_EQ(pulled.chunks(0).version(), kSnapshotVersion + 1);
+  DecodeOptions options;
+  options.expected_numel = kDeltaNumel;
+  CompressedChunk decoded;
+  ASSERT_TRUE(DecodeChunk(pulled.chunks(0).data(), options, &decoded).ok());
+  AccumulateInto(decoded, 1.0f, absl::MakeSpan(replica));
+  const v1::PullResponse shadow =
+      PullAs(*restarted, 0, /*have_epoch=*/0, kSnapshotVersion + 1);
+  EXPECT_EQ(replica, Decoded(shadow.chunks(0).data(), kDeltaNumel));
+}
+
+TEST_F(ShardRestartEpochTest, RestoreKeepingTheEpochAnswersDeltas) {
+  // A shard given the old epoch (a test stand-in for a history that went
+  // on unbroken) answers the snapshot's version as current.
+  auto restarted = Restart(kHistoryEpoch);
+  const v1::PullResponse pulled =
+      PullAs(*restarted, kSnapshotVersion, kHistoryEpoch);
+  EXPECT_TRUE(pulled.chunks(0).is_delta());
+  EXPECT_EQ(pulled.chunks(0).data().sparse().nnz(), 0u);
+}
+
+TEST_F(ShardRestartEpochTest, EpochZeroGetsDenseWeights) {
+  auto restarted = Restart(kOtherEpoch);
+  // A worker without an epoch (an older client, a fresh worker) holding the
+  // very version the shard is at gets dense weights, before and after an
+  // update.
+  EXPECT_FALSE(PullAs(*restarted, kSnapshotVersion, 0).chunks(0).is_delta());
+  PushStep(*restarted, kSnapshotVersion, ScrambledGradient());
+  EXPECT_FALSE(PullAs(*restarted, kSnapshotVersion, 0, kSnapshotVersion + 1)
+                   .chunks(0)
+                   .is_delta());
+  // Also on a shard that never restarted.
+  EXPECT_FALSE(PullAs(*old_, kSnapshotVersion, 0).chunks(0).is_delta());
+  EXPECT_TRUE(
+      PullAs(*old_, kSnapshotVersion, kHistoryEpoch).chunks(0).is_delta());
 }
 
 TEST(ShardPullTest, DensePullsWithoutPullCompressorReturnTheWeights) {

@@ -190,6 +190,10 @@ TEST(ShardSnapshotTest, RestoredDeltaShardKeepsReplicasExact) {
   v1::ChunkPull* chunk = pull.add_chunks();
   chunk->set_key(kKeyA);
   chunk->set_have_version(1);
+  // Options() gives both shards one history epoch, so that their answers
+  // compare; a restarted server process draws a new one
+  // (shard_pull_test.cc, ShardRestartEpochTest).
+  chunk->set_have_epoch(kHistoryEpoch);
   v1::PullResponse from_original, from_copy;
   ASSERT_TRUE(
       original->Pull(pull, absl::Now() + absl::Seconds(1), &from_original)

@@ -27,6 +27,8 @@ namespace shard_test {
 inline constexpr uint32_t kShardId = 2;
 inline constexpr uint32_t kNumShards = 4;
 inline constexpr float kLearningRate = 0.5f;
+// The history epoch of Options(): fixed, so that answers can be compared.
+inline constexpr uint64_t kHistoryEpoch = 0x5eed0000e90c4001;
 
 // Two chunks of different sizes with keys that are not 0 and not adjacent.
 inline constexpr uint64_t kKeyA = 7;
@@ -38,6 +40,7 @@ inline ShardOptions Options() {
   ShardOptions options;
   options.shard_id = kShardId;
   options.num_shards = kNumShards;
+  options.history_epoch = kHistoryEpoch;
   return options;
 }
 
