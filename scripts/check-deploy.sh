@@ -3,11 +3,11 @@
 # built, pulled or started; every check runs on this machine:
 #
 #   dev-certs    scripts/dev-certs.sh writes a throw-away CA, certificates
-#                and token into a temporary folder, for the TLS variants.
-#   compose      docker-compose.yml, and docker-compose.yml merged with
-#                docker-compose.tls.yml (its secrets from the dev-certs
-#                folder): `docker-compose config -q` (Debian's
-#                docker-compose 1.29); warnings count as failures.
+#                and token into a temporary folder, for the TLS defaults.
+#   compose      docker-compose.yml (its secrets from the dev-certs folder),
+#                and docker-compose.yml merged with the plaintext opt-out
+#                docker-compose.plaintext.yml: `docker-compose config -q`
+#                (Debian's docker-compose 1.29); warnings count as failures.
 #   prometheus   deploy/prometheus/prometheus.yml: `promtool check config`.
 #   grafana      deploy/grafana/provisioning/**/*.yml parse as YAML.
 #   dashboard    deploy/grafana/dashboards/*.json: every panel has a unique
@@ -30,8 +30,13 @@
 #                probes and Prometheus targets agree; compose bind mounts name
 #                existing files; the TLS files of compose secrets and of
 #                the Secret gradwire-tls are the dev-certs ones, so the
-#                dry-runs read real certificates
-#                (deploy/validate/check-services.mjs).
+#                dry-runs read real certificates; every config and render
+#                is mutual TLS with a token (shards, workers, health checks,
+#                probes, init containers) except the plaintext opt-outs
+#                (docker-compose.plaintext.yml, deploy/k8s/overlays/
+#                plaintext*), which must be plaintext throughout; compose
+#                publishes ports on 127.0.0.1 only, and no Service is a
+#                NodePort/LoadBalancer (deploy/validate/check-services.mjs).
 #   images       the COPY sources of deploy/docker/Dockerfile* exist and the
 #                run-time packages (install-deps.sh --runtime) are known to apt.
 #   scripts      shellcheck on this script, scripts/install-deps.sh and
@@ -97,8 +102,8 @@ tools() {
   fi
 }
 
-# The TLS variants' files, as a user makes them (docker-compose.tls.yml,
-# deploy/k8s/overlays/tls).
+# The TLS files of docker-compose.yml and deploy/k8s/base, as a user makes
+# them.
 TLS_DIR=$OUT/tls
 TLS_FILES=(ca.pem server.pem server.key client.pem client.key auth-token)
 
@@ -141,7 +146,7 @@ compose_config() {
 compose() {
   local ok=0
   compose_config compose docker-compose.yml || ok=1
-  compose_config compose-tls docker-compose.yml docker-compose.tls.yml || ok=1
+  compose_config compose-plaintext docker-compose.yml docker-compose.plaintext.yml || ok=1
   return $ok
 }
 
@@ -219,18 +224,22 @@ k8s_schema() {
 
 services() {
   local name
-  for name in compose compose-tls; do
+  for name in compose compose-plaintext; do
     [[ -s "$OUT/$name.yml" ]] || { echo "no $name config (see compose)" >&2; return 1; }
   done
   # The renders of Debian's kubectl; those of another kubectl differ only in
   # the ConfigMaps' name suffixes.
+  # Plaintext opt-outs are named so (overlays/plaintext*); everything else
+  # must be TLS with a token.
   local renders=() render
   while read -r render; do
     renders+=(--k8s "$render")
+    if [[ "$render" == overlays/plaintext* ]]; then renders+=(--plaintext "${render%%=*}"); fi
   done < <(grep "@debian-kubectl-" "$OUT/renders" || true)
   [[ ${#renders[@]} -gt 0 ]] || { echo "no render of Debian's kubectl (see kustomize)" >&2; return 1; }
   node deploy/validate/check-services.mjs --repo . --bin-dir "$BUILD/bin" \
-    --compose "compose=$OUT/compose.yml" --compose "compose-tls=$OUT/compose-tls.yml" \
+    --compose "compose=$OUT/compose.yml" \
+    --compose "compose-plaintext=$OUT/compose-plaintext.yml" --plaintext compose-plaintext \
     --secret "gradwire-tls=$TLS_DIR" --prometheus deploy/prometheus/prometheus.yml \
     "${renders[@]}" "${DRY_RUN_FLAG[@]}"
 }

@@ -4,7 +4,7 @@
 //
 //   node check-services.mjs --repo DIR --bin-dir DIR --compose [NAME=]FILE...
 //        --prometheus FILE [--k8s NAME=FILE]... [--secret NAME=DIR]...
-//        [--no-dry-run]
+//        [--plaintext NAME]... [--no-dry-run]
 //
 // Each --compose FILE is `docker-compose config` output (of one file or of a
 // file and its overrides); each --k8s FILE is one `kubectl kustomize`
@@ -24,6 +24,15 @@
 // --num-workers W, the workers' --shards list naming every shard's address,
 // ports matching probes (gRPC probes, or exec probes that run `gradwire
 // health`, which are dry-run too), health checks and Prometheus targets.
+// Transport: every compose config and render is mutual TLS with a bearer
+// token (shards: --tls-cert, --tls-key, --tls-ca,
+// --tls-require-client-cert, --auth-token-file; workers, health checks,
+// probes and init containers running `gradwire health`: the CA and a client
+// pair, workers the token too), except those named with --plaintext, the
+// explicit opt-outs, which must be plaintext through and through. Exposure:
+// no compose service publishes a port beyond the host's loopback interface
+// (or runs in the host's network), no Kubernetes Service is a NodePort or
+// LoadBalancer and no pod uses the node's network or ports.
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
@@ -40,11 +49,12 @@ const VALUE_OPTIONS = { "--repo": "repo", "--bin-dir": "binDir", "--prometheus":
 const splitNamed = (arg) => [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)];
 
 function parseArgs(argv) {
-  const options = { k8s: [], compose: [], secrets: {}, dryRun: true };
+  const options = { k8s: [], compose: [], secrets: {}, plaintext: new Set(), dryRun: true };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === "--no-dry-run") options.dryRun = false;
     else if (argv[i] === "--k8s" && i + 1 < argv.length) options.k8s.push(argv[++i]);
     else if (argv[i] === "--compose" && i + 1 < argv.length) options.compose.push(argv[++i]);
+    else if (argv[i] === "--plaintext" && i + 1 < argv.length) options.plaintext.add(argv[++i]);
     else if (argv[i] === "--secret" && argv[i + 1]?.includes("=")) {
       const [name, dir] = splitNamed(argv[++i]);
       options.secrets[name] = dir;
@@ -431,6 +441,88 @@ function k8sClusterChecks(render, invocations, objects) {
   if (workers.length === 0) problem(render, "no worker Job");
 }
 
+// Transport security of one deployment: mutual TLS and a token everywhere,
+// or (an explicit opt-out) nowhere. A half-secured deployment fails at run
+// time (a worker speaking TLS to a plaintext shard), and a secure default
+// that silently lost a flag is the regression this guards against.
+const TRANSPORT_FLAGS = {
+  "gradwire-server": ["tls-cert", "tls-key", "tls-ca", "tls-require-client-cert", "auth-token-file"],
+  "gradwire-worker": ["tls-ca", "tls-cert", "tls-key", "auth-token-file"],
+  gradwire: ["tls-ca", "tls-cert", "tls-key"], // health: no token needed
+};
+const flagOn = (flags, flag) => !["", "false", undefined].includes(flags[flag]);
+
+function transportChecks(name, invocations, plaintext) {
+  for (const i of invocations) {
+    const wanted = i.binary === "gradwire" && i.subcommand !== "health" ? [] : TRANSPORT_FLAGS[i.binary];
+    // Per-worker tokens stand in for the shared one on a shard.
+    const on = (flag) => flagOn(i.flags, flag) ||
+      (i.binary === "gradwire-server" && flag === "auth-token-file" && flagOn(i.flags, "worker-tokens-file"));
+    const off = wanted.filter((flag) => !on(flag));
+    const set = wanted.filter((flag) => on(flag));
+    if (!plaintext && off.length > 0)
+      problem(i.origin, `not TLS with a token: ${off.map((f) => `--${f}`).join(", ")} unset (only an explicit plaintext opt-out, --plaintext ${name}, may leave them out)`);
+    if (plaintext && set.length > 0)
+      problem(i.origin, `sets ${set.map((f) => `--${f}`).join(", ")}, but ${name} is a plaintext opt-out: it must be plaintext throughout (half TLS does not connect)`);
+  }
+}
+
+// Shell scripts of containers that run `gradwire health` (init containers
+// waiting for the shards) are no invocations of their own: their flags are
+// checked as text.
+function k8sScriptTransportChecks(name, objects, plaintext) {
+  for (const o of objects) {
+    const spec = o.spec?.template?.spec;
+    for (const c of [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])]) {
+      const script = [...(c.command ?? []), ...(c.args ?? [])].join(" ");
+      if (path.basename(c.command?.[0] ?? "") === "gradwire" || !/\bgradwire health\b/.test(script)) continue;
+      const set = ["--tls-ca=", "--tls-cert=", "--tls-key="].filter((flag) => script.includes(flag));
+      if (!plaintext && set.length < 3)
+        problem(`${name} ${label(o)} container ${c.name}`, "runs `gradwire health` without --tls-ca, --tls-cert and --tls-key");
+      if (plaintext && set.length > 0)
+        problem(`${name} ${label(o)} container ${c.name}`, "the plaintext opt-out runs `gradwire health` with TLS flags");
+    }
+  }
+}
+
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|\[::1\]|localhost)$/;
+
+// A compose port as [host address, published port]; the address is "" when
+// the port is published on every interface.
+function composePort(port) {
+  if (typeof port === "object") return [port.host_ip ?? "", String(port.published ?? "")];
+  const spec = String(port).replace(/\/\w+$/, "");
+  const ipv6 = /^\[([^\]]+)\]:(.*)$/.exec(spec);
+  if (ipv6) return [ipv6[1], ipv6[2].split(":")[0]];
+  const parts = spec.split(":");
+  if (parts.length >= 3) return [parts[0], parts[1]];
+  return ["", parts.length === 2 ? parts[0] : "(random)"];
+}
+
+function composeExposureChecks(configName, config) {
+  for (const [name, service] of Object.entries(config.services ?? {})) {
+    const origin = `${configName} ${name}`;
+    if (service.network_mode === "host") problem(origin, "runs in the host's network: every port it listens on is public");
+    for (const port of service.ports ?? []) {
+      const [host, published] = composePort(port);
+      if (!LOOPBACK.test(host))
+        problem(origin, `publishes port ${published} on ${host || "every host interface (0.0.0.0)"}; publish on 127.0.0.1 only ("127.0.0.1:${published}:PORT")`);
+    }
+  }
+}
+
+function k8sExposureChecks(render, objects) {
+  for (const o of objects) {
+    if (o.kind === "Service" && ["NodePort", "LoadBalancer"].includes(o.spec?.type))
+      problem(`${render} ${label(o)}`, `type ${o.spec.type} publishes it outside the cluster`);
+    const spec = o.spec?.template?.spec;
+    if (spec?.hostNetwork) problem(`${render} ${label(o)}`, "hostNetwork: its ports are the node's");
+    for (const c of [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])])
+      for (const port of c.ports ?? [])
+        if (port.hostPort) problem(`${render} ${label(o)} container ${c.name}`, `hostPort ${port.hostPort} publishes it on the node`);
+  }
+}
+
 function main() {
   const options = parseArgs(process.argv.slice(2));
   const repo = path.resolve(options.repo);
@@ -451,11 +543,22 @@ function main() {
   });
   const all = [...composes, ...renders].flatMap((r) => r.invocations);
   for (const i of all) i.flags = resolve(i, flagsOf(options.binDir, i.binary, i.subcommand));
+  for (const name of options.plaintext)
+    if (![...composes, ...renders].some((r) => r.name === name)) throw new Error(`--plaintext ${name}: no such compose config or render`);
   for (const c of composes) {
     composeMountChecks(c.name, c.config);
     composeClusterChecks(c.name, c.invocations, c.config, prometheus);
+    transportChecks(c.name, c.invocations, options.plaintext.has(c.name));
+    composeExposureChecks(c.name, c.config);
   }
-  for (const r of renders) k8sClusterChecks(r.name, r.invocations, r.objects);
+  for (const r of renders) {
+    k8sClusterChecks(r.name, r.invocations, r.objects);
+    transportChecks(r.name, r.invocations, options.plaintext.has(r.name));
+    k8sScriptTransportChecks(r.name, r.objects, options.plaintext.has(r.name));
+    k8sExposureChecks(r.name, r.objects);
+  }
+  const transports = [...composes, ...renders].map((r) => `${r.name}: ${options.plaintext.has(r.name) ? "plaintext (opt-out)" : "TLS + token"}`);
+  console.log(`check-services: transport: ${transports.join("; ")}`);
   if (options.dryRun) for (const i of all) dryRun(options.binDir, i);
   else console.log("check-services: --dry-run runs SKIPPED (--no-dry-run)");
   for (const p of problems) console.error(`check-services: ${p}`);
