@@ -190,9 +190,13 @@ grpc::ServerUnaryReactor* ParameterServerService::Init(
       context, request, response, &handlers_,
       [this](grpc::CallbackServerContext*, const v1::InitRequest& init, size_t,
              v1::InitResponse* answer) {
-        if (activity_ != nullptr)
+        const absl::Status status = shard_->Init(init, answer);
+        // Only an accepted call is a sign of life: a refused one may name
+        // any worker.
+        if (status.ok() && activity_ != nullptr) {
           activity_->Heard(init.worker_id(), absl::Now());
-        return ToGrpcStatus(shard_->Init(init, answer));
+        }
+        return ToGrpcStatus(status);
       });
 }
 
@@ -203,9 +207,10 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(
       context, request, response, &handlers_,
       [this](grpc::CallbackServerContext*, const v1::PushRequest& push,
              size_t request_bytes, v1::PushResponse* answer) {
-        if (activity_ != nullptr)
-          activity_->Heard(push.worker_id(), absl::Now());
         const absl::Status status = shard_->Push(push, answer);
+        if (status.ok() && activity_ != nullptr) {
+          activity_->Heard(push.worker_id(), absl::Now());
+        }
         shard_->metrics().CountPushBytes(
             request_bytes, status.ok() ? answer->ByteSizeLong() : 0);
         return ToGrpcStatus(status);

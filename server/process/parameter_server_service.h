@@ -31,9 +31,9 @@
 //      waits at most kMaxPullWait.
 //   5. The answer is serialized into the call's reply buffer.
 //
-// Liveness: with a WorkerActivity, every parsed Init, Push and Pull is
-// reported as hearing from its worker, and a waiting Pull for as long as it
-// waits (worker_liveness.h).
+// Liveness: with a WorkerActivity, every accepted Init and Push is reported
+// as hearing from its worker (a refused one may name any worker), and a
+// Pull keeps its worker alive for as long as it waits (worker_liveness.h).
 //
 // Metrics: the received and sent bytes of each Push and Pull, and each
 // Pull's wait, go to the shard's ShardMetrics.
