@@ -116,8 +116,10 @@ class CheckedShard {
     if (!status.ok()) {
       Check(shard_->StateDigest() == before);
       Check(shard_->initialized() == was_initialized);
+      // RESOURCE_EXHAUSTED: a well-formed Init over the shard's budget.
       Check(absl::IsInvalidArgument(status) ||
-            absl::IsFailedPrecondition(status) || absl::IsOutOfRange(status));
+            absl::IsFailedPrecondition(status) || absl::IsOutOfRange(status) ||
+            absl::IsResourceExhausted(status));
       Check(!status.message().empty());
       if (was_initialized && AddressedToThisJob(request) &&
           !MessageDifferencer::Equals(request.config(), accepted_->config())) {

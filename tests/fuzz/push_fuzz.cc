@@ -4,7 +4,8 @@
 // Input (shard_fuzz_util.h): a setup byte picks the consistency mode (BSP,
 // ASP, SSP with staleness 2), two or three workers, and dense or delta
 // pulls of a shard with three small chunks. Then records, by op byte % 3:
-//   0  raw push:  a length-prefixed serialized v1::PushRequest;
+//   0  raw push:  a length-prefixed serialized v1::PushRequest (its bytes
+//                 are also parsed and sent as a v1::PullRequest);
 //   1  made push: worker, step, chunk mask, encoding and value-seed bytes,
 //                 built into a valid push of compressed gradients;
 //   2  pull:      worker, chunk, have_version, min_step and flag bytes
@@ -77,6 +78,13 @@ class PushHarness {
           if (request.ParseFromArray(bytes.data(),
                                      static_cast<int>(bytes.size()))) {
             CheckedPush(request);
+          }
+          // The same bytes as a Pull: repeated keys, many entries, any
+          // field values.
+          v1::PullRequest pull;
+          if (pull.ParseFromArray(bytes.data(),
+                                  static_cast<int>(bytes.size()))) {
+            CheckedRawPull(pull);
           }
           break;
         }
@@ -195,6 +203,24 @@ class PushHarness {
     if (setup_.mode == v1::CONSISTENCY_MODE_BSP) Check(version == clock);
     model.version = version;
     model.clock = clock;
+  }
+
+  // Any PullRequest changes nothing, and a refused one answers nothing.
+  void CheckedRawPull(const v1::PullRequest& request) {
+    const uint64_t before = shard_->StateDigest();
+    v1::PullResponse response;
+    const absl::Status status =
+        shard_->Pull(request, absl::InfinitePast(), &response);
+    if (Verbose()) {
+      std::fprintf(stderr, "raw pull of %d chunks: %s\n", request.chunks_size(),
+                   status.ToString().c_str());
+    }
+    Check(shard_->StateDigest() == before);
+    if (!status.ok()) Check(response.chunks_size() == 0);
+    if (status.ok()) {
+      Check(response.chunks_size() == request.chunks_size());
+      Check(response.history_epoch() == shard_->history_epoch());
+    }
   }
 
   void CheckedPull(InputReader& input) {
