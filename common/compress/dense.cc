@@ -1,8 +1,10 @@
 // Dense compressors: none (fp32 unless another precision is asked for), fp16
 // and bf16. They send every element, rounded to the wire precision.
 #include <string>
+#include <utility>
 
 #include "common/compress/builtin.h"
+#include "common/compress/kernels.h"
 
 namespace gradwire {
 namespace {
@@ -16,17 +18,46 @@ class DenseCompressor final : public Compressor {
                         const CompressContext& ctx,
                         CompressedChunk* out) const override {
     if (absl::Status s = CheckFinite(input); !s.ok()) return s;
+    StartChunk(input.size(), out);
+    compress_kernels::Kernels().round_dense(input.data(), zero_non_finite(),
+                                            out->precision, input.size(),
+                                            out->values.data());
+    return absl::OkStatus();
+  }
+
+  // One pass: v = r + g, the value is v rounded, the residual what rounding
+  // left (zero for fp32, and then not written back). Under kReject a sum
+  // that overflowed is refused, as the values it would send are not finite.
+  absl::Status CompressWithFeedback(absl::Span<const float> gradient,
+                                    const CompressContext& ctx,
+                                    FeedbackState* state,
+                                    CompressedChunk* out) const override {
+    if (absl::Status s = CheckFinite(gradient); !s.ok()) return s;
+    state->Resize(gradient.size(), /*with_velocity=*/false);
+    StartChunk(gradient.size(), out);
+    const bool finite = compress_kernels::Kernels().dense_feedback(
+        gradient.data(), zero_non_finite(), out->precision,
+        state->residual.data(), gradient.size(), out->values.data());
+    if (!finite) return CheckFinite(out->values);
+    return absl::OkStatus();
+  }
+
+ private:
+  bool zero_non_finite() const {
+    return options().non_finite == NonFinitePolicy::kZero;
+  }
+
+  // Clears `out` to a dense chunk of `numel` values whose contents the
+  // caller overwrites. A chunk reused at the same size keeps its buffer
+  // without filling it with zeros first.
+  void StartChunk(uint64_t numel, CompressedChunk* out) const {
+    std::vector<float> values = std::move(out->values);
     out->Clear();
     out->encoding = Encoding::kDense;
-    out->numel = input.size();
+    out->numel = numel;
     out->precision = options().precision;
-    out->values.resize(input.size());
-    const NonFinitePolicy policy = options().non_finite;
-    for (size_t i = 0; i < input.size(); ++i) {
-      out->values[i] =
-          RoundToPrecision(SanitizeValue(input[i], policy), out->precision);
-    }
-    return absl::OkStatus();
+    values.resize(numel);
+    out->values = std::move(values);
   }
 };
 

@@ -1,9 +1,9 @@
 // 1-bit sign compression for EF-signSGD (Karimireddy et al., 2019): every
 // element becomes sign(x) * mean|x|, which with error feedback converges like
-// SGD.
-#include <cmath>
+// SGD. The scale's sum runs in the fixed lanes of kernels.h.
 
 #include "common/compress/builtin.h"
+#include "common/compress/kernels.h"
 
 namespace gradwire {
 namespace {
@@ -22,13 +22,12 @@ class OneBitCompressor final : public Compressor {
     out->Clear();
     out->encoding = Encoding::kSign;
     out->numel = n;
-    out->positive_bits.assign(BitWords(n), 0);
-    double sum = 0.0;
-    for (uint64_t i = 0; i < n; ++i) {
-      const float x = SanitizeValue(input[i], policy);
-      sum += std::fabs(x);
-      if (x >= 0.0f) out->positive_bits[i >> 6] |= 1ull << (i & 63);
-    }
+    out->positive_bits.resize(BitWords(n));
+    double lanes[compress_kernels::kSumLanes] = {};
+    compress_kernels::Kernels().sign_bits(input.data(),
+                                          policy == NonFinitePolicy::kZero, n,
+                                          out->positive_bits.data(), lanes);
+    const double sum = compress_kernels::CombineLanes(lanes);
     out->scale = n == 0 ? 0.0f : static_cast<float>(sum / n);
     return absl::OkStatus();
   }

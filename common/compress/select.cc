@@ -3,91 +3,89 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
+
+#include "common/compress/kernels.h"
 
 namespace gradwire {
 namespace select_internal {
 namespace {
 
-// Magnitude order with ties broken towards the lower index: a strict total
-// order, so the selected set is unique.
-struct LargerMagnitude {
-  absl::Span<const float> x;
-  bool operator()(uint32_t a, uint32_t b) const {
-    const float fa = std::fabs(x[a]);
-    const float fb = std::fabs(x[b]);
-    return fa > fb || (fa == fb && a < b);
-  }
-};
+// Collected indices arrive in slices of this many elements, so the output
+// vector grows with what is selected, not with the chunk.
+constexpr size_t kSlice = size_t{1} << 16;
 
-constexpr size_t kBlock = 16;
+// Runs `collect(first, length, out)` over [0, n) slice by slice, where
+// `collect` writes at most `length` indices to `out` and returns how many;
+// leaves exactly the collected indices in *indices.
+template <typename Collect>
+void CollectInSlices(size_t n, std::vector<uint32_t>* indices,
+                     Collect&& collect) {
+  size_t count = 0;
+  indices->clear();
+  for (size_t first = 0; first < n; first += kSlice) {
+    const size_t length = std::min(kSlice, n - first);
+    if (indices->size() < count + length) {
+      indices->resize(std::max(count + length, 2 * indices->size()));
+    }
+    count +=
+        collect(static_cast<uint32_t>(first), length, indices->data() + count);
+  }
+  indices->resize(count);
+}
 
 }  // namespace
 
 void CollectAtLeast(absl::Span<const float> x, float threshold,
                     std::vector<uint32_t>* indices) {
-  indices->clear();
-  const size_t n = x.size();
-  size_t i = 0;
-  // Blocks: a branch-free test of the whole block first, since almost all
-  // blocks hold no candidate at the densities we run.
-  for (; i + kBlock <= n; i += kBlock) {
-    int any = 0;
-    for (size_t j = 0; j < kBlock; ++j) any |= std::fabs(x[i + j]) >= threshold;
-    if (!any) continue;
-    for (size_t j = 0; j < kBlock; ++j) {
-      if (std::fabs(x[i + j]) >= threshold) {
-        indices->push_back(static_cast<uint32_t>(i + j));
-      }
-    }
-  }
-  for (; i < n; ++i) {
-    if (std::fabs(x[i]) >= threshold)
-      indices->push_back(static_cast<uint32_t>(i));
-  }
+  const auto& collect = compress_kernels::Kernels().collect_at_least;
+  CollectInSlices(
+      x.size(), indices, [&](uint32_t first, size_t length, uint32_t* out) {
+        return collect(x.data() + first, length, threshold, first, out);
+      });
 }
 
 void AccumulateAndCollect(absl::Span<const float> gradient, float scale,
                           bool zero_non_finite, absl::Span<float> residual,
                           float threshold, std::vector<uint32_t>* indices) {
-  indices->clear();
-  const size_t n = gradient.size();
-  const float* g = gradient.data();
-  float* r = residual.data();
-  size_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) {
-    int any = 0;
-    for (size_t j = 0; j < kBlock; ++j) {
-      float gj = g[i + j];
-      if (zero_non_finite) gj = (gj - gj == 0.0f) ? gj : 0.0f;
-      const float v = r[i + j] + scale * gj;
-      r[i + j] = v;
-      any |= std::fabs(v) >= threshold;
-    }
-    if (!any) continue;
-    for (size_t j = 0; j < kBlock; ++j) {
-      if (std::fabs(r[i + j]) >= threshold) {
-        indices->push_back(static_cast<uint32_t>(i + j));
-      }
-    }
-  }
-  for (; i < n; ++i) {
-    float gi = g[i];
-    if (zero_non_finite) gi = (gi - gi == 0.0f) ? gi : 0.0f;
-    r[i] += scale * gi;
-    if (std::fabs(r[i]) >= threshold)
-      indices->push_back(static_cast<uint32_t>(i));
-  }
+  const auto& accumulate = compress_kernels::Kernels().accumulate_and_collect;
+  CollectInSlices(gradient.size(), indices,
+                  [&](uint32_t first, size_t length, uint32_t* out) {
+                    return accumulate(gradient.data() + first, scale,
+                                      zero_non_finite, residual.data() + first,
+                                      length, threshold, first, out);
+                  });
 }
 
 void KeepLargest(absl::Span<const float> x, uint64_t k,
                  std::vector<uint32_t>* candidates) {
-  if (k < candidates->size()) {
-    std::nth_element(candidates->begin(), candidates->begin() + k,
-                     candidates->end(), LargerMagnitude{x});
-    candidates->resize(k);
+  if (k >= candidates->size()) return;
+  if (k == 0) {
+    candidates->clear();
+    return;
   }
-  std::sort(candidates->begin(), candidates->end());
+  // The k-th largest magnitude among the candidates; everything above it is
+  // kept, and of the elements equal to it the lowest indices, which come
+  // first in the increasing candidate order. The order is kept as it is.
+  std::vector<float> magnitude(candidates->size());
+  for (size_t j = 0; j < candidates->size(); ++j) {
+    magnitude[j] = std::fabs(x[(*candidates)[j]]);
+  }
+  std::nth_element(magnitude.begin(), magnitude.begin() + (k - 1),
+                   magnitude.end(), std::greater<float>());
+  const float kth = magnitude[k - 1];
+  uint64_t above = 0;
+  for (float m : magnitude) above += m > kth;
+  uint64_t ties_left = k - above;
+  size_t kept = 0;
+  for (uint32_t i : *candidates) {
+    const float m = std::fabs(x[i]);
+    if (m > kth || (m == kth && ties_left > 0 && ties_left--)) {
+      (*candidates)[kept++] = i;
+    }
+  }
+  candidates->resize(kept);
 }
 
 void TopK(absl::Span<const float> x, uint64_t k,

@@ -27,16 +27,17 @@ void CollectAtLeast(absl::Span<const float> x, float threshold,
                     std::vector<uint32_t>* indices);
 
 // Fused error-feedback accumulation and collection: for every i,
-// residual[i] += gradient[i] (non-finite gradient elements taken as 0 when
-// `zero_non_finite`), then i is appended when |residual[i]| >= threshold.
-// An infinite threshold collects nothing.
+// residual[i] += scale * gradient[i] (non-finite gradient elements taken as 0
+// when `zero_non_finite`), then i is appended when |residual[i]| >=
+// threshold. An infinite threshold collects nothing. Both run the kernels of
+// kernels.h.
 void AccumulateAndCollect(absl::Span<const float> gradient, float scale,
                           bool zero_non_finite, absl::Span<float> residual,
                           float threshold, std::vector<uint32_t>* indices);
 
-// Keeps, out of `candidates` (increasing indices into x), the k with the
-// largest |x|, ties broken towards the lower index; the result is sorted.
-// Requires k <= candidates->size().
+// Keeps, out of `candidates` (increasing indices into x, none at a NaN), the
+// k with the largest |x|, ties broken towards the lower index, in increasing
+// order. Keeps all of them when k >= candidates->size(). O(candidates).
 void KeepLargest(absl::Span<const float> x, uint64_t k,
                  std::vector<uint32_t>* candidates);
 

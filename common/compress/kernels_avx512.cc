@@ -1,0 +1,331 @@
+// The AVX-512 kernels (F, BW, VL, DQ and F16C). Compiled with those
+// instruction sets enabled and -ffp-contract=off; only intrinsics and the
+// portable table's functions are called here (see kernels.h).
+#include <immintrin.h>
+
+#include "common/compress/kernels.h"
+
+namespace gradwire {
+namespace compress_kernels {
+namespace {
+
+constexpr size_t kLanes = 16;  // floats per register
+
+// Stores of dense outputs larger than this bypass the caches: such a buffer
+// cannot stay cached anyway, and a streaming store skips reading each line
+// before writing it.
+constexpr size_t kStreamBytes = size_t{8} << 20;
+
+inline __mmask16 FiniteMask(__m512 x) {
+  const __m512i exponent = _mm512_set1_epi32(0x7f800000);
+  return _mm512_cmpneq_epi32_mask(
+      _mm512_and_si512(_mm512_castps_si512(x), exponent), exponent);
+}
+
+inline __m512 Sanitized(__m512 x, bool zero_non_finite) {
+  return zero_non_finite ? _mm512_maskz_mov_ps(FiniteMask(x), x) : x;
+}
+
+inline __mmask16 AtLeast(__m512 x, __m512 threshold) {
+  return _mm512_cmp_ps_mask(_mm512_abs_ps(x), threshold, _CMP_GE_OQ);
+}
+
+// Appends first + i + (each set lane of `mask`) to out, in lane order.
+inline size_t Emit(__mmask16 mask, uint32_t base, uint32_t* out) {
+  const __m512i lane =
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i index = _mm512_add_epi32(_mm512_set1_epi32(base), lane);
+  _mm512_mask_compressstoreu_epi32(out, mask, index);
+  return static_cast<size_t>(__builtin_popcount(mask));
+}
+
+size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
+                            float* r, size_t n, float threshold, uint32_t first,
+                            uint32_t* out) {
+  const __m512 s = _mm512_set1_ps(scale);
+  const __m512 t = _mm512_set1_ps(threshold);
+  size_t count = 0;
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const __m512 gv = Sanitized(_mm512_loadu_ps(g + i), zero_non_finite);
+    const __m512 v =
+        _mm512_add_ps(_mm512_loadu_ps(r + i), _mm512_mul_ps(s, gv));
+    _mm512_storeu_ps(r + i, v);
+    const __mmask16 mask = AtLeast(v, t);
+    if (mask != 0) {
+      count += Emit(mask, first + static_cast<uint32_t>(i), out + count);
+    }
+  }
+  return count + PortableKernels().accumulate_and_collect(
+                     g + i, scale, zero_non_finite, r + i, n - i, threshold,
+                     first + static_cast<uint32_t>(i), out + count);
+}
+
+size_t CollectAtLeast(const float* x, size_t n, float threshold, uint32_t first,
+                      uint32_t* out) {
+  const __m512 t = _mm512_set1_ps(threshold);
+  size_t count = 0;
+  size_t i = 0;
+  for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
+    // Four registers per test: selected elements are rare.
+    const __mmask16 m0 = AtLeast(_mm512_loadu_ps(x + i), t);
+    const __mmask16 m1 = AtLeast(_mm512_loadu_ps(x + i + 16), t);
+    const __mmask16 m2 = AtLeast(_mm512_loadu_ps(x + i + 32), t);
+    const __mmask16 m3 = AtLeast(_mm512_loadu_ps(x + i + 48), t);
+    if ((m0 | m1 | m2 | m3) == 0) continue;
+    const uint32_t base = first + static_cast<uint32_t>(i);
+    count += Emit(m0, base, out + count);
+    count += Emit(m1, base + 16, out + count);
+    count += Emit(m2, base + 32, out + count);
+    count += Emit(m3, base + 48, out + count);
+  }
+  return count + PortableKernels().collect_at_least(
+                     x + i, n - i, threshold, first + static_cast<uint32_t>(i),
+                     out + count);
+}
+
+// v rounded to fp16 and back, for finite v: saturated to +-65504 like
+// FloatToHalfBits, round to nearest even by the conversion itself.
+inline __m512 RoundFp16(__m512 v) {
+  const __m512 max = _mm512_set1_ps(kFp16Max);
+  const __m512 clamped = _mm512_max_ps(_mm512_min_ps(v, max),
+                                       _mm512_sub_ps(_mm512_setzero_ps(), max));
+  return _mm512_cvtph_ps(
+      _mm512_cvtps_ph(clamped, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+// v rounded to bf16 and back, for finite v, as FloatToBf16Bits does it.
+inline __m512 RoundBf16(__m512 v) {
+  const __m512i x = _mm512_castps_si512(v);
+  const __m512i odd =
+      _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), odd);
+  const __m512i exponent = _mm512_set1_epi32(0x7f800000);
+  const __mmask16 overflow =
+      _mm512_cmpeq_epi32_mask(_mm512_and_si512(rounded, exponent), exponent);
+  const __m512i truncated = _mm512_and_si512(
+      rounded, _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
+  const __m512i saturated = _mm512_or_si512(
+      _mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0x80000000u))),
+      _mm512_set1_epi32(0x7f7f0000));
+  return _mm512_castsi512_ps(
+      _mm512_mask_mov_epi32(truncated, overflow, saturated));
+}
+
+// Rounds finite lanes; the caller handles registers with a non-finite lane.
+inline __m512 RoundFinite(__m512 v, ValuePrecision precision) {
+  switch (precision) {
+    case ValuePrecision::kFp16:
+      return RoundFp16(v);
+    case ValuePrecision::kBf16:
+      return RoundBf16(v);
+    case ValuePrecision::kFp32:
+      break;
+  }
+  return v;
+}
+
+// Writes `v` to values + i with a streaming store when `stream` (values + i
+// then 64-byte aligned), else a plain one.
+inline void StoreValues(float* values, size_t i, __m512 v, bool stream) {
+  if (stream) {
+    _mm512_stream_ps(values + i, v);
+  } else {
+    _mm512_storeu_ps(values + i, v);
+  }
+}
+
+// Elements before `values` + result are 64-byte aligned (at most n).
+inline size_t HeadToAlignment(const float* values, size_t n) {
+  const auto address = reinterpret_cast<uintptr_t>(values);
+  const size_t misaligned = (64 - address % 64) % 64;
+  if (misaligned % sizeof(float) != 0) return n;  // never aligns
+  const size_t head = misaligned / sizeof(float);
+  return head < n ? head : n;
+}
+
+bool DenseFeedback(const float* g, bool zero_non_finite,
+                   ValuePrecision precision, float* r, size_t n,
+                   float* values) {
+  const KernelTable& portable = PortableKernels();
+  const bool stream = n * sizeof(float) >= kStreamBytes;
+  size_t i = stream ? HeadToAlignment(values, n) : 0;
+  bool finite =
+      portable.dense_feedback(g, zero_non_finite, precision, r, i, values);
+  for (; i + kLanes <= n; i += kLanes) {
+    const __m512 r_old = _mm512_loadu_ps(r + i);
+    const __m512 v = _mm512_add_ps(
+        r_old, Sanitized(_mm512_loadu_ps(g + i), zero_non_finite));
+    if (FiniteMask(v) != 0xffff) {
+      // Infinities and NaN take the scalar rules of the precision.
+      float lanes[kLanes];
+      finite &= portable.dense_feedback(g + i, zero_non_finite, precision,
+                                        r + i, kLanes, lanes);
+      StoreValues(values, i, _mm512_loadu_ps(lanes), stream);
+      continue;
+    }
+    const __m512 q = RoundFinite(v, precision);
+    StoreValues(values, i, q, stream);
+    const __m512 r_new = _mm512_sub_ps(v, q);
+    // A residual that stays as it was (zero, for fp32) is not written back.
+    if (_mm512_cmpneq_epi32_mask(_mm512_castps_si512(r_new),
+                                 _mm512_castps_si512(r_old)) != 0) {
+      _mm512_storeu_ps(r + i, r_new);
+    }
+  }
+  if (stream) _mm_sfence();
+  return portable.dense_feedback(g + i, zero_non_finite, precision, r + i,
+                                 n - i, values + i) &&
+         finite;
+}
+
+void RoundDense(const float* x, bool zero_non_finite, ValuePrecision precision,
+                size_t n, float* values) {
+  const KernelTable& portable = PortableKernels();
+  const bool stream = n * sizeof(float) >= kStreamBytes;
+  size_t i = stream ? HeadToAlignment(values, n) : 0;
+  portable.round_dense(x, zero_non_finite, precision, i, values);
+  for (; i + kLanes <= n; i += kLanes) {
+    const __m512 v = Sanitized(_mm512_loadu_ps(x + i), zero_non_finite);
+    if (FiniteMask(v) != 0xffff) {
+      float lanes[kLanes];
+      portable.round_dense(x + i, zero_non_finite, precision, kLanes, lanes);
+      StoreValues(values, i, _mm512_loadu_ps(lanes), stream);
+      continue;
+    }
+    StoreValues(values, i, RoundFinite(v, precision), stream);
+  }
+  if (stream) _mm_sfence();
+  portable.round_dense(x + i, zero_non_finite, precision, n - i, values + i);
+}
+
+void SignBits(const float* x, bool zero_non_finite, size_t n, uint64_t* bits,
+              double lanes[kSumLanes]) {
+  __m512d lo = _mm512_loadu_pd(lanes);
+  __m512d hi = _mm512_loadu_pd(lanes + 8);
+  const __m512 zero = _mm512_setzero_ps();
+  size_t w = 0;
+  for (; (w + 1) * 64 <= n; ++w) {
+    uint64_t word = 0;
+    for (size_t part = 0; part < 4; ++part) {
+      const __m512 v =
+          Sanitized(_mm512_loadu_ps(x + w * 64 + part * 16), zero_non_finite);
+      const __m512 a = _mm512_abs_ps(v);
+      lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(a)));
+      hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(a, 1)));
+      const __mmask16 positive = _mm512_cmp_ps_mask(v, zero, _CMP_GE_OQ);
+      word |= static_cast<uint64_t>(positive) << (part * 16);
+    }
+    bits[w] = word;
+  }
+  _mm512_storeu_pd(lanes, lo);
+  _mm512_storeu_pd(lanes + 8, hi);
+  PortableKernels().sign_bits(x + w * 64, zero_non_finite, n - w * 64, bits + w,
+                              lanes);
+}
+
+void SumSquares(const float* x, bool zero_non_finite, size_t n,
+                double lanes[kSumLanes]) {
+  __m512d lo = _mm512_loadu_pd(lanes);
+  __m512d hi = _mm512_loadu_pd(lanes + 8);
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const __m512 v = Sanitized(_mm512_loadu_ps(x + i), zero_non_finite);
+    const __m512d vlo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    const __m512d vhi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1));
+    lo = _mm512_add_pd(lo, _mm512_mul_pd(vlo, vlo));
+    hi = _mm512_add_pd(hi, _mm512_mul_pd(vhi, vhi));
+  }
+  _mm512_storeu_pd(lanes, lo);
+  _mm512_storeu_pd(lanes + 8, hi);
+  PortableKernels().sum_squares(x + i, zero_non_finite, n - i, lanes);
+}
+
+// SplitMix64's outputs for the eight states in `state`, as unit floats
+// (the top 24 bits times 2^-24, exact).
+inline __m256 UnitFloats(__m512i state) {
+  __m512i z = state;
+  z = _mm512_mullo_epi64(
+      _mm512_xor_si512(z, _mm512_srli_epi64(z, 30)),
+      _mm512_set1_epi64(static_cast<long long>(0xbf58476d1ce4e5b9ull)));
+  z = _mm512_mullo_epi64(
+      _mm512_xor_si512(z, _mm512_srli_epi64(z, 27)),
+      _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebull)));
+  z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+  const __m256 top = _mm512_cvtepi64_ps(_mm512_srli_epi64(z, 40));
+  return _mm256_mul_ps(top, _mm256_set1_ps(1.0f / 16777216.0f));
+}
+
+// Levels of eight elements `v` (sanitised) whose generator states are
+// `state`, as eight 32-bit integers.
+inline __m256i EightLevels(__m256 v, __m512i state, __m512d to_levels,
+                           __m512d s) {
+  const __m256 magnitude = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+  // min_pd(s, p) is (s < p ? s : p), std::min(p, s) operand for operand.
+  const __m256 a = _mm512_cvtpd_ps(
+      _mm512_min_pd(s, _mm512_mul_pd(_mm512_cvtps_pd(magnitude), to_levels)));
+  const __m256 low = _mm256_floor_ps(a);
+  const __m256 up =
+      _mm256_cmp_ps(UnitFloats(state), _mm256_sub_ps(a, low), _CMP_LT_OQ);
+  // up is all ones (-1) where the level rounds up.
+  return _mm256_sub_epi32(_mm256_cvttps_epi32(low), _mm256_castps_si256(up));
+}
+
+void QsgdLevels(const float* x, bool zero_non_finite, size_t n,
+                double to_levels, float s, uint64_t seed, uint16_t* levels,
+                uint64_t* negative_bits) {
+  const __m512d scale = _mm512_set1_pd(to_levels);
+  const __m512d top = _mm512_set1_pd(static_cast<double>(s));
+  const __m512i step8 =
+      _mm512_set1_epi64(static_cast<long long>(8 * kSplitMixIncrement));
+  // States of outputs 1..8 (output k uses seed + k * increment).
+  __m512i state = _mm512_add_epi64(
+      _mm512_set1_epi64(static_cast<long long>(seed)),
+      _mm512_mullo_epi64(
+          _mm512_setr_epi64(1, 2, 3, 4, 5, 6, 7, 8),
+          _mm512_set1_epi64(static_cast<long long>(kSplitMixIncrement))));
+  const __m512 zero = _mm512_setzero_ps();
+  size_t w = 0;
+  for (; (w + 1) * 64 <= n; ++w) {
+    uint64_t word = 0;
+    for (size_t part = 0; part < 4; ++part) {
+      const size_t i = w * 64 + part * 16;
+      const __m512 v = Sanitized(_mm512_loadu_ps(x + i), zero_non_finite);
+      const __m256i lo =
+          EightLevels(_mm512_castps512_ps256(v), state, scale, top);
+      state = _mm512_add_epi64(state, step8);
+      const __m256i hi =
+          EightLevels(_mm512_extractf32x8_ps(v, 1), state, scale, top);
+      state = _mm512_add_epi64(state, step8);
+      const __m512i both =
+          _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(levels + i),
+                          _mm512_cvtepi32_epi16(both));
+      const __mmask16 negative = _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ);
+      word |= static_cast<uint64_t>(negative) << (part * 16);
+    }
+    negative_bits[w] = word;
+  }
+  PortableKernels().qsgd_levels(
+      x + w * 64, zero_non_finite, n - w * 64, to_levels, s,
+      seed + w * 64 * kSplitMixIncrement, levels + w * 64, negative_bits + w);
+}
+
+constexpr KernelTable kAvx512 = {
+    InstructionSet::kAvx512,
+    AccumulateAndCollect,
+    CollectAtLeast,
+    DenseFeedback,
+    RoundDense,
+    SignBits,
+    SumSquares,
+    QsgdLevels,
+};
+
+}  // namespace
+
+const KernelTable* Avx512Kernels() { return &kAvx512; }
+
+}  // namespace compress_kernels
+}  // namespace gradwire

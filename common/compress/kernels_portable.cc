@@ -1,0 +1,153 @@
+// The portable kernels: the reference every vector version must match.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/compress/kernels.h"
+#include "common/compress/random_index_set.h"
+
+namespace gradwire {
+namespace compress_kernels {
+namespace {
+
+// Almost all blocks hold no selected element at the densities we run, so a
+// branch-free test of a whole block comes first.
+constexpr size_t kBlock = 16;
+
+inline float Sanitized(float x, bool zero_non_finite) {
+  return (zero_non_finite && !(x - x == 0.0f)) ? 0.0f : x;
+}
+
+size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
+                            float* r, size_t n, float threshold, uint32_t first,
+                            uint32_t* out) {
+  size_t count = 0;
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    int any = 0;
+    for (size_t j = 0; j < kBlock; ++j) {
+      const float product = scale * Sanitized(g[i + j], zero_non_finite);
+      const float v = r[i + j] + product;
+      r[i + j] = v;
+      any |= std::fabs(v) >= threshold;
+    }
+    if (!any) continue;
+    for (size_t j = 0; j < kBlock; ++j) {
+      if (std::fabs(r[i + j]) >= threshold) {
+        out[count++] = first + static_cast<uint32_t>(i + j);
+      }
+    }
+  }
+  for (; i < n; ++i) {
+    const float product = scale * Sanitized(g[i], zero_non_finite);
+    r[i] += product;
+    if (std::fabs(r[i]) >= threshold) {
+      out[count++] = first + static_cast<uint32_t>(i);
+    }
+  }
+  return count;
+}
+
+size_t CollectAtLeast(const float* x, size_t n, float threshold, uint32_t first,
+                      uint32_t* out) {
+  size_t count = 0;
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    int any = 0;
+    for (size_t j = 0; j < kBlock; ++j) any |= std::fabs(x[i + j]) >= threshold;
+    if (!any) continue;
+    for (size_t j = 0; j < kBlock; ++j) {
+      if (std::fabs(x[i + j]) >= threshold) {
+        out[count++] = first + static_cast<uint32_t>(i + j);
+      }
+    }
+  }
+  for (; i < n; ++i) {
+    if (std::fabs(x[i]) >= threshold) {
+      out[count++] = first + static_cast<uint32_t>(i);
+    }
+  }
+  return count;
+}
+
+bool DenseFeedback(const float* g, bool zero_non_finite,
+                   ValuePrecision precision, float* r, size_t n,
+                   float* values) {
+  bool finite = true;
+  for (size_t i = 0; i < n; ++i) {
+    const float v = r[i] + Sanitized(g[i], zero_non_finite);
+    finite &= v - v == 0.0f;
+    const float q = RoundToPrecision(v, precision);
+    values[i] = q;
+    r[i] = v - q;
+  }
+  return finite;
+}
+
+void RoundDense(const float* x, bool zero_non_finite, ValuePrecision precision,
+                size_t n, float* values) {
+  for (size_t i = 0; i < n; ++i) {
+    values[i] = RoundToPrecision(Sanitized(x[i], zero_non_finite), precision);
+  }
+}
+
+void SignBits(const float* x, bool zero_non_finite, size_t n, uint64_t* bits,
+              double lanes[kSumLanes]) {
+  for (size_t w = 0; w * 64 < n; ++w) {
+    uint64_t word = 0;
+    const size_t end = std::min<size_t>(n, w * 64 + 64);
+    for (size_t i = w * 64; i < end; ++i) {
+      const float v = Sanitized(x[i], zero_non_finite);
+      lanes[i % kSumLanes] += std::fabs(v);
+      if (v >= 0.0f) word |= uint64_t{1} << (i & 63);
+    }
+    bits[w] = word;
+  }
+}
+
+void SumSquares(const float* x, bool zero_non_finite, size_t n,
+                double lanes[kSumLanes]) {
+  for (size_t i = 0; i < n; ++i) {
+    const double v = Sanitized(x[i], zero_non_finite);
+    lanes[i % kSumLanes] += v * v;
+  }
+}
+
+void QsgdLevels(const float* x, bool zero_non_finite, size_t n,
+                double to_levels, float s, uint64_t seed, uint16_t* levels,
+                uint64_t* negative_bits) {
+  SplitMix64 rng(seed);
+  for (size_t w = 0; w * 64 < n; ++w) {
+    uint64_t word = 0;
+    const size_t end = std::min<size_t>(n, w * 64 + 64);
+    for (size_t i = w * 64; i < end; ++i) {
+      const float v = Sanitized(x[i], zero_non_finite);
+      const float a =
+          static_cast<float>(std::min(std::fabs(v) * to_levels, double{s}));
+      const float low = std::floor(a);
+      // Round up with probability a - low: E[level] = a.
+      const bool up = rng.NextUnitFloat() < a - low;
+      levels[i] = static_cast<uint16_t>(static_cast<uint32_t>(low) + up);
+      if (v < 0.0f) word |= uint64_t{1} << (i & 63);
+    }
+    negative_bits[w] = word;
+  }
+}
+
+constexpr KernelTable kPortable = {
+    InstructionSet::kPortable,
+    AccumulateAndCollect,
+    CollectAtLeast,
+    DenseFeedback,
+    RoundDense,
+    SignBits,
+    SumSquares,
+    QsgdLevels,
+};
+
+}  // namespace
+
+const KernelTable& PortableKernels() { return kPortable; }
+
+}  // namespace compress_kernels
+}  // namespace gradwire

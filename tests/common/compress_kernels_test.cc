@@ -1,0 +1,270 @@
+// Every vector kernel table returns, bit for bit, what the portable table
+// returns: on random, tied, all-zero, subnormal and non-finite inputs, at
+// every length around the vector widths and at unaligned starts.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/compress/kernels.h"
+#include "gtest/gtest.h"
+
+namespace gradwire::compress_kernels {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+std::vector<uint32_t> Bits(const std::vector<float>& x) {
+  std::vector<uint32_t> bits(x.size());
+  std::memcpy(bits.data(), x.data(), x.size() * sizeof(float));
+  return bits;
+}
+
+// The inputs every kernel is checked on, by name.
+std::vector<std::pair<std::string, std::vector<float>>> Inputs(size_t n,
+                                                               uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> random(n), tied(n), zero(n, 0.0f), edges(n), wild(n);
+  // Values at the edges of the wire precisions: past and at fp16's largest,
+  // halfway cases, fp16 and fp32 subnormals, signed zeros, bf16 overflow.
+  const float edge_values[] = {65504.0f, 65519.0f,    65520.0f,   -65536.0f,
+                               1e5f,     5.96e-8f,    2.98e-8f,   -1e-40f,
+                               1e-45f,   -0.0f,       0.0f,       3.4e38f,
+                               -3.4e38f, 1.00048828f, 1.0009765f, 6.1e-5f};
+  const float wild_values[] = {kInf, -kInf, kNaN, -kNaN, 1.0f, -2.0f, 0.0f};
+  for (size_t i = 0; i < n; ++i) {
+    random[i] = normal(rng);
+    tied[i] = static_cast<float>(static_cast<int>(rng() % 5) - 2) * 0.5f;
+    edges[i] = edge_values[rng() % std::size(edge_values)] *
+               (rng() % 2 ? 1.0f : -1.0f);
+    wild[i] = rng() % 8 == 0 ? wild_values[rng() % std::size(wild_values)]
+                             : normal(rng);
+  }
+  return {{"random", random},
+          {"tied", tied},
+          {"zero", zero},
+          {"edges", edges},
+          {"non-finite", wild}};
+}
+
+std::vector<const KernelTable*> VectorTables() {
+  std::vector<const KernelTable*> tables;
+  for (InstructionSet isa : {InstructionSet::kAvx2, InstructionSet::kAvx512}) {
+    if (absl::optional<const KernelTable*> t = KernelsFor(isa)) {
+      tables.push_back(*t);
+    }
+  }
+  return tables;
+}
+
+// Lengths around every vector width, and one long enough for the kernels'
+// streaming stores (8 MiB of output).
+const size_t kLengths[] = {0,  1,  7,  8,  9,   15,  16,   17,  31,
+                           33, 63, 64, 65, 127, 129, 1000, 4099};
+// Starts at every float offset within a cache line.
+const size_t kOffsets[] = {0, 1, 3, 5, 8, 15};
+
+std::string Where(const KernelTable& t, const std::string& input, size_t n,
+                  size_t offset) {
+  return std::string(InstructionSetName(t.isa)) + " on " + input + ", n " +
+         std::to_string(n) + ", offset " + std::to_string(offset);
+}
+
+TEST(CompressKernelsTest, PortableTableIsAlwaysThere) {
+  ASSERT_TRUE(KernelsFor(InstructionSet::kPortable).has_value());
+  EXPECT_EQ(&PortableKernels(), *KernelsFor(InstructionSet::kPortable));
+  EXPECT_EQ(ParseInstructionSet("avx512"), InstructionSet::kAvx512);
+  EXPECT_EQ(ParseInstructionSet("sse9"), absl::nullopt);
+  // Tell the log which tables this machine checks.
+  for (const KernelTable* t : VectorTables()) {
+    std::printf("checking %s against portable\n",
+                std::string(InstructionSetName(t->isa)).c_str());
+  }
+}
+
+TEST(CompressKernelsTest, AccumulateAndCollectMatchesPortable) {
+  for (const KernelTable* t : VectorTables()) {
+    for (size_t n : kLengths) {
+      for (size_t offset : kOffsets) {
+        for (const auto& [name, g] : Inputs(n + offset, n * 31 + offset)) {
+          for (bool zero : {false, true}) {
+            for (float threshold : {0.0f, 0.7f, 1.5f, kInf}) {
+              for (float scale : {1.0f, 0.37f}) {
+                std::vector<float> r_want(n + offset, 0.25f);
+                std::vector<float> r_got = r_want;
+                std::vector<uint32_t> want(n + 1), got(n + 1);
+                const size_t nw = PortableKernels().accumulate_and_collect(
+                    g.data() + offset, scale, zero, r_want.data() + offset, n,
+                    threshold, 7, want.data());
+                const size_t ng = t->accumulate_and_collect(
+                    g.data() + offset, scale, zero, r_got.data() + offset, n,
+                    threshold, 7, got.data());
+                want.resize(nw);
+                got.resize(ng);
+                ASSERT_EQ(got, want) << Where(*t, name, n, offset);
+                ASSERT_EQ(Bits(r_got), Bits(r_want))
+                    << Where(*t, name, n, offset);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CompressKernelsTest, CollectAtLeastMatchesPortable) {
+  for (const KernelTable* t : VectorTables()) {
+    for (size_t n : kLengths) {
+      for (size_t offset : kOffsets) {
+        for (const auto& [name, x] : Inputs(n + offset, n * 17 + offset)) {
+          for (float threshold : {0.0f, 0.5f, 1.0f, 2.5f, kInf}) {
+            std::vector<uint32_t> want(n + 1), got(n + 1);
+            want.resize(PortableKernels().collect_at_least(
+                x.data() + offset, n, threshold, 3, want.data()));
+            got.resize(t->collect_at_least(x.data() + offset, n, threshold, 3,
+                                           got.data()));
+            ASSERT_EQ(got, want) << Where(*t, name, n, offset);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Dense rounding, with and without error feedback, at every precision.
+void CheckDense(const KernelTable& t, size_t n, size_t offset) {
+  for (const auto& [name, g] : Inputs(n + offset, n * 13 + offset)) {
+    for (bool zero : {false, true}) {
+      for (ValuePrecision p : {ValuePrecision::kFp32, ValuePrecision::kFp16,
+                               ValuePrecision::kBf16}) {
+        const std::string where = Where(t, name, n, offset) + ", " +
+                                  std::string(PrecisionName(p)) +
+                                  (zero ? ", zeroing" : "");
+        // A residual with zeros, leftovers and (for "non-finite") a NaN.
+        std::vector<float> r_want(n + offset);
+        for (size_t i = 0; i < r_want.size(); ++i) {
+          r_want[i] = i % 3 == 0 ? 0.0f : g[(i * 7) % g.size()] * 1e-3f;
+        }
+        std::vector<float> r_got = r_want;
+        std::vector<float> want(n + offset), got(n + offset);
+        const bool finite_want = PortableKernels().dense_feedback(
+            g.data() + offset, zero, p, r_want.data() + offset, n,
+            want.data() + offset);
+        const bool finite_got =
+            t.dense_feedback(g.data() + offset, zero, p, r_got.data() + offset,
+                             n, got.data() + offset);
+        ASSERT_EQ(finite_got, finite_want) << where;
+        ASSERT_EQ(Bits(got), Bits(want)) << where;
+        ASSERT_EQ(Bits(r_got), Bits(r_want)) << where;
+
+        std::fill(want.begin(), want.end(), 0.0f);
+        std::fill(got.begin(), got.end(), 0.0f);
+        PortableKernels().round_dense(g.data() + offset, zero, p, n,
+                                      want.data() + offset);
+        t.round_dense(g.data() + offset, zero, p, n, got.data() + offset);
+        ASSERT_EQ(Bits(got), Bits(want)) << where;
+      }
+    }
+  }
+}
+
+TEST(CompressKernelsTest, DenseMatchesPortable) {
+  for (const KernelTable* t : VectorTables()) {
+    for (size_t n : kLengths) {
+      for (size_t offset : kOffsets) CheckDense(*t, n, offset);
+    }
+  }
+}
+
+TEST(CompressKernelsTest, StreamingDenseMatchesPortable) {
+  // Past the size at which outputs bypass the caches.
+  for (const KernelTable* t : VectorTables()) {
+    CheckDense(*t, (size_t{9} << 20) / sizeof(float) + 13, 5);
+  }
+}
+
+TEST(CompressKernelsTest, SignBitsAndSumsMatchPortable) {
+  for (const KernelTable* t : VectorTables()) {
+    for (size_t n : kLengths) {
+      for (size_t offset : kOffsets) {
+        for (const auto& [name, x] : Inputs(n + offset, n * 5 + offset)) {
+          for (bool zero : {false, true}) {
+            const size_t words = (n + 63) / 64;
+            std::vector<uint64_t> want(words, ~0ull), got(words, 0);
+            double lanes_want[kSumLanes] = {}, lanes_got[kSumLanes] = {};
+            PortableKernels().sign_bits(x.data() + offset, zero, n, want.data(),
+                                        lanes_want);
+            t->sign_bits(x.data() + offset, zero, n, got.data(), lanes_got);
+            ASSERT_EQ(got, want) << Where(*t, name, n, offset);
+            ASSERT_EQ(0, std::memcmp(lanes_got, lanes_want, sizeof lanes_got))
+                << Where(*t, name, n, offset);
+
+            // A sum over a NaN may carry another payload (kernels.h).
+            if (name == "non-finite" && !zero) continue;
+            double squares_want[kSumLanes] = {}, squares_got[kSumLanes] = {};
+            PortableKernels().sum_squares(x.data() + offset, zero, n,
+                                          squares_want);
+            t->sum_squares(x.data() + offset, zero, n, squares_got);
+            ASSERT_EQ(
+                0, std::memcmp(squares_got, squares_want, sizeof squares_got))
+                << Where(*t, name, n, offset);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CompressKernelsTest, QsgdLevelsMatchPortable) {
+  for (const KernelTable* t : VectorTables()) {
+    for (size_t n : kLengths) {
+      for (size_t offset : kOffsets) {
+        for (const auto& [name, x] : Inputs(n + offset, n * 3 + offset)) {
+          for (bool zero : {false, true}) {
+            // Only finite input reaches the kernel (kernels.h).
+            if (name == "non-finite" && !zero) continue;
+            for (float s : {1.0f, 7.0f, 256.0f, 65535.0f}) {
+              // A norm-sized scale, and one that saturates every level.
+              for (double to_levels : {s / 3.0, 1e30}) {
+                const size_t words = (n + 63) / 64;
+                std::vector<uint16_t> want(n, 1), got(n, 2);
+                std::vector<uint64_t> want_bits(words, ~0ull),
+                    got_bits(words, 0);
+                const uint64_t seed = 0x1234567ull * (n + 1);
+                PortableKernels().qsgd_levels(x.data() + offset, zero, n,
+                                              to_levels, s, seed, want.data(),
+                                              want_bits.data());
+                t->qsgd_levels(x.data() + offset, zero, n, to_levels, s, seed,
+                               got.data(), got_bits.data());
+                ASSERT_EQ(got, want) << Where(*t, name, n, offset);
+                ASSERT_EQ(got_bits, want_bits) << Where(*t, name, n, offset);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CompressKernelsTest, LanesCombineInAFixedOrder) {
+  double lanes[kSumLanes];
+  for (size_t i = 0; i < kSumLanes; ++i) lanes[i] = static_cast<double>(i + 1);
+  EXPECT_EQ(CombineLanes(lanes), 136.0);
+  // Pairwise, lane i with lane i + 8 first: the fourteen ones meet 2^53
+  // only in pairs or more, and survive (2^53 + 1 would round back to 2^53,
+  // so a sequential sum returns 2^53).
+  for (size_t i = 0; i < kSumLanes; ++i) lanes[i] = 1.0;
+  lanes[0] = 9007199254740992.0;  // 2^53
+  lanes[8] = 0.0;
+  EXPECT_EQ(CombineLanes(lanes), 9007199254740992.0 + 14.0);
+}
+
+}  // namespace
+}  // namespace gradwire::compress_kernels
