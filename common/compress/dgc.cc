@@ -15,6 +15,7 @@ using select_internal::AccumulateAndCollect;
 using select_internal::CollectAtLeast;
 using select_internal::EstimateThreshold;
 using select_internal::KeepLargest;
+using select_internal::KeepLargestCandidates;
 
 // When the sampled threshold lets through more than this many times the
 // target, an exact selection trims the candidates (DGC's hierarchical step).
@@ -64,8 +65,11 @@ class DgcCompressor final : public Sparsifier {
       return r[i] + addend_scale * SanitizeValue(addend[i], policy);
     });
     AccumulateAndCollect(addend, addend_scale, zero_non_finite(),
-                         absl::MakeSpan(r), threshold, &out->indices);
-    TrimOvershoot(r, k, &out->indices);
+                         absl::MakeSpan(r), threshold, &out->indices,
+                         &out->values);
+    if (out->indices.size() > kMaxOvershoot * k) {
+      KeepLargestCandidates(k, &out->indices, &out->values);
+    }
     if (UsesVelocity() && dgc.momentum_masking) {
       for (uint32_t i : out->indices) state->velocity[i] = 0.0f;
     }

@@ -52,11 +52,13 @@ struct KernelTable {
   // `zero_non_finite` and g[i] is not finite; then writes first + i to `out`
   // when |r[i]| >= threshold. Returns how many were written, in increasing
   // order; `out` must have room for n. The product and the sum are rounded
-  // separately (no fused multiply-add).
+  // separately (no fused multiply-add). The new r[i] of each index written
+  // goes to `values` at the same position (room for n as well), so that
+  // the selection never reads r at random.
   size_t (*accumulate_and_collect)(const float* g, float scale,
                                    bool zero_non_finite, float* r, size_t n,
                                    float threshold, uint32_t first,
-                                   uint32_t* out);
+                                   uint32_t* out, float* values);
 
   // Writes first + i to `out` for every i in [0, n) with |x[i]| >=
   // threshold; returns how many, in increasing order. `out` must have room
@@ -95,6 +97,28 @@ struct KernelTable {
   void (*qsgd_levels)(const float* x, bool zero_non_finite, size_t n,
                       double to_levels, float s, uint64_t seed,
                       uint16_t* levels, uint64_t* negative_bits);
+
+  // Error feedback for 1-bit sign, first pass: for i in [0, n), v = r[i] +
+  // g'[i], r[i] = v; then, with v' = v sanitised like g', sets bit i of
+  // `bits` when v' >= 0 (words overwritten whole) and adds |v'| into
+  // lanes[i % kSumLanes]. Returns whether every v was finite.
+  bool (*accumulate_sign)(const float* g, bool zero_non_finite, float* r,
+                          size_t n, uint64_t* bits, double lanes[kSumLanes]);
+
+  // Second pass: r[i] -= (bit i set ? scale : -scale).
+  void (*subtract_sign)(const uint64_t* bits, float scale, float* r, size_t n);
+
+  // Error feedback for QSGD, first pass: v = r[i] + g'[i], r[i] = v, and
+  // double(v')^2 added into lanes[i % kSumLanes]. Returns whether every v
+  // was finite.
+  bool (*accumulate_squares)(const float* g, bool zero_non_finite, float* r,
+                             size_t n, double lanes[kSumLanes]);
+
+  // Second pass: qsgd_levels on x = r, then r[i] -= the decoded value,
+  // (negative ? -1 : 1) * (norm * (float(level) / s)).
+  void (*qsgd_feedback)(float* r, bool zero_non_finite, size_t n,
+                        double to_levels, float s, float norm, uint64_t seed,
+                        uint16_t* levels, uint64_t* negative_bits);
 };
 
 // SplitMix64's increment: the generator's state after i outputs is

@@ -52,7 +52,7 @@ inline size_t Emit(unsigned mask, uint32_t base, uint32_t* out) {
 
 size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
                             float* r, size_t n, float threshold, uint32_t first,
-                            uint32_t* out) {
+                            uint32_t* out, float* values) {
   const __m256 s = _mm256_set1_ps(scale);
   const __m256 t = _mm256_set1_ps(threshold);
   size_t count = 0;
@@ -68,12 +68,20 @@ size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
     _mm256_storeu_ps(r + i + 8, v1);
     const unsigned mask = AtLeast(v0, t) | (AtLeast(v1, t) << 8);
     if (mask != 0) {
-      count += Emit(mask, first + static_cast<uint32_t>(i), out + count);
+      float sums[2 * kLanes];
+      _mm256_storeu_ps(sums, v0);
+      _mm256_storeu_ps(sums + kLanes, v1);
+      for (unsigned left = mask; left != 0; left &= left - 1) {
+        const auto lane = static_cast<uint32_t>(__builtin_ctz(left));
+        values[count] = sums[lane];
+        out[count++] = first + static_cast<uint32_t>(i) + lane;
+      }
     }
   }
   return count + PortableKernels().accumulate_and_collect(
                      g + i, scale, zero_non_finite, r + i, n - i, threshold,
-                     first + static_cast<uint32_t>(i), out + count);
+                     first + static_cast<uint32_t>(i), out + count,
+                     values + count);
 }
 
 size_t CollectAtLeast(const float* x, size_t n, float threshold, uint32_t first,
@@ -270,6 +278,100 @@ void SumSquares(const float* x, bool zero_non_finite, size_t n,
   PortableKernels().sum_squares(x + i, zero_non_finite, n - i, lanes);
 }
 
+bool AccumulateSign(const float* g, bool zero_non_finite, float* r, size_t n,
+                    uint64_t* bits, double lanes[kSumLanes]) {
+  LaneSums sums(lanes);
+  const __m256 zero = _mm256_setzero_ps();
+  bool finite = true;
+  size_t w = 0;
+  for (; (w + 1) * 64 <= n; ++w) {
+    uint64_t word = 0;
+    for (size_t part = 0; part < 4; ++part) {
+      const size_t i = w * 64 + part * 16;
+      const __m256 v0 =
+          _mm256_add_ps(_mm256_loadu_ps(r + i),
+                        Sanitized(_mm256_loadu_ps(g + i), zero_non_finite));
+      const __m256 v1 =
+          _mm256_add_ps(_mm256_loadu_ps(r + i + 8),
+                        Sanitized(_mm256_loadu_ps(g + i + 8), zero_non_finite));
+      _mm256_storeu_ps(r + i, v0);
+      _mm256_storeu_ps(r + i + 8, v1);
+      finite &= AllFinite(v0) & AllFinite(v1);
+      const __m256 k0 = Sanitized(v0, zero_non_finite);
+      const __m256 k1 = Sanitized(v1, zero_non_finite);
+      sums.Add(Abs(k0), Abs(k1));
+      const auto positive = static_cast<uint64_t>(
+          _mm256_movemask_ps(_mm256_cmp_ps(k0, zero, _CMP_GE_OQ)) |
+          (_mm256_movemask_ps(_mm256_cmp_ps(k1, zero, _CMP_GE_OQ)) << 8));
+      word |= positive << (part * 16);
+    }
+    bits[w] = word;
+  }
+  sums.StoreTo(lanes);
+  const size_t done = w * 64;
+  return PortableKernels().accumulate_sign(g + done, zero_non_finite, r + done,
+                                           n - done, bits + w, lanes) &&
+         finite;
+}
+
+void SubtractSign(const uint64_t* bits, float scale, float* r, size_t n) {
+  const __m256 plus = _mm256_set1_ps(scale);
+  const __m256 minus = _mm256_set1_ps(-scale);
+  // Lane k of `select` holds bit k: a per-lane test of the mask byte.
+  const __m256i select = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const auto byte = static_cast<int>((bits[i >> 6] >> (i & 63)) & 0xffu);
+    const __m256i set = _mm256_cmpeq_epi32(
+        _mm256_and_si256(_mm256_set1_epi32(byte), select), select);
+    const __m256 decoded =
+        _mm256_blendv_ps(minus, plus, _mm256_castsi256_ps(set));
+    _mm256_storeu_ps(r + i, _mm256_sub_ps(_mm256_loadu_ps(r + i), decoded));
+  }
+  for (; i < n; ++i) {
+    r[i] -= ((bits[i >> 6] >> (i & 63)) & 1u) ? scale : -scale;
+  }
+}
+
+bool AccumulateSquares(const float* g, bool zero_non_finite, float* r, size_t n,
+                       double lanes[kSumLanes]) {
+  LaneSums sums(lanes);
+  bool finite = true;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 v0 =
+        _mm256_add_ps(_mm256_loadu_ps(r + i),
+                      Sanitized(_mm256_loadu_ps(g + i), zero_non_finite));
+    const __m256 v1 =
+        _mm256_add_ps(_mm256_loadu_ps(r + i + 8),
+                      Sanitized(_mm256_loadu_ps(g + i + 8), zero_non_finite));
+    _mm256_storeu_ps(r + i, v0);
+    _mm256_storeu_ps(r + i + 8, v1);
+    finite &= AllFinite(v0) & AllFinite(v1);
+    sums.AddSquares(Sanitized(v0, zero_non_finite),
+                    Sanitized(v1, zero_non_finite));
+  }
+  sums.StoreTo(lanes);
+  return PortableKernels().accumulate_squares(g + i, zero_non_finite, r + i,
+                                              n - i, lanes) &&
+         finite;
+}
+
+// No 64-bit multiply in AVX2: QSGD's generator runs the portable way.
+void QsgdLevels(const float* x, bool zero_non_finite, size_t n,
+                double to_levels, float s, uint64_t seed, uint16_t* levels,
+                uint64_t* negative_bits) {
+  PortableKernels().qsgd_levels(x, zero_non_finite, n, to_levels, s, seed,
+                                levels, negative_bits);
+}
+
+void QsgdFeedback(float* r, bool zero_non_finite, size_t n, double to_levels,
+                  float s, float norm, uint64_t seed, uint16_t* levels,
+                  uint64_t* negative_bits) {
+  PortableKernels().qsgd_feedback(r, zero_non_finite, n, to_levels, s, norm,
+                                  seed, levels, negative_bits);
+}
+
 constexpr KernelTable kAvx2 = {
     InstructionSet::kAvx2,
     AccumulateAndCollect,
@@ -278,12 +380,11 @@ constexpr KernelTable kAvx2 = {
     RoundDense,
     SignBits,
     SumSquares,
-    // No 64-bit multiply in AVX2: QSGD's generator runs the portable way.
-    [](const float* x, bool zero_non_finite, size_t n, double to_levels,
-       float s, uint64_t seed, uint16_t* levels, uint64_t* negative_bits) {
-      PortableKernels().qsgd_levels(x, zero_non_finite, n, to_levels, s, seed,
-                                    levels, negative_bits);
-    },
+    QsgdLevels,
+    AccumulateSign,
+    SubtractSign,
+    AccumulateSquares,
+    QsgdFeedback,
 };
 
 }  // namespace

@@ -41,7 +41,7 @@ inline size_t Emit(__mmask16 mask, uint32_t base, uint32_t* out) {
 
 size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
                             float* r, size_t n, float threshold, uint32_t first,
-                            uint32_t* out) {
+                            uint32_t* out, float* values) {
   const __m512 s = _mm512_set1_ps(scale);
   const __m512 t = _mm512_set1_ps(threshold);
   size_t count = 0;
@@ -53,12 +53,14 @@ size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
     _mm512_storeu_ps(r + i, v);
     const __mmask16 mask = AtLeast(v, t);
     if (mask != 0) {
+      _mm512_mask_compressstoreu_ps(values + count, mask, v);
       count += Emit(mask, first + static_cast<uint32_t>(i), out + count);
     }
   }
   return count + PortableKernels().accumulate_and_collect(
                      g + i, scale, zero_non_finite, r + i, n - i, threshold,
-                     first + static_cast<uint32_t>(i), out + count);
+                     first + static_cast<uint32_t>(i), out + count,
+                     values + count);
 }
 
 size_t CollectAtLeast(const float* x, size_t n, float threshold, uint32_t first,
@@ -272,11 +274,16 @@ inline __m256i EightLevels(__m256 v, __m512i state, __m512d to_levels,
   return _mm256_sub_epi32(_mm256_cvttps_epi32(low), _mm256_castps_si256(up));
 }
 
-void QsgdLevels(const float* x, bool zero_non_finite, size_t n,
-                double to_levels, float s, uint64_t seed, uint16_t* levels,
-                uint64_t* negative_bits) {
+// QSGD levels of x[0, n) (and, with `feedback`, r -= the decoded values,
+// where r is x): the shared loop of QsgdLevels and QsgdFeedback.
+template <bool feedback>
+void QsgdLoop(float* r, const float* x, bool zero_non_finite, size_t n,
+              double to_levels, float s, float norm, uint64_t seed,
+              uint16_t* levels, uint64_t* negative_bits) {
   const __m512d scale = _mm512_set1_pd(to_levels);
   const __m512d top = _mm512_set1_pd(static_cast<double>(s));
+  const __m512 s_vector = _mm512_set1_ps(s);
+  const __m512 norm_vector = _mm512_set1_ps(norm);
   const __m512i step8 =
       _mm512_set1_epi64(static_cast<long long>(8 * kSplitMixIncrement));
   // States of outputs 1..8 (output k uses seed + k * increment).
@@ -291,7 +298,8 @@ void QsgdLevels(const float* x, bool zero_non_finite, size_t n,
     uint64_t word = 0;
     for (size_t part = 0; part < 4; ++part) {
       const size_t i = w * 64 + part * 16;
-      const __m512 v = Sanitized(_mm512_loadu_ps(x + i), zero_non_finite);
+      const __m512 raw = _mm512_loadu_ps(x + i);
+      const __m512 v = Sanitized(raw, zero_non_finite);
       const __m256i lo =
           EightLevels(_mm512_castps512_ps256(v), state, scale, top);
       state = _mm512_add_epi64(state, step8);
@@ -304,12 +312,125 @@ void QsgdLevels(const float* x, bool zero_non_finite, size_t n,
                           _mm512_cvtepi32_epi16(both));
       const __mmask16 negative = _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ);
       word |= static_cast<uint64_t>(negative) << (part * 16);
+      if (feedback) {
+        const __m512 magnitude = _mm512_mul_ps(
+            norm_vector, _mm512_div_ps(_mm512_cvtepi32_ps(both), s_vector));
+        // Negated by its sign bit, as the decoder's unary minus does.
+        const __m512 decoded = _mm512_castsi512_ps(_mm512_mask_xor_epi32(
+            _mm512_castps_si512(magnitude), negative,
+            _mm512_castps_si512(magnitude),
+            _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+        _mm512_storeu_ps(r + i, _mm512_sub_ps(raw, decoded));
+      }
     }
     negative_bits[w] = word;
   }
-  PortableKernels().qsgd_levels(
-      x + w * 64, zero_non_finite, n - w * 64, to_levels, s,
-      seed + w * 64 * kSplitMixIncrement, levels + w * 64, negative_bits + w);
+  const size_t done = w * 64;
+  const uint64_t tail_seed = seed + done * kSplitMixIncrement;
+  if (feedback) {
+    PortableKernels().qsgd_feedback(r + done, zero_non_finite, n - done,
+                                    to_levels, s, norm, tail_seed,
+                                    levels + done, negative_bits + w);
+  } else {
+    PortableKernels().qsgd_levels(x + done, zero_non_finite, n - done,
+                                  to_levels, s, tail_seed, levels + done,
+                                  negative_bits + w);
+  }
+}
+
+void QsgdLevels(const float* x, bool zero_non_finite, size_t n,
+                double to_levels, float s, uint64_t seed, uint16_t* levels,
+                uint64_t* negative_bits) {
+  QsgdLoop<false>(nullptr, x, zero_non_finite, n, to_levels, s, 0.0f, seed,
+                  levels, negative_bits);
+}
+
+void QsgdFeedback(float* r, bool zero_non_finite, size_t n, double to_levels,
+                  float s, float norm, uint64_t seed, uint16_t* levels,
+                  uint64_t* negative_bits) {
+  QsgdLoop<true>(r, r, zero_non_finite, n, to_levels, s, norm, seed, levels,
+                 negative_bits);
+}
+
+// Adds |kept| (or kept^2 when `squares`) of 16 floats into the lane sums.
+template <bool squares>
+inline void AddToLanes(__m512 kept, __m512d* lo, __m512d* hi) {
+  const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(kept));
+  const __m512d b = _mm512_cvtps_pd(_mm512_extractf32x8_ps(kept, 1));
+  if (squares) {
+    *lo = _mm512_add_pd(*lo, _mm512_mul_pd(a, a));
+    *hi = _mm512_add_pd(*hi, _mm512_mul_pd(b, b));
+  } else {
+    *lo = _mm512_add_pd(*lo, _mm512_abs_pd(a));
+    *hi = _mm512_add_pd(*hi, _mm512_abs_pd(b));
+  }
+}
+
+bool AccumulateSign(const float* g, bool zero_non_finite, float* r, size_t n,
+                    uint64_t* bits, double lanes[kSumLanes]) {
+  __m512d lo = _mm512_loadu_pd(lanes);
+  __m512d hi = _mm512_loadu_pd(lanes + 8);
+  const __m512 zero = _mm512_setzero_ps();
+  __mmask16 finite = 0xffff;
+  size_t w = 0;
+  for (; (w + 1) * 64 <= n; ++w) {
+    uint64_t word = 0;
+    for (size_t part = 0; part < 4; ++part) {
+      const size_t i = w * 64 + part * 16;
+      const __m512 v =
+          _mm512_add_ps(_mm512_loadu_ps(r + i),
+                        Sanitized(_mm512_loadu_ps(g + i), zero_non_finite));
+      _mm512_storeu_ps(r + i, v);
+      finite &= FiniteMask(v);
+      const __m512 kept = Sanitized(v, zero_non_finite);
+      AddToLanes<false>(kept, &lo, &hi);
+      const __mmask16 positive = _mm512_cmp_ps_mask(kept, zero, _CMP_GE_OQ);
+      word |= static_cast<uint64_t>(positive) << (part * 16);
+    }
+    bits[w] = word;
+  }
+  _mm512_storeu_pd(lanes, lo);
+  _mm512_storeu_pd(lanes + 8, hi);
+  const size_t done = w * 64;
+  return PortableKernels().accumulate_sign(g + done, zero_non_finite, r + done,
+                                           n - done, bits + w, lanes) &&
+         finite == 0xffff;
+}
+
+void SubtractSign(const uint64_t* bits, float scale, float* r, size_t n) {
+  const __m512 plus = _mm512_set1_ps(scale);
+  const __m512 minus = _mm512_set1_ps(-scale);
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const auto positive = static_cast<__mmask16>(bits[i >> 6] >> (i & 63));
+    const __m512 decoded = _mm512_mask_blend_ps(positive, minus, plus);
+    _mm512_storeu_ps(r + i, _mm512_sub_ps(_mm512_loadu_ps(r + i), decoded));
+  }
+  // i is a multiple of 16: the tail starts inside word i / 64 at bit i % 64.
+  for (; i < n; ++i) {
+    r[i] -= ((bits[i >> 6] >> (i & 63)) & 1u) ? scale : -scale;
+  }
+}
+
+bool AccumulateSquares(const float* g, bool zero_non_finite, float* r, size_t n,
+                       double lanes[kSumLanes]) {
+  __m512d lo = _mm512_loadu_pd(lanes);
+  __m512d hi = _mm512_loadu_pd(lanes + 8);
+  __mmask16 finite = 0xffff;
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const __m512 v =
+        _mm512_add_ps(_mm512_loadu_ps(r + i),
+                      Sanitized(_mm512_loadu_ps(g + i), zero_non_finite));
+    _mm512_storeu_ps(r + i, v);
+    finite &= FiniteMask(v);
+    AddToLanes<true>(Sanitized(v, zero_non_finite), &lo, &hi);
+  }
+  _mm512_storeu_pd(lanes, lo);
+  _mm512_storeu_pd(lanes + 8, hi);
+  return PortableKernels().accumulate_squares(g + i, zero_non_finite, r + i,
+                                              n - i, lanes) &&
+         finite == 0xffff;
 }
 
 constexpr KernelTable kAvx512 = {
@@ -321,6 +442,10 @@ constexpr KernelTable kAvx512 = {
     SignBits,
     SumSquares,
     QsgdLevels,
+    AccumulateSign,
+    SubtractSign,
+    AccumulateSquares,
+    QsgdFeedback,
 };
 
 }  // namespace

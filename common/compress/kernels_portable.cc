@@ -20,7 +20,7 @@ inline float Sanitized(float x, bool zero_non_finite) {
 
 size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
                             float* r, size_t n, float threshold, uint32_t first,
-                            uint32_t* out) {
+                            uint32_t* out, float* values) {
   size_t count = 0;
   size_t i = 0;
   for (; i + kBlock <= n; i += kBlock) {
@@ -34,6 +34,7 @@ size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
     if (!any) continue;
     for (size_t j = 0; j < kBlock; ++j) {
       if (std::fabs(r[i + j]) >= threshold) {
+        values[count] = r[i + j];
         out[count++] = first + static_cast<uint32_t>(i + j);
       }
     }
@@ -42,6 +43,7 @@ size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
     const float product = scale * Sanitized(g[i], zero_non_finite);
     r[i] += product;
     if (std::fabs(r[i]) >= threshold) {
+      values[count] = r[i];
       out[count++] = first + static_cast<uint32_t>(i);
     }
   }
@@ -134,6 +136,56 @@ void QsgdLevels(const float* x, bool zero_non_finite, size_t n,
   }
 }
 
+bool AccumulateSign(const float* g, bool zero_non_finite, float* r, size_t n,
+                    uint64_t* bits, double lanes[kSumLanes]) {
+  bool finite = true;
+  for (size_t w = 0; w * 64 < n; ++w) {
+    uint64_t word = 0;
+    const size_t end = std::min<size_t>(n, w * 64 + 64);
+    for (size_t i = w * 64; i < end; ++i) {
+      const float v = r[i] + Sanitized(g[i], zero_non_finite);
+      r[i] = v;
+      finite &= v - v == 0.0f;
+      const float kept = Sanitized(v, zero_non_finite);
+      lanes[i % kSumLanes] += std::fabs(kept);
+      if (kept >= 0.0f) word |= uint64_t{1} << (i & 63);
+    }
+    bits[w] = word;
+  }
+  return finite;
+}
+
+void SubtractSign(const uint64_t* bits, float scale, float* r, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    r[i] -= ((bits[i >> 6] >> (i & 63)) & 1u) ? scale : -scale;
+  }
+}
+
+bool AccumulateSquares(const float* g, bool zero_non_finite, float* r, size_t n,
+                       double lanes[kSumLanes]) {
+  bool finite = true;
+  for (size_t i = 0; i < n; ++i) {
+    const float v = r[i] + Sanitized(g[i], zero_non_finite);
+    r[i] = v;
+    finite &= v - v == 0.0f;
+    const double kept = Sanitized(v, zero_non_finite);
+    lanes[i % kSumLanes] += kept * kept;
+  }
+  return finite;
+}
+
+void QsgdFeedback(float* r, bool zero_non_finite, size_t n, double to_levels,
+                  float s, float norm, uint64_t seed, uint16_t* levels,
+                  uint64_t* negative_bits) {
+  QsgdLevels(r, zero_non_finite, n, to_levels, s, seed, levels, negative_bits);
+  for (size_t i = 0; i < n; ++i) {
+    // As the decoder computes it (compressed_chunk.cc).
+    const float magnitude =
+        norm * (static_cast<float>(levels[i]) / static_cast<float>(s));
+    r[i] -= ((negative_bits[i >> 6] >> (i & 63)) & 1u) ? -magnitude : magnitude;
+  }
+}
+
 constexpr KernelTable kPortable = {
     InstructionSet::kPortable,
     AccumulateAndCollect,
@@ -143,6 +195,10 @@ constexpr KernelTable kPortable = {
     SignBits,
     SumSquares,
     QsgdLevels,
+    AccumulateSign,
+    SubtractSign,
+    AccumulateSquares,
+    QsgdFeedback,
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 #include <numeric>
+#include <utility>
 
 #include "common/compress/kernels.h"
 
@@ -16,23 +17,41 @@ namespace {
 // vector grows with what is selected, not with the chunk.
 constexpr size_t kSlice = size_t{1} << 16;
 
-// Runs `collect(first, length, out)` over [0, n) slice by slice, where
-// `collect` writes at most `length` indices to `out` and returns how many;
-// leaves exactly the collected indices in *indices.
+// Runs `collect(first, length, out_index, out_value)` over [0, n) slice by
+// slice, where `collect` writes at most `length` indices (and, when `values`
+// is set, as many values) and returns how many; leaves exactly the
+// collected ones in *indices and *values.
 template <typename Collect>
 void CollectInSlices(size_t n, std::vector<uint32_t>* indices,
-                     Collect&& collect) {
+                     std::vector<float>* values, Collect&& collect) {
   size_t count = 0;
   indices->clear();
+  if (values != nullptr) values->clear();
   for (size_t first = 0; first < n; first += kSlice) {
     const size_t length = std::min(kSlice, n - first);
     if (indices->size() < count + length) {
-      indices->resize(std::max(count + length, 2 * indices->size()));
+      const size_t grown = std::max(count + length, 2 * indices->size());
+      indices->resize(grown);
+      if (values != nullptr) values->resize(grown);
     }
     count +=
-        collect(static_cast<uint32_t>(first), length, indices->data() + count);
+        collect(static_cast<uint32_t>(first), length, indices->data() + count,
+                values != nullptr ? values->data() + count : nullptr);
   }
   indices->resize(count);
+  if (values != nullptr) values->resize(count);
+}
+
+// The largest magnitude that k of `magnitude` reach (k-th largest), and how
+// many are strictly above it. Reorders `magnitude`.
+std::pair<float, uint64_t> KthLargest(std::vector<float>* magnitude,
+                                      uint64_t k) {
+  std::nth_element(magnitude->begin(), magnitude->begin() + (k - 1),
+                   magnitude->end(), std::greater<float>());
+  const float kth = (*magnitude)[k - 1];
+  uint64_t above = 0;
+  for (float m : *magnitude) above += m > kth;
+  return {kth, above};
 }
 
 }  // namespace
@@ -40,22 +59,25 @@ void CollectInSlices(size_t n, std::vector<uint32_t>* indices,
 void CollectAtLeast(absl::Span<const float> x, float threshold,
                     std::vector<uint32_t>* indices) {
   const auto& collect = compress_kernels::Kernels().collect_at_least;
-  CollectInSlices(
-      x.size(), indices, [&](uint32_t first, size_t length, uint32_t* out) {
-        return collect(x.data() + first, length, threshold, first, out);
-      });
+  CollectInSlices(x.size(), indices, nullptr,
+                  [&](uint32_t first, size_t length, uint32_t* out, float*) {
+                    return collect(x.data() + first, length, threshold, first,
+                                   out);
+                  });
 }
 
 void AccumulateAndCollect(absl::Span<const float> gradient, float scale,
                           bool zero_non_finite, absl::Span<float> residual,
-                          float threshold, std::vector<uint32_t>* indices) {
+                          float threshold, std::vector<uint32_t>* indices,
+                          std::vector<float>* values) {
   const auto& accumulate = compress_kernels::Kernels().accumulate_and_collect;
-  CollectInSlices(gradient.size(), indices,
-                  [&](uint32_t first, size_t length, uint32_t* out) {
-                    return accumulate(gradient.data() + first, scale,
-                                      zero_non_finite, residual.data() + first,
-                                      length, threshold, first, out);
-                  });
+  CollectInSlices(
+      gradient.size(), indices, values,
+      [&](uint32_t first, size_t length, uint32_t* out, float* out_values) {
+        return accumulate(gradient.data() + first, scale, zero_non_finite,
+                          residual.data() + first, length, threshold, first,
+                          out, out_values);
+      });
 }
 
 void KeepLargest(absl::Span<const float> x, uint64_t k,
@@ -65,18 +87,15 @@ void KeepLargest(absl::Span<const float> x, uint64_t k,
     candidates->clear();
     return;
   }
-  // The k-th largest magnitude among the candidates; everything above it is
-  // kept, and of the elements equal to it the lowest indices, which come
-  // first in the increasing candidate order. The order is kept as it is.
-  std::vector<float> magnitude(candidates->size());
+  // Everything above the k-th largest magnitude is kept, and of the
+  // elements equal to it the lowest indices, which come first in the
+  // increasing candidate order. The order is kept as it is.
+  thread_local std::vector<float> magnitude;
+  magnitude.resize(candidates->size());
   for (size_t j = 0; j < candidates->size(); ++j) {
     magnitude[j] = std::fabs(x[(*candidates)[j]]);
   }
-  std::nth_element(magnitude.begin(), magnitude.begin() + (k - 1),
-                   magnitude.end(), std::greater<float>());
-  const float kth = magnitude[k - 1];
-  uint64_t above = 0;
-  for (float m : magnitude) above += m > kth;
+  const auto [kth, above] = KthLargest(&magnitude, k);
   uint64_t ties_left = k - above;
   size_t kept = 0;
   for (uint32_t i : *candidates) {
@@ -86,6 +105,35 @@ void KeepLargest(absl::Span<const float> x, uint64_t k,
     }
   }
   candidates->resize(kept);
+}
+
+void KeepLargestCandidates(uint64_t k, std::vector<uint32_t>* indices,
+                           std::vector<float>* values) {
+  if (k >= indices->size()) return;
+  if (k == 0) {
+    indices->clear();
+    values->clear();
+    return;
+  }
+  // Reused across calls: no allocation per push.
+  thread_local std::vector<float> magnitude;
+  magnitude.resize(values->size());
+  for (size_t j = 0; j < values->size(); ++j) {
+    magnitude[j] = std::fabs((*values)[j]);
+  }
+  const auto [kth, above] = KthLargest(&magnitude, k);
+  uint64_t ties_left = k - above;
+  size_t kept = 0;
+  for (size_t j = 0; j < indices->size(); ++j) {
+    const float m = std::fabs((*values)[j]);
+    if (m > kth || (m == kth && ties_left > 0 && ties_left--)) {
+      (*indices)[kept] = (*indices)[j];
+      (*values)[kept] = (*values)[j];
+      ++kept;
+    }
+  }
+  indices->resize(kept);
+  values->resize(kept);
 }
 
 void TopK(absl::Span<const float> x, uint64_t k,

@@ -31,15 +31,24 @@ void CollectAtLeast(absl::Span<const float> x, float threshold,
 // when `zero_non_finite`), then i is appended when |residual[i]| >=
 // threshold. An infinite threshold collects nothing. Both run the kernels of
 // kernels.h.
+// `values` receives residual[i] (after the addition) of every collected i, in
+// the same order.
 void AccumulateAndCollect(absl::Span<const float> gradient, float scale,
                           bool zero_non_finite, absl::Span<float> residual,
-                          float threshold, std::vector<uint32_t>* indices);
+                          float threshold, std::vector<uint32_t>* indices,
+                          std::vector<float>* values);
 
 // Keeps, out of `candidates` (increasing indices into x, none at a NaN), the
 // k with the largest |x|, ties broken towards the lower index, in increasing
 // order. Keeps all of them when k >= candidates->size(). O(candidates).
 void KeepLargest(absl::Span<const float> x, uint64_t k,
                  std::vector<uint32_t>* candidates);
+
+// KeepLargest on candidates that carry their values (`values`[j] is the
+// value at (*indices)[j], none NaN): both are cut to the kept ones, in
+// order, reading nothing else.
+void KeepLargestCandidates(uint64_t k, std::vector<uint32_t>* indices,
+                           std::vector<float>* values);
 
 // Exact Top-K of x by magnitude, ties to the lower index, sorted indices.
 // Samples a threshold, collects candidates in one pass, and falls back to a

@@ -49,7 +49,12 @@ absl::Status Sparsifier::CompressWithFeedback(absl::Span<const float> gradient,
   StartChunk(gradient.size(), options().precision, out);
   AccumulateAndSelect(gradient, ctx, state, out);
   std::vector<float>& r = state->residual;
-  GatherValues(r, options().precision, out);
+  if (out->values.size() == out->indices.size()) {
+    RoundAllToPrecision(out->values.data(), out->values.size(),
+                        options().precision);
+  } else {
+    GatherValues(r, options().precision, out);
+  }
   for (size_t j = 0; j < out->indices.size(); ++j) {
     r[out->indices[j]] -= out->values[j];
   }

@@ -35,7 +35,9 @@ class Sparsifier : public Compressor {
 
   // Adds the finite-or-sanitised `gradient` into state->residual (sized by
   // the caller) and selects positions from the sum, as Select does. The
-  // default runs the two steps; subclasses fuse them into one pass.
+  // default runs the two steps; subclasses fuse them into one pass. May
+  // leave in out->values the residual at each selected position (not yet
+  // rounded), which saves reading them back; otherwise leaves it empty.
   virtual void AccumulateAndSelect(absl::Span<const float> gradient,
                                    const CompressContext& ctx,
                                    FeedbackState* state,

@@ -22,9 +22,9 @@ class ThresholdCompressor final : public Sparsifier {
                            const CompressContext& ctx, FeedbackState* state,
                            CompressedChunk* out) const override {
     out->encoding = Encoding::kSparse;
-    select_internal::AccumulateAndCollect(gradient, 1.0f, zero_non_finite(),
-                                          absl::MakeSpan(state->residual),
-                                          options().threshold, &out->indices);
+    select_internal::AccumulateAndCollect(
+        gradient, 1.0f, zero_non_finite(), absl::MakeSpan(state->residual),
+        options().threshold, &out->indices, &out->values);
   }
 };
 

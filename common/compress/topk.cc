@@ -7,7 +7,7 @@ namespace gradwire {
 namespace {
 
 using select_internal::AccumulateAndCollect;
-using select_internal::KeepLargest;
+using select_internal::KeepLargestCandidates;
 using select_internal::TopK;
 using select_internal::TopKCandidateThreshold;
 
@@ -37,12 +37,13 @@ class TopKCompressor final : public Sparsifier {
       return r[i] + SanitizeValue(gradient[i], options().non_finite);
     });
     AccumulateAndCollect(gradient, 1.0f, zero, absl::MakeSpan(r), threshold,
-                         &out->indices);
+                         &out->indices, &out->values);
     if (out->indices.size() < k) {
+      out->values.clear();
       TopK(r, k, &out->indices);
       return;
     }
-    KeepLargest(r, k, &out->indices);
+    KeepLargestCandidates(k, &out->indices, &out->values);
   }
 };
 

@@ -98,15 +98,20 @@ TEST(CompressKernelsTest, AccumulateAndCollectMatchesPortable) {
                 std::vector<float> r_want(n + offset, 0.25f);
                 std::vector<float> r_got = r_want;
                 std::vector<uint32_t> want(n + 1), got(n + 1);
+                std::vector<float> want_values(n + 1), got_values(n + 1);
                 const size_t nw = PortableKernels().accumulate_and_collect(
                     g.data() + offset, scale, zero, r_want.data() + offset, n,
-                    threshold, 7, want.data());
+                    threshold, 7, want.data(), want_values.data());
                 const size_t ng = t->accumulate_and_collect(
                     g.data() + offset, scale, zero, r_got.data() + offset, n,
-                    threshold, 7, got.data());
+                    threshold, 7, got.data(), got_values.data());
                 want.resize(nw);
                 got.resize(ng);
+                want_values.resize(nw);
+                got_values.resize(ng);
                 ASSERT_EQ(got, want) << Where(*t, name, n, offset);
+                ASSERT_EQ(Bits(got_values), Bits(want_values))
+                    << Where(*t, name, n, offset);
                 ASSERT_EQ(Bits(r_got), Bits(r_want))
                     << Where(*t, name, n, offset);
               }
@@ -245,6 +250,73 @@ TEST(CompressKernelsTest, QsgdLevelsMatchPortable) {
                 ASSERT_EQ(got, want) << Where(*t, name, n, offset);
                 ASSERT_EQ(got_bits, want_bits) << Where(*t, name, n, offset);
               }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The error-feedback passes of 1-bit sign and QSGD, on a residual that
+// holds leftovers and zeros.
+TEST(CompressKernelsTest, QuantizerFeedbackMatchesPortable) {
+  const KernelTable& portable = PortableKernels();
+  for (const KernelTable* t : VectorTables()) {
+    for (size_t n : kLengths) {
+      for (size_t offset : kOffsets) {
+        for (const auto& [name, g] : Inputs(n + offset, n * 11 + offset)) {
+          for (bool zero : {false, true}) {
+            // Sums over a NaN and QSGD's levels need finite input.
+            if (name == "non-finite" && !zero) continue;
+            const std::string where = Where(*t, name, n, offset);
+            std::vector<float> r0(n + offset);
+            for (size_t i = 0; i < r0.size(); ++i) {
+              r0[i] = i % 4 == 0 ? 0.0f : 0.01f * static_cast<float>(i % 7);
+            }
+            const size_t words = (n + 63) / 64;
+
+            std::vector<float> r_want = r0, r_got = r0;
+            std::vector<uint64_t> bits_want(words, ~0ull), bits_got(words, 0);
+            double lanes_want[kSumLanes] = {}, lanes_got[kSumLanes] = {};
+            const bool f_want = portable.accumulate_sign(
+                g.data() + offset, zero, r_want.data() + offset, n,
+                bits_want.data(), lanes_want);
+            const bool f_got = t->accumulate_sign(g.data() + offset, zero,
+                                                  r_got.data() + offset, n,
+                                                  bits_got.data(), lanes_got);
+            ASSERT_EQ(f_got, f_want) << where;
+            ASSERT_EQ(bits_got, bits_want) << where;
+            ASSERT_EQ(Bits(r_got), Bits(r_want)) << where;
+            ASSERT_EQ(0, std::memcmp(lanes_got, lanes_want, sizeof lanes_got))
+                << where;
+            portable.subtract_sign(bits_want.data(), 0.75f,
+                                   r_want.data() + offset, n);
+            t->subtract_sign(bits_want.data(), 0.75f, r_got.data() + offset, n);
+            ASSERT_EQ(Bits(r_got), Bits(r_want)) << where;
+
+            r_want = r0;
+            r_got = r0;
+            double sq_want[kSumLanes] = {}, sq_got[kSumLanes] = {};
+            ASSERT_EQ(
+                t->accumulate_squares(g.data() + offset, zero,
+                                      r_got.data() + offset, n, sq_got),
+                portable.accumulate_squares(g.data() + offset, zero,
+                                            r_want.data() + offset, n, sq_want))
+                << where;
+            ASSERT_EQ(Bits(r_got), Bits(r_want)) << where;
+            ASSERT_EQ(0, std::memcmp(sq_got, sq_want, sizeof sq_got)) << where;
+            for (float s : {1.0f, 255.0f}) {
+              std::vector<uint16_t> levels_want(n, 1), levels_got(n, 2);
+              std::vector<uint64_t> neg_want(words, ~0ull), neg_got(words, 0);
+              portable.qsgd_feedback(r_want.data() + offset, zero, n, s / 4.0,
+                                     s, 4.0f, 99, levels_want.data(),
+                                     neg_want.data());
+              t->qsgd_feedback(r_got.data() + offset, zero, n, s / 4.0, s, 4.0f,
+                               99, levels_got.data(), neg_got.data());
+              ASSERT_EQ(levels_got, levels_want) << where;
+              ASSERT_EQ(neg_got, neg_want) << where;
+              ASSERT_EQ(Bits(r_got), Bits(r_want)) << where;
             }
           }
         }
