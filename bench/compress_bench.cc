@@ -29,6 +29,7 @@
 #include "common/codec/codec.h"
 #include "common/compress/compressor.h"
 #include "common/compress/registry.h"
+#include "common/compress/task_pool.h"
 #include "common/flags/program.h"
 
 namespace gradwire::bench {
@@ -117,11 +118,9 @@ absl::Status DescribeOutput(const CompressedChunk& chunk, ResultRow* row) {
   return absl::OkStatus();
 }
 
-// One compressor at one ratio (nullopt: the compressor takes none).
-absl::StatusOr<ResultRow> MeasureCompressor(const std::string& name,
-                                            std::optional<double> ratio,
-                                            absl::Span<const float> g,
-                                            const TimingOptions& timing) {
+absl::StatusOr<std::unique_ptr<Compressor>> MakeBenchCompressor(
+    const std::string& name, std::optional<double> ratio,
+    absl::Span<const float> g) {
   CompressorOptions options;
   options.name = name;
   options.levels = 256;  // qsgd
@@ -130,8 +129,16 @@ absl::StatusOr<ResultRow> MeasureCompressor(const std::string& name,
     options.precision = ValuePrecision::kFp16;  // The headline wire format.
     if (name == "threshold") options.threshold = MagnitudeQuantile(g, *ratio);
   }
+  return MakeCompressor(options);
+}
+
+// One compressor at one ratio (nullopt: the compressor takes none).
+absl::StatusOr<ResultRow> MeasureCompressor(const std::string& name,
+                                            std::optional<double> ratio,
+                                            absl::Span<const float> g,
+                                            const TimingOptions& timing) {
   absl::StatusOr<std::unique_ptr<Compressor>> compressor =
-      MakeCompressor(options);
+      MakeBenchCompressor(name, ratio, g);
   if (!compressor.ok()) return compressor.status();
   // One residual across calls, as one chunk keeps during training.
   FeedbackState state;
@@ -149,13 +156,58 @@ absl::StatusOr<ResultRow> MeasureCompressor(const std::string& name,
   return row;
 }
 
+// One compressor at one ratio over chunks of `chunk_elements` floats of g,
+// compressed in parallel on `pool`, one FeedbackState per chunk.
+absl::StatusOr<ResultRow> MeasureParallel(const std::string& name,
+                                          std::optional<double> ratio,
+                                          absl::Span<const float> g,
+                                          uint64_t chunk_elements,
+                                          TaskPool* pool,
+                                          const TimingOptions& timing) {
+  absl::StatusOr<std::unique_ptr<Compressor>> compressor =
+      MakeBenchCompressor(name, ratio, g);
+  if (!compressor.ok()) return compressor.status();
+  const size_t chunks = (g.size() + chunk_elements - 1) / chunk_elements;
+  std::vector<FeedbackState> states(chunks);
+  std::vector<CompressedChunk> outputs(chunks);
+  std::vector<absl::Status> status(chunks);
+  CompressContext context;
+  absl::StatusOr<Timing> t = MeasureMedian(timing, [&] {
+    ++context.step;
+    pool->Run(chunks, [&](size_t i) {
+      CompressContext chunk_context = context;
+      chunk_context.chunk_key = i;
+      const uint64_t first = i * chunk_elements;
+      status[i] =
+          (*compressor)
+              ->CompressWithFeedback(
+                  g.subspan(first, std::min<uint64_t>(chunk_elements,
+                                                      g.size() - first)),
+                  chunk_context, &states[i], &outputs[i]);
+    });
+    for (const absl::Status& s : status) {
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  });
+  if (!t.ok()) return t.status();
+  ResultRow row = NewRow(name, g.size(), ratio);
+  row.seconds = t->median_seconds;
+  row.reps = t->reps;
+  row.threads = pool->threads();
+  uint64_t selected = 0;
+  for (const CompressedChunk& out : outputs) selected += out.SelectedCount();
+  row.achieved_ratio = static_cast<double>(selected) / g.size();
+  return row;
+}
+
 // Measures one size: memcpy, torch::topk at every ratio (and at the
 // reference ratio), then every compressor; prints each row as it is done.
 class SizeRun {
  public:
   SizeRun(const BenchConfig& config, absl::Span<const float> g,
           std::vector<ResultRow>* rows)
-      : config_(config), g_(g), rows_(rows) {}
+      : config_(config), g_(g), rows_(rows), pool_(config.threads) {}
 
   absl::Status Run() {
     absl::StatusOr<Timing> copy = MeasureMemcpy(g_, config_.timing);
@@ -200,6 +252,13 @@ class SizeRun {
         MeasureCompressor(name, ratio, g_, config_.timing);
     if (!row.ok()) return row.status();
     Add(*std::move(row), ratio.value_or(kReferenceRatio));
+    if (pool_.threads() == 1 || g_.size() <= config_.chunk_elements) {
+      return absl::OkStatus();
+    }
+    row = MeasureParallel(name, ratio, g_, config_.chunk_elements, &pool_,
+                          config_.timing);
+    if (!row.ok()) return row.status();
+    Add(*std::move(row), ratio.value_or(kReferenceRatio));
     return absl::OkStatus();
   }
 
@@ -226,6 +285,7 @@ class SizeRun {
   std::vector<ResultRow>* const rows_;
   double memcpy_seconds_ = 0.0;
   std::map<double, double> torch_seconds_;  // ratio -> median seconds
+  TaskPool pool_;
 };
 
 int Fail(const absl::Status& status) {
@@ -239,10 +299,12 @@ int Main(const BenchConfig& config) {
   // libtorch's own default here may be lower (it counts physical cores).
   const int torch_threads = SetTorchThreads(config.torch_threads);
   std::printf(
-      "host %s (%s, %u hardware threads); torch threads %d; gradwire "
-      "compressors single-threaded\n",
+      "host %s (%s, %u hardware threads); kernels %s; torch threads %d; "
+      "gradwire compressors on 1 thread, and on %d over chunks of %llu "
+      "floats (thr)\n",
       host.hostname.c_str(), host.cpu_model.c_str(), host.hardware_threads,
-      torch_threads);
+      host.instruction_set.c_str(), torch_threads, config.threads,
+      static_cast<unsigned long long>(config.chunk_elements));
   std::printf(
       "ms: median per call; vs_torch = torch_topk ms / ours (same ratio, 0.01 "
       "where ratio is '-'); vs_memcpy = ours / memcpy ms; B/sel = wire bytes "

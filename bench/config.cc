@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/compress/registry.h"
+#include "common/compress/task_pool.h"
 
 ABSL_FLAG(bool, quick, false,
           "CI smoke run: only 1M floats and at most 0.25 s per measurement "
@@ -34,6 +35,13 @@ ABSL_FLAG(int, torch_threads, 0,
           "intra-op threads of the torch::topk baseline; 0: one per hardware "
           "thread of the machine (std::thread::hardware_concurrency)");
 ABSL_FLAG(uint64_t, seed, 42, "seed of the gaussian gradient");
+ABSL_FLAG(int, threads, 0,
+          "also run every compressor over chunks on this many threads, as a "
+          "worker compresses a push (0: one per core of this process; 1: "
+          "single-threaded rows only)");
+ABSL_FLAG(uint64_t, chunk_elements, uint64_t{1} << 20,
+          "floats per chunk of the multi-threaded rows (the worker's default "
+          "--partition-bytes is 4 MiB: 1M floats)");
 
 namespace gradwire::bench {
 
@@ -48,7 +56,9 @@ constexpr absl::string_view kFlagNames[] = {"quick",
                                             "min_reps",
                                             "seconds_per_measurement",
                                             "torch_threads",
-                                            "seed"};
+                                            "seed",
+                                            "threads",
+                                            "chunk_elements"};
 
 // Indices travel as uint32 and the decoder's default bound is 2^31.
 constexpr double kMaxNumel = 2147483648.0;
@@ -159,6 +169,17 @@ absl::StatusOr<BenchConfig> BenchConfigFromFlags() {
   if (!s.ok()) return s;
   config.json_path = absl::GetFlag(FLAGS_json);
   config.seed = absl::GetFlag(FLAGS_seed);
+  config.threads = absl::GetFlag(FLAGS_threads);
+  if (config.threads < 0 || config.threads > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads: ", config.threads, " is outside [0, 1024]"));
+  }
+  if (config.threads == 0) config.threads = CoresOfThisProcess();
+  config.chunk_elements = absl::GetFlag(FLAGS_chunk_elements);
+  if (config.chunk_elements < 1 || config.chunk_elements > kMaxNumel) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--chunk_elements: ", config.chunk_elements, " is outside [1, 2^31]"));
+  }
   return config;
 }
 

@@ -28,6 +28,11 @@ struct BenchConfig {
   int torch_threads = 1;
   // Seed of the gaussian gradient.
   uint64_t seed = 0;
+  // Every compressor row is also run on this many threads, over chunks of
+  // chunk_elements floats, when it is above 1 (the flag's 0: one per core
+  // of this process).
+  int threads = 1;
+  uint64_t chunk_elements = uint64_t{1} << 20;
 };
 
 // Reads the flags (after absl::ParseCommandLine). Returns INVALID_ARGUMENT

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "common/compress/kernels.h"
 
 namespace gradwire::bench {
 namespace {
@@ -20,7 +21,10 @@ constexpr char kNotes[] =
     "same gaussian gradient; torch_topk: from_blob(...).abs().topk(k, "
     "sorted=false), abs and topk timed together; vs_torch_topk: torch / "
     "ours at the same numel and ratio, at ratio 0.01 for rows without a "
-    "ratio; vs_memcpy: ours / memcpy; threshold: the threshold is the "
+    "ratio; vs_memcpy: ours / memcpy (memcpy on one thread, also for rows "
+    "with threads > 1); threads > 1: the buffer in chunks of "
+    "chunk_elements, one FeedbackState per chunk, compressed in parallel; "
+    "threshold: the threshold is the "
     "(1 - ratio) quantile of |gradient|, so the first call keeps ~ratio "
     "(error feedback then raises the density, see achieved_ratio); "
     "wire_bytes_per_selected: ChunkData bytes / selected elements, values "
@@ -47,6 +51,7 @@ Json RowJson(const ResultRow& r) {
       {"achieved_ratio", Figure(r.achieved_ratio)},
       {"seconds", Rounded(r.seconds, "%.6g")},
       {"reps", r.reps},
+      {"threads", r.threads},
       {"vs_torch_topk", Figure(r.vs_torch_topk)},
       {"vs_memcpy", Figure(r.vs_memcpy)},
       {"wire_bytes",
@@ -78,19 +83,21 @@ HostInfo CurrentHost() {
   host.hostname = gethostname(name, sizeof name - 1) == 0 ? name : "unknown";
   host.cpu_model = CpuModel();
   host.hardware_threads = std::thread::hardware_concurrency();
+  host.instruction_set = std::string(
+      compress_kernels::InstructionSetName(compress_kernels::Kernels().isa));
   return host;
 }
 
 void PrintTableHeader(std::FILE* out) {
-  std::fprintf(out, "%-11s %9s %6s %8s %10s %5s %9s %9s %9s %9s\n",
-               "compressor", "numel", "ratio", "achieved", "ms", "reps",
+  std::fprintf(out, "%-11s %9s %6s %3s %8s %10s %5s %9s %9s %9s %9s\n",
+               "compressor", "numel", "ratio", "thr", "achieved", "ms", "reps",
                "vs_torch", "vs_memcpy", "B/sel", "B/sel32");
 }
 
 void PrintTableRow(const ResultRow& r, std::FILE* out) {
-  std::fprintf(out, "%-11s %9llu %6s %8s %10.3f %5d %9s %9s %9s %9s\n",
+  std::fprintf(out, "%-11s %9llu %6s %3d %8s %10.3f %5d %9s %9s %9s %9s\n",
                r.compressor.c_str(), static_cast<unsigned long long>(r.numel),
-               Optional(r.ratio, "%g").c_str(),
+               Optional(r.ratio, "%g").c_str(), r.threads,
                Optional(r.achieved_ratio, "%.4f").c_str(), r.seconds * 1e3,
                r.reps, Optional(r.vs_torch_topk, "%.2fx").c_str(),
                Optional(r.vs_memcpy, "%.2fx").c_str(),
@@ -117,7 +124,8 @@ absl::Status WriteJson(const std::string& path, const HostInfo& host,
 Json HostJson(const HostInfo& host) {
   return {{"hostname", host.hostname},
           {"cpu", host.cpu_model},
-          {"hardware_threads", host.hardware_threads}};
+          {"hardware_threads", host.hardware_threads},
+          {"instruction_set", host.instruction_set}};
 }
 
 double Rounded(double value, const absl::FormatSpec<double>& format) {

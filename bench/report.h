@@ -27,6 +27,10 @@ struct ResultRow {
   // Median seconds of one call, and the number of timed calls.
   double seconds = 0.0;
   int reps = 0;
+  // Threads the call ran on. Above 1: the buffer split into chunks of the
+  // worker's size, compressed in parallel on a TaskPool (as a worker
+  // compresses a push).
+  int threads = 1;
   // torch_topk seconds / ours, at the same numel and ratio (1% for rows
   // without a ratio). Above 1: we are faster.
   std::optional<double> vs_torch_topk;
@@ -44,9 +48,13 @@ struct HostInfo {
   std::string hostname;
   std::string cpu_model;
   unsigned hardware_threads = 0;
+  // The compression kernels this process runs: "avx512", "avx2" or
+  // "portable" (common/compress/kernels.h; GRADWIRE_KERNELS narrows it).
+  std::string instruction_set;
 };
 
-// Reads the host name, /proc/cpuinfo's model name and the thread count.
+// Reads the host name, /proc/cpuinfo's model name, the thread count and the
+// kernels' instruction set.
 HostInfo CurrentHost();
 
 // Prints the column header, then one line per row.
@@ -62,7 +70,8 @@ absl::Status WriteJson(const std::string& path, const HostInfo& host,
 // Shared by the benchmarks' JSON writers. The reports are ordered_json, so
 // that their keys stay in the order they are written.
 //
-// {"hostname", "cpu", "hardware_threads"}: the "host" of every report.
+// {"hostname", "cpu", "hardware_threads", "instruction_set"}: the "host" of
+// every report.
 nlohmann::ordered_json HostJson(const HostInfo& host);
 
 // `value` rounded as `format` prints it ("%.6g": six significant digits,

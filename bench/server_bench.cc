@@ -236,7 +236,7 @@ int Main(const ServerBenchConfig& config) {
           .count();
   const ServerRunInfo info = RunInfo(*workload);
   std::printf(
-      "host %s (%s, %u hardware threads)\n"
+      "host %s (%s, %u hardware threads, kernels %s)\n"
       "%llu parameters in %llu chunks on 1 shard, SGD; pushes: topk %g, fp16 "
       "values, one chunk per request, %.0f bytes each; built in %.1f s "
       "(untimed)\n"
@@ -247,7 +247,8 @@ int Main(const ServerBenchConfig& config) {
       "CPUs this process kept busy during the measurement; Msel/cpu_s: "
       "Msel/s per core\n",
       info.host.hostname.c_str(), info.host.cpu_model.c_str(),
-      info.host.hardware_threads, static_cast<unsigned long long>(info.numel),
+      info.host.hardware_threads, info.host.instruction_set.c_str(),
+      static_cast<unsigned long long>(info.numel),
       static_cast<unsigned long long>(info.num_chunks), info.density,
       info.bytes_per_push, build_seconds);
   std::vector<ServerResultRow> rows;

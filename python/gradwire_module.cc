@@ -201,6 +201,8 @@ Shards
       feedback) or "dense" (full weights every step).
   pull_ratio (float): fraction of elements a delta pull keeps.
   partition_bytes (int): largest chunk, in bytes of float32.
+  compress_threads (int): threads that compress a push's chunks in
+      parallel; 0: one per core this process may run on.
 Deadlines and security
   rpc_timeout_seconds (float): deadline of each Init and Push.
   pull_timeout_seconds (float): how long a Pull waits for its step.
@@ -223,11 +225,12 @@ std::unique_ptr<PySync> ConnectWithKeywords(
     int64_t dgc_warmup_epochs, std::string optimizer, double lr,
     double momentum, double weight_decay, std::string momentum_placement,
     bool scale_async_lr, std::string mode, int64_t staleness, std::string pull,
-    double pull_ratio, int64_t partition_bytes, int64_t local_rank,
-    int64_t local_size, std::string local_store, double rpc_timeout_seconds,
-    double pull_timeout_seconds, double connect_timeout_seconds,
-    std::string tls_cert, std::string tls_key, std::string tls_ca,
-    std::string tls_server_name, std::string auth_token_file) {
+    double pull_ratio, int64_t partition_bytes, int64_t compress_threads,
+    int64_t local_rank, int64_t local_size, std::string local_store,
+    double rpc_timeout_seconds, double pull_timeout_seconds,
+    double connect_timeout_seconds, std::string tls_cert, std::string tls_key,
+    std::string tls_ca, std::string tls_server_name,
+    std::string auth_token_file) {
   SyncSettings s;
   s.shards = std::move(shards);
   s.worker_id = worker_id;
@@ -254,6 +257,7 @@ std::unique_ptr<PySync> ConnectWithKeywords(
   s.pull = std::move(pull);
   s.pull_ratio = pull_ratio;
   s.partition_bytes = partition_bytes;
+  s.compress_threads = compress_threads;
   s.local_rank = local_rank;
   s.local_size = local_size;
   s.local_store = std::move(local_store);
@@ -322,6 +326,7 @@ void DefineParameterSync(py::module_& m) {
            py::arg("mode") = d.mode, py::arg("staleness") = d.staleness,
            py::arg("pull") = d.pull, py::arg("pull_ratio") = d.pull_ratio,
            py::arg("partition_bytes") = d.partition_bytes,
+           py::arg("compress_threads") = d.compress_threads,
            py::arg("local_rank") = d.local_rank,
            py::arg("local_size") = d.local_size,
            py::arg("local_store") = d.local_store,

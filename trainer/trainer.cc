@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/compress/task_pool.h"
 #include "common/precision.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/models.h"
@@ -339,6 +340,9 @@ std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
   summary["compressor"] = sync.compressor.name;
   summary["ratio"] = sync.compressor.ratio;
   summary["min_kept"] = sync.compressor.min_kept;
+  summary["compress_threads"] = sync.compress_threads == 0
+                                    ? CoresOfThisProcess()
+                                    : sync.compress_threads;
   summary["error_feedback"] = sync.error_feedback;
   summary["value_type"] = std::string(PrecisionName(sync.compressor.precision));
   summary["mode"] = ModeName(sync.training.mode());

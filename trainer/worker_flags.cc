@@ -103,6 +103,9 @@ ABSL_FLAG(std::string, mode, kDefaults.mode,
 ABSL_FLAG(int64_t, staleness, kDefaults.staleness, "SSP staleness.");
 ABSL_FLAG(int64_t, partition_bytes, kDefaults.partition_bytes,
           "Largest chunk in bytes.");
+ABSL_FLAG(int64_t, compress_threads, kDefaults.compress_threads,
+          "Threads that compress a push's chunks in parallel (0: one per "
+          "core this process may run on).");
 ABSL_FLAG(double, rpc_timeout_seconds, kDefaults.rpc_timeout_seconds,
           "Deadline of each Init and Push.");
 ABSL_FLAG(std::string, progress, "auto",
@@ -159,6 +162,7 @@ SyncSettings SettingsFromFlags() {
   s.mode = absl::GetFlag(FLAGS_mode);
   s.staleness = absl::GetFlag(FLAGS_staleness);
   s.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
+  s.compress_threads = absl::GetFlag(FLAGS_compress_threads);
   s.rpc_timeout_seconds = absl::GetFlag(FLAGS_rpc_timeout_seconds);
   s.transport = ClientTlsFilesFromFlags();
   return s;
@@ -245,6 +249,7 @@ constexpr absl::string_view kWorkerFlags[] = {"shards",
                                               "mode",
                                               "staleness",
                                               "partition_bytes",
+                                              "compress_threads",
                                               "rpc_timeout_seconds",
                                               "progress",
                                               "step_delay_ms",

@@ -62,7 +62,8 @@ absl::StatusOr<std::unique_ptr<ParameterSync>> ParameterSync::Create(
   }
   auto push_builder =
       PushRequestBuilder::Create(options.compressor, options.error_feedback,
-                                 options.worker_momentum, worker_id);
+                                 options.worker_momentum, worker_id,
+                                 options.compress_threads);
   if (!push_builder.ok()) return push_builder.status();
   auto metrics = MetricsFor(options);
   if (!metrics.ok()) return metrics.status();

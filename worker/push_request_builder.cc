@@ -12,7 +12,8 @@ namespace gradwire {
 
 absl::StatusOr<std::unique_ptr<PushRequestBuilder>> PushRequestBuilder::Create(
     const CompressorOptions& options, bool error_feedback,
-    const MomentumCorrectionOptions& momentum, uint32_t worker_id) {
+    const MomentumCorrectionOptions& momentum, uint32_t worker_id,
+    int compress_threads) {
   if (!error_feedback && options.name == "dgc") {
     return absl::InvalidArgumentError("dgc needs error feedback");
   }
@@ -23,18 +24,28 @@ absl::StatusOr<std::unique_ptr<PushRequestBuilder>> PushRequestBuilder::Create(
   }
   auto compressor = MakeCompressor(options);
   if (!compressor.ok()) return compressor.status();
-  return std::unique_ptr<PushRequestBuilder>(new PushRequestBuilder(
-      options, *std::move(compressor), error_feedback, momentum, worker_id));
+  if (compress_threads < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "compress_threads is %d; it must be 0 (one per core) or more",
+        compress_threads));
+  }
+  const int threads =
+      compress_threads == 0 ? CoresOfThisProcess() : compress_threads;
+  return std::unique_ptr<PushRequestBuilder>(
+      new PushRequestBuilder(options, *std::move(compressor), error_feedback,
+                             momentum, worker_id, threads));
 }
 
 PushRequestBuilder::PushRequestBuilder(
     CompressorOptions options, std::unique_ptr<const Compressor> compressor,
-    bool error_feedback, MomentumCorrectionOptions momentum, uint32_t worker_id)
+    bool error_feedback, MomentumCorrectionOptions momentum, uint32_t worker_id,
+    int compress_threads)
     : options_(std::move(options)),
       compressor_(std::move(compressor)),
       error_feedback_(error_feedback),
       momentum_(momentum),
-      worker_id_(worker_id) {}
+      worker_id_(worker_id),
+      pool_(compress_threads) {}
 
 absl::Status PushRequestBuilder::PrepareFor(const ChunkPlan& plan) {
   // The device kernels keep no velocity: with momentum on the worker, CUDA
@@ -62,27 +73,46 @@ absl::Status PushRequestBuilder::Build(const std::vector<uint64_t>& keys,
   CompressContext context;
   context.step = step;
   context.epoch = epoch;
-  for (const uint64_t key : keys) {
-    ChunkSlot& slot = plan->slot(key);
-    const ChunkSpec& spec = slot.spec;
-    const torch::Tensor& parameter = plan->ParameterOf(spec);
-    context.chunk_key = spec.key;
-    absl::Status s = CatchTorch("gradwire push", [&] {
-      return CompressChunk(parameter.grad(), context, &slot);
-    });
-    if (!s.ok()) {
-      return absl::Status(s.code(),
-                          absl::StrFormat("chunk %d (%s): %s", spec.key,
-                                          plan->NameOf(spec), s.message()));
-    }
-    v1::ChunkGradient* pushed = (*requests)[spec.shard].add_chunks();
-    pushed->set_key(spec.key);
-    if (absl::Status e = EncodeChunk(slot.scratch, pushed->mutable_gradient());
-        !e.ok()) {
-      return e;
-    }
+  std::vector<v1::ChunkData> encoded(keys.size());
+  std::vector<absl::Status> status(keys.size());
+  const auto compress = [&](size_t i) {
+    status[i] = CompressAndEncode(keys[i], context, plan, &encoded[i]);
+  };
+  if (device_compressor_) {
+    // The device compressor queues on one stream: one chunk at a time.
+    for (size_t i = 0; i < keys.size(); ++i) compress(i);
+  } else {
+    pool_.Run(keys.size(), compress);
+  }
+  // Requests in key order, as a serial run builds them; the first error in
+  // that order is the one returned.
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!status[i].ok()) return status[i];
+    v1::ChunkGradient* pushed =
+        (*requests)[plan->slot(keys[i]).spec.shard].add_chunks();
+    pushed->set_key(keys[i]);
+    pushed->mutable_gradient()->Swap(&encoded[i]);
   }
   return absl::OkStatus();
+}
+
+absl::Status PushRequestBuilder::CompressAndEncode(uint64_t key,
+                                                   CompressContext context,
+                                                   ChunkPlan* plan,
+                                                   v1::ChunkData* encoded) {
+  ChunkSlot& slot = plan->slot(key);
+  const ChunkSpec& spec = slot.spec;
+  const torch::Tensor& parameter = plan->ParameterOf(spec);
+  context.chunk_key = spec.key;
+  absl::Status s = CatchTorch("gradwire push", [&] {
+    return CompressChunk(parameter.grad(), context, &slot);
+  });
+  if (!s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrFormat("chunk %d (%s): %s", spec.key,
+                                        plan->NameOf(spec), s.message()));
+  }
+  return EncodeChunk(slot.scratch, encoded);
 }
 
 absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,

@@ -7,7 +7,9 @@
 // push sent (common/compress/momentum_correction.h).
 //
 // CPU gradients are compressed in place (the compressor reads the
-// gradient's memory). CUDA gradients are compressed on their device, with
+// gradient's memory), the chunks of one Build in parallel on a TaskPool
+// (each chunk has its own residual, velocity and scratch, so the bytes are
+// those of a serial run). CUDA gradients are compressed on their device, with
 // the residual kept there, when gradwire was built with the CUDA kernels
 // and the compressor runs there (device_chunks.h); otherwise they are
 // copied to the host and compressed like CPU ones.
@@ -26,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "common/compress/compressor.h"
 #include "common/compress/momentum_correction.h"
+#include "common/compress/task_pool.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "worker/chunk_plan.h"
 #include "worker/device_chunks.h"
@@ -38,12 +41,17 @@ class PushRequestBuilder {
   // `error_feedback` is false, for the pushes of `worker_id`. With
   // `momentum` enabled, each chunk's gradient first goes through its
   // velocity (momentum_correction.h) and the velocity is compressed.
+  // Compresses on `compress_threads` threads (0: CoresOfThisProcess()).
   // INVALID_ARGUMENT for a compressor that does not exist or takes bad
   // options, for dgc without error feedback, and for dgc's own momentum
   // together with `momentum` (one velocity only).
   static absl::StatusOr<std::unique_ptr<PushRequestBuilder>> Create(
       const CompressorOptions& options, bool error_feedback,
-      const MomentumCorrectionOptions& momentum, uint32_t worker_id);
+      const MomentumCorrectionOptions& momentum, uint32_t worker_id,
+      int compress_threads = 1);
+
+  // Threads the chunks are compressed on.
+  int compress_threads() const { return pool_.threads(); }
 
   // Once the parameters are known: when some live on a CUDA device,
   // prepares to compress their chunks there (DeviceChunkCompressor::Create;
@@ -60,7 +68,8 @@ class PushRequestBuilder {
   // defined. `epoch` feeds warm-up schedules. Updates the chunks' residuals
   // and scratch buffers. Errors: the compressor's or the codec's, the former
   // prefixed with the chunk ("chunk 3 (fc1.weight): ..."); INTERNAL for a
-  // libtorch failure.
+  // libtorch failure. When a chunk fails, the chunks compressed in parallel
+  // with it have still moved their residuals; the step is lost either way.
   absl::Status Build(const std::vector<uint64_t>& keys, uint64_t step,
                      int epoch, ChunkPlan* plan,
                      std::vector<v1::PushRequest>* requests);
@@ -69,7 +78,12 @@ class PushRequestBuilder {
   PushRequestBuilder(CompressorOptions options,
                      std::unique_ptr<const Compressor> compressor,
                      bool error_feedback, MomentumCorrectionOptions momentum,
-                     uint32_t worker_id);
+                     uint32_t worker_id, int compress_threads);
+
+  // Compresses the gradient of chunk `key` and encodes it into *encoded;
+  // errors are prefixed with the chunk.
+  absl::Status CompressAndEncode(uint64_t key, CompressContext context,
+                                 ChunkPlan* plan, v1::ChunkData* encoded);
 
   // Compresses one chunk's gradient into slot->scratch: on the device, or
   // through the CPU compressor. Throws as libtorch does.
@@ -85,6 +99,7 @@ class PushRequestBuilder {
   // CUDA gradients compressed on the device; null when there are no CUDA
   // parameters or they go through the host.
   std::unique_ptr<DeviceChunkCompressor> device_compressor_;
+  TaskPool pool_;
 };
 
 }  // namespace gradwire

@@ -54,6 +54,11 @@ struct SyncOptions {
   bool error_feedback = true;
   // Largest chunk, in bytes of float32.
   uint64_t partition_bytes = uint64_t{4} << 20;
+  // Threads that compress the chunks of one push in parallel (the pushing
+  // thread among them); 0: one per core this process may run on
+  // (CoresOfThisProcess). CUDA chunks compressed on their device run one
+  // after another.
+  int compress_threads = 0;
   // Optimizer, consistency mode and pull encoding the shards run. Its
   // num_workers, num_shards, partition_bytes and model_fingerprint are
   // filled in by Register, and so is what is left unset: mode BSP,

@@ -238,6 +238,11 @@ absl::Status ResolveTopology(const SyncSettings& s, const Complaint& bad,
                s.partition_bytes);
   }
   sync->partition_bytes = s.partition_bytes;
+  if (s.compress_threads < 0 || s.compress_threads > 1024) {
+    return bad("compress_threads", "%d is outside [0, 1024] (0: one per core)",
+               s.compress_threads);
+  }
+  sync->compress_threads = static_cast<int>(s.compress_threads);
   if (!(s.rpc_timeout_seconds > 0 && s.rpc_timeout_seconds <= 86400))
     return bad("rpc_timeout_seconds", "%g is outside (0, 86400]",
                s.rpc_timeout_seconds);

@@ -90,6 +90,9 @@ struct SyncSettings {
   std::string mode = "bsp";
   int64_t staleness = 2;
   int64_t partition_bytes = int64_t{4} << 20;
+  // Threads that compress a push's chunks in parallel; 0: one per core this
+  // process may run on.
+  int64_t compress_threads = 0;
   // Deadlines: each Init and Push; a Pull waiting for its step.
   double rpc_timeout_seconds = 30;
   double pull_timeout_seconds = 300;

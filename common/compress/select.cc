@@ -56,6 +56,31 @@ std::pair<float, uint64_t> KthLargest(std::vector<float>* magnitude,
 
 }  // namespace
 
+const std::vector<uint32_t>& SortedSamplePositions(uint64_t n, uint64_t wanted,
+                                                   uint64_t sample_size) {
+  thread_local std::vector<uint32_t> positions;
+  thread_local std::vector<uint32_t> scratch;
+  positions.resize(sample_size);
+  scratch.resize(sample_size);
+  SplitMix64 rng(SampleSeed(n, wanted));
+  for (uint32_t& p : positions) p = static_cast<uint32_t>(rng.Below(n));
+  // Least-significant-digit radix sort, 11 bits a pass: linear where
+  // std::sort would cost more than the reads it makes local.
+  constexpr int kDigitBits = 11;
+  constexpr uint32_t kDigits = 1u << kDigitBits;
+  for (int shift = 0; shift < 32 && (n - 1) >> shift != 0;
+       shift += kDigitBits) {
+    uint32_t start[kDigits + 1] = {};
+    for (uint32_t p : positions) ++start[((p >> shift) & (kDigits - 1)) + 1];
+    for (uint32_t d = 0; d < kDigits; ++d) start[d + 1] += start[d];
+    for (uint32_t p : positions) {
+      scratch[start[(p >> shift) & (kDigits - 1)]++] = p;
+    }
+    positions.swap(scratch);
+  }
+  return positions;
+}
+
 void CollectAtLeast(absl::Span<const float> x, float threshold,
                     std::vector<uint32_t>* indices) {
   const auto& collect = compress_kernels::Kernels().collect_at_least;

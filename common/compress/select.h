@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "common/compress/random_index_set.h"
 
 namespace gradwire {
 namespace select_internal {
@@ -21,6 +22,22 @@ namespace select_internal {
 template <typename SampleValue>
 float EstimateThreshold(uint64_t n, uint64_t wanted, uint64_t sample_size,
                         SampleValue&& sample_value);
+
+// The seed of EstimateThreshold's sample positions: fixed by (n, wanted),
+// not by the data, so the estimate is reproducible across runs and
+// processes.
+inline uint64_t SampleSeed(uint64_t n, uint64_t wanted) {
+  return MixSeed(n, wanted, 0x73616d706c65ull);
+}
+
+// From this many elements on, EstimateThreshold reads its sample in
+// increasing position order.
+inline constexpr uint64_t kSortedSampleMinElements = uint64_t{1} << 21;
+
+// The `sample_size` positions SplitMix64(SampleSeed(n, wanted)).Below(n)
+// draws, sorted (a per-thread buffer, valid until the thread's next call).
+const std::vector<uint32_t>& SortedSamplePositions(uint64_t n, uint64_t wanted,
+                                                   uint64_t sample_size);
 
 // Indices i with |x[i]| >= threshold, in increasing order.
 void CollectAtLeast(absl::Span<const float> x, float threshold,

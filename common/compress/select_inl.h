@@ -21,10 +21,18 @@ float EstimateThreshold(uint64_t n, uint64_t wanted, uint64_t sample_size,
     sample.resize(n);
     for (uint64_t i = 0; i < n; ++i) sample[i] = std::fabs(sample_value(i));
     sample_size = n;
+  } else if (n >= kSortedSampleMinElements) {
+    // The same positions, read in increasing order: at this size random
+    // reads miss the caches and the TLB, increasing ones stream. The k-th
+    // largest of the sample does not depend on the order it was read in.
+    const std::vector<uint32_t>& positions =
+        SortedSamplePositions(n, wanted, sample_size);
+    sample.resize(sample_size);
+    for (uint64_t j = 0; j < sample_size; ++j) {
+      sample[j] = std::fabs(sample_value(positions[j]));
+    }
   } else {
-    // Positions are fixed by (n, wanted), not by the data, so the estimate is
-    // reproducible across runs and processes.
-    SplitMix64 rng(MixSeed(n, wanted, 0x73616d706c65ull));
+    SplitMix64 rng(SampleSeed(n, wanted));
     sample.resize(sample_size);
     for (uint64_t j = 0; j < sample_size; ++j) {
       sample[j] = std::fabs(sample_value(rng.Below(n)));

@@ -195,6 +195,9 @@ FLAG_GROUPS = {
         ("mode", str, "bsp", "Consistency mode: bsp, asp or ssp."),
         ("staleness", int, 2, "SSP staleness."),
         ("partition-bytes", int, 4 << 20, "Largest chunk in bytes."),
+        ("compress-threads", int, 0,
+         "Threads that compress a push's chunks in parallel (0: one per "
+         "core this process may run on)."),
         ("rpc-timeout-seconds", float, 30.0,
          "Deadline of each Init and Push."),
         ("pull-timeout-seconds", float, 300.0,
@@ -527,7 +530,7 @@ OPTIMIZER_FLAGS = ("optimizer", "lr", "momentum", "weight_decay",
 SYNC_FLAGS = ("worker_id", "num_workers", "local_rank", "local_size",
               "local_store", "mode", "staleness", "scale_async_lr", "pull",
               "pull_ratio",
-              "partition_bytes", "rpc_timeout_seconds",
+              "partition_bytes", "compress_threads", "rpc_timeout_seconds",
               "pull_timeout_seconds", "tls_cert", "tls_key", "tls_ca",
               "tls_server_name", "auth_token_file")
 
@@ -821,6 +824,8 @@ def summary(args, result, stats):
         "compressor": "none" if ddp else args.compressor,
         "ratio": 1.0 if ddp else args.ratio,
         "min_kept": args.min_kept,
+        "compress_threads": (args.compress_threads
+                             or len(os.sched_getaffinity(0))),
         "error_feedback": False if ddp else args.error_feedback,
         "value_type": "fp32" if ddp else args.value_type,
         "mode": "bsp" if ddp else args.mode,
