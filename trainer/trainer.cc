@@ -340,9 +340,8 @@ std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
   summary["compressor"] = sync.compressor.name;
   summary["ratio"] = sync.compressor.ratio;
   summary["min_kept"] = sync.compressor.min_kept;
-  summary["compress_threads"] = sync.compress_threads == 0
-                                    ? CoresOfThisProcess()
-                                    : sync.compress_threads;
+  summary["compress_threads"] =
+      sync.compress_threads == 0 ? CoresOfThisProcess() : sync.compress_threads;
   summary["error_feedback"] = sync.error_feedback;
   summary["value_type"] = std::string(PrecisionName(sync.compressor.precision));
   summary["mode"] = ModeName(sync.training.mode());
