@@ -1,5 +1,7 @@
 #include "common/compress/sparsifier.h"
 
+#include "common/compress/kernels.h"
+
 namespace gradwire {
 namespace {
 
@@ -50,8 +52,10 @@ absl::Status Sparsifier::CompressWithFeedback(absl::Span<const float> gradient,
   AccumulateAndSelect(gradient, ctx, state, out);
   std::vector<float>& r = state->residual;
   if (out->values.size() == out->indices.size()) {
-    RoundAllToPrecision(out->values.data(), out->values.size(),
-                        options().precision);
+    // In place: each value is read before it is written.
+    compress_kernels::Kernels().round_dense(
+        out->values.data(), /*zero_non_finite=*/false, options().precision,
+        out->values.size(), out->values.data());
   } else {
     GatherValues(r, options().precision, out);
   }
