@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <utility>
 
@@ -20,26 +21,28 @@ constexpr size_t kSlice = size_t{1} << 16;
 // Runs `collect(first, length, out_index, out_value)` over [0, n) slice by
 // slice, where `collect` writes at most `length` indices (and, when `values`
 // is set, as many values) and returns how many; leaves exactly the
-// collected ones in *indices and *values.
+// collected ones in *indices and *values. The kernels write into a
+// per-thread slice buffer, appended from there: growing the outputs to
+// `length` first would zero-fill them on every call.
 template <typename Collect>
 void CollectInSlices(size_t n, std::vector<uint32_t>* indices,
                      std::vector<float>* values, Collect&& collect) {
-  size_t count = 0;
+  thread_local std::unique_ptr<uint32_t[]> slice_indices(new uint32_t[kSlice]);
+  thread_local std::unique_ptr<float[]> slice_values(new float[kSlice]);
   indices->clear();
   if (values != nullptr) values->clear();
   for (size_t first = 0; first < n; first += kSlice) {
     const size_t length = std::min(kSlice, n - first);
-    if (indices->size() < count + length) {
-      const size_t grown = std::max(count + length, 2 * indices->size());
-      indices->resize(grown);
-      if (values != nullptr) values->resize(grown);
+    const size_t count =
+        collect(static_cast<uint32_t>(first), length, slice_indices.get(),
+                values != nullptr ? slice_values.get() : nullptr);
+    indices->insert(indices->end(), slice_indices.get(),
+                    slice_indices.get() + count);
+    if (values != nullptr) {
+      values->insert(values->end(), slice_values.get(),
+                     slice_values.get() + count);
     }
-    count +=
-        collect(static_cast<uint32_t>(first), length, indices->data() + count,
-                values != nullptr ? values->data() + count : nullptr);
   }
-  indices->resize(count);
-  if (values != nullptr) values->resize(count);
 }
 
 // The largest magnitude that k of `magnitude` reach (k-th largest), and how

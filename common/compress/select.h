@@ -84,7 +84,7 @@ float TopKCandidateThreshold(uint64_t n, uint64_t k,
   // whatever the threshold, and a smaller sample only costs more candidates
   // (about 2k at 16 hits), which are cheap next to random reads.
   const uint64_t sample_size =
-      std::min<uint64_t>({n, std::max<uint64_t>(16384, 16 * (n / k)), 1 << 20});
+      std::min<uint64_t>({n, std::max<uint64_t>(4096, 16 * (n / k)), 1 << 20});
   // Aim above k by three standard deviations of the sampled count.
   const double expected = static_cast<double>(k) * sample_size / n;
   const double rank = expected + 3.0 * std::sqrt(expected) + 4.0;
