@@ -54,6 +54,12 @@ SpawnOptions WorkerCommand(const LocalClusterOptions& options,
   // Worker 0's accuracy is the cluster's; the others skip the evaluation
   // (a user's --evaluate, which comes later, still wins).
   if (worker > 0) spawn.argv.push_back("--evaluate=false");
+  // The dashboard's Prometheus scrapes the worker's last counts after its
+  // last step (a user's --metrics-linger-seconds, which comes later, wins).
+  if (options.dashboard.enabled) {
+    spawn.argv.push_back(absl::StrCat("--metrics-linger-seconds=",
+                                      kDashboardWorkerLingerSeconds));
+  }
   for (std::string& flag : TransportFlags(options.transport.worker)) {
     spawn.argv.push_back(std::move(flag));
   }

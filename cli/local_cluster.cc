@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "cli/cluster_commands.h"
 #include "cli/cluster_summary.h"
+#include "cli/dashboard.h"
 #include "cli/run_directory.h"
 #include "cli/stop_signals.h"
 #include "client/health_client.h"
@@ -63,6 +64,10 @@ class LocalCluster {
   absl::Status WaitUntilServing();
   int ShardPort(int shard) const;
   void ReportWorkerMetrics();
+  absl::Status StartDashboard();
+  absl::Status WaitUntilDashboardReady(int port);
+  void AddDashboardTarget(int worker_metrics_port);
+  void KeepDashboardUp();
   absl::Status StartWorkers();
   void Supervise();
   bool PollAll();
@@ -78,6 +83,11 @@ class LocalCluster {
   const StopSignals signals_;
   std::vector<Member> shards_;
   std::vector<Member> workers_;
+  // Prometheus, with --dashboard once started; its port once it is ready,
+  // and the workers' /metrics it was told to scrape.
+  std::vector<Member> dashboard_;
+  int dashboard_port_ = 0;
+  std::vector<std::string> worker_targets_;
   std::vector<std::string> addresses_;
   // The first stop signal, and how many came: a second one skips the grace
   // periods.
@@ -138,6 +148,7 @@ void LocalCluster::ReportWorkerMetrics() {
                   MetricsUrl(port).c_str());
       std::fflush(stdout);
       w.metrics_reported = true;
+      AddDashboardTarget(port);
     }
   }
 }
@@ -183,6 +194,112 @@ absl::Status LocalCluster::WaitUntilServing() {
   return absl::OkStatus();
 }
 
+// Starts Prometheus on the shards' /metrics (the workers follow through the
+// targets file), waits until it is ready and prints the dashboard's URL.
+absl::Status LocalCluster::StartDashboard() {
+  const DashboardOptions& dashboard = options_.dashboard;
+  int port = dashboard.port;
+  if (port == 0) {
+    absl::StatusOr<int> free_port = PickFreeLoopbackPort();
+    if (!free_port.ok()) return free_port.status();
+    port = *free_port;
+  }
+  std::vector<std::string> shard_targets;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    shard_targets.push_back(
+        absl::StrCat("127.0.0.1:", PortFromFile(run_.ShardMetricsPortFile(i))));
+  }
+  // A reused --log-dir must not show an earlier run's series.
+  std::error_code ignored;
+  std::filesystem::remove_all(run_.PrometheusData(), ignored);
+  absl::Status written = WriteFileAtomically(run_.PrometheusWorkerTargets(),
+                                             FileDiscoveryTargets({}));
+  if (written.ok()) {
+    written = WriteFileAtomically(
+        run_.PrometheusConfig(),
+        PrometheusConfig(shard_targets, run_.PrometheusWorkerTargets(),
+                         kDashboardScrapeInterval));
+  }
+  if (!written.ok()) return written;
+  Member m;
+  m.name = "prometheus";
+  m.log = run_.PrometheusLog();
+  absl::StatusOr<std::unique_ptr<ChildProcess>> p =
+      ChildProcess::Spawn(PrometheusCommand(dashboard, run_, port));
+  if (!p.ok()) return p.status();
+  m.process = std::move(*p);
+  dashboard_.push_back(std::move(m));
+  if (absl::Status ready = WaitUntilDashboardReady(port); !ready.ok()) {
+    return ready;
+  }
+  dashboard_port_ = port;
+  std::printf("gradwire local: dashboard at %s (Prometheus log %s)\n",
+              DashboardUrl(port).c_str(), dashboard_[0].log.c_str());
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::WaitUntilDashboardReady(int port) {
+  Member& prometheus = dashboard_[0];
+  const absl::Time deadline = absl::Now() + options_.start_timeout;
+  for (;;) {
+    const absl::Status ready = CheckPrometheusReady(port, kHealthTimeout);
+    if (ready.ok()) return absl::OkStatus();
+    if (!prometheus.process->running()) {
+      ReportFailure(prometheus, absl::StrCat("exited with code ",
+                                             *prometheus.process->exit_code(),
+                                             " while starting"));
+      return absl::UnavailableError("the dashboard did not start");
+    }
+    if (absl::Now() > deadline) {
+      ReportFailure(prometheus,
+                    absl::StrCat("was not ready within ",
+                                 absl::FormatDuration(options_.start_timeout),
+                                 " (", ready.message(), ")"));
+      return absl::DeadlineExceededError("the dashboard did not start");
+    }
+    if (Sleep(kPollInterval)) return absl::CancelledError("stop signal");
+  }
+}
+
+// Adds a worker's /metrics to the dashboard's targets (a no-op without the
+// dashboard). A failed write only costs the dashboard that worker: it is
+// said, and the run goes on.
+void LocalCluster::AddDashboardTarget(int worker_metrics_port) {
+  if (dashboard_port_ == 0) return;
+  worker_targets_.push_back(absl::StrCat("127.0.0.1:", worker_metrics_port));
+  if (absl::Status s =
+          WriteFileAtomically(run_.PrometheusWorkerTargets(),
+                              FileDiscoveryTargets(worker_targets_));
+      !s.ok()) {
+    Say("dashboard: %s", s.message());
+  }
+}
+
+// After the run, the dashboard stays up for its linger time so that the
+// last points can be seen. A stop signal here only ends the wait: the run's
+// exit code stands.
+void LocalCluster::KeepDashboardUp() {
+  const absl::Duration linger = options_.dashboard.linger;
+  if (dashboard_port_ == 0 || stop_signal_ != 0 ||
+      linger <= absl::ZeroDuration() || !dashboard_[0].process->running()) {
+    return;
+  }
+  std::printf(
+      "gradwire local: dashboard stays up for %s at %s (Ctrl-C stops "
+      "it)\n",
+      absl::FormatDuration(linger).c_str(),
+      DashboardUrl(dashboard_port_).c_str());
+  std::fflush(stdout);
+  const absl::Time end = absl::Now() + linger;
+  while (absl::Now() < end && dashboard_[0].process->running()) {
+    if (signals_.Wait(std::min(absl::Milliseconds(250), end - absl::Now())) !=
+        0) {
+      return;
+    }
+  }
+}
+
 absl::Status LocalCluster::StartWorkers() {
   const std::string shards = absl::StrJoin(addresses_, ",");
   const std::vector<std::string> env = WorkerEnvironment(options_.workers);
@@ -216,12 +333,14 @@ bool LocalCluster::PollAll() {
                     absl::StrCat("exited with code ", *w.process->exit_code()));
     }
   }
-  for (Member& s : shards_) {
-    if (!s.process->running() && !s.stopping) {
-      s.stopping = true;
-      ReportFailure(s,
-                    absl::StrCat("exited with code ", *s.process->exit_code(),
-                                 " while the workers ran"));
+  for (std::vector<Member>* group : {&shards_, &dashboard_}) {
+    for (Member& m : *group) {
+      if (!m.process->running() && !m.stopping) {
+        m.stopping = true;
+        ReportFailure(m,
+                      absl::StrCat("exited with code ", *m.process->exit_code(),
+                                   " while the workers ran"));
+      }
     }
   }
   return failed_ || workers_done;
@@ -306,6 +425,7 @@ int LocalCluster::Run() {
   const absl::Time start = absl::Now();
   absl::Status started = StartShards();
   if (started.ok()) started = WaitUntilServing();
+  if (started.ok() && options_.dashboard.enabled) started = StartDashboard();
   if (started.ok()) started = StartWorkers();
   if (started.ok()) Supervise();
   if (!started.ok() && stop_signal_ == 0 && !failed_) {
@@ -327,6 +447,8 @@ int LocalCluster::Run() {
       only_usage_failures_ = false;
     }
   }
+  KeepDashboardUp();
+  Stop(dashboard_);
   return ExitCode();
 }
 

@@ -13,6 +13,14 @@
 // are waited for. When any process fails, or SIGINT/SIGTERM/SIGHUP arrives,
 // the workers get SIGTERM, then the shards, each group with a grace period
 // before SIGKILL; a failing process is named with the tail of its log.
+//
+// With the dashboard (cli/dashboard.h), Prometheus starts once the shards
+// serve and before the workers, and its URL is printed when it is ready;
+// each worker is added to its targets when its metrics port file appears.
+// After the workers and shards have stopped (and the summary is printed) it
+// stays up for dashboard.linger, or until a stop signal, then gets SIGTERM
+// like the others. Its failure to start or a later exit is a failure of the
+// run, shown with the tail of prometheus.log.
 #ifndef GRADWIRE_CLI_LOCAL_CLUSTER_H_
 #define GRADWIRE_CLI_LOCAL_CLUSTER_H_
 
@@ -20,6 +28,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "cli/dashboard.h"
 #include "cli/local_transport.h"
 #include "common/tls/transport_security.h"
 
@@ -36,8 +45,9 @@ struct LocalClusterOptions {
   //   --shards=<host:port,...> --worker-id=<i> --num-workers=<W>
   //   --summary-json=<run dir>/worker-<i>.json --metrics-address=127.0.0.1
   //   --metrics-port=0 --metrics-port-file=<run dir>/worker-<i>.metrics-port
-  //   --evaluate=false (workers 1..W-1 only), TransportFlags(transport.worker),
-  //   then worker_args.
+  //   --evaluate=false (workers 1..W-1 only),
+  //   --metrics-linger-seconds=12 (with the dashboard only),
+  //   TransportFlags(transport.worker), then worker_args.
   // A worker must write its summary (the keys CombineWorkerSummaries
   // requires) to the --summary-json path and exit 0; the metrics port file
   // is optional.
@@ -66,6 +76,8 @@ struct LocalClusterOptions {
   // the health checks. Default: plaintext without a token.
   LocalTransport transport;
   TransportSecurity health_transport;
+  // The Prometheus dashboard; off by default.
+  DashboardOptions dashboard;
 };
 
 // Exit codes of RunLocalCluster besides 0 (every worker finished, the

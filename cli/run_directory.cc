@@ -43,6 +43,22 @@ std::string RunDirectory::WorkerMetricsPortFile(int worker) const {
   return Path(absl::StrCat("worker-", worker, ".metrics-port"));
 }
 
+std::string RunDirectory::PrometheusConfig() const {
+  return Path("prometheus.yml");
+}
+
+std::string RunDirectory::PrometheusWorkerTargets() const {
+  return Path("prometheus-workers.json");
+}
+
+std::string RunDirectory::PrometheusLog() const {
+  return Path("prometheus.log");
+}
+
+std::string RunDirectory::PrometheusData() const {
+  return Path("prometheus-data");
+}
+
 absl::StatusOr<std::pair<RunDirectory, bool>> MakeRunDirectory(
     const std::string& log_dir, bool keep_logs) {
   if (!log_dir.empty()) {

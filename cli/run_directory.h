@@ -4,6 +4,8 @@
 //
 //   <dir>/shard-<i>.log  .port  .metrics-port
 //   <dir>/worker-<i>.log .json  .metrics-port
+//   <dir>/prometheus.yml  prometheus-workers.json  prometheus.log
+//   <dir>/prometheus-data/          (with --dashboard, cli/dashboard.h)
 //
 // Thread safety: RunDirectory is immutable; the functions read files.
 #ifndef GRADWIRE_CLI_RUN_DIRECTORY_H_
@@ -35,6 +37,12 @@ class RunDirectory {
   // The worker's --summary-json.
   std::string WorkerSummary(int worker) const;
   std::string WorkerMetricsPortFile(int worker) const;
+  // The dashboard's Prometheus: its configuration, the workers' targets
+  // (file discovery), its log and its storage directory.
+  std::string PrometheusConfig() const;
+  std::string PrometheusWorkerTargets() const;
+  std::string PrometheusLog() const;
+  std::string PrometheusData() const;
 
  private:
   std::string dir_;

@@ -2,7 +2,7 @@
 // provisioned data sources and the metrics gradwire exports.
 //
 //   node check-dashboard.mjs --datasources FILE [--datasources FILE...]
-//       [--source FILE...] [--metrics FILE...] DASHBOARD...
+//       [--source FILE...] [--metrics FILE...] [--consoles DIR] DASHBOARD...
 //
 // For each DASHBOARD:
 //   - it parses as JSON, with a uid, a title and a panels list;
@@ -33,19 +33,31 @@
 //                   checkpoint), so --source is the complete list.
 // An unknown name fails, with the panel and the name.
 //
+// --consoles DIR: the Prometheus console templates of the same panels
+// (deploy/prometheus/consoles: DIR/*.html, their library DIR/lib/*.lib).
+//   - every template a file calls ({{ template "NAME" }}) is defined in DIR
+//     (Prometheus is given no other library);
+//   - every metric name in a double-quoted string of a file (the Go template
+//     queries and the graphs' JavaScript; PromQL label values are written
+//     in single quotes there) is a known metric, as above;
+//   - each graph, gwGraph("TITLE", UNITS, [[EXPR, LEGEND], ...]), has a title
+//     unique in its page, and the graphs of all pages together are the
+//     DASHBOARDs' timeseries panels, title for title, each graph with the
+//     same metric names as its panel: the two dashboards stay in step.
+//
 // Exit status 0 when every dashboard passes; 1 otherwise; 2 for a bad
 // command line.
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 
 const usage =
-  "usage: node check-dashboard.mjs --datasources FILE [--source FILE...] [--metrics FILE...] DASHBOARD...";
+  "usage: node check-dashboard.mjs --datasources FILE [--source FILE...] [--metrics FILE...] [--consoles DIR] DASHBOARD...";
 
-const args = { datasources: [], source: [], metrics: [], dashboards: [] };
+const args = { datasources: [], source: [], metrics: [], consoles: [], dashboards: [] };
 {
   const argv = process.argv.slice(2);
   for (let i = 0; i < argv.length; i++) {
-    const m = /^--(datasources|source|metrics)(?:=(.*))?$/.exec(argv[i]);
+    const m = /^--(datasources|source|metrics|consoles)(?:=(.*))?$/.exec(argv[i]);
     if (m) {
       const value = m[2] ?? argv[++i];
       if (value === undefined) {
@@ -162,6 +174,8 @@ const BUILTINS = new Set([
 ]);
 
 let failed = false;
+// title -> {metrics: Set, where}: every timeseries panel of the dashboards.
+const timeseriesPanels = new Map();
 for (const file of args.dashboards) {
   const problems = [];
   let dashboard;
@@ -217,6 +231,10 @@ for (const file of args.dashboards) {
     if (bad) problems.push(`${where}: ${bad}`);
     const targets = (panel.targets ?? []).filter((t) => !t.hide);
     if (!targets.length) problems.push(`${where}: no targets`);
+    if (panel.type === "timeseries") {
+      const names = new Set(targets.flatMap((t) => metricNames(t.expr ?? "")));
+      timeseriesPanels.set(panel.title, { metrics: names, where: `${file}: ${where}` });
+    }
     for (const target of targets) {
       const at = `${where} target ${target.refId ?? "?"}`;
       if (target.datasource !== undefined) {
@@ -246,6 +264,92 @@ for (const file of args.dashboards) {
   } else {
     console.log(`check-dashboard: ${file}: ok (${panels.length} panels, ` +
       `${used.size} metric names, all among the ${families.size} known families)`);
+  }
+}
+
+// The double-quoted strings of a console file ("..." with \" escapes).
+function doubleQuoted(text) {
+  return [...text.matchAll(/"((?:[^"\\\n]|\\.)*)"/g)].map((m) => m[1]);
+}
+
+// The metric names of a console string: its single-quoted PromQL strings
+// removed first.
+function consoleMetricNames(text) {
+  return metricNames(text.replace(/'(?:[^'\\]|\\.)*'/g, "''"));
+}
+
+// Checks the console templates in `dir`; returns the problems.
+function checkConsoles(dir) {
+  const problems = [];
+  let pages;
+  let libs;
+  try {
+    pages = readdirSync(dir).filter((f) => f.endsWith(".html")).sort();
+    libs = readdirSync(`${dir}/lib`).filter((f) => f.endsWith(".lib")).sort();
+  } catch (e) {
+    return [`${dir}: ${e.message}`];
+  }
+  if (!pages.length) problems.push(`${dir}: no *.html console`);
+  if (!libs.length) problems.push(`${dir}/lib: no *.lib library`);
+  const files = [...pages.map((f) => `${dir}/${f}`), ...libs.map((f) => `${dir}/lib/${f}`)];
+  const texts = new Map(files.map((f) => [f, readFileSync(f, "utf8")]));
+  const defined = new Set();
+  for (const text of texts.values()) {
+    for (const m of text.matchAll(/\{\{-?\s*define\s+"([^"]+)"/g)) defined.add(m[1]);
+  }
+  // title -> graphs of that title, over all pages.
+  const graphs = new Map();
+  for (const [file, text] of texts) {
+    for (const m of text.matchAll(/\{\{-?\s*template\s+"([^"]+)"/g)) {
+      if (!defined.has(m[1])) problems.push(`${file}: template "${m[1]}" is not defined in ${dir}`);
+    }
+    for (const string of doubleQuoted(text)) {
+      for (const name of consoleMetricNames(string)) {
+        const why = unknownMetric(name);
+        if (why) problems.push(`${file}: ${why} in "${string}"`);
+      }
+    }
+    const titles = new Set();
+    // gwGraph("TITLE", "UNITS", [ ... ]); the series hold no ");".
+    for (const m of text.matchAll(/gwGraph\(\s*"([^"]+)"([\s\S]*?)\);/g)) {
+      const title = m[1];
+      if (titles.has(title)) problems.push(`${file}: two graphs titled "${title}"`);
+      titles.add(title);
+      const names = new Set(doubleQuoted(m[2]).flatMap(consoleMetricNames));
+      if (!names.size) problems.push(`${file}: graph "${title}" queries no gradwire metric`);
+      if (!graphs.has(title)) graphs.set(title, []);
+      graphs.get(title).push({ file, names });
+    }
+  }
+  const sorted = (set) => [...set].sort().join(", ");
+  for (const [title, found] of graphs) {
+    const panel = timeseriesPanels.get(title);
+    if (!panel) {
+      problems.push(`${found[0].file}: graph "${title}" is no timeseries panel of ${args.dashboards.join(", ")}`);
+      continue;
+    }
+    for (const { file, names } of found) {
+      if (sorted(names) !== sorted(panel.metrics)) {
+        problems.push(`${file}: graph "${title}" queries ${sorted(names)}; ` +
+          `${panel.where} queries ${sorted(panel.metrics)}`);
+      }
+    }
+  }
+  for (const [title, panel] of timeseriesPanels) {
+    if (!graphs.has(title)) problems.push(`${panel.where}: no console graph in ${dir} has this title`);
+  }
+  if (!problems.length) {
+    console.log(`check-dashboard: ${dir}: ok (${pages.length} consoles, ${graphs.size} graphs, ` +
+      `the same as the ${timeseriesPanels.size} timeseries panels)`);
+  }
+  return problems;
+}
+
+for (const dir of args.consoles) {
+  const problems = checkConsoles(dir);
+  if (problems.length) {
+    failed = true;
+    for (const p of problems) console.error(`check-dashboard: ${p}`);
   }
 }
 process.exit(failed ? 1 : 0);
