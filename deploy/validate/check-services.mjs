@@ -209,15 +209,36 @@ function composeInvocations(repo, configName, config) {
     const argv = commandLine(stage, service.entrypoint, service.command).map((a) => mapArg(a, mounts));
     const env = mapEnv({ ...stage.env, ...environment }, mounts);
     const binary = path.basename(argv[0] ?? "");
-    if (!BINARIES.includes(binary)) { problem(origin, `runs ${argv[0]}, not a gradwire binary`); continue; }
+    if (!BINARIES.includes(binary)) {
+      // An image of the repository that is not gradwire's (Prometheus's)
+      // is no gradwire process, unless it is given gradwire settings.
+      if (!service.build || Object.keys(environment).some((k) => k.startsWith("GRADWIRE_")))
+        problem(origin, `runs ${argv[0]}, not a gradwire binary`);
+      continue;
+    }
     invocations.push({ origin, binary, args: argv.slice(1), env, envIsItsOwn: true, compose: { name, service } });
-    const test = service.healthcheck?.test;
+    const test = healthcheckWords(origin, service.healthcheck?.test);
     if (Array.isArray(test) && test[0] === "CMD" && path.basename(test[1] ?? "") === "gradwire") {
       invocations.push({ origin: `${origin} healthcheck`, binary: "gradwire", subcommand: test[2],
                          args: test.slice(3).map((a) => mapArg(a, mounts)), env, envIsItsOwn: false, healthOf: name });
     }
   }
   return invocations;
+}
+
+// A compose health check test as ["CMD", words...]. The shell forms (a
+// string, or ["CMD-SHELL", string]) count when they are plain words that
+// /bin/sh passes on unchanged; anything a shell would interpret is refused.
+function healthcheckWords(origin, test) {
+  let shell = null;
+  if (typeof test === "string") shell = test;
+  else if (Array.isArray(test) && test[0] === "CMD-SHELL") shell = String(test[1] ?? "");
+  if (shell === null) return test;
+  if (/[^A-Za-z0-9_.,:=\/@%+\s-]/.test(shell)) {
+    problem(origin, `healthcheck ${JSON.stringify(shell)}: only plain words are checked, no shell syntax`);
+    return null;
+  }
+  return ["CMD", ...shell.trim().split(/\s+/)];
 }
 
 const label = (o) => `${o.kind}/${o.metadata?.name}`;
