@@ -23,7 +23,9 @@
 #   make bench-load  64 simulated workers against 2 real shards: throughput,
 #                    latency, errors, shard memory (build/bench-load.json)
 #   make demo        2 shards + 2 workers train Fashion-MNIST on this machine
-#                    (gradwire local; writes build/demo-summary.json)
+#                    (gradwire local; writes build/demo-summary.json), with
+#                    the Prometheus console dashboard when Debian's
+#                    prometheus is installed (its URL is printed)
 #   make demo-python the same with Python workers (examples/python/train.py
 #                    through --worker-command; writes
 #                    build/demo-python-summary.json)
@@ -34,6 +36,17 @@
 #   make check-deploy  offline checks of docker-compose.yml, deploy/docker,
 #                    deploy/k8s and deploy/prometheus, with every service's
 #                    settings run through the binaries' --dry-run
+#   make images      the server, worker and Prometheus images, compiled from
+#                    source inside the image build, with docker or podman
+#                    (scripts/images.sh; makes Debian base images locally
+#                    where no registry answers)
+#   make images-prebuilt  the same images from the binaries in $(BUILD)/bin
+#                    (what CI uses after make test: nothing compiles twice)
+#   make compose-test  images-prebuilt, then docker-compose.yml (TLS) and its
+#                    plaintext opt-out brought up for real: health, training,
+#                    a shard killed and restarted, Prometheus's bytes against
+#                    the workers' summaries, down -v leaving nothing
+#                    (tests/compose/compose-test.sh; exit 77: no engine)
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -45,6 +58,8 @@ FUZZ_LONG_SECONDS ?= 3600
 # The fuzz targets; the seconds given to fuzz-smoke / fuzz are shared by them.
 FUZZ_TARGETS := decode push init restore
 fuzz_seconds_each = $$(( $(1) / $(words $(FUZZ_TARGETS)) > 0 ? $(1) / $(words $(FUZZ_TARGETS)) : 1 ))
+# `make demo`'s dashboard: on when Debian's Prometheus is installed.
+DEMO_DASHBOARD ?= $(if $(wildcard /usr/bin/prometheus),--dashboard)
 # Extra flags for `make demo`, appended last so they win, e.g.
 # DEMO_ARGS="--max-steps=100" on a busy machine.
 DEMO_ARGS  ?=
@@ -60,7 +75,7 @@ PYTHON_BENCH_ARGS ?=
 # Flags for gradwire-bench-load, e.g. "--mode=bsp --steps=200".
 LOAD_ARGS ?=
 
-.PHONY: all deps configure build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-network bench-straggler bench-load bench-python demo demo-python format check-deploy clean
+.PHONY: all deps configure build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-network bench-straggler bench-load bench-python demo demo-python format check-deploy images images-prebuilt compose-test clean
 
 all: build
 
@@ -117,7 +132,7 @@ bench-load: build
 demo: build
 	$(BUILD)/bin/gradwire local --shards=2 --workers=2 --model=cnn \
 	  --compressor=topk --ratio=0.01 --error-feedback --epochs=1 \
-	  --summary-json=$(BUILD)/demo-summary.json $(DEMO_ARGS)
+	  --summary-json=$(BUILD)/demo-summary.json $(DEMO_DASHBOARD) $(DEMO_ARGS)
 
 # The workers inherit gradwire local's environment: PYTHONPATH finds the
 # gradwire Python module built into $(BUILD)/python.
@@ -130,6 +145,15 @@ demo-python: build
 
 check-deploy: build
 	BUILD=$(BUILD) scripts/check-deploy.sh
+
+images: deps
+	scripts/images.sh --jobs $(JOBS)
+
+images-prebuilt: build
+	scripts/images.sh --prebuilt $(BUILD)
+
+compose-test: images-prebuilt
+	tests/compose/compose-test.sh
 
 lint: deps
 	scripts/lint.sh

@@ -13,11 +13,17 @@
 #   dashboard    deploy/grafana/dashboards/*.json: every panel has a unique
 #                id, a gridPos, targets and the provisioned data source, and
 #                every metric name of the queries is registered in the
-#                sources (deploy/validate/check-dashboard.mjs).
-#   kustomize    deploy/k8s/base and every deploy/k8s/overlays/* render with
-#                Debian's kubectl 1.20 (kustomize 2.0, unpacked by
-#                scripts/install-deps.sh), and with the kubectl on PATH too
-#                where that is another one.
+#                sources; the console templates deploy/prometheus/consoles
+#                call only their own library, query only registered metrics,
+#                and graph the Grafana timeseries panels, title for title
+#                with the same metrics (deploy/validate/check-dashboard.mjs).
+#   kustomize    deploy/k8s/base and every deploy/k8s/overlays/* render,
+#                without a warning (deprecated fields warn), with every
+#                kubectl of 1.21 (kustomize 4) or later found: the one on
+#                PATH and Debian's unpacked by scripts/install-deps.sh.
+#                Debian bookworm's is 1.20 (kustomize 2.0), too old for
+#                `resources` naming a directory and for `patches`: it is
+#                named and left out. At least one kubectl must render.
 #   k8s-schema   every rendered object validates against the Kubernetes API
 #                schema (kubernetes-models; unknown kinds and unknown fields
 #                fail) and refers only to objects of its render
@@ -37,10 +43,12 @@
 #                plaintext*), which must be plaintext throughout; compose
 #                publishes ports on 127.0.0.1 only, and no Service is a
 #                NodePort/LoadBalancer (deploy/validate/check-services.mjs).
-#   images       the COPY sources of deploy/docker/Dockerfile* exist and the
-#                run-time packages (install-deps.sh --runtime) are known to apt.
-#   scripts      shellcheck on this script, scripts/install-deps.sh and
-#                scripts/dev-certs.sh
+#   images       the COPY sources of deploy/docker/Dockerfile* and
+#                deploy/prometheus/Dockerfile exist and the run-time packages
+#                (install-deps.sh --runtime) are known to apt.
+#   scripts      shellcheck on this script, scripts/install-deps.sh,
+#                scripts/dev-certs.sh and the container scripts (make images,
+#                make compose-test)
 #                (where shellcheck is installed).
 #
 # Usage: scripts/check-deploy.sh [--no-dry-run]
@@ -88,10 +96,6 @@ tools() {
       ok=1
     fi
   done
-  if [[ ! -x "$DEBIAN_KUBECTL" ]]; then
-    echo "$DEBIAN_KUBECTL not found: run scripts/install-deps.sh" >&2
-    ok=1
-  fi
   [[ $ok -eq 0 ]] || return 1
   # The validators' packages, exactly as deploy/validate/package-lock.json
   # pins them.
@@ -181,32 +185,50 @@ dashboard() {
   for file in $datasources; do args+=(--datasources "$file"); done
   for file in "${METRIC_SOURCES[@]}"; do args+=(--source "$file"); done
   # shellcheck disable=SC2086 # one file name a word
-  node deploy/validate/check-dashboard.mjs "${args[@]}" $dashboards
+  node deploy/validate/check-dashboard.mjs "${args[@]}" \
+    --consoles deploy/prometheus/consoles $dashboards
 }
 
-# Renders every kustomization with Debian's kubectl, and with the kubectl on
-# PATH when that is another binary; lists the renders in $OUT/renders.
+# Renders every kustomization with each kubectl of 1.21 or later (the one
+# on PATH first, then Debian's where that is another binary); lists the
+# renders in $OUT/renders.
 kustomize() {
-  local kubectls=("$DEBIAN_KUBECTL") dir name kubectl version label ok=0
+  local candidates=() kubectls=() dir name kubectl version minor label ok=0
   local path_kubectl
   path_kubectl=$(command -v kubectl || true)
-  if [[ -n "$path_kubectl" && "$(realpath "$path_kubectl")" != "$(realpath "$DEBIAN_KUBECTL")" ]]; then
-    kubectls+=("$path_kubectl")
+  if [[ -n "$path_kubectl" ]]; then candidates+=("$path_kubectl"); fi
+  if [[ -x "$DEBIAN_KUBECTL" && "$(realpath "$DEBIAN_KUBECTL")" != "$(realpath "${path_kubectl:-/}")" ]]; then
+    candidates+=("$DEBIAN_KUBECTL")
+  fi
+  for kubectl in "${candidates[@]}"; do
+    version=$("$kubectl" version --client 2>/dev/null |
+      sed -n 's/.*GitVersion:"\([^"]*\)".*/\1/p; s/^Client Version: \(v[^ ]*\).*/\1/p' | head -1)
+    minor=$(echo "$version" | sed -n 's/^v1\.\([0-9]*\).*/\1/p')
+    if [[ -n "$minor" && "$minor" -ge 21 ]]; then
+      kubectls+=("$kubectl=$version")
+    else
+      echo "not used: $kubectl (${version:-no version}): its kustomize predates the fields of deploy/k8s (needs kubectl 1.21 or later)"
+    fi
+  done
+  if [[ ${#kubectls[@]} -eq 0 ]]; then
+    echo "no kubectl of 1.21 or later (Debian bookworm's kubernetes-client is 1.20): install a current kubectl to render deploy/k8s" >&2
+    return 1
   fi
   : >"$OUT/renders"
   for kubectl in "${kubectls[@]}"; do
-    version=$("$kubectl" version --client 2>/dev/null |
-      sed -n 's/.*GitVersion:"\([^"]*\)".*/\1/p; s/^Client Version: \(v[^ ]*\).*/\1/p' | head -1)
-    label="kubectl-${version:-unknown}"
+    version=${kubectl#*=}
+    kubectl=${kubectl%%=*}
+    label="kubectl-$version"
     if [[ "$kubectl" == "$DEBIAN_KUBECTL" ]]; then label="debian-$label"; fi
     for dir in deploy/k8s/base deploy/k8s/overlays/*/; do
       dir=${dir%/}
       name="${dir#deploy/k8s/}@$label"
-      if "$kubectl" kustomize "$dir" >"$OUT/${name//\//_}.yaml" 2>"$OUT/kustomize.err"; then
+      if "$kubectl" kustomize "$dir" >"$OUT/${name//\//_}.yaml" 2>"$OUT/kustomize.err" &&
+        [[ ! -s "$OUT/kustomize.err" ]]; then
         echo "$name=$OUT/${name//\//_}.yaml" >>"$OUT/renders"
         echo "rendered $dir with $kubectl ($version)"
       else
-        echo "$dir does not render with $kubectl ($version):" >&2
+        echo "$dir does not render cleanly with $kubectl ($version):" >&2
         cat "$OUT/kustomize.err" >&2
         ok=1
       fi
@@ -227,16 +249,17 @@ services() {
   for name in compose compose-plaintext; do
     [[ -s "$OUT/$name.yml" ]] || { echo "no $name config (see compose)" >&2; return 1; }
   done
-  # The renders of Debian's kubectl; those of another kubectl differ only in
-  # the ConfigMaps' name suffixes.
+  # The renders of the first kubectl; those of another kubectl differ only
+  # in the ConfigMaps' name suffixes.
   # Plaintext opt-outs are named so (overlays/plaintext*); everything else
   # must be TLS with a token.
-  local renders=() render
+  local renders=() render first
+  first=$(head -1 "$OUT/renders" | sed 's/^[^@]*@\([^=]*\)=.*/\1/')
   while read -r render; do
     renders+=(--k8s "$render")
     if [[ "$render" == overlays/plaintext* ]]; then renders+=(--plaintext "${render%%=*}"); fi
-  done < <(grep "@debian-kubectl-" "$OUT/renders" || true)
-  [[ ${#renders[@]} -gt 0 ]] || { echo "no render of Debian's kubectl (see kustomize)" >&2; return 1; }
+  done < <(grep -F "@$first=" "$OUT/renders" || true)
+  [[ ${#renders[@]} -gt 0 ]] || { echo "no render (see kustomize)" >&2; return 1; }
   node deploy/validate/check-services.mjs --repo . --bin-dir "$BUILD/bin" \
     --compose "compose=$OUT/compose.yml" \
     --compose "compose-plaintext=$OUT/compose-plaintext.yml" --plaintext compose-plaintext \
@@ -246,7 +269,7 @@ services() {
 
 images() {
   local dockerfile source ok=0 role pkg
-  for dockerfile in deploy/docker/Dockerfile deploy/docker/Dockerfile.cuda; do
+  for dockerfile in deploy/docker/Dockerfile deploy/docker/Dockerfile.cuda deploy/prometheus/Dockerfile; do
     # COPY SOURCE... DEST from the build context (not --from=STAGE).
     while read -r source; do
       if [[ ! -e "$source" ]]; then
@@ -260,7 +283,7 @@ images() {
     return $ok
   fi
   local wanted known
-  for role in server worker; do
+  for role in server worker prometheus; do
     wanted=$(scripts/install-deps.sh --print --runtime "$role" | sort -u)
     # shellcheck disable=SC2086 # one package name a word
     known=$(apt-cache show --no-all-versions $wanted 2>/dev/null |
@@ -278,7 +301,9 @@ shell_scripts() {
     echo "shellcheck not installed: skipped"
     return 0
   fi
-  shellcheck scripts/check-deploy.sh scripts/install-deps.sh scripts/dev-certs.sh
+  shellcheck scripts/check-deploy.sh scripts/install-deps.sh scripts/dev-certs.sh \
+    scripts/container-engine.sh scripts/base-images.sh scripts/images.sh \
+    tests/compose/compose-test.sh deploy/docker/check-binaries.sh
 }
 
 start=$SECONDS

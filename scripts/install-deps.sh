@@ -10,9 +10,11 @@
 #   --image-build    only what an image's build stage needs: PACKAGES less
 #                    IMAGE_BUILD_SKIP, no deployment-check tools.
 #   --runtime ROLE   only the run-time libraries of the image of ROLE
-#                    (server or worker; deploy/docker/Dockerfile).
-# Without --image-build or --runtime: PACKAGES, DEPLOY_CHECK_PACKAGES and the
-# UNPACKED_PACKAGES (everything a developer and CI need).
+#                    (server or worker: deploy/docker/Dockerfile; prometheus:
+#                    deploy/prometheus/Dockerfile).
+# Without --image-build or --runtime: PACKAGES, DEPLOY_CHECK_PACKAGES,
+# CONTAINER_PACKAGES and the UNPACKED_PACKAGES (everything a developer and
+# CI need).
 set -euo pipefail
 
 PACKAGES=(
@@ -41,6 +43,9 @@ PACKAGES=(
   python3-dev python3-torch pybind11-dev python3-pytest python3-torchvision
   # `gradwire report` and make bench-convergence draw their plots with it.
   python3-matplotlib
+  # Renders the console dashboard headless in its test
+  # (tests/integration/dashboard_test.py); large, so never in an image.
+  chromium
 )
 
 # Not needed to build the images' binaries (tests, fuzzing, benchmarks).
@@ -48,13 +53,19 @@ IMAGE_BUILD_SKIP=(
   clang libclang-rt-14-dev clang-format libgtest-dev libgmock-dev
   libbenchmark-dev prometheus dataset-fashion-mnist iproute2 openssl
   python3-dev python3-torch pybind11-dev python3-pytest python3-torchvision
-  python3-matplotlib
+  python3-matplotlib chromium
 )
 
 # make check-deploy: docker-compose validates docker-compose.yml; Node.js and
 # npm run deploy/validate. Where the installed nodejs brings its own npm
 # (it then "Provides: npm"), that one counts.
 DEPLOY_CHECK_PACKAGES=(docker-compose nodejs npm)
+
+# make images and make compose-test: podman (with Debian's runc and
+# aardvark-dns, the compose network's DNS) and podman-compose run the images
+# where no Docker engine is; mmdebstrap makes the Debian base images where
+# no registry can be reached (scripts/base-images.sh). Never inside an image.
+CONTAINER_PACKAGES=(podman podman-compose runc aardvark-dns mmdebstrap)
 
 # Unpacked into $TOOLS_DIR/PACKAGE instead of installed: on many machines
 # another repository's kubectl package owns /usr/bin/kubectl, and Debian's
@@ -72,9 +83,11 @@ RUNTIME_SERVER_PACKAGES=(
 RUNTIME_WORKER_PACKAGES=(
   "${RUNTIME_SERVER_PACKAGES[@]}" libtorch1.13 libgloo0 dataset-fashion-mnist
 )
+# deploy/prometheus/Dockerfile: Debian's Prometheus server.
+RUNTIME_PROMETHEUS_PACKAGES=(prometheus)
 
 usage() {
-  echo "usage: $0 [--print] [--image-build | --runtime server|worker]" >&2
+  echo "usage: $0 [--print] [--image-build | --runtime server|worker|prometheus]" >&2
   exit 2
 }
 
@@ -87,7 +100,7 @@ while [[ $# -gt 0 ]]; do
     --runtime)
       [[ $# -ge 2 ]] || usage
       case "$2" in
-        server | worker) mode="runtime-$2" ;;
+        server | worker | prometheus) mode="runtime-$2" ;;
         *) usage ;;
       esac
       shift
@@ -101,7 +114,7 @@ selected=()
 unpack=()
 case "$mode" in
   all)
-    selected=("${PACKAGES[@]}" "${DEPLOY_CHECK_PACKAGES[@]}")
+    selected=("${PACKAGES[@]}" "${DEPLOY_CHECK_PACKAGES[@]}" "${CONTAINER_PACKAGES[@]}")
     unpack=("${UNPACKED_PACKAGES[@]}")
     ;;
   image-build)
@@ -113,6 +126,7 @@ case "$mode" in
     ;;
   runtime-server) selected=("${RUNTIME_SERVER_PACKAGES[@]}") ;;
   runtime-worker) selected=("${RUNTIME_WORKER_PACKAGES[@]}") ;;
+  runtime-prometheus) selected=("${RUNTIME_PROMETHEUS_PACKAGES[@]}") ;;
 esac
 
 if $print; then
