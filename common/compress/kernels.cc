@@ -1,5 +1,9 @@
 #include "common/compress/kernels.h"
 
+#ifdef GRADWIRE_X86_KERNELS
+#include <cpuid.h>
+#endif
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +13,15 @@ namespace gradwire {
 namespace compress_kernels {
 namespace {
 
+#ifdef GRADWIRE_X86_KERNELS
+// F16C from CPUID leaf 1 (ECX bit 29): not every compiler's
+// __builtin_cpu_supports knows its name.
+bool CpuHasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
 bool CpuHas(InstructionSet isa) {
 #ifndef GRADWIRE_X86_KERNELS
   return isa == InstructionSet::kPortable;
@@ -17,13 +30,12 @@ bool CpuHas(InstructionSet isa) {
     case InstructionSet::kPortable:
       return true;
     case InstructionSet::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && CpuHasF16c();
     case InstructionSet::kAvx512:
       return __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("avx512dq") &&
-             __builtin_cpu_supports("f16c");
+             __builtin_cpu_supports("avx512dq") && CpuHasF16c();
   }
   return false;
 #endif

@@ -296,7 +296,7 @@ bool AccumulateSign(const float* g, bool zero_non_finite, float* r, size_t n,
                         Sanitized(_mm256_loadu_ps(g + i + 8), zero_non_finite));
       _mm256_storeu_ps(r + i, v0);
       _mm256_storeu_ps(r + i + 8, v1);
-      finite &= AllFinite(v0) & AllFinite(v1);
+      finite = finite && AllFinite(v0) && AllFinite(v1);
       const __m256 k0 = Sanitized(v0, zero_non_finite);
       const __m256 k1 = Sanitized(v1, zero_non_finite);
       sums.Add(Abs(k0), Abs(k1));
@@ -347,7 +347,7 @@ bool AccumulateSquares(const float* g, bool zero_non_finite, float* r, size_t n,
                       Sanitized(_mm256_loadu_ps(g + i + 8), zero_non_finite));
     _mm256_storeu_ps(r + i, v0);
     _mm256_storeu_ps(r + i + 8, v1);
-    finite &= AllFinite(v0) & AllFinite(v1);
+    finite = finite && AllFinite(v0) && AllFinite(v1);
     sums.AddSquares(Sanitized(v0, zero_non_finite),
                     Sanitized(v1, zero_non_finite));
   }
