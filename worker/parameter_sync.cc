@@ -60,10 +60,9 @@ absl::StatusOr<std::unique_ptr<ParameterSync>> ParameterSync::Create(
   if (client->num_shards() == 0) {
     return absl::InvalidArgumentError("no shard addresses");
   }
-  auto push_builder =
-      PushRequestBuilder::Create(options.compressor, options.error_feedback,
-                                 options.worker_momentum, worker_id,
-                                 options.compress_threads);
+  auto push_builder = PushRequestBuilder::Create(
+      options.compressor, options.error_feedback, options.worker_momentum,
+      worker_id, options.compress_threads);
   if (!push_builder.ok()) return push_builder.status();
   auto metrics = MetricsFor(options);
   if (!metrics.ok()) return metrics.status();
