@@ -49,11 +49,20 @@ double NumberOf(const Json& object, absl::string_view key) {
   return v == nullptr ? 0 : v->get<double>();
 }
 
+// Whether a worker's summary says it ran no evaluation (--evaluate=false);
+// a summary without the key is taken to have evaluated.
+bool SaysNotEvaluated(const Json& summary) {
+  const auto it = summary.find("evaluated");
+  return it != summary.end() && it->is_boolean() && !it->get<bool>();
+}
+
 absl::Status CheckRequired(const std::vector<Json>& workers) {
   for (size_t i = 0; i < workers.size(); ++i) {
     for (absl::string_view key : kRequiredNumbers) {
-      // Only worker 0 must have evaluated.
-      if (i > 0 && key == "test_accuracy") continue;
+      // Only worker 0 must have evaluated, unless it was told not to.
+      if (key == "test_accuracy" && (i > 0 || SaysNotEvaluated(workers[i]))) {
+        continue;
+      }
       if (NumberMember(workers[i], key) == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat(
             "the summary of worker ", i, " has no number \"", key, "\""));
@@ -150,19 +159,23 @@ std::string ClusterReport(const Json& cluster, absl::Duration elapsed) {
   const auto bytes = [&cluster](absl::string_view key) {
     return HumanBytes(static_cast<uint64_t>(NumberOf(cluster, key)));
   };
+  const std::string accuracy =
+      NumberMember(cluster, "test_accuracy") != nullptr
+          ? absl::StrFormat("%.4f (worker 0)",
+                            NumberOf(cluster, "test_accuracy"))
+          : "not evaluated (--evaluate=false)";
   return absl::StrFormat(
       "gradwire local: %d workers, %d shards, %d steps\n"
-      "  test accuracy  %.4f (worker 0)\n"
+      "  test accuracy  %s\n"
       "  pushed         %s (dense fp32 would be %s, %.1fx less)\n"
       "  pulled         %s\n"
       "  wall time      %.1f s training (slowest worker), %.1f s in all\n",
       static_cast<int64_t>(NumberOf(cluster, "workers")),
       static_cast<int64_t>(NumberOf(cluster, "shards")),
-      static_cast<int64_t>(NumberOf(cluster, "steps")),
-      NumberOf(cluster, "test_accuracy"), bytes("pushed_bytes"),
-      bytes("dense_equivalent_bytes"), NumberOf(cluster, "compression_ratio"),
-      bytes("pulled_bytes"), NumberOf(cluster, "wall_seconds"),
-      absl::ToDoubleSeconds(elapsed));
+      static_cast<int64_t>(NumberOf(cluster, "steps")), accuracy,
+      bytes("pushed_bytes"), bytes("dense_equivalent_bytes"),
+      NumberOf(cluster, "compression_ratio"), bytes("pulled_bytes"),
+      NumberOf(cluster, "wall_seconds"), absl::ToDoubleSeconds(elapsed));
 }
 
 absl::StatusOr<std::string> SummariseCluster(

@@ -322,8 +322,10 @@ std::string Dump(const nlohmann::ordered_json& value) {
 std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
   nlohmann::ordered_json summary = nlohmann::ordered_json::object();
   // Without an evaluation the summary has no test_accuracy (not a made-up
-  // number); gradwire local takes the cluster's accuracy from worker 0.
+  // number) and says so; gradwire local takes the cluster's accuracy from
+  // worker 0.
   if (r.evaluated) summary["test_accuracy"] = Rounded(r.test_accuracy, 1e6);
+  summary["evaluated"] = r.evaluated;
   summary["steps"] = r.steps;
   summary["resumed_at_step"] = r.resumed_at_step;
   summary["steps_run"] = r.sync.steps;

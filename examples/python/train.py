@@ -823,6 +823,7 @@ def summary(args, result, stats):
         "num_workers": args.num_workers,
         "compressor": "none" if ddp else args.compressor,
         "ratio": 1.0 if ddp else args.ratio,
+        "evaluated": "test_accuracy" in result,
         "min_kept": args.min_kept,
         "compress_threads": (args.compress_threads
                              or len(os.sched_getaffinity(0))),

@@ -114,6 +114,27 @@ TEST(CombineWorkerSummariesTest, AMissingNumberIsInvalidArgumentNamingIt) {
             "the summary of worker 1 has no number \"pushed_bytes\"");
 }
 
+// A run with --evaluate=false has no accuracy anywhere, and its summary is
+// written all the same.
+TEST(CombineWorkerSummariesTest, WorkersThatDidNotEvaluateNeedNoAccuracy) {
+  std::vector<Json> workers = {Json::parse(Summary(0, 100, 2.5)),
+                               Json::parse(Summary(1, 300, 3.5))};
+  for (Json& w : workers) {
+    w.erase("test_accuracy");
+    w["evaluated"] = false;
+  }
+  absl::StatusOr<Json> cluster = CombineWorkerSummaries(workers, 1);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_FALSE(cluster->contains("test_accuracy"));
+  EXPECT_EQ((*cluster)["evaluated"], false);
+  EXPECT_THAT(ClusterReport(*cluster, absl::Seconds(1)),
+              HasSubstr("test accuracy  not evaluated (--evaluate=false)"));
+  // A summary that says it evaluated must carry the number.
+  workers[0]["evaluated"] = true;
+  EXPECT_EQ(CombineWorkerSummaries(workers, 1).status().message(),
+            "the summary of worker 0 has no number \"test_accuracy\"");
+}
+
 TEST(CombineWorkerSummariesTest, OnlyWorkerZeroNeedsAnAccuracy) {
   std::vector<Json> workers = {Json::parse(Summary(0, 100, 2.5)),
                                Json::parse(Summary(1, 300, 3.5))};
