@@ -50,6 +50,14 @@ if [[ -n "$prebuilt" ]]; then
     # Debug information would double the images (RelWithDebInfo builds).
     strip --strip-debug -o "$WORK/$binary" "$prebuilt/bin/$binary"
   done
+  # Libraries the host build links from outside Debian's packages (the CUDA
+  # runtime of a build with the CUDA kernels, under /usr/local) travel with
+  # the binaries; the image's packages provide everything else.
+  mkdir -p "$WORK/lib"
+  for binary in "${BINARIES[@]}"; do
+    ldd "$prebuilt/bin/$binary" | awk '$3 ~ "^/usr/local/" { print $3 }' |
+      while read -r library; do cp -L "$library" "$WORK/lib/"; done
+  done
   BUILD_ARGS+=(--build-context "binaries=$WORK")
   suffix=-prebuilt
 else
