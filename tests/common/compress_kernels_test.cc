@@ -20,7 +20,8 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 std::vector<uint32_t> Bits(const std::vector<float>& x) {
   std::vector<uint32_t> bits(x.size());
-  std::memcpy(bits.data(), x.data(), x.size() * sizeof(float));
+  // memcpy must not see the null data() of an empty vector.
+  if (!x.empty()) std::memcpy(bits.data(), x.data(), x.size() * sizeof(float));
   return bits;
 }
 
