@@ -111,28 +111,12 @@ void AccumulateAndCollect(absl::Span<const float> gradient, float scale,
 void KeepLargest(absl::Span<const float> x, uint64_t k,
                  std::vector<uint32_t>* candidates) {
   if (k >= candidates->size()) return;
-  if (k == 0) {
-    candidates->clear();
-    return;
-  }
-  // Everything above the k-th largest magnitude is kept, and of the
-  // elements equal to it the lowest indices, which come first in the
-  // increasing candidate order. The order is kept as it is.
-  thread_local std::vector<float> magnitude;
-  magnitude.resize(candidates->size());
+  thread_local std::vector<float> values;
+  values.resize(candidates->size());
   for (size_t j = 0; j < candidates->size(); ++j) {
-    magnitude[j] = std::fabs(x[(*candidates)[j]]);
+    values[j] = x[(*candidates)[j]];
   }
-  const auto [kth, above] = KthLargest(&magnitude, k);
-  uint64_t ties_left = k - above;
-  size_t kept = 0;
-  for (uint32_t i : *candidates) {
-    const float m = std::fabs(x[i]);
-    if (m > kth || (m == kth && ties_left > 0 && ties_left--)) {
-      (*candidates)[kept++] = i;
-    }
-  }
-  candidates->resize(kept);
+  KeepLargestCandidates(k, candidates, &values);
 }
 
 void KeepLargestCandidates(uint64_t k, std::vector<uint32_t>* indices,
@@ -143,7 +127,10 @@ void KeepLargestCandidates(uint64_t k, std::vector<uint32_t>* indices,
     values->clear();
     return;
   }
-  // Reused across calls: no allocation per push.
+  // Everything above the k-th largest magnitude is kept, and of the
+  // elements equal to it the lowest indices, which come first in the
+  // increasing candidate order. The order is kept as it is. Reused across
+  // calls: no allocation per push.
   thread_local std::vector<float> magnitude;
   magnitude.resize(values->size());
   for (size_t j = 0; j < values->size(); ++j) {

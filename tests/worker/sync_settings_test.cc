@@ -186,6 +186,8 @@ TEST(SyncSettingsTest, BadValuesNameTheirSetting) {
       {"pull", [](SyncSettings* s) { s->pull = "never"; }},
       {"pull_ratio", [](SyncSettings* s) { s->pull_ratio = 0; }},
       {"partition_bytes", [](SyncSettings* s) { s->partition_bytes = 6; }},
+      {"compress_threads", [](SyncSettings* s) { s->compress_threads = -1; }},
+      {"compress_threads", [](SyncSettings* s) { s->compress_threads = 2000; }},
       {"rpc_timeout_seconds",
        [](SyncSettings* s) { s->rpc_timeout_seconds = 0; }},
       {"pull_timeout_seconds",
