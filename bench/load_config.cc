@@ -34,8 +34,9 @@ ABSL_FLAG(uint32_t, staleness, 2, "SSP staleness (with --mode=ssp)");
 ABSL_FLAG(std::string, pull, "delta",
           "pulls: delta (compressed deltas where the shard can give one, as "
           "gradwire-worker asks) or dense (fp32 weights every step)");
-ABSL_FLAG(double, pull_ratio, 0.05,
-          "Top-K ratio of pulled deltas (with --pull=delta), in (0, 1]");
+ABSL_FLAG(double, pull_ratio, 0,
+          "Top-K ratio of pulled deltas (with --pull=delta), in [0, 1]; 0: "
+          "--density, as gradwire-worker's default");
 ABSL_FLAG(uint64_t, steps, 100,
           "steps per phase; the run has two phases, and the shards' memory is "
           "compared after each");
@@ -180,8 +181,8 @@ absl::Status ParseTraffic(LoadBenchConfig* c) {
   }
   c->delta_pulls = pull == "delta";
   c->pull_ratio = absl::GetFlag(FLAGS_pull_ratio);
-  if (!(c->pull_ratio > 0 && c->pull_ratio <= 1)) {
-    return OutOfRange("pull_ratio", c->pull_ratio, "in (0, 1]");
+  if (!(c->pull_ratio >= 0 && c->pull_ratio <= 1)) {
+    return OutOfRange("pull_ratio", c->pull_ratio, "in [0, 1]");
   }
   return absl::OkStatus();
 }

@@ -37,10 +37,11 @@ struct LoadBenchConfig {
   // Consistency mode of the job and, for SSP, its staleness.
   v1::ConsistencyMode mode = v1::CONSISTENCY_MODE_ASP;
   uint32_t staleness = 2;
-  // Pulls: compressed deltas (Top-K at `pull_ratio`, fp32) where the shard
-  // can give one, as the real worker asks; or dense fp32 every time.
+  // Pulls: compressed deltas (Top-K at `pull_ratio`, 0 meaning `density`,
+  // with fp16 values) where the shard can give one, as the real worker asks
+  // by default; or dense fp32 every time.
   bool delta_pulls = true;
-  double pull_ratio = 0.05;
+  double pull_ratio = 0;
   // Steps of each of the two measured phases (the memory check compares the
   // shards' RSS after `steps` and after 2 * `steps`).
   uint64_t steps = 100;

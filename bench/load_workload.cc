@@ -34,11 +34,13 @@ v1::TrainingConfig TrainingConfigFor(const LoadBenchConfig& config,
   optimizer->set_learning_rate(kLearningRate);
   optimizer->set_schedule(v1::LR_SCHEDULE_KIND_CONSTANT);
   if (config.delta_pulls) {
-    // What gradwire-worker declares for delta pulls: Top-K, fp32 values.
+    // What gradwire-worker declares for delta pulls by default: Top-K at
+    // the push's ratio, fp16 values.
     v1::PullEncoding* encoding = training.mutable_pull_encoding();
     encoding->set_compressor("topk");
-    encoding->set_ratio(config.pull_ratio);
-    encoding->set_value_type(v1::VALUE_TYPE_FP32);
+    encoding->set_ratio(config.pull_ratio > 0 ? config.pull_ratio
+                                              : config.density);
+    encoding->set_value_type(v1::VALUE_TYPE_FP16);
   }
   training.set_model_fingerprint(partition.plan_fingerprint());
   training.set_num_shards(config.shards);

@@ -2,16 +2,21 @@
 # Dense fp32 against Top-K 1% + EF on a shaped network: two shards and two
 # workers on separate network hosts (tests/cluster/netns.sh) joined by
 # links of --rate, training the Fashion-MNIST CNN for --steps steps each
-# way. Prints seconds and bytes per step and the speed-up, and writes JSON.
+# way; and, as the reference, the same two workers' steps with nothing on
+# the network (--compute-only: local SGD, no shards). Prints seconds and
+# bytes per step, the speed-up and each row's overhead over compute, and
+# writes JSON.
 #
-#   bench/network.sh [--rate 1gbit|10gbit|100mbit] [--steps N] [--model cnn|mlp]
-#                    [--bin DIR] [--json FILE]
+#   bench/network.sh [--rate 10mbit|100mbit|1gbit|10gbit] [--steps N]
+#                    [--model cnn|mlp] [--bin DIR] [--json FILE]
 #
 # Dense: --compressor=none --value-type=fp32 --pull=dense. Top-K: the
 # `make demo` setting (--compressor=topk --ratio=0.01, error feedback, delta
-# pulls at 5%). Seconds per step are the slower worker's training wall time
-# over its steps (no evaluation); bytes per step are what both workers
-# pushed and pulled, over the steps. Needs root (network namespaces).
+# pulls at the push's ratio with fp16 values, the defaults). Compute: both
+# workers at once, as in the other rows, each on its part of the data.
+# Seconds per step are the slower worker's training wall time over its
+# steps (no evaluation); bytes per step are what both workers pushed and
+# pulled, over the steps. Needs root (network namespaces).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -73,23 +78,54 @@ run() {
   echo "$name: $seconds_per_step s/step, $bytes_per_step bytes/step" >&2
 }
 
+# compute: the same workers' steps without shards or network; sets
+# compute_seconds.
+compute() {
+  local dir="$work/compute" i pids=()
+  mkdir -p "$dir"
+  echo "=== compute only (no shards, no network), $steps steps of the $model" >&2
+  for i in 0 1; do
+    timeout 1200 "$BIN/gradwire-worker" --compute-only --worker-id="$i" \
+      --num-workers=2 --progress=log --evaluate=false --model="$model" \
+      --max-steps="$steps" --epochs=1 --summary-json="$dir/worker-$i.json" \
+      >"$dir/worker$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in 0 1; do
+    wait "${pids[$i]}" || { echo "FAILED: compute-only worker $i" >&2; exit 1; }
+  done
+  compute_seconds=$(awk -v n="$steps" '
+    /"wall_seconds"/ {
+      match($0, /"wall_seconds": [0-9.]+/); w = substr($0, RSTART + 16, RLENGTH - 16)
+      if (w > wall) wall = w
+    }
+    END { printf "%.4f\n", wall / n }' "$dir"/worker-*.json)
+  echo "compute: $compute_seconds s/step" >&2
+}
+
+compute
 run dense --compressor=none --value-type=fp32 --pull=dense
 dense_seconds=$seconds_per_step
 dense_bytes=$bytes_per_step
-run topk --compressor=topk --ratio=0.01 --error-feedback --pull=delta --pull-ratio=0.05
+run topk --compressor=topk --ratio=0.01 --error-feedback --pull=delta
 topk_seconds=$seconds_per_step
 topk_bytes=$bytes_per_step
 
 speedup=$(awk -v d="$dense_seconds" -v t="$topk_seconds" 'BEGIN { printf "%.2f", d / t }')
 byte_ratio=$(awk -v d="$dense_bytes" -v t="$topk_bytes" 'BEGIN { printf "%.1f", d / t }')
+overhead() { awk -v s="$1" -v c="$compute_seconds" 'BEGIN { printf "%.3f", s / c }'; }
+dense_overhead=$(overhead "$dense_seconds")
+topk_overhead=$(overhead "$topk_seconds")
 delay="none"
 [[ $NETNS_HAVE_NETEM == 1 ]] && delay=$NETNS_DELAY
 mkdir -p "$(dirname "$json")"
-printf '{"link": "%s", "added_delay": "%s", "model": "%s", "steps": %s, "dense_seconds_per_step": %s, "topk_seconds_per_step": %s, "speedup": %s, "dense_bytes_per_step": %s, "topk_bytes_per_step": %s, "bytes_ratio": %s}\n' \
-  "$rate" "$delay" "$model" "$steps" "$dense_seconds" "$topk_seconds" "$speedup" \
+printf '{"link": "%s", "added_delay": "%s", "model": "%s", "steps": %s, "compute_seconds_per_step": %s, "dense_seconds_per_step": %s, "topk_seconds_per_step": %s, "dense_vs_compute": %s, "topk_vs_compute": %s, "speedup": %s, "dense_bytes_per_step": %s, "topk_bytes_per_step": %s, "bytes_ratio": %s}\n' \
+  "$rate" "$delay" "$model" "$steps" "$compute_seconds" "$dense_seconds" \
+  "$topk_seconds" "$dense_overhead" "$topk_overhead" "$speedup" \
   "$dense_bytes" "$topk_bytes" "$byte_ratio" >"$json"
 echo
 echo "link $rate (added delay: $delay), $model, 2 shards + 2 workers, $steps steps:"
-printf '  %-22s %10s s/step %14s bytes/step\n' "dense fp32" "$dense_seconds" "$dense_bytes"
-printf '  %-22s %10s s/step %14s bytes/step\n' "Top-K 1% + EF" "$topk_seconds" "$topk_bytes"
+printf '  %-22s %10s s/step %14s bytes/step\n' "compute only" "$compute_seconds" 0
+printf '  %-22s %10s s/step %14s bytes/step %7sx compute\n' "dense fp32" "$dense_seconds" "$dense_bytes" "$dense_overhead"
+printf '  %-22s %10s s/step %14s bytes/step %7sx compute\n' "Top-K 1% + EF" "$topk_seconds" "$topk_bytes" "$topk_overhead"
 echo "  speed-up ${speedup}x, ${byte_ratio}x fewer bytes; wrote $json"

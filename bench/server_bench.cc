@@ -174,6 +174,16 @@ absl::StatusOr<ServerResultRow> MeasurePushes(const ServerBenchConfig& config,
       NewRow(pushers, PathName(path), ModeName(mode), config.rounds);
   row.cpu_cores = cores;
   FillRates(loads, workload->density, *t, &row);
+  // Every push of the row: each pusher pushes each of its requests once a
+  // round.
+  double pushes = 0;
+  for (const PusherLoad& load : loads) {
+    pushes += static_cast<double>(load.requests.size()) * next_step;
+  }
+  for (int i = 0; i < kNumPushStages; ++i) {
+    row.stage_us_per_push.push_back(
+        (*target)->stage_seconds(static_cast<PushStage>(i)) * 1e6 / pushes);
+  }
   return row;
 }
 

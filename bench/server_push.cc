@@ -46,6 +46,9 @@ class InProcessTarget final : public PushTarget {
     return shard_.Push(request, &response);
   }
   uint64_t updates_applied() const override { return shard_.updates_applied(); }
+  double stage_seconds(PushStage stage) const override {
+    return shard_.metrics().PushStageSeconds(stage);
+  }
 
  private:
   Shard shard_;
@@ -90,6 +93,9 @@ class GrpcTarget final : public PushTarget {
                         absl::StrCat("gRPC Push: ", s.error_message()));
   }
   uint64_t updates_applied() const override { return shard_.updates_applied(); }
+  double stage_seconds(PushStage stage) const override {
+    return shard_.metrics().PushStageSeconds(stage);
+  }
 
  private:
   absl::Status Serve() {

@@ -33,6 +33,7 @@
 #include "absl/types/span.h"
 #include "bench/server_workload.h"
 #include "gradwire/v1/parameter_server.pb.h"
+#include "server/shard/shard_metrics.h"
 
 namespace gradwire::bench {
 
@@ -50,6 +51,10 @@ class PushTarget {
 
   // Optimizer updates the shard has applied since it started.
   virtual uint64_t updates_applied() const = 0;
+
+  // Seconds the shard's Push calls have spent in `stage` since it started
+  // (ShardMetrics; the in-process path has no parse or respond stage).
+  virtual double stage_seconds(PushStage stage) const = 0;
 };
 
 // A fresh shard 0 of 1, initialised in process with `init`.

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/shard/shard_metrics.h"
 
 namespace gradwire::bench {
 namespace {
@@ -26,23 +28,39 @@ constexpr char kNotes[] =
     "payload bytes/s at the same pusher count; cpu_cores: CPUs this "
     "process kept busy over the measurement (on a shared machine a path with "
     "more runnable threads, or threads that sleep between requests, wins "
-    "more of it); selected_per_cpu_s = selected_per_s / cpu_cores.";
+    "more of it); selected_per_cpu_s = selected_per_s / cpu_cores. "
+    "stage_us_per_push: the "
+    "shard's own clock of each push (gradwire_shard_push_stage_seconds_total) "
+    "over every push of the row, warm-up included: parse and respond are the "
+    "gRPC service's (absent in process), decode is the chunks' decoding and "
+    "validation, lock_wait the chunk locks, update judging and applying "
+    "(aggregation, optimizer), journal the write-ahead log (off here).";
 
 using Json = nlohmann::ordered_json;
 
+Json StagesJson(const ServerResultRow& r) {
+  Json stages = Json::object();
+  for (size_t i = 0; i < r.stage_us_per_push.size(); ++i) {
+    stages[kPushStageNames[i]] = Rounded(r.stage_us_per_push[i], "%.4g");
+  }
+  return stages;
+}
+
 Json RowJson(const ServerResultRow& r) {
-  return {{"pushers", r.pushers},
-          {"path", r.path},
-          {"mode", r.mode},
-          {"selected_per_s", Rounded(r.selected_per_s, "%.6g")},
-          {"dense_equiv_gb_per_s", Rounded(r.dense_equiv_gb_per_s, "%.6g")},
-          {"vs_tcp", Rounded(r.vs_tcp, "%.6g")},
-          {"payload_bytes_per_s", Rounded(r.payload_bytes_per_s, "%.6g")},
-          {"cpu_cores", Rounded(r.cpu_cores, "%.3g")},
-          {"selected_per_cpu_s", Rounded(r.selected_per_cpu_s, "%.6g")},
-          {"seconds", Rounded(r.seconds, "%.6g")},
-          {"reps", r.reps},
-          {"rounds", r.rounds}};
+  Json row = {{"pushers", r.pushers},
+              {"path", r.path},
+              {"mode", r.mode},
+              {"selected_per_s", Rounded(r.selected_per_s, "%.6g")},
+              {"dense_equiv_gb_per_s", Rounded(r.dense_equiv_gb_per_s, "%.6g")},
+              {"vs_tcp", Rounded(r.vs_tcp, "%.6g")},
+              {"payload_bytes_per_s", Rounded(r.payload_bytes_per_s, "%.6g")},
+              {"cpu_cores", Rounded(r.cpu_cores, "%.3g")},
+              {"selected_per_cpu_s", Rounded(r.selected_per_cpu_s, "%.6g")},
+              {"seconds", Rounded(r.seconds, "%.6g")},
+              {"reps", r.reps},
+              {"rounds", r.rounds}};
+  if (!r.stage_us_per_push.empty()) row["stage_us_per_push"] = StagesJson(r);
+  return row;
 }
 
 }  // namespace
@@ -61,6 +79,14 @@ void PrintServerTableRow(const ServerResultRow& r, std::FILE* out) {
       r.reps, r.payload_bytes_per_s / 1e6, r.selected_per_s / 1e6,
       r.dense_equiv_gb_per_s, r.vs_tcp, r.cpu_cores,
       r.selected_per_cpu_s / 1e6);
+  if (!r.stage_us_per_push.empty()) {
+    std::string stages;
+    for (size_t i = 0; i < r.stage_us_per_push.size(); ++i) {
+      absl::StrAppendFormat(&stages, " %s %.1f", kPushStageNames[i],
+                            r.stage_us_per_push[i]);
+    }
+    std::fprintf(out, "%7s us/push:%s\n", "", stages.c_str());
+  }
   std::fflush(out);
 }
 

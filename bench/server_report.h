@@ -38,6 +38,11 @@ struct ServerResultRow {
   // selected_per_s / cpu_cores: elements per CPU-second this process spent,
   // the cost of a path independent of the CPU share it won.
   double selected_per_cpu_s = 0.0;
+  // in_process and grpc: microseconds one push spent in each stage of the
+  // shard (PushStage order: parse, decode, lock_wait, update, journal,
+  // respond), averaged over every push of the measurement; parse and
+  // respond are the service's, so 0 in process. Empty for tcp.
+  std::vector<double> stage_us_per_push;
 };
 
 // Facts of the run that the JSON carries next to the rows.
@@ -50,14 +55,16 @@ struct ServerRunInfo {
   double bytes_per_push = 0.0;
 };
 
-// Prints the column header, then one line per row.
+// Prints the column header, then one line per row (and, for a row with
+// stages, a second line with them).
 void PrintServerTableHeader(std::FILE* out);
 void PrintServerTableRow(const ServerResultRow& row, std::FILE* out);
 
 // Writes {"host", "numel", "num_chunks", "density", "bytes_per_push",
 // "notes", "results": [{"pushers", "path", "mode", "selected_per_s",
 // "dense_equiv_gb_per_s", "vs_tcp", "payload_bytes_per_s", "cpu_cores",
-// "selected_per_cpu_s", "seconds", "reps", "rounds"}]} to `path`. Returns an
+// "selected_per_cpu_s", "seconds", "reps", "rounds", "stage_us_per_push":
+// {"parse": ..., ...}}]} to `path`. Returns an
 // error naming the file when it cannot be written.
 absl::Status WriteServerJson(const std::string& path, const ServerRunInfo& info,
                              const std::vector<ServerResultRow>& rows);

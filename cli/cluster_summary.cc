@@ -148,10 +148,15 @@ absl::StatusOr<Json> CombineWorkerSummaries(const std::vector<Json>& workers,
     }
   }
   const double pushed = NumberOf(cluster, "pushed_bytes");
+  const double pulled = NumberOf(cluster, "pulled_bytes");
   const double dense = NumberOf(cluster, "dense_equivalent_bytes");
   cluster["workers"] = static_cast<uint64_t>(workers.size());
   cluster["shards"] = shards;
   cluster["compression_ratio"] = Real(pushed > 0 ? dense / pushed : 0);
+  // Both ways: a dense exchange pulls each step what it pushes, the fp32
+  // weights of every chunk (Init excluded on both sides).
+  cluster["total_compression_ratio"] =
+      Real(pushed + pulled > 0 ? 2 * dense / (pushed + pulled) : 0);
   return cluster;
 }
 
@@ -164,18 +169,24 @@ std::string ClusterReport(const Json& cluster, absl::Duration elapsed) {
           ? absl::StrFormat("%.4f (worker 0)",
                             NumberOf(cluster, "test_accuracy"))
           : "not evaluated (--evaluate=false)";
+  // Summaries without the split (older workers) count all as training.
+  const double train = NumberMember(cluster, "train_seconds") != nullptr
+                           ? NumberOf(cluster, "train_seconds")
+                           : NumberOf(cluster, "wall_seconds");
   return absl::StrFormat(
       "gradwire local: %d workers, %d shards, %d steps\n"
       "  test accuracy  %s\n"
       "  pushed         %s (dense fp32 would be %s, %.1fx less)\n"
-      "  pulled         %s\n"
-      "  wall time      %.1f s training (slowest worker), %.1f s in all\n",
+      "  pulled         %s (both ways %.1fx less than dense push + pull)\n"
+      "  wall time      %.1f s training, %.1f s evaluation (slowest "
+      "worker), %.1f s in all\n",
       static_cast<int64_t>(NumberOf(cluster, "workers")),
       static_cast<int64_t>(NumberOf(cluster, "shards")),
       static_cast<int64_t>(NumberOf(cluster, "steps")), accuracy,
       bytes("pushed_bytes"), bytes("dense_equivalent_bytes"),
       NumberOf(cluster, "compression_ratio"), bytes("pulled_bytes"),
-      NumberOf(cluster, "wall_seconds"), absl::ToDoubleSeconds(elapsed));
+      NumberOf(cluster, "total_compression_ratio"), train,
+      NumberOf(cluster, "eval_seconds"), absl::ToDoubleSeconds(elapsed));
 }
 
 absl::StatusOr<std::string> SummariseCluster(

@@ -199,7 +199,9 @@ Shards
   mode (str): bsp, asp or ssp; staleness (int): the SSP bound.
   pull (str): "delta" (compressed weight deltas with server-side error
       feedback) or "dense" (full weights every step).
-  pull_ratio (float): fraction of elements a delta pull keeps.
+  pull_ratio (float): fraction of elements a delta pull keeps; 0: the
+      push's ratio for topk, randomk and dgc, 0.05 otherwise.
+  pull_value_type (str): precision of delta pull values: fp32, fp16, bf16.
   partition_bytes (int): largest chunk, in bytes of float32.
   compress_threads (int): threads that compress a push's chunks in
       parallel; 0: one per core this process may run on.
@@ -225,12 +227,12 @@ std::unique_ptr<PySync> ConnectWithKeywords(
     int64_t dgc_warmup_epochs, std::string optimizer, double lr,
     double momentum, double weight_decay, std::string momentum_placement,
     bool scale_async_lr, std::string mode, int64_t staleness, std::string pull,
-    double pull_ratio, int64_t partition_bytes, int64_t compress_threads,
-    int64_t local_rank, int64_t local_size, std::string local_store,
-    double rpc_timeout_seconds, double pull_timeout_seconds,
-    double connect_timeout_seconds, std::string tls_cert, std::string tls_key,
-    std::string tls_ca, std::string tls_server_name,
-    std::string auth_token_file) {
+    double pull_ratio, std::string pull_value_type, int64_t partition_bytes,
+    int64_t compress_threads, int64_t local_rank, int64_t local_size,
+    std::string local_store, double rpc_timeout_seconds,
+    double pull_timeout_seconds, double connect_timeout_seconds,
+    std::string tls_cert, std::string tls_key, std::string tls_ca,
+    std::string tls_server_name, std::string auth_token_file) {
   SyncSettings s;
   s.shards = std::move(shards);
   s.worker_id = worker_id;
@@ -256,6 +258,7 @@ std::unique_ptr<PySync> ConnectWithKeywords(
   s.staleness = staleness;
   s.pull = std::move(pull);
   s.pull_ratio = pull_ratio;
+  s.pull_value_type = std::move(pull_value_type);
   s.partition_bytes = partition_bytes;
   s.compress_threads = compress_threads;
   s.local_rank = local_rank;
@@ -325,6 +328,7 @@ void DefineParameterSync(py::module_& m) {
            py::arg("scale_async_lr") = d.scale_async_lr,
            py::arg("mode") = d.mode, py::arg("staleness") = d.staleness,
            py::arg("pull") = d.pull, py::arg("pull_ratio") = d.pull_ratio,
+           py::arg("pull_value_type") = d.pull_value_type,
            py::arg("partition_bytes") = d.partition_bytes,
            py::arg("compress_threads") = d.compress_threads,
            py::arg("local_rank") = d.local_rank,

@@ -113,12 +113,18 @@ int Run(gradwire::WorkerConfig& config) {
     return 1;
   }
   if (config.metrics.port >= 0) config.sync.metrics_registry = &registry;
-  auto sync = gradwire::ParameterSync::Connect(config.sync);
-  if (!sync.ok()) {
-    absl::FPrintF(stderr, "%s: %s\n", label, sync.status().ToString());
-    return 1;
+  std::unique_ptr<gradwire::ParameterSync> sync;
+  if (config.compute_only) {
+    absl::FPrintF(stderr, "%s: compute only: local SGD, no shards\n", label);
+  } else {
+    auto connected = gradwire::ParameterSync::Connect(config.sync);
+    if (!connected.ok()) {
+      absl::FPrintF(stderr, "%s: %s\n", label, connected.status().ToString());
+      return 1;
+    }
+    sync = *std::move(connected);
   }
-  auto result = gradwire::Train(config.trainer, config.sync, sync->get());
+  auto result = gradwire::Train(config.trainer, config.sync, sync.get());
   if (!result.ok()) {
     absl::FPrintF(stderr, "%s: %s\n", label, result.status().ToString());
     return 1;

@@ -1,9 +1,11 @@
 #include "trainer/trainer.h"
 
 #include <torch/nn/functional/loss.h>
+#include <torch/optim/sgd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +14,7 @@
 #include "common/compress/task_pool.h"
 #include "common/precision.h"
 #include "trainer/fashion_mnist.h"
+#include "trainer/gradient_hooks.h"
 #include "trainer/models.h"
 #include "trainer/progress.h"
 #include "worker/sync_settings.h"
@@ -20,12 +23,31 @@
 namespace gradwire {
 namespace {
 
-// Fraction of `data` that `model` classifies correctly.
-double Accuracy(Classifier& model, const Dataset& data) {
+// Raises torch's intra-op threads to every core this process may run on
+// while it lives, and puts the old count back. An evaluation runs while
+// training waits (at an epoch's end every BSP worker waits for the one that
+// evaluates; at the run's end the others are done), so the cores that
+// one-thread-per-worker training leaves to the other workers are free.
+class AllCores {
+ public:
+  AllCores() : saved_(at::get_num_threads()) {
+    at::set_num_threads(std::max(saved_, CoresOfThisProcess()));
+  }
+  ~AllCores() { at::set_num_threads(saved_); }
+  AllCores(const AllCores&) = delete;
+  AllCores& operator=(const AllCores&) = delete;
+
+ private:
+  const int saved_;
+};
+
+// Fraction of `data` that `model` classifies correctly: no autograd, in
+// batches of `batch`, on all cores.
+double Accuracy(Classifier& model, const Dataset& data, int64_t batch) {
   torch::NoGradGuard no_grad;
+  AllCores cores;
   model.eval();
   int64_t correct = 0;
-  const int64_t batch = 1000;
   for (int64_t start = 0; start < data.size(); start += batch) {
     const int64_t end = std::min(start + batch, data.size());
     const torch::Tensor logits =
@@ -105,14 +127,24 @@ class Throughput {
 // batches, with progress, gauges and evaluation along the way.
 class TrainingRun {
  public:
+  // `hooks`: set when gradients are announced during backward().
   TrainingRun(const TrainerOptions& options, const SyncOptions& sync_options,
-              const TrainingData& data, Classifier& model, ParameterSync* sync)
+              const TrainingData& data, Classifier& model, ParameterSync* sync,
+              GradientHooks* hooks)
       : options_(options),
         sync_options_(sync_options),
         data_(data),
         model_(model),
         sync_(sync),
-        progress_(options.label, options.interactive) {}
+        hooks_(hooks),
+        progress_(options.label, options.interactive) {
+    if (sync_ == nullptr) {
+      // Compute only: the same steps, a local optimizer, no network.
+      local_ = std::make_unique<torch::optim::SGD>(
+          model_.parameters(), torch::optim::SGDOptions(options.local_lr)
+                                   .momentum(options.local_momentum));
+    }
+  }
 
   // Trains to the end of the run (or the first error) and sums it up.
   absl::StatusOr<TrainingResult> Run();
@@ -120,6 +152,13 @@ class TrainingRun {
  private:
   // The steps of the whole run: every epoch's, or --max-steps if fewer.
   uint64_t TotalSteps() const;
+  // Steps done: the synchronised ones, or the local ones in compute-only
+  // runs.
+  uint64_t StepsDone() const {
+    return local_ != nullptr ? local_steps_ : sync_->step();
+  }
+  // Test accuracy now, its time added to result_.eval_seconds.
+  double Evaluate();
   // Trains epoch `epoch` until its end or step `total_steps`, skipping the
   // batches a resumed worker has done.
   absl::Status TrainEpoch(const BatchOrder& order, int epoch,
@@ -137,29 +176,34 @@ class TrainingRun {
   const SyncOptions& sync_options_;
   const TrainingData& data_;
   Classifier& model_;
+  // Null in compute-only runs, which step `local_` instead.
   ParameterSync* const sync_;
+  std::unique_ptr<torch::optim::SGD> local_;
+  GradientHooks* const hooks_;
+  uint64_t local_steps_ = 0;
   Progress progress_;
   Throughput throughput_;
   TrainingResult result_;
 };
 
 absl::StatusOr<TrainingResult> TrainingRun::Run() {
-  result_.resumed_at_step = sync_->step();
-  if (sync_->step() > 0 && !options_.quiet) {
-    progress_.Line(absl::StrFormat("resuming at step %d", sync_->step()));
+  result_.resumed_at_step = StepsDone();
+  result_.overlapped = hooks_ != nullptr;
+  if (StepsDone() > 0 && !options_.quiet) {
+    progress_.Line(absl::StrFormat("resuming at step %d", StepsDone()));
   }
   const BatchOrder order(data_.train.size(), options_.batch_size,
                          options_.seed + DataPart(sync_options_),
                          /*drop_last=*/true);
   const uint64_t total_steps = TotalSteps();
   const absl::Time start = absl::Now();
-  for (int epoch = 0; epoch < options_.epochs && sync_->step() < total_steps;
+  for (int epoch = 0; epoch < options_.epochs && StepsDone() < total_steps;
        ++epoch) {
     if (absl::Status s = TrainEpoch(order, epoch, total_steps); !s.ok()) {
       return s;
     }
     if (options_.evaluate) {
-      result_.test_accuracy = Accuracy(model_, data_.test);
+      result_.test_accuracy = Evaluate();
       result_.evaluated = true;
       result_.epoch_test_accuracy.push_back(result_.test_accuracy);
       if (!options_.quiet) {
@@ -169,11 +213,19 @@ absl::StatusOr<TrainingResult> TrainingRun::Run() {
     }
   }
   if (options_.evaluate && !result_.evaluated) {
-    result_.test_accuracy = Accuracy(model_, data_.test);
+    result_.test_accuracy = Evaluate();
     result_.evaluated = true;
   }
   Finish(start);
   return result_;
+}
+
+double TrainingRun::Evaluate() {
+  const absl::Time start = absl::Now();
+  const double accuracy =
+      Accuracy(model_, data_.test, options_.eval_batch_size);
+  result_.eval_seconds += absl::ToDoubleSeconds(absl::Now() - start);
+  return accuracy;
 }
 
 uint64_t TrainingRun::TotalSteps() const {
@@ -188,9 +240,9 @@ absl::Status TrainingRun::TrainEpoch(const BatchOrder& order, int epoch,
   const uint64_t first = epoch * data_.steps_per_epoch;
   double loss_sum = 0;
   int64_t losses = 0;
-  for (int64_t b = 0; b < data_.steps_per_epoch && sync_->step() < total_steps;
+  for (int64_t b = 0; b < data_.steps_per_epoch && StepsDone() < total_steps;
        ++b) {
-    if (first + b < sync_->step()) continue;  // Resumed past this batch.
+    if (first + b < StepsDone()) continue;  // Resumed past this batch.
     absl::StatusOr<double> loss = TrainStep(batches[b], epoch);
     if (!loss.ok()) return loss.status();
     result_.final_loss = *loss;
@@ -201,11 +253,13 @@ absl::Status TrainingRun::TrainEpoch(const BatchOrder& order, int epoch,
     sample.epochs = options_.epochs;
     sample.step_in_epoch = b + 1;
     sample.steps_per_epoch = data_.steps_per_epoch;
-    sample.global_step = sync_->step();
+    sample.global_step = StepsDone();
     sample.loss = *loss;
     sample.samples_per_second = throughput_.Add(batches[b].size(0));
-    sample.pushed_bytes = sync_->stats().pushed_bytes;
-    sample.dense_equivalent_bytes = sync_->stats().dense_equivalent_bytes;
+    if (sync_ != nullptr) {
+      sample.pushed_bytes = sync_->stats().pushed_bytes;
+      sample.dense_equivalent_bytes = sync_->stats().dense_equivalent_bytes;
+    }
     ReportStep(sample);
   }
   if (losses > 0) result_.epoch_loss.push_back(loss_sum / losses);
@@ -218,18 +272,27 @@ absl::StatusOr<double> TrainingRun::TrainStep(const torch::Tensor& index,
   torch::Tensor loss = torch::nn::functional::cross_entropy(
       model_.forward(data_.train.images.index_select(0, index)),
       data_.train.labels.index_select(0, index));
+  if (hooks_ != nullptr) hooks_->set_epoch(epoch);
   loss.backward();
+  if (hooks_ != nullptr) {
+    if (absl::Status s = hooks_->TakeError(); !s.ok()) return s;
+  }
   if (options_.step_delay > absl::ZeroDuration() &&
-      sync_->step() % options_.step_delay_every == 0) {
+      StepsDone() % options_.step_delay_every == 0) {
     absl::SleepFor(options_.step_delay);
   }
-  if (absl::Status s = sync_->Step(epoch); !s.ok()) return s;
+  if (local_ != nullptr) {
+    local_->step();
+    ++local_steps_;
+  } else if (absl::Status s = sync_->Step(epoch); !s.ok()) {
+    return s;
+  }
   return loss.item<double>();
 }
 
 void TrainingRun::ReportStep(const ProgressSample& sample) {
   if (!options_.quiet) progress_.Update(sample);
-  if (WorkerMetrics* m = sync_->metrics()) {
+  if (WorkerMetrics* m = sync_ != nullptr ? sync_->metrics() : nullptr) {
     m->SetLoss(sample.loss);
     m->SetSamplesPerSecond(sample.samples_per_second);
     m->SetEpoch(sample.epoch);
@@ -239,8 +302,10 @@ void TrainingRun::ReportStep(const ProgressSample& sample) {
 void TrainingRun::Finish(absl::Time start) {
   result_.weights_fingerprint =
       WeightsFingerprint(model_.named_parameters().pairs());
-  result_.steps = sync_->step();
+  result_.steps = StepsDone();
   result_.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  result_.train_seconds = result_.wall_seconds - result_.eval_seconds;
+  if (sync_ == nullptr) return;
   result_.sync = sync_->stats();
   if (const WorkerMetrics* m = sync_->metrics()) {
     // The summary reports what the dashboards show: the same counters.
@@ -262,11 +327,18 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
     torch::manual_seed(options.seed);
     auto model = MakeModel(options.model);
     if (!model.ok()) return model.status();
-    if (absl::Status s = sync->Register((*model)->named_parameters());
-        !s.ok()) {
-      return s;
+    if (sync != nullptr) {
+      if (absl::Status s = sync->Register((*model)->named_parameters());
+          !s.ok()) {
+        return s;
+      }
     }
-    return TrainingRun(options, sync_options, *data, **model, sync).Run();
+    std::unique_ptr<GradientHooks> hooks;
+    if (sync != nullptr && options.overlap && sync_options.local.size == 1) {
+      hooks = std::make_unique<GradientHooks>((*model)->parameters(), sync);
+    }
+    return TrainingRun(options, sync_options, *data, **model, sync, hooks.get())
+        .Run();
   } catch (const std::exception& e) {
     return absl::InternalError(
         absl::StrFormat("training failed: %s", e.what()));
@@ -294,10 +366,12 @@ std::string WeightsFingerprint(const ParameterSync::NamedTensors& tensors) {
 namespace {
 
 // `value` rounded to 1/`per_unit` (1000: milliseconds), the precision the
-// summary has always carried (and examples/python/train.py rounds to). Not
-// finite stays as it is, and is written as null.
+// summary has always carried (and examples/python/train.py rounds to). Ties
+// go to even, as Python's round() (an accuracy of 98/256 is 0.382812 in
+// both). Not finite stays as it is, and is written as null.
 double Rounded(double value, double per_unit) {
-  return std::isfinite(value) ? std::round(value * per_unit) / per_unit : value;
+  return std::isfinite(value) ? std::nearbyint(value * per_unit) / per_unit
+                              : value;
 }
 
 std::string ModeName(v1::ConsistencyMode mode) {
@@ -331,6 +405,8 @@ std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
   summary["steps_run"] = r.sync.steps;
   summary["max_step_lead"] = r.sync.max_step_lead;
   summary["wall_seconds"] = Rounded(r.wall_seconds, 1e3);
+  summary["train_seconds"] = Rounded(r.train_seconds, 1e3);
+  summary["eval_seconds"] = Rounded(r.eval_seconds, 1e3);
   summary["pushed_bytes"] = r.sync.pushed_bytes;
   summary["pulled_bytes"] = r.sync.pulled_bytes;
   summary["dense_equivalent_bytes"] = r.sync.dense_equivalent_bytes;
@@ -342,6 +418,7 @@ std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
   summary["compressor"] = sync.compressor.name;
   summary["ratio"] = sync.compressor.ratio;
   summary["min_kept"] = sync.compressor.min_kept;
+  summary["overlap"] = r.overlapped;
   summary["compress_threads"] =
       sync.compress_threads == 0 ? CoresOfThisProcess() : sync.compress_threads;
   summary["error_feedback"] = sync.error_feedback;

@@ -36,6 +36,17 @@ struct TrainerOptions {
   // Measure test accuracy at the end of every epoch. In BSP every worker
   // holds the same weights, so one evaluating worker is enough.
   bool evaluate = true;
+  // Push each parameter's gradient as soon as backward() has finished it
+  // (gradient_hooks.h), so that communication overlaps the rest of the
+  // backward pass; only with one local rank (a node's ranks reduce whole
+  // steps). The weights are the same either way.
+  bool overlap = true;
+  // Test images per forward pass of an evaluation.
+  int64_t eval_batch_size = 1000;
+  // Compute-only runs (Train with no ParameterSync): the local optimizer's
+  // learning rate and momentum (torch::optim::SGD).
+  double local_lr = 0.05;
+  double local_momentum = 0.9;
   // Fault injection (tests, benchmarks): sleep `step_delay` before pushing
   // every `step_delay_every`-th step, which makes this worker a straggler.
   absl::Duration step_delay = absl::ZeroDuration();
@@ -43,6 +54,8 @@ struct TrainerOptions {
 };
 
 struct TrainingResult {
+  // Whether gradients were pushed during backward() (TrainerOptions::overlap).
+  bool overlapped = false;
   // Valid when evaluated (TrainerOptions::evaluate).
   bool evaluated = false;
   double test_accuracy = 0;
@@ -50,7 +63,10 @@ struct TrainingResult {
   // The step Register resumed at (0 unless the shards had seen this worker
   // before: a restart, or a rejoin after it was dropped).
   uint64_t resumed_at_step = 0;
+  // From the first step to the end: training plus evaluation.
   double wall_seconds = 0;
+  double train_seconds = 0;
+  double eval_seconds = 0;
   double final_loss = 0;
   // Per epoch trained: the mean training loss of this worker's steps, and
   // (when evaluated) the test accuracy at the epoch's end. An epoch that
@@ -68,7 +84,10 @@ struct TrainingResult {
 std::string WeightsFingerprint(const ParameterSync::NamedTensors& tensors);
 
 // Trains with `sync` (connected, not yet registered). Returns the result, or
-// the first error (data set missing, shard unreachable, ...).
+// the first error (data set missing, shard unreachable, ...). With `sync`
+// null the run is compute only: the same data, model and steps, each step
+// a local torch::optim::SGD step, nothing on the network (the reference
+// that shows what synchronisation costs).
 absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
                                      const SyncOptions& sync_options,
                                      ParameterSync* sync);

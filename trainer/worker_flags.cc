@@ -80,7 +80,11 @@ ABSL_FLAG(std::string, pull, kDefaults.pull,
           "Pulls: dense (full weights every step) or delta (compressed "
           "weight deltas with server-side error feedback).");
 ABSL_FLAG(double, pull_ratio, kDefaults.pull_ratio,
-          "Fraction of elements a delta pull keeps.");
+          "Fraction of elements a delta pull keeps; 0: the push's --ratio "
+          "for topk, randomk and dgc, 0.05 beside the other compressors.");
+ABSL_FLAG(std::string, pull_value_type, kDefaults.pull_value_type,
+          "Precision of delta pull values: fp32, fp16 or bf16 (the shards' "
+          "error feedback keeps what rounding leaves out).");
 ABSL_FLAG(std::string, optimizer, kDefaults.optimizer,
           "Server optimizer: sgd, momentum, nesterov, adam, adamw.");
 ABSL_FLAG(double, lr, kDefaults.lr, "Learning rate.");
@@ -118,6 +122,14 @@ ABSL_FLAG(int64_t, step_delay_ms, 0,
 ABSL_FLAG(int64_t, step_delay_every, 1,
           "With --step-delay-ms: sleep only before every N-th step (1: every "
           "step), an intermittent straggler.");
+ABSL_FLAG(bool, overlap, true,
+          "Push each parameter's gradient as soon as backward() has finished "
+          "it, overlapping communication with the rest of the backward pass "
+          "(with --local-size=1; the weights are the same either way).");
+ABSL_FLAG(bool, compute_only, false,
+          "Train alone, without shards: the same data, model and steps, each "
+          "step a local torch SGD step at --lr and --momentum, nothing on the "
+          "network. The compute-only reference of bench/network.sh.");
 ABSL_FLAG(std::string, summary_json, "",
           "Write the run's summary to this file.");
 
@@ -152,6 +164,7 @@ SyncSettings SettingsFromFlags() {
   s.dgc_warmup_epochs = absl::GetFlag(FLAGS_dgc_warmup_epochs);
   s.pull = absl::GetFlag(FLAGS_pull);
   s.pull_ratio = absl::GetFlag(FLAGS_pull_ratio);
+  s.pull_value_type = absl::GetFlag(FLAGS_pull_value_type);
   s.optimizer = absl::GetFlag(FLAGS_optimizer);
   s.lr = absl::GetFlag(FLAGS_lr);
   s.momentum = absl::GetFlag(FLAGS_momentum);
@@ -187,6 +200,7 @@ absl::Status ReadTrainer(TrainerOptions* t, const SyncOptions& sync) {
     return Bad("--train-limit/--test-limit must be >= 0");
   t->seed = absl::GetFlag(FLAGS_seed);
   t->evaluate = absl::GetFlag(FLAGS_evaluate);
+  t->overlap = absl::GetFlag(FLAGS_overlap);
   const int64_t delay_ms = absl::GetFlag(FLAGS_step_delay_ms);
   if (delay_ms < 0 || delay_ms > 3600000) {
     return Bad("--step-delay-ms: %d is outside [0, 3600000]", delay_ms);
@@ -239,6 +253,7 @@ constexpr absl::string_view kWorkerFlags[] = {"shards",
                                               "dgc_warmup_epochs",
                                               "pull",
                                               "pull_ratio",
+                                              "pull_value_type",
                                               "optimizer",
                                               "lr",
                                               "momentum",
@@ -254,6 +269,8 @@ constexpr absl::string_view kWorkerFlags[] = {"shards",
                                               "progress",
                                               "step_delay_ms",
                                               "step_delay_every",
+                                              "overlap",
+                                              "compute_only",
                                               "summary_json",
                                               "metrics_linger_seconds"};
 
@@ -268,6 +285,9 @@ absl::StatusOr<WorkerConfig> WorkerConfigFromFlags() {
   if (absl::Status s = ReadTrainer(&config.trainer, config.sync); !s.ok())
     return s;
   config.summary_json = absl::GetFlag(FLAGS_summary_json);
+  config.compute_only = absl::GetFlag(FLAGS_compute_only);
+  config.trainer.local_lr = absl::GetFlag(FLAGS_lr);
+  config.trainer.local_momentum = absl::GetFlag(FLAGS_momentum);
   config.metrics = MetricsEndpointFromFlags();
   if (absl::Status s = ValidateMetricsEndpoint(config.metrics); !s.ok()) {
     return s;

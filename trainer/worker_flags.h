@@ -18,6 +18,8 @@ struct WorkerConfig {
   SyncOptions sync;
   TrainerOptions trainer;
   std::string summary_json;
+  // Train without shards (Train with no ParameterSync).
+  bool compute_only = false;
   // The /metrics endpoint (common/flags/metrics_flags.h).
   MetricsEndpointSettings metrics;
   // How long /metrics stays up after training.

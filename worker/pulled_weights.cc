@@ -32,8 +32,9 @@ void WriteChunk(const CompressedChunk& decoded, bool is_delta,
 absl::Status CheckDelta(const v1::ChunkWeights& weights, uint64_t epoch,
                         const ChunkSlot& slot) {
   if (!weights.is_delta()) return absl::OkStatus();
-  if (slot.version + 1 != weights.version() &&
-      slot.version != weights.version()) {
+  // BSP deltas move one version; ASP/SSP deltas (built from the worker's
+  // replica on the shard) any number forward.
+  if (weights.version() < slot.version) {
     return absl::InternalError(
         absl::StrFormat("chunk %d: delta to version %d for a worker at %d",
                         slot.spec.key, weights.version(), slot.version));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/codec/codec.h"
 #include "common/compress/registry.h"
 #include "common/precision.h"
 
@@ -185,6 +186,11 @@ absl::Status ResolvePlacement(const SyncSettings& s, const Complaint& bad,
   return absl::OkStatus();
 }
 
+double PullRatio(const SyncSettings& s) {
+  if (s.pull_ratio > 0) return s.pull_ratio;
+  return IsSparsifier(s.compressor) ? s.ratio : kDenseCompressorPullRatio;
+}
+
 absl::Status ResolvePull(const SyncSettings& s, const Complaint& bad,
                          SyncOptions* sync) {
   if (s.pull == "dense") {
@@ -194,13 +200,18 @@ absl::Status ResolvePull(const SyncSettings& s, const Complaint& bad,
   if (s.pull != "delta") {
     return bad("pull", "'%s' is not dense or delta", s.pull);
   }
-  if (!(s.pull_ratio > 0 && s.pull_ratio <= 1))
-    return bad("pull_ratio", "%g is outside (0, 1]", s.pull_ratio);
+  if (!(s.pull_ratio >= 0 && s.pull_ratio <= 1))
+    return bad("pull_ratio", "%g is outside [0, 1]", s.pull_ratio);
+  const auto precision = ParsePrecision(s.pull_value_type);
+  if (!precision) {
+    return bad("pull_value_type", "'%s' is not fp32, fp16 or bf16",
+               s.pull_value_type);
+  }
   sync->pull_deltas = true;
   v1::PullEncoding* encoding = sync->training.mutable_pull_encoding();
   encoding->set_compressor("topk");
-  encoding->set_ratio(s.pull_ratio);
-  encoding->set_value_type(v1::VALUE_TYPE_FP32);
+  encoding->set_ratio(PullRatio(s));
+  encoding->set_value_type(ToWire(*precision));
   return absl::OkStatus();
 }
 

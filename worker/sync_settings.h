@@ -37,6 +37,10 @@ enum class MomentumPlacement {
   kFold,
 };
 
+// The delta pull ratio that pull_ratio 0 means beside a compressor that
+// keeps every element (none, fp16, bf16, qsgd, onebit).
+inline constexpr double kDenseCompressorPullRatio = 0.05;
+
 struct SyncSettings {
   // Shard addresses (host:port), in shard-id order.
   std::vector<std::string> shards = {"127.0.0.1:7000"};
@@ -60,9 +64,14 @@ struct SyncSettings {
   bool dgc_momentum_masking = true;
   double dgc_clip_norm = 0.0;
   int64_t dgc_warmup_epochs = 0;
-  // Pulls: "dense" or "delta" (Top-K `pull_ratio` deltas).
+  // Pulls: "dense" or "delta" (Top-K deltas of `pull_ratio`, values in
+  // `pull_value_type`, with server-side error feedback).
   std::string pull = "delta";
-  double pull_ratio = 0.05;
+  // 0: as much as the push keeps, `ratio`, when the compressor is a
+  // sparsifier (topk, randomk, dgc), so both directions shrink alike;
+  // kDenseCompressorPullRatio for the others.
+  double pull_ratio = 0;
+  std::string pull_value_type = "fp16";
   // The shards' optimizer: sgd, momentum, nesterov, adam, adamw.
   std::string optimizer = "momentum";
   double lr = 0.05;

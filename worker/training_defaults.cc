@@ -1,5 +1,7 @@
 #include "worker/training_defaults.h"
 
+#include "common/compress/registry.h"
+
 namespace gradwire {
 
 v1::TrainingConfig TrainingWithDefaults(const SyncOptions& options) {
@@ -17,9 +19,11 @@ v1::TrainingConfig TrainingWithDefaults(const SyncOptions& options) {
   }
   if (options.pull_deltas && config.pull_encoding().compressor().empty()) {
     v1::PullEncoding* encoding = config.mutable_pull_encoding();
+    const CompressorOptions& push = options.compressor;
     encoding->set_compressor("topk");
-    encoding->set_ratio(0.05);
-    encoding->set_value_type(v1::VALUE_TYPE_FP32);
+    encoding->set_ratio(IsSparsifier(push.name) && push.ratio > 0 ? push.ratio
+                                                                  : 0.05);
+    encoding->set_value_type(v1::VALUE_TYPE_FP16);
   }
   return config;
 }

@@ -27,10 +27,6 @@ const std::map<std::string, Factory>& Factories() {
   return *factories;
 }
 
-bool IsSparsifier(const std::string& name) {
-  return name == "topk" || name == "randomk" || name == "dgc";
-}
-
 absl::Status Invalid(const std::string& name, const std::string& what) {
   return absl::InvalidArgumentError(
       absl::StrFormat("compressor %s: %s", name, what));
@@ -77,6 +73,10 @@ absl::Status ValidateOptions(const CompressorOptions& o) {
 }
 
 }  // namespace
+
+bool IsSparsifier(const std::string& name) {
+  return name == "topk" || name == "randomk" || name == "dgc";
+}
 
 absl::StatusOr<std::unique_ptr<Compressor>> MakeCompressor(
     const CompressorOptions& options) {

@@ -18,6 +18,10 @@ namespace gradwire {
 absl::StatusOr<std::unique_ptr<Compressor>> MakeCompressor(
     const CompressorOptions& options);
 
+// Whether the compressor `name` keeps a fraction `ratio` of the elements
+// (topk, randomk, dgc).
+bool IsSparsifier(const std::string& name);
+
 // Every registered name, sorted.
 std::vector<std::string> CompressorNames();
 

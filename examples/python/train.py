@@ -176,8 +176,12 @@ FLAG_GROUPS = {
         ("pull", str, "delta",
          "Pulls: dense (full weights every step) or delta (compressed "
          "weight deltas with server-side error feedback)."),
-        ("pull-ratio", float, 0.05,
-         "Fraction of elements a delta pull keeps."),
+        ("pull-ratio", float, 0.0,
+         "Fraction of elements a delta pull keeps; 0: the push's --ratio "
+         "for topk, randomk and dgc, 0.05 beside the other compressors."),
+        ("pull-value-type", choice("fp32", "fp16", "bf16"), "fp16",
+         "Precision of delta pull values (the shards' error feedback keeps "
+         "what rounding leaves out)."),
         ("optimizer", choice("sgd", "momentum", "nesterov", "adam", "adamw"),
          "momentum",
          "Optimizer: sgd, momentum, nesterov, adam, adamw. Run by the shards "
@@ -483,14 +487,22 @@ def make_model(name):
 
 
 def accuracy(model, images, labels):
+    """Fraction classified correctly: no autograd, batches of 1000, on every
+    core this process may use (training waits for the evaluation, so the
+    cores the other workers trained on are free)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(threads, len(os.sched_getaffinity(0))))
     model.eval()
     correct = 0
-    with torch.no_grad():
-        for start in range(0, len(labels), 1000):
-            logits = model(images[start:start + 1000])
-            correct += int((logits.argmax(1) == labels[start:start + 1000])
-                           .sum())
-    model.train()
+    try:
+        with torch.no_grad():
+            for start in range(0, len(labels), 1000):
+                logits = model(images[start:start + 1000])
+                correct += int((logits.argmax(1) ==
+                                labels[start:start + 1000]).sum())
+    finally:
+        model.train()
+        torch.set_num_threads(threads)
     return correct / len(labels) if len(labels) else 0.0
 
 
@@ -529,7 +541,7 @@ OPTIMIZER_FLAGS = ("optimizer", "lr", "momentum", "weight_decay",
                    "momentum_placement")
 SYNC_FLAGS = ("worker_id", "num_workers", "local_rank", "local_size",
               "local_store", "mode", "staleness", "scale_async_lr", "pull",
-              "pull_ratio",
+              "pull_ratio", "pull_value_type",
               "partition_bytes", "compress_threads", "rpc_timeout_seconds",
               "pull_timeout_seconds", "tls_cert", "tls_key", "tls_ca",
               "tls_server_name", "auth_token_file")
@@ -743,6 +755,7 @@ def train(args, data, exchange, progress):
     start = window_start = time.monotonic()
     window_samples = 0
     train_seconds = 0.0
+    eval_seconds = 0.0
     for epoch in range(args.epochs):
         if exchange.next_step >= total_steps:
             break
@@ -783,17 +796,22 @@ def train(args, data, exchange, progress):
         if epoch_losses:
             result["epoch_loss"].append(sum(epoch_losses) / len(epoch_losses))
         if args.evaluate:
+            eval_start = time.monotonic()
             result["test_accuracy"] = accuracy(model, data.test_images,
                                                data.test_labels)
+            eval_seconds += time.monotonic() - eval_start
             result["epoch_test_accuracy"].append(result["test_accuracy"])
             progress.line(f"epoch {epoch + 1} test accuracy "
                           f"{result['test_accuracy']:.4f}")
     if args.evaluate and "test_accuracy" not in result:
+        eval_start = time.monotonic()
         result["test_accuracy"] = accuracy(model, data.test_images,
                                            data.test_labels)
+        eval_seconds += time.monotonic() - eval_start
     result["steps"] = exchange.next_step
     result["wall_seconds"] = time.monotonic() - start
     result["train_seconds"] = train_seconds
+    result["eval_seconds"] = eval_seconds
     # After the clock stops: hashing in Python takes about 1 s per 6 MB.
     result["weights_fingerprint"] = weights_fingerprint(
         model.named_parameters())
@@ -845,6 +863,7 @@ def summary(args, result, stats):
         "api": "ddp" if ddp else args.api,
         "overlap": args.overlap and not ddp,
         "train_seconds": round(result["train_seconds"], 3),
+        "eval_seconds": round(result["eval_seconds"], 3),
     })
     if ddp:
         out["byte_counts"] = ("computed, not measured: the dense fp32 "

@@ -94,6 +94,11 @@ ABSL_FLAG(int64_t, max_chunks, 16384,
           "Most chunks the first Init may declare to this shard (at 4 MiB "
           "chunks the default is 64 GiB); a larger Init is refused with "
           "RESOURCE_EXHAUSTED naming the count and this flag.");
+ABSL_FLAG(int64_t, max_replica_bytes, int64_t{1} << 30,
+          "ASP/SSP with delta pulls: most bytes of per-worker replicas (one "
+          "float copy of a chunk per worker that pulls it) this shard keeps "
+          "to answer compressed deltas; workers beyond it get dense pulls. 0 "
+          "keeps none.");
 ABSL_FLAG(int64_t, max_init_overhead_bytes, int64_t{64} << 20,
           "Most bytes the first Init may make this shard allocate beyond the "
           "model data it carries: per declared chunk its bookkeeping and "
@@ -146,6 +151,7 @@ constexpr absl::string_view kServerFlagNames[] = {"address",
                                                   "max_message_bytes",
                                                   "max_chunks",
                                                   "max_init_overhead_bytes",
+                                                  "max_replica_bytes",
                                                   "shutdown_grace_seconds",
                                                   "worker_timeout_seconds"};
 
@@ -173,6 +179,7 @@ ServerOptions OptionsFromFlags() {
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.max_chunks = absl::GetFlag(FLAGS_max_chunks);
   o.max_init_overhead_bytes = absl::GetFlag(FLAGS_max_init_overhead_bytes);
+  o.max_replica_bytes = absl::GetFlag(FLAGS_max_replica_bytes);
   o.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   o.worker_timeout_seconds = absl::GetFlag(FLAGS_worker_timeout_seconds);
   o.metrics = MetricsEndpointFromFlags();

@@ -164,6 +164,8 @@ grpc::ServerUnaryReactor* ParameterServerService::Serve(
   // thread.
   pool->Submit(
       [this, context, request, response, reactor, work, caller = *caller]() {
+        constexpr bool kPush = std::is_same_v<Request, v1::PushRequest>;
+        PushStageClock clock(&shard_->metrics());
         Request parsed;
         Response answer;
         grpc::Status status =
@@ -175,9 +177,13 @@ grpc::ServerUnaryReactor* ParameterServerService::Serve(
         if constexpr (!std::is_same_v<Request, v1::GetInfoRequest>) {
           if (status.ok()) status = Authorize(caller, parsed.worker_id());
         }
+        if constexpr (kPush) clock.Lap(PushStage::kParse);
         if (status.ok())
           status = work(context, parsed, request->Length(), &answer);
+        // The shard times its own stages.
+        if constexpr (kPush) clock = PushStageClock(&shard_->metrics());
         if (status.ok()) status = SerializeResponse(answer, response);
+        if constexpr (kPush) clock.Lap(PushStage::kRespond);
         reactor->Finish(status);
       });
   return reactor;

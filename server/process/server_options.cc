@@ -25,6 +25,9 @@ absl::Status CheckInitBudget(const ServerOptions& o) {
     return OutOfBounds("max-init-overhead-bytes", o.max_init_overhead_bytes,
                        ">= 1");
   }
+  if (o.max_replica_bytes < 0) {
+    return OutOfBounds("max-replica-bytes", o.max_replica_bytes, ">= 0");
+  }
   return absl::OkStatus();
 }
 
@@ -162,6 +165,7 @@ ShardOptions ToShardOptions(const ServerOptions& options) {
   shard.max_chunks = static_cast<uint64_t>(options.max_chunks);
   shard.max_init_overhead_bytes =
       static_cast<uint64_t>(options.max_init_overhead_bytes);
+  shard.max_replica_bytes = static_cast<uint64_t>(options.max_replica_bytes);
   return shard;
 }
 

@@ -77,6 +77,9 @@ struct ServerOptions {
   // Most bytes a first Init may make the shard allocate beyond the model
   // data it carries, >= 1 (ShardOptions::max_init_overhead_bytes).
   int64_t max_init_overhead_bytes = int64_t{64} << 20;
+  // ASP/SSP: most bytes of per-worker pull replicas, >= 0
+  // (ShardOptions::max_replica_bytes).
+  int64_t max_replica_bytes = int64_t{1} << 30;
   // How long in-flight calls may run once shutdown starts, >= 0 seconds.
   double shutdown_grace_seconds = 10.0;
   // Seconds a worker may stay silent (no Init, Push or Pull; a waiting Pull

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "common/compress/compressed_chunk.h"
 #include "common/consistency/consistency_rule.h"
@@ -16,6 +17,14 @@
 #include "server/shard/snapshot.h"
 
 namespace gradwire {
+
+// ASP/SSP: the weights one worker holds of a chunk, as the pull answers
+// built them (worker_replicas.h).
+struct WorkerReplica {
+  // The chunk version of the answer that last moved it.
+  uint64_t version = 0;
+  std::vector<float> weights;
+};
 
 struct ChunkState {
   explicit ChunkState(ChunkSnapshot initial)
@@ -46,6 +55,9 @@ struct ChunkState {
   // Kept out of the snapshot: after a restart from a checkpoint every
   // worker is live again.
   LiveSet live ABSL_GUARDED_BY(mu);
+  // ASP/SSP with a pull compressor: each pulling worker's replica, by
+  // worker id (worker_replicas.h). Not part of snapshots.
+  absl::flat_hash_map<uint32_t, WorkerReplica> replicas ABSL_GUARDED_BY(mu);
 };
 
 // A shard's chunks by key; immutable once the shard is initialised.

@@ -43,6 +43,11 @@ absl::Status ChunkUpdater::PreparePush(ChunkState* chunk, uint32_t worker,
   prepared->runs = false;
   thread_local std::vector<float> dense;
   if (rule_.cadence() == UpdateCadence::kPerPush) {
+    if (config_.optimizer->UpdatesOnlySelected() &&
+        (gradient.encoding == Encoding::kSparse ||
+         gradient.encoding == Encoding::kRandomK)) {
+      return TryUpdateSelected(chunk, gradient, prepared);
+    }
     const SteadyClock::time_point start = SteadyClock::now();
     dense.resize(chunk->numel);
     DecompressInto(gradient, absl::MakeSpan(dense));
@@ -97,17 +102,53 @@ absl::Status ChunkUpdater::TryUpdate(ChunkState* chunk,
         chunk->key, chunk->state.version + 1));
   }
   out->runs = true;
+  out->sparse = false;
+  return absl::OkStatus();
+}
+
+absl::Status ChunkUpdater::TryUpdateSelected(ChunkState* chunk,
+                                             const CompressedChunk& gradient,
+                                             PreparedUpdate* out) const {
+  const SteadyClock::time_point start = SteadyClock::now();
+  out->indices.assign(gradient.indices.begin(), gradient.indices.end());
+  out->values.resize(gradient.values.size());
+  config_.optimizer->ApplyAt(chunk->state.weights, out->indices,
+                             gradient.values, chunk->state.optimizer.updates,
+                             absl::MakeSpan(out->values));
+  metrics_->ObserveOptimizer(SecondsSince(start));
+  // The other weights do not move, and were finite.
+  if (!AllFinite(out->values)) {
+    out->runs = false;
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "chunk %d: update %d would make a weight not finite (the values "
+        "overflow float); the chunk is unchanged",
+        chunk->key, chunk->state.version + 1));
+  }
+  out->runs = true;
+  out->sparse = true;
   return absl::OkStatus();
 }
 
 void ChunkUpdater::Commit(ChunkState* chunk, PreparedUpdate* prepared) const {
   ChunkSnapshot& state = chunk->state;
-  state.weights.swap(prepared->weights);
-  std::swap(state.optimizer, prepared->optimizer);
+  if (prepared->sparse) {
+    for (size_t j = 0; j < prepared->indices.size(); ++j) {
+      state.weights[prepared->indices[j]] = prepared->values[j];
+    }
+    ++state.optimizer.updates;
+  } else {
+    state.weights.swap(prepared->weights);
+    std::swap(state.optimizer, prepared->optimizer);
+  }
   prepared->runs = false;
   ++state.version;
   updates_applied_->fetch_add(1, std::memory_order_relaxed);
-  if (config_.pull_compressor) RefreshPullDelta(chunk);
+  // ASP/SSP answer pulls from per-worker replicas instead of one delta per
+  // version, which a worker one version behind, the only one it could
+  // serve, almost never is when every push is a version.
+  if (config_.pull_compressor && rule_.cadence() == UpdateCadence::kPerStep) {
+    RefreshPullDelta(chunk);
+  }
 }
 
 void ChunkUpdater::ApplyPush(ChunkState* chunk, uint32_t worker, uint64_t step,

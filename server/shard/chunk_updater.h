@@ -26,6 +26,22 @@
 // in, so nothing is copied back) and one scan of them; in BSP, the push that
 // completes a step also copies the step's sum once.
 //
+// Sparse pushes cost O(selected elements), never O(chunk), wherever the
+// rules allow it:
+//   - BSP: a push adds its selected elements into the step's sum; only the
+//     push that completes the step runs the (dense) optimizer on the mean.
+//   - ASP/SSP under an optimizer that moves only the elements a gradient
+//     selects (plain SGD without weight decay, which is what the shards run
+//     in these modes by default: momentum is placed on the workers): the
+//     new weights of the selected elements are computed aside, checked,
+//     and written; nothing is decoded to a dense buffer and no pull delta
+//     is built (ASP/SSP pulls are answered from per-worker replicas,
+//     worker_replicas.h, when they come).
+//   - ASP/SSP under momentum, Adam or weight decay: the dense rule, which
+//     moves every element (a lazy rule that skipped untouched elements
+//     would train differently from PyTorch's), so the push is decoded and
+//     the optimizer runs over the chunk.
+//
 // The rule decides (common/consistency/); this class only carries out, on
 // the chunk's state, under the chunk's lock. Judging a push (kApply or
 // kDuplicate) happens before, in Shard::Push; journaling after.
@@ -55,8 +71,16 @@ struct PreparedUpdate {
   // Whether the push runs the optimizer: always in ASP/SSP, in BSP when it
   // completes the step.
   bool runs = false;
+  // Dense: `weights` and `optimizer` are the chunk's new weights and state.
+  // Sparse (a sparse ASP/SSP push under an optimizer that updates only the
+  // selected elements, Optimizer::UpdatesOnlySelected): the weights at
+  // `indices` become `values`, every other weight and the optimizer's
+  // buffers stay, and the update count goes up by one.
+  bool sparse = false;
   std::vector<float> weights;
   OptimizerState optimizer;
+  std::vector<uint32_t> indices;
+  std::vector<float> values;
 };
 
 class ChunkUpdater {
@@ -114,6 +138,12 @@ class ChunkUpdater {
   // finite.
   absl::Status TryUpdate(ChunkState* chunk, absl::Span<const float> gradient,
                          PreparedUpdate* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  // TryUpdate for a sparse gradient under an optimizer that updates only
+  // the selected elements: O(selected elements).
+  absl::Status TryUpdateSelected(ChunkState* chunk,
+                                 const CompressedChunk& gradient,
+                                 PreparedUpdate* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
   // Installs a finite update: version + 1, and the pull delta.
   void Commit(ChunkState* chunk, PreparedUpdate* prepared) const

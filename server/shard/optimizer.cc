@@ -256,6 +256,29 @@ void Optimizer::Apply(absl::Span<float> weights,
   ++state->updates;
 }
 
+bool Optimizer::UpdatesOnlySelected() const {
+  const bool plain_sgd =
+      settings_.kind == Kind::kSgd ||
+      (settings_.kind == Kind::kMomentum && settings_.momentum == 0.0);
+  return plain_sgd && settings_.weight_decay == 0.0;
+}
+
+void Optimizer::ApplyAt(absl::Span<const float> weights,
+                        absl::Span<const uint32_t> indices,
+                        absl::Span<const float> values, uint64_t update,
+                        absl::Span<float> out) const {
+  assert(UpdatesOnlySelected());
+  assert(indices.size() == values.size() && values.size() == out.size());
+  const float wd = static_cast<float>(settings_.weight_decay);
+  const float neg_lr = static_cast<float>(-LearningRateAt(settings_, update));
+  // ApplySgd's expression, element by element.
+  for (size_t j = 0; j < indices.size(); ++j) {
+    const float w = weights[indices[j]];
+    const float g = values[j] + wd * w;
+    out[j] = w + neg_lr * g;
+  }
+}
+
 // The loops below follow torch.optim's single-tensor code path operation by
 // operation, with scalars cast to float where PyTorch's float kernels do, so
 // the results agree with PyTorch to float rounding.

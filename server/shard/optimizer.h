@@ -153,6 +153,31 @@ class Optimizer {
   void Apply(absl::Span<float> weights, absl::Span<const float> gradient,
              OptimizerState* state) const;
 
+  // Whether an update whose gradient is zero at an element leaves that
+  // element's weight and optimizer state as they were, so that a sparse
+  // gradient may be applied at its selected elements alone (ApplyAt): kSgd,
+  // or kMomentum at momentum 0, without weight decay. Every other rule
+  // moves every element at every update (weight decay shrinks each weight,
+  // momentum and Adam's moments decay and keep stepping), so a sparse
+  // gradient runs the dense Apply: a lazy rule that skipped untouched
+  // elements would train differently from PyTorch.
+  bool UpdatesOnlySelected() const;
+
+  // What Apply would make of the weights at `indices` for a gradient that
+  // is `values` there and zero everywhere else, for update number
+  // `update` (OptimizerState::updates before it), written to `out`; the
+  // weights themselves are not changed. Elements outside `indices` keep
+  // their weights, bit for bit as Apply would leave them (up to the sign of
+  // a zero weight). The caller stores `out` and increments the state's
+  // update count.
+  //
+  // Preconditions: UpdatesOnlySelected(); indices, values and out have the
+  // same length; every index is < weights.size() and appears once.
+  void ApplyAt(absl::Span<const float> weights,
+               absl::Span<const uint32_t> indices,
+               absl::Span<const float> values, uint64_t update,
+               absl::Span<float> out) const;
+
   const OptimizerSettings& settings() const { return settings_; }
 
  private:

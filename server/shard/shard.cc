@@ -26,7 +26,8 @@ Shard::Shard(ShardOptions options, ShardMetrics* shard_metrics)
     : options_(options),
       history_epoch_(options.history_epoch != 0 ? options.history_epoch
                                                 : DrawHistoryEpoch()),
-      metrics_(shard_metrics) {
+      metrics_(shard_metrics),
+      replicas_(options.max_replica_bytes) {
   if (metrics_ == nullptr) {
     own_registry_ = std::make_unique<metrics::Registry>();
     // Cannot fail: the names are fixed and the registry is empty.

@@ -50,13 +50,15 @@
 // may run at most kStepWindow steps ahead of its own oldest missing step
 // (common/consistency/worker_progress.h).
 //
-// Pull deltas: with a pull compressor configured, the shard keeps `shadow`,
-// the weights every worker holds. At each update it compresses
+// Pull deltas: with a pull compressor configured, BSP keeps `shadow`, the
+// weights every worker holds. At each update it compresses
 // d = C(w - shadow) and adds D(d) to shadow; what was not sent stays in
 // w - shadow and goes out later. A worker holding version - 1 gets d; any
 // other gets the dense shadow, always at fp32 so that replicas stay equal to
-// it bit for bit. Without a pull compressor, pulls return w in the requested
-// dense precision.
+// it bit for bit. ASP and SSP, where each worker holds a version of its own,
+// keep one such shadow per worker instead (worker_replicas.h) and build the
+// delta when the worker pulls. Without a pull compressor, pulls return w in
+// the requested dense precision.
 //
 // History epoch: versions name weights only within one history, and a
 // restart (from a checkpoint without the write-ahead log, or from nothing)
@@ -94,6 +96,7 @@
 #include "server/shard/shard_journal.h"
 #include "server/shard/shard_metrics.h"
 #include "server/shard/snapshot.h"
+#include "server/shard/worker_replicas.h"
 
 namespace gradwire {
 
@@ -126,6 +129,10 @@ struct ShardOptions {
   // --max-message-bytes, which gRPC would refuse to send anyway): a pull
   // whose answer would be larger is RESOURCE_EXHAUSTED before it is built.
   uint64_t max_message_bytes = uint64_t{64} << 20;
+  // Most bytes of per-worker replicas the shard keeps for ASP/SSP pull
+  // deltas (the server's --max-replica-bytes; worker_replicas.h). Workers
+  // beyond it get dense pulls.
+  uint64_t max_replica_bytes = uint64_t{1} << 30;
   // The shard's history epoch (see above); 0, the default, draws a random
   // non-zero one at construction, as a server process must. Tests set it to
   // get answers they can compare.
@@ -204,6 +211,9 @@ class Shard {
   // Where this shard counts its work (for the service and checkpointer).
   ShardMetrics& metrics() const { return *metrics_; }
 
+  // Bytes of per-worker replicas held for ASP/SSP pull deltas.
+  uint64_t replica_bytes() const { return replicas_.bytes(); }
+
   // Total optimizer updates applied since start (for checkpoint cadence).
   uint64_t updates_applied() const {
     return updates_applied_.load(std::memory_order_relaxed);
@@ -276,6 +286,8 @@ class Shard {
   std::unique_ptr<const ChunkUpdater> updater_;
   // Per worker: last push time and live-set membership, lock-free.
   std::unique_ptr<WorkerPresence> workers_;
+  // ASP/SSP pull deltas (worker_replicas.h); unused in BSP.
+  WorkerReplicas replicas_;
 
   std::atomic<uint64_t> updates_applied_{0};
   // Set before serving; see set_journal.

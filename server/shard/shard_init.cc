@@ -47,7 +47,12 @@ absl::StatusOr<std::unique_ptr<ChunkState>> NewChunk(
   state.numel = numel;
   state.weights = std::move(initial.values);
   state.workers.resize(config.num_workers);
-  if (config.pull_compressor) state.shadow = state.weights;
+  // The shared shadow of BSP's pull deltas; ASP/SSP keep per-worker
+  // replicas instead (worker_replicas.h).
+  if (config.pull_compressor &&
+      config.rule->cadence() == UpdateCadence::kPerStep) {
+    state.shadow = state.weights;
+  }
   return std::make_unique<ChunkState>(std::move(state));
 }
 

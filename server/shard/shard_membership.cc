@@ -44,6 +44,7 @@ absl::Status Shard::DropWorker(uint32_t worker) {
     ChunkLocks locks(chunks_);
     for (const auto& [key, chunk] : chunks_) {
       chunk->mu.AssertHeld();
+      replicas_.Forget(chunk.get(), worker);
       if (!chunk->live.Drop(worker)) continue;
       dropped_now = true;
       if (absl::Status s = updater_->AdvanceClock(chunk.get()); !s.ok()) {

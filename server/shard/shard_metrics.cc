@@ -99,6 +99,17 @@ absl::Status ShardMetrics::AddCounters(metrics::Registry* registry,
       return s;
     }
   }
+  for (int i = 0; i < kNumPushStages; ++i) {
+    if (absl::Status s = Assign(
+            CounterChild(registry, "gradwire_shard_push_stage_seconds_total",
+                         "Time Push calls spent in each stage: parse, decode, "
+                         "lock_wait, update, journal, respond.",
+                         {{"shard", shard}, {"stage", kPushStageNames[i]}}),
+            &push_stages_[i]);
+        !s.ok()) {
+      return s;
+    }
+  }
   constexpr const char* kReceived = "gradwire_shard_received_bytes_total";
   constexpr const char* kReceivedHelp =
       "Serialized size of the Push and Pull requests received, in bytes.";
@@ -251,6 +262,12 @@ std::vector<StateGaugeSpec> StateGauges() {
        "Workers in the live set: those a BSP step waits for.",
        [](const Shard& shard, double* out) {
          *out = shard.LiveWorkers();
+         return shard.initialized();
+       }},
+      {"gradwire_shard_worker_replica_bytes",
+       "Bytes of per-worker replicas kept for ASP/SSP pull deltas.",
+       [](const Shard& shard, double* out) {
+         *out = static_cast<double>(shard.replica_bytes());
          return shard.initialized();
        }},
   };

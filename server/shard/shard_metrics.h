@@ -11,6 +11,8 @@
 //   gradwire_shard_received_bytes_total{rpc}   serialized request sizes of
 //   gradwire_shard_sent_bytes_total{rpc}       Push and Pull (rpc="push",
 //                                              "pull") and of their replies
+//   gradwire_shard_push_stage_seconds_total{stage}  time of Push calls by
+//       stage (PushStage): parse, decode, lock_wait, update, journal, respond
 //   gradwire_shard_aggregation_seconds         adding one pushed chunk into
 //                                              the sum (BSP) or decoding it
 //                                              to dense (ASP/SSP)
@@ -40,6 +42,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -66,6 +69,20 @@ enum class PushOutcome {
   kNonFiniteUpdate,  // its update would make a weight or state non-finite
 };
 inline constexpr int kNumPushOutcomes = 8;
+
+// Where the time of one Push call goes, stage by stage.
+enum class PushStage {
+  kParse,     // the service: counting and parsing the received bytes
+  kDecode,    // decoding and validating every chunk (no locks)
+  kLockWait,  // taking the chunks' locks
+  kUpdate,    // judging steps, preparing and applying updates (under locks)
+  kJournal,   // appending to the write-ahead log and waiting until durable
+  kRespond,   // the service: serializing the reply
+};
+inline constexpr int kNumPushStages = 6;
+// The `stage` label of each PushStage.
+inline constexpr const char* kPushStageNames[kNumPushStages] = {
+    "parse", "decode", "lock_wait", "update", "journal", "respond"};
 
 // A worker counts as active while its last accepted push is at most this
 // old.
@@ -95,6 +112,14 @@ class ShardMetrics {
   void CountPullBytes(size_t request, size_t reply) {
     pull_received_->Increment(static_cast<double>(request));
     pull_sent_->Increment(static_cast<double>(reply));
+  }
+  // Seconds one Push call spent in `stage`.
+  void AddPushStageSeconds(PushStage stage, double seconds) {
+    push_stages_[static_cast<int>(stage)]->Increment(seconds);
+  }
+  // Seconds all Push calls so far spent in `stage` (benchmarks).
+  double PushStageSeconds(PushStage stage) const {
+    return push_stages_[static_cast<int>(stage)]->Value();
   }
   void ObserveAggregation(double seconds) { aggregation_->Observe(seconds); }
   void ObserveOptimizer(double seconds) { optimizer_->Observe(seconds); }
@@ -129,6 +154,7 @@ class ShardMetrics {
 
   // Constant after Create; the objects belong to the Registry.
   std::array<metrics::Counter*, kNumPushOutcomes> pushes_{};
+  std::array<metrics::Counter*, kNumPushStages> push_stages_{};
   metrics::Counter* push_received_ = nullptr;
   metrics::Counter* push_sent_ = nullptr;
   metrics::Counter* pull_received_ = nullptr;
@@ -149,6 +175,24 @@ class ShardMetrics {
   std::atomic<int64_t> last_checkpoint_nanos_{0};
 };
 
+// Times consecutive stages of one Push call: each Lap adds the time since
+// the previous Lap (or construction) to a stage.
+class PushStageClock {
+ public:
+  explicit PushStageClock(ShardMetrics* metrics)
+      : metrics_(metrics), last_(std::chrono::steady_clock::now()) {}
+  void Lap(PushStage stage) {
+    const auto now = std::chrono::steady_clock::now();
+    metrics_->AddPushStageSeconds(
+        stage, std::chrono::duration<double>(now - last_).count());
+    last_ = now;
+  }
+
+ private:
+  ShardMetrics* metrics_;
+  std::chrono::steady_clock::time_point last_;
+};
+
 // Registers scrape-time gauges of `shard`'s state, each with the shard
 // label:
 //   gradwire_shard_initialized          1 after Init (or a restore), else 0
@@ -162,6 +206,8 @@ class ShardMetrics {
 //   gradwire_shard_active_workers       workers with an accepted push in the
 //                                       last kActiveWorkerWindow
 //   gradwire_shard_live_workers         workers in the live set (shard.h)
+//   gradwire_shard_worker_replica_bytes bytes of ASP/SSP per-worker pull
+//                                       replicas (worker_replicas.h)
 // All but the first are absent before Init. `shard` and `registry` must
 // outlive the returned registrations.
 absl::StatusOr<std::vector<std::unique_ptr<metrics::CallbackRegistration>>>

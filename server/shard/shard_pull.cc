@@ -54,14 +54,26 @@ absl::Status AwaitStep(ChunkState* chunk, uint64_t wanted, absl::Time deadline,
   return AwaitClock(chunk, wanted, deadline, waited);
 }
 
+// How the shard answers pulls, and the worker's standing for deltas.
+struct PullAnswering {
+  // The shard's pull compressor; null: dense answers only.
+  const Compressor* compressor = nullptr;
+  // ASP/SSP: per-worker replicas (worker_replicas.h); null in BSP, which
+  // answers the one delta of the last update.
+  WorkerReplicas* replicas = nullptr;
+  // The worker's version counts in this shard's history epoch; without it
+  // the version may name other weights.
+  bool same_history = false;
+};
+
 // Answers one chunk of a pull whose clock reached the asked step (clocks
-// only grow): an empty or one-version delta when the worker can take it,
-// dense weights otherwise. `deltas`: the shard runs a pull compressor.
-// `same_history`: the worker's version counts in this shard's history epoch;
-// without it the version may name other weights.
+// only grow): an empty delta when the worker is current, a delta when it can
+// take one (BSP: one version behind; ASP/SSP: from its replica), dense
+// weights otherwise.
 absl::Status PullOne(ChunkState* chunk, const v1::ChunkPull& pull,
-                     const v1::PullRequest& request, bool deltas,
-                     bool same_history, v1::ChunkWeights* out) {
+                     const v1::PullRequest& request,
+                     const PullAnswering& answering, v1::ChunkWeights* out) {
+  const bool deltas = answering.compressor != nullptr;
   absl::MutexLock lock(&chunk->mu);
   // Read through chunk->state: clang's analysis does not follow a const
   // reference to a guarded field.
@@ -69,7 +81,8 @@ absl::Status PullOne(ChunkState* chunk, const v1::ChunkPull& pull,
   out->set_key(chunk->key);
   out->set_version(state.version);
   out->set_clock(state.clock);
-  const bool delta_allowed = deltas && request.allow_delta() && same_history;
+  const bool delta_allowed =
+      deltas && request.allow_delta() && answering.same_history;
   if (delta_allowed && state.version > 0 &&
       pull.have_version() == state.version) {
     // Already current: an empty delta costs a few bytes instead of the chunk.
@@ -78,6 +91,22 @@ absl::Status PullOne(ChunkState* chunk, const v1::ChunkPull& pull,
     v1::SparseValues* none = out->mutable_data()->mutable_sparse();
     none->set_value_type(v1::VALUE_TYPE_FP32);
     return absl::OkStatus();
+  }
+  if (answering.replicas != nullptr) {
+    thread_local CompressedChunk delta;
+    if (delta_allowed && answering.replicas->TakeDelta(
+                             chunk, request.worker_id(), pull.have_version(),
+                             *answering.compressor, &delta)) {
+      out->set_is_delta(true);
+      return EncodeChunk(delta, out->mutable_data());
+    }
+    // The worker's replica, if it takes deltas, starts from this answer.
+    out->set_is_delta(false);
+    if (request.allow_delta()) {
+      answering.replicas->Record(chunk, request.worker_id());
+    }
+    return EncodeDense(state.weights, ValuePrecision::kFp32,
+                       out->mutable_data());
   }
   if (delta_allowed && chunk->delta_version == state.version &&
       state.version > 0 && pull.have_version() + 1 == state.version) {
@@ -135,12 +164,18 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
     }
   }
   response->set_history_epoch(history_epoch_);
+  PullAnswering answering;
+  answering.compressor = config_->pull_compressor.get();
+  if (answering.compressor != nullptr &&
+      config_->rule->cadence() == UpdateCadence::kPerPush) {
+    answering.replicas = &replicas_;
+  }
   uint64_t answer_bytes = 0;
   for (const v1::ChunkPull& pull : request.chunks()) {
     v1::ChunkWeights* out = response->add_chunks();
-    absl::Status s = PullOne(FindChunk(pull.key()), pull, request,
-                             config_->pull_compressor != nullptr,
-                             pull.have_epoch() == history_epoch_, out);
+    answering.same_history = pull.have_epoch() == history_epoch_;
+    absl::Status s =
+        PullOne(FindChunk(pull.key()), pull, request, answering, out);
     // A delta may encode larger than its dense size: the estimate bounds
     // what is built, this bounds what is answered.
     if (s.ok()) answer_bytes += out->ByteSizeLong();

@@ -124,7 +124,11 @@ absl::Status Shard::Push(const v1::PushRequest& request,
   PushResult result;
   absl::Status status = ValidateAndApply(request, response, &result);
   // After the chunk locks are released: concurrent pushes share one write.
-  if (result.journal_ticket != 0) journal_->WaitDurable(result.journal_ticket);
+  if (result.journal_ticket != 0) {
+    PushStageClock clock(metrics_);
+    journal_->WaitDurable(result.journal_ticket);
+    clock.Lap(PushStage::kJournal);
+  }
   metrics_->CountPush(result.outcome);
   if (result.outcome == PushOutcome::kNonFiniteUpdate) {
     LogShardEventf(options_.shard_id, "refused a push of worker %d step %d: %s",
@@ -145,6 +149,7 @@ absl::Status Shard::ValidateAndApply(const v1::PushRequest& request,
       !s.ok()) {
     return s;
   }
+  PushStageClock clock(metrics_);
   // Phase 1, no locks: decode and validate every chunk.
   std::vector<PushedChunk> pushed;
   if (absl::Status s = DecodePushedChunks(request, chunks_, options_.shard_id,
@@ -157,7 +162,9 @@ absl::Status Shard::ValidateAndApply(const v1::PushRequest& request,
   if (journal_ != nullptr) record = request.SerializeAsString();
   // Phase 2, under every chunk's lock: judge the steps, then apply.
   const uint32_t worker = request.worker_id();
+  clock.Lap(PushStage::kDecode);
   ChunkLocks locks(ChunksOf(pushed));
+  clock.Lap(PushStage::kLockWait);
   if (absl::Status s =
           JudgeSteps(*config->rule, worker, request.step(), &pushed);
       !s.ok()) {
@@ -176,6 +183,7 @@ absl::Status Shard::ValidateAndApply(const v1::PushRequest& request,
     result->journal_ticket =
         journal_->Append(JournalRecordType::kPush, std::move(record));
   }
+  clock.Lap(PushStage::kUpdate);
   return absl::OkStatus();
 }
 

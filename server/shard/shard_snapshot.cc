@@ -142,7 +142,11 @@ absl::Status Shard::Restore(ShardSnapshot snapshot) {
   ChunkMap chunks;
   for (ChunkSnapshot& c : snapshot.chunks) {
     if (absl::Status s = CheckChunkSnapshot(c, **config); !s.ok()) return s;
-    if ((*config)->pull_compressor && c.shadow.empty()) c.shadow = c.weights;
+    if ((*config)->pull_compressor &&
+        (*config)->rule->cadence() == UpdateCadence::kPerStep &&
+        c.shadow.empty()) {
+      c.shadow = c.weights;
+    }
     const uint64_t key = c.key;
     if (!chunks.emplace(key, std::make_unique<ChunkState>(std::move(c)))
              .second) {

@@ -69,6 +69,10 @@ TEST(SummariseClusterTest, CombinesTheWorkersAndWritesTheClusterSummary) {
   EXPECT_EQ(cluster["workers"], 2);
   EXPECT_EQ(cluster["shards"], 2);
   EXPECT_DOUBLE_EQ(cluster["compression_ratio"].get<double>(), 5.0);
+  // Dense would push 2 kB and pull as much; 400 B went up, 20 B came down.
+  EXPECT_DOUBLE_EQ(cluster["total_compression_ratio"].get<double>(),
+                   4000.0 / 420.0);
+  EXPECT_THAT(*report, HasSubstr("both ways 9.5x less"));
   for (const std::string& path : workers) std::remove(path.c_str());
   std::remove(out.c_str());
 }
@@ -83,7 +87,8 @@ TEST(CombineWorkerSummariesTest, KeepsWorkerZerosKeyOrderThenAddsTheTotals) {
   EXPECT_THAT(keys, ElementsAre("test_accuracy", "steps", "wall_seconds",
                                 "pushed_bytes", "pulled_bytes",
                                 "dense_equivalent_bytes", "compressor",
-                                "workers", "shards", "compression_ratio"));
+                                "workers", "shards", "compression_ratio",
+                                "total_compression_ratio"));
   EXPECT_EQ((*cluster)["pulled_bytes"], 20);
 }
 

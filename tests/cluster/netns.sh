@@ -71,13 +71,13 @@ netns_shape() {
 }
 
 # Creates the bridge namespace and checks which qdiscs the kernel has.
-# $1: the rate profile: 1gbit or 10gbit (the data-centre profiles), or
-# 100mbit (a congested or cross-site link).
+# $1: the rate profile: 1gbit or 10gbit (the data-centre profiles),
+# 100mbit (a congested link) or 10mbit (a cross-site link).
 netns_init() {
   NETNS_RATE=$1
   case "$NETNS_RATE" in
-    100mbit|1gbit|10gbit) ;;
-    *) netns_log "unknown rate profile '$NETNS_RATE' (100mbit, 1gbit or 10gbit)"; return 2 ;;
+    10mbit|100mbit|1gbit|10gbit) ;;
+    *) netns_log "unknown rate profile '$NETNS_RATE' (10mbit, 100mbit, 1gbit or 10gbit)"; return 2 ;;
   esac
   ip netns add "$NETNS_BRIDGE_NS"
   ip -n "$NETNS_BRIDGE_NS" link set lo up

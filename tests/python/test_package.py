@@ -17,7 +17,7 @@ def test_help_explains_every_argument():
     for option in ("shards", "worker_id", "num_workers", "compressor",
                    "ratio", "value_type", "error_feedback", "optimizer",
                    "lr", "momentum", "weight_decay", "mode", "staleness",
-                   "pull", "pull_ratio", "partition_bytes", "local_rank",
+                   "pull", "pull_ratio", "pull_value_type", "partition_bytes", "local_rank",
                    "local_size", "rpc_timeout_seconds",
                    "pull_timeout_seconds", "tls_ca", "auth_token_file",
                    "overlap", "backward_passes_per_step"):

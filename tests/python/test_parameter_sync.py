@@ -148,6 +148,7 @@ def test_an_unreachable_shard_raises_at_connect():
     ("mode", "eventual"),
     ("pull", "sometimes"),
     ("pull_ratio", 2.0),
+    ("pull_value_type", "fp8"),
     ("worker_id", 3),
     ("partition_bytes", 3),
     ("rpc_timeout_seconds", 0.0),

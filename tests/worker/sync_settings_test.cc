@@ -25,6 +25,34 @@ TEST(SyncSettingsTest, DefaultsResolve) {
   EXPECT_EQ(options->shard_addresses.size(), 1u);
 }
 
+// Pulls shrink as much as pushes by default: Top-K deltas at the push's
+// ratio with fp16 values; beside a compressor that keeps every element, at
+// kDenseCompressorPullRatio; an explicit ratio and precision win.
+TEST(SyncSettingsTest, DeltaPullsMatchThePushByDefault) {
+  SyncSettings s;
+  s.ratio = 0.002;
+  absl::StatusOr<SyncOptions> options = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->training.pull_encoding().compressor(), "topk");
+  EXPECT_DOUBLE_EQ(options->training.pull_encoding().ratio(), 0.002);
+  EXPECT_EQ(options->training.pull_encoding().value_type(),
+            v1::VALUE_TYPE_FP16);
+
+  s.compressor = "qsgd";
+  options = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_DOUBLE_EQ(options->training.pull_encoding().ratio(),
+                   kDenseCompressorPullRatio);
+
+  s.pull_ratio = 0.1;
+  s.pull_value_type = "fp32";
+  options = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_DOUBLE_EQ(options->training.pull_encoding().ratio(), 0.1);
+  EXPECT_EQ(options->training.pull_encoding().value_type(),
+            v1::VALUE_TYPE_FP32);
+}
+
 TEST(SyncSettingsTest, NamesResolveToTheirConfigs) {
   SyncSettings s;
   s.optimizer = "nesterov";
@@ -184,7 +212,8 @@ TEST(SyncSettingsTest, BadValuesNameTheirSetting) {
          s->staleness = -1;
        }},
       {"pull", [](SyncSettings* s) { s->pull = "never"; }},
-      {"pull_ratio", [](SyncSettings* s) { s->pull_ratio = 0; }},
+      {"pull_ratio", [](SyncSettings* s) { s->pull_ratio = -0.5; }},
+      {"pull_value_type", [](SyncSettings* s) { s->pull_value_type = "fp8"; }},
       {"partition_bytes", [](SyncSettings* s) { s->partition_bytes = 6; }},
       {"compress_threads", [](SyncSettings* s) { s->compress_threads = -1; }},
       {"compress_threads", [](SyncSettings* s) { s->compress_threads = 2000; }},

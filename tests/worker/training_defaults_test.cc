@@ -13,9 +13,18 @@ TEST(TrainingDefaultsTest, FillsWhatIsUnset) {
   EXPECT_EQ(config.optimizer().kind(), v1::OPTIMIZER_KIND_SGD);
   EXPECT_FLOAT_EQ(config.optimizer().learning_rate(), 0.01f);
   EXPECT_EQ(config.optimizer().schedule(), v1::LR_SCHEDULE_KIND_CONSTANT);
+  // Beside a compressor that keeps every element (here "none"): 5%, fp16.
   EXPECT_EQ(config.pull_encoding().compressor(), "topk");
   EXPECT_DOUBLE_EQ(config.pull_encoding().ratio(), 0.05);
-  EXPECT_EQ(config.pull_encoding().value_type(), v1::VALUE_TYPE_FP32);
+  EXPECT_EQ(config.pull_encoding().value_type(), v1::VALUE_TYPE_FP16);
+}
+
+TEST(TrainingDefaultsTest, DeltaPullsBesideASparsifierKeepItsRatio) {
+  SyncOptions options;
+  options.compressor.name = "topk";
+  options.compressor.ratio = 0.002;
+  const v1::TrainingConfig config = TrainingWithDefaults(options);
+  EXPECT_DOUBLE_EQ(config.pull_encoding().ratio(), 0.002);
 }
 
 TEST(TrainingDefaultsTest, KeepsWhatIsSetAndAddsNoEncodingForDensePulls) {
