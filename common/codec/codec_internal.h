@@ -145,14 +145,14 @@ class BitUnpacker {
 void EncodeSparseIndices(const std::vector<uint32_t>& indices,
                          std::string* out);
 
-// Checks that `bytes` is exactly `nnz` gap varints of strictly increasing
-// indices below `numel`.
-absl::Status CheckSparseIndices(absl::string_view bytes, uint64_t nnz,
-                                uint64_t numel);
-
-// Fills `*out` from gap varints that CheckSparseIndices accepted.
-void ReadSparseIndices(absl::string_view bytes, uint64_t nnz,
-                       std::vector<uint32_t>* out);
+// Decodes `bytes`, which must be exactly `nnz` gap varints of strictly
+// increasing indices below `numel` (< 2^32), into `*out` (resized to nnz),
+// checking as it goes: one pass, with a branch-light path for the one-byte
+// gaps that dominate (every gap below 128). On error returns
+// INVALID_ARGUMENT saying what is wrong and where, and `*out` holds
+// whatever was decoded before it.
+absl::Status DecodeSparseIndices(absl::string_view bytes, uint64_t nnz,
+                                 uint64_t numel, std::vector<uint32_t>* out);
 
 }  // namespace codec_internal
 }  // namespace gradwire

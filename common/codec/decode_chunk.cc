@@ -1,6 +1,7 @@
 // DecodeChunk: gradwire.v1.ChunkData -> CompressedChunk, trusting nothing
 // (codec.h).
 #include <cmath>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -14,14 +15,13 @@ namespace {
 using codec_internal::BitUnpacker;
 using codec_internal::Bytes;
 using codec_internal::CheckBitLength;
-using codec_internal::CheckSparseIndices;
 using codec_internal::CheckValuesLength;
 using codec_internal::CheckValueType;
+using codec_internal::DecodeSparseIndices;
 using codec_internal::FirstRejectedValue;
 using codec_internal::Invalid;
 using codec_internal::LoadValue;
 using codec_internal::ReadBits;
-using codec_internal::ReadSparseIndices;
 using codec_internal::ReadValues;
 
 // One function per payload: validate everything, then write.
@@ -56,7 +56,10 @@ absl::Status DecodeSparse(const v1::SparseValues& in, uint64_t numel,
   if (!status.ok()) return status;
   status = CheckValuesLength("sparse", in.values(), nnz, precision);
   if (!status.ok()) return status;
-  status = CheckSparseIndices(in.indices(), nnz, numel);
+  // Decoded aside, so that `*out` is untouched when anything is bad; the
+  // swap below hands `*out` this thread's buffer and keeps its old one.
+  thread_local std::vector<uint32_t> indices;
+  status = DecodeSparseIndices(in.indices(), nnz, numel, &indices);
   if (!status.ok()) return status;
   const int64_t bad =
       FirstRejectedValue(in.values(), precision, options.non_finite);
@@ -68,7 +71,7 @@ absl::Status DecodeSparse(const v1::SparseValues& in, uint64_t numel,
   out->encoding = Encoding::kSparse;
   out->numel = numel;
   out->precision = precision;
-  ReadSparseIndices(in.indices(), nnz, &out->indices);
+  out->indices.swap(indices);
   ReadValues(in.values(), precision, options.non_finite, &out->values);
   return absl::OkStatus();
 }

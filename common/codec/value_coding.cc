@@ -8,6 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "common/codec/codec.h"
 #include "common/codec/codec_internal.h"
+#include "common/compress/kernels.h"
 
 namespace gradwire {
 namespace codec_internal {
@@ -162,6 +163,10 @@ void ReadValues(absl::string_view bytes, ValuePrecision precision,
   float* dst = out->data();
   switch (precision) {
     case ValuePrecision::kFp16:
+      if (policy == NonFinitePolicy::kReject) {
+        // Already checked finite: the vector conversion (F16C) applies.
+        return compress_kernels::Kernels().half_to_float(src, n, dst);
+      }
       return ConvertValues(
           src, n, policy,
           [](const uint8_t* p, size_t i) {

@@ -119,6 +119,12 @@ struct KernelTable {
   void (*qsgd_feedback)(float* r, bool zero_non_finite, size_t n,
                         double to_levels, float s, float norm, uint64_t seed,
                         uint16_t* levels, uint64_t* negative_bits);
+
+  // out[i] = the IEEE binary16 value whose bits are the little-endian
+  // 16-bit word at src + 2 * i (src need not be aligned), for i in [0, n):
+  // exact, as every half is a float. For finite halves (the codec checks
+  // them first); the quiet bit of a NaN may differ between versions.
+  void (*half_to_float)(const uint8_t* src, size_t n, float* out);
 };
 
 // SplitMix64's increment: the generator's state after i outputs is

@@ -372,6 +372,16 @@ void QsgdFeedback(float* r, bool zero_non_finite, size_t n, double to_levels,
                                   seed, levels, negative_bits);
 }
 
+void HalfToFloat(const uint8_t* src, size_t n, float* out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i half =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(half));
+  }
+  PortableKernels().half_to_float(src + 2 * i, n - i, out + i);
+}
+
 constexpr KernelTable kAvx2 = {
     InstructionSet::kAvx2,
     AccumulateAndCollect,
@@ -385,6 +395,7 @@ constexpr KernelTable kAvx2 = {
     SubtractSign,
     AccumulateSquares,
     QsgdFeedback,
+    HalfToFloat,
 };
 
 }  // namespace

@@ -433,6 +433,16 @@ bool AccumulateSquares(const float* g, bool zero_non_finite, float* r, size_t n,
          finite == 0xffff;
 }
 
+void HalfToFloat(const uint8_t* src, size_t n, float* out) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i half =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i));
+    _mm512_storeu_ps(out + i, _mm512_cvtph_ps(half));
+  }
+  PortableKernels().half_to_float(src + 2 * i, n - i, out + i);
+}
+
 constexpr KernelTable kAvx512 = {
     InstructionSet::kAvx512,
     AccumulateAndCollect,
@@ -446,6 +456,7 @@ constexpr KernelTable kAvx512 = {
     SubtractSign,
     AccumulateSquares,
     QsgdFeedback,
+    HalfToFloat,
 };
 
 }  // namespace

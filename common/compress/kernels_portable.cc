@@ -186,6 +186,13 @@ void QsgdFeedback(float* r, bool zero_non_finite, size_t n, double to_levels,
   }
 }
 
+void HalfToFloat(const uint8_t* src, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const auto bits = static_cast<uint16_t>(src[2 * i] | src[2 * i + 1] << 8);
+    out[i] = HalfBitsToFloat(bits);
+  }
+}
+
 constexpr KernelTable kPortable = {
     InstructionSet::kPortable,
     AccumulateAndCollect,
@@ -199,6 +206,7 @@ constexpr KernelTable kPortable = {
     SubtractSign,
     AccumulateSquares,
     QsgdFeedback,
+    HalfToFloat,
 };
 
 }  // namespace

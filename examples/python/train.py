@@ -43,6 +43,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 
 import torch
@@ -486,24 +487,54 @@ def make_model(name):
     return {"mlp": MlpNet, "cnn": CnnNet, "resnet18": resnet18}[name]()
 
 
-def accuracy(model, images, labels):
-    """Fraction classified correctly: no autograd, batches of 1000, on every
-    core this process may use (training waits for the evaluation, so the
-    cores the other workers trained on are free)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(max(threads, len(os.sched_getaffinity(0))))
-    model.eval()
+def count_correct(model, images, labels, start, end, batch=1000):
     correct = 0
+    with torch.no_grad():
+        for first in range(start, end, batch):
+            last = min(first + batch, end)
+            logits = model(images[first:last])
+            correct += int((logits.argmax(1) == labels[first:last]).sum())
+    return correct
+
+
+def accuracy(model, images, labels, batch=1000):
+    """Fraction classified correctly, without autograd, on every core this
+    process may use: one thread per core, each on its own slice with one
+    intra-op thread (slices scale with the cores where torch's intra-op
+    threads do not), as gradwire-worker's Accuracy (trainer/trainer.cc)
+    slices and batches. Training waits for the evaluation, so the cores the
+    other workers trained on are free."""
+    size = len(labels)
+    if size == 0:
+        return 0.0
+    threads = max(1, min(len(os.sched_getaffinity(0)),
+                         (size + batch - 1) // batch))
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    model.eval()
+    correct = [0] * threads
+    errors = []
+
+    def run(t):
+        try:
+            correct[t] = count_correct(model, images, labels,
+                                       size * t // threads,
+                                       size * (t + 1) // threads, batch)
+        except Exception as error:  # noqa: BLE001 - raised below
+            errors.append(error)
     try:
-        with torch.no_grad():
-            for start in range(0, len(labels), 1000):
-                logits = model(images[start:start + 1000])
-                correct += int((logits.argmax(1) ==
-                                labels[start:start + 1000]).sum())
+        workers = [threading.Thread(target=run, args=(t,))
+                   for t in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
     finally:
         model.train()
-        torch.set_num_threads(threads)
-    return correct / len(labels) if len(labels) else 0.0
+        torch.set_num_threads(saved)
+    if errors:
+        raise errors[0]
+    return sum(correct) / size
 
 
 def weights_fingerprint(named_parameters):

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/compress/kernels.h"
+#include "common/precision.h"
 #include "gtest/gtest.h"
 
 namespace gradwire::compress_kernels {
@@ -321,6 +322,39 @@ TEST(CompressKernelsTest, QuantizerFeedbackMatchesPortable) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+// Every finite half (all 63,488 bit patterns whose exponent is not all
+// ones), little-endian at every byte offset: each version converts it to
+// the float of the same value, as the portable one does.
+TEST(CompressKernelsTest, HalfToFloatIsExactForEveryFiniteHalf) {
+  std::vector<uint16_t> halves;
+  for (uint32_t h = 0; h <= 0xffff; ++h) {
+    if ((h & 0x7c00u) != 0x7c00u) halves.push_back(static_cast<uint16_t>(h));
+  }
+  std::vector<uint8_t> bytes(2 * halves.size() + 1);
+  for (size_t offset : {0, 1}) {
+    for (size_t i = 0; i < halves.size(); ++i) {
+      bytes[offset + 2 * i] = static_cast<uint8_t>(halves[i]);
+      bytes[offset + 2 * i + 1] = static_cast<uint8_t>(halves[i] >> 8);
+    }
+    std::vector<float> expected(halves.size());
+    PortableKernels().half_to_float(bytes.data() + offset, halves.size(),
+                                    expected.data());
+    for (size_t i = 0; i < halves.size(); ++i) {
+      ASSERT_EQ(expected[i], HalfBitsToFloat(halves[i])) << "half " << i;
+    }
+    for (const KernelTable* t : VectorTables()) {
+      for (size_t n : {halves.size(), size_t{0}, size_t{7}, size_t{17}}) {
+        std::vector<float> out(n);
+        t->half_to_float(bytes.data() + offset, n, out.data());
+        std::vector<float> prefix(expected.begin(), expected.begin() + n);
+        EXPECT_EQ(Bits(out), Bits(prefix))
+            << InstructionSetName(t->isa) << ", n " << n << ", offset "
+            << offset;
       }
     }
   }
