@@ -38,6 +38,30 @@ void ForEachElement(const CompressedChunk& c, F&& f) {
   }
 }
 
+// Sparse updates at sorted indices miss the cache about once per element
+// (a 1% chunk touches one cache line in 25 or so); prefetching this many
+// elements ahead keeps that many misses in flight instead of one.
+constexpr size_t kPrefetchAhead = 16;
+
+// op(target[indices[j]], values[j]) for every selected element of a sparse
+// or Random-K chunk, in order.
+template <typename Op>
+void ForEachSelected(const CompressedChunk& c, float* target, Op&& op) {
+  const uint32_t* indices = c.indices.data();
+  const float* values = c.values.data();
+  const size_t n = c.indices.size();
+  for (size_t j = 0; j < n; ++j) {
+    if (j + kPrefetchAhead < n) {
+      __builtin_prefetch(target + indices[j + kPrefetchAhead], 1);
+    }
+    op(target[indices[j]], values[j]);
+  }
+}
+
+bool IsSparse(const CompressedChunk& c) {
+  return c.encoding == Encoding::kSparse || c.encoding == Encoding::kRandomK;
+}
+
 }  // namespace
 
 uint64_t CompressedChunk::SelectedCount() const {
@@ -72,6 +96,16 @@ void DecompressInto(const CompressedChunk& chunk, absl::Span<float> out) {
 
 void AccumulateInto(const CompressedChunk& chunk, float weight,
                     absl::Span<float> accumulator) {
+  if (IsSparse(chunk)) {
+    if (weight == 1.0f) {
+      ForEachSelected(chunk, accumulator.data(),
+                      [](float& a, float v) { a += v; });
+    } else {
+      ForEachSelected(chunk, accumulator.data(),
+                      [weight](float& a, float v) { a += weight * v; });
+    }
+    return;
+  }
   if (weight == 1.0f) {
     ForEachElement(chunk, [&](uint64_t i, float v) { accumulator[i] += v; });
   } else {
@@ -81,6 +115,10 @@ void AccumulateInto(const CompressedChunk& chunk, float weight,
 }
 
 void SubtractFrom(const CompressedChunk& chunk, absl::Span<float> residual) {
+  if (IsSparse(chunk)) {
+    ForEachSelected(chunk, residual.data(), [](float& r, float v) { r -= v; });
+    return;
+  }
   ForEachElement(chunk, [&](uint64_t i, float v) { residual[i] -= v; });
 }
 

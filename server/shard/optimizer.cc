@@ -271,8 +271,13 @@ void Optimizer::ApplyAt(absl::Span<const float> weights,
   assert(indices.size() == values.size() && values.size() == out.size());
   const float wd = static_cast<float>(settings_.weight_decay);
   const float neg_lr = static_cast<float>(-LearningRateAt(settings_, update));
-  // ApplySgd's expression, element by element.
+  // ApplySgd's expression, element by element. The reads miss the cache
+  // about once per element (sorted, sparse indices): fetch ahead.
+  constexpr size_t kPrefetchAhead = 16;
   for (size_t j = 0; j < indices.size(); ++j) {
+    if (j + kPrefetchAhead < indices.size()) {
+      __builtin_prefetch(&weights[indices[j + kPrefetchAhead]]);
+    }
     const float w = weights[indices[j]];
     const float g = values[j] + wd * w;
     out[j] = w + neg_lr * g;
