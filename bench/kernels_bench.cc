@@ -30,8 +30,6 @@ using compress_kernels::KernelTable;
 using compress_kernels::kSumLanes;
 
 constexpr size_t kNumel = size_t{1} << 20;
-// Top-K 1%: about this many of kNumel are selected.
-constexpr size_t kSelected = kNumel / 100;
 
 std::vector<float> Gaussian(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);

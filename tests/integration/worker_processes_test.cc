@@ -183,8 +183,8 @@ TEST_F(ReproducibilityTest, SameSeedSameRunOtherSeedOtherRun) {
   // Not pushed_bytes: with overlap (the default) how a step's chunks batch
   // into requests, and so their header bytes, depends on timing; the
   // compressed values and the weights do not.
-  for (const char* key : {"weights_fingerprint", "test_accuracy",
-                          "pulled_bytes", "final_loss"}) {
+  for (const char* key :
+       {"weights_fingerprint", "test_accuracy", "pulled_bytes", "final_loss"}) {
     EXPECT_EQ(SummaryField(first, key), SummaryField(again, key)) << key;
   }
   EXPECT_NE(SummaryField(first, "weights_fingerprint"),
