@@ -200,7 +200,8 @@ Shards
   pull (str): "delta" (compressed weight deltas with server-side error
       feedback) or "dense" (full weights every step).
   pull_ratio (float): fraction of elements a delta pull keeps; 0: the
-      push's ratio for topk, randomk and dgc, 0.05 otherwise.
+      push's ratio for topk, randomk and dgc (at least 0.01), 0.05
+      otherwise.
   pull_value_type (str): precision of delta pull values: fp32, fp16, bf16.
   partition_bytes (int): largest chunk, in bytes of float32.
   compress_threads (int): threads that compress a push's chunks in

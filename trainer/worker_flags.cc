@@ -81,7 +81,8 @@ ABSL_FLAG(std::string, pull, kDefaults.pull,
           "weight deltas with server-side error feedback).");
 ABSL_FLAG(double, pull_ratio, kDefaults.pull_ratio,
           "Fraction of elements a delta pull keeps; 0: the push's --ratio "
-          "for topk, randomk and dgc, 0.05 beside the other compressors.");
+          "for topk, randomk and dgc (at least 0.01), 0.05 beside the other "
+          "compressors.");
 ABSL_FLAG(std::string, pull_value_type, kDefaults.pull_value_type,
           "Precision of delta pull values: fp32, fp16 or bf16 (the shards' "
           "error feedback keeps what rounding leaves out).");

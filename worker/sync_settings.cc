@@ -1,5 +1,6 @@
 #include "worker/sync_settings.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -188,7 +189,8 @@ absl::Status ResolvePlacement(const SyncSettings& s, const Complaint& bad,
 
 double PullRatio(const SyncSettings& s) {
   if (s.pull_ratio > 0) return s.pull_ratio;
-  return IsSparsifier(s.compressor) ? s.ratio : kDenseCompressorPullRatio;
+  return IsSparsifier(s.compressor) ? std::max(s.ratio, kMinAutoPullRatio)
+                                    : kDenseCompressorPullRatio;
 }
 
 absl::Status ResolvePull(const SyncSettings& s, const Complaint& bad,

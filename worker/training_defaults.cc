@@ -1,6 +1,9 @@
 #include "worker/training_defaults.h"
 
+#include <algorithm>
+
 #include "common/compress/registry.h"
+#include "worker/sync_settings.h"
 
 namespace gradwire {
 
@@ -21,8 +24,9 @@ v1::TrainingConfig TrainingWithDefaults(const SyncOptions& options) {
     v1::PullEncoding* encoding = config.mutable_pull_encoding();
     const CompressorOptions& push = options.compressor;
     encoding->set_compressor("topk");
-    encoding->set_ratio(IsSparsifier(push.name) && push.ratio > 0 ? push.ratio
-                                                                  : 0.05);
+    encoding->set_ratio(IsSparsifier(push.name) && push.ratio > 0
+                            ? std::max(push.ratio, kMinAutoPullRatio)
+                            : kDenseCompressorPullRatio);
     encoding->set_value_type(v1::VALUE_TYPE_FP16);
   }
   return config;

@@ -16,8 +16,9 @@ namespace gradwire {
 // options.training with what is unset filled in: mode BSP; optimizer SGD
 // at learning rate 0.01 with a constant schedule; and, when
 // options.pull_deltas asks for deltas and no pull encoding is set, Top-K
-// deltas with fp16 values at the push's ratio when the compressor is a
-// sparsifier (IsSparsifier), else at 5%.
+// deltas with fp16 values at the push's ratio (at least kMinAutoPullRatio)
+// when the compressor is a sparsifier (IsSparsifier), else at
+// kDenseCompressorPullRatio (sync_settings.h).
 v1::TrainingConfig TrainingWithDefaults(const SyncOptions& options);
 
 // TrainingWithDefaults plus the job's shape: num_workers, num_shards,

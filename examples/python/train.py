@@ -179,7 +179,8 @@ FLAG_GROUPS = {
          "weight deltas with server-side error feedback)."),
         ("pull-ratio", float, 0.0,
          "Fraction of elements a delta pull keeps; 0: the push's --ratio "
-         "for topk, randomk and dgc, 0.05 beside the other compressors."),
+         "for topk, randomk and dgc (at least 0.01), 0.05 beside the other "
+         "compressors."),
         ("pull-value-type", choice("fp32", "fp16", "bf16"), "fp16",
          "Precision of delta pull values (the shards' error feedback keeps "
          "what rounding leaves out)."),

@@ -26,17 +26,26 @@ TEST(SyncSettingsTest, DefaultsResolve) {
 }
 
 // Pulls shrink as much as pushes by default: Top-K deltas at the push's
-// ratio with fp16 values; beside a compressor that keeps every element, at
-// kDenseCompressorPullRatio; an explicit ratio and precision win.
+// ratio (at least kMinAutoPullRatio) with fp16 values; beside a compressor
+// that keeps every element, at kDenseCompressorPullRatio; an explicit
+// ratio and precision win.
 TEST(SyncSettingsTest, DeltaPullsMatchThePushByDefault) {
   SyncSettings s;
-  s.ratio = 0.002;
+  s.ratio = 0.02;
   absl::StatusOr<SyncOptions> options = SyncOptionsFromSettings(s);
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->training.pull_encoding().compressor(), "topk");
-  EXPECT_DOUBLE_EQ(options->training.pull_encoding().ratio(), 0.002);
+  EXPECT_DOUBLE_EQ(options->training.pull_encoding().ratio(), 0.02);
   EXPECT_EQ(options->training.pull_encoding().value_type(),
             v1::VALUE_TYPE_FP16);
+
+  // Below kMinAutoPullRatio (DGC's 0.1%), pulls keep that much.
+  s.compressor = "dgc";
+  s.ratio = 0.001;
+  options = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_DOUBLE_EQ(options->training.pull_encoding().ratio(),
+                   kMinAutoPullRatio);
 
   s.compressor = "qsgd";
   options = SyncOptionsFromSettings(s);

@@ -3,6 +3,7 @@
 #include "worker/training_defaults.h"
 
 #include "gtest/gtest.h"
+#include "worker/sync_settings.h"
 
 namespace gradwire {
 namespace {
@@ -22,9 +23,11 @@ TEST(TrainingDefaultsTest, FillsWhatIsUnset) {
 TEST(TrainingDefaultsTest, DeltaPullsBesideASparsifierKeepItsRatio) {
   SyncOptions options;
   options.compressor.name = "topk";
-  options.compressor.ratio = 0.002;
-  const v1::TrainingConfig config = TrainingWithDefaults(options);
-  EXPECT_DOUBLE_EQ(config.pull_encoding().ratio(), 0.002);
+  options.compressor.ratio = 0.02;
+  EXPECT_DOUBLE_EQ(TrainingWithDefaults(options).pull_encoding().ratio(), 0.02);
+  options.compressor.ratio = 0.001;
+  EXPECT_DOUBLE_EQ(TrainingWithDefaults(options).pull_encoding().ratio(),
+                   kMinAutoPullRatio);
 }
 
 TEST(TrainingDefaultsTest, KeepsWhatIsSetAndAddsNoEncodingForDensePulls) {
