@@ -194,6 +194,16 @@ void PushSteps(Shard& shard, uint64_t first, uint64_t pushes) {
   }
 }
 
+// A zero gradient of worker 1 at `step`: the weights stay, the version
+// moves.
+void PushZeros(Shard& shard, uint64_t step) {
+  PushOne(
+      shard,
+      PushRequest(1, step,
+                  {{kKeyA, CompressedData("topk", std::vector<float>(kNumel, 0),
+                                          kRatio)}}));
+}
+
 TEST(ShardReplicaPullTest, AWorkerManyVersionsBehindGetsADelta) {
   auto shard = StartShard(ReplicaConfig(v1::CONSISTENCY_MODE_ASP),
                           OneChunk(InitialWeights(kKeyA, kNumel)));
@@ -219,11 +229,7 @@ TEST(ShardReplicaPullTest, AWorkerManyVersionsBehindGetsADelta) {
   const std::vector<float> weights = Weights(*shard, kKeyA, kNumel);
   EXPECT_NE(holder.weights, weights);
   for (uint64_t step = 5; step < 9; ++step) {
-    PushOne(*shard,
-            PushRequest(
-                1, step,
-                {{kKeyA, CompressedData("topk", std::vector<float>(kNumel, 0),
-                                        kRatio)}}));
+    PushZeros(*shard, step);
     EXPECT_TRUE(holder.Pull(*shard).is_delta());
   }
   EXPECT_EQ(Weights(*shard, kKeyA, kNumel), weights);
@@ -246,11 +252,7 @@ TEST(ShardReplicaPullTest, DeltaValuesGoOutInThePullPrecision) {
   // dense and the first one's next delta agree with the weights in the
   // limit, the rounding kept by error feedback.
   for (uint64_t step = 3; step < 12; ++step) {
-    PushOne(*shard,
-            PushRequest(
-                1, step,
-                {{kKeyA, CompressedData("topk", std::vector<float>(kNumel, 0),
-                                        kRatio)}}));
+    PushZeros(*shard, step);
     holder.Pull(*shard);
   }
   const std::vector<float> weights = Weights(*shard, kKeyA, kNumel);
