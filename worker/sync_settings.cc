@@ -98,6 +98,14 @@ absl::Status ResolveCompressor(const SyncSettings& s, const Complaint& bad,
   if (s.levels < 1 || s.levels > 65535)
     return bad("levels", "%d is outside [1, 65535]", s.levels);
   c.levels = static_cast<uint32_t>(s.levels);
+  if (s.qsgd_bucket < 0 || s.qsgd_bucket % 64 != 0 ||
+      s.qsgd_bucket > (int64_t{1} << 30)) {
+    return bad("qsgd_bucket",
+               "%d is not a multiple of 64 in [0, 2^30] (0: one norm per "
+               "chunk)",
+               s.qsgd_bucket);
+  }
+  c.qsgd_bucket = static_cast<uint32_t>(s.qsgd_bucket);
   const auto precision = ParsePrecision(s.value_type);
   if (!precision) {
     return bad("value_type", "'%s' is not fp32, fp16 or bf16", s.value_type);

@@ -63,6 +63,8 @@ struct SyncSettings {
   int64_t min_kept = 16;
   double threshold = 0.001;
   int64_t levels = 256;
+  // qsgd: elements sharing one norm (CompressorOptions::qsgd_bucket).
+  int64_t qsgd_bucket = 512;
   std::string value_type = "fp16";
   bool error_feedback = true;
   double dgc_momentum = 0.0;

@@ -59,7 +59,8 @@ struct DecodeOptions {
   uint64_t expected_numel = 0;
   // kReject: a NaN or infinite value (or QSGD norm / sign scale) is an
   // error naming its position. kZero: each such value decodes as 0 (a
-  // non-finite norm or scale makes the whole chunk decode to zeros).
+  // non-finite norm or scale makes its whole bucket or chunk decode to
+  // zeros).
   NonFinitePolicy non_finite = NonFinitePolicy::kReject;
   // Upper bound on numel, independent of expected_numel, as a second guard
   // against a misconfigured caller. Whatever it says, numel must also be
@@ -73,7 +74,8 @@ struct DecodeOptions {
 // options.max_numel and numel < 2^32; a payload is set; value types are
 // known; every byte length is exact; sparse indices parse as exactly nnz
 // varints, strictly increasing and < numel; Random-K k <= numel; QSGD levels
-// in [1, 65535], level codes <= levels, norm >= 0; sign scale >= 0; padding
+// in [1, 65535], level codes <= levels, norm >= 0, one bucket norm >= 0 per
+// bucket when bucket_size is set (and norm 0 then); sign scale >= 0; padding
 // bits zero; values finite (per options.non_finite).
 //
 // On success `*out` is well formed (CheckWellFormed passes), every field of

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "common/codec/codec.h"
 #include "common/codec/codec_internal.h"
@@ -135,6 +136,34 @@ absl::Status CheckLevelCodes(absl::string_view bytes, uint64_t numel,
   return absl::OkStatus();
 }
 
+// Checks the per-bucket norms of a QSGD payload (none with bucket_size 0):
+// the count, and each one as CheckScale does.
+absl::Status CheckBucketNorms(const v1::QsgdValues& in, uint64_t numel,
+                              NonFinitePolicy policy) {
+  if (in.bucket_size() == 0) {
+    if (!in.bucket_norms().empty()) {
+      return Invalid("qsgd bucket_norms are set without a bucket_size");
+    }
+    return absl::OkStatus();
+  }
+  if (in.norm() != 0.0f) {
+    return Invalid("qsgd norm %g is set beside a bucket_size", in.norm());
+  }
+  const uint64_t buckets = QsgdBucketCount(numel, in.bucket_size());
+  absl::Status status = CheckValuesLength("qsgd bucket norm", in.bucket_norms(),
+                                          buckets, ValuePrecision::kFp32);
+  if (!status.ok()) return status;
+  for (uint64_t b = 0; b < buckets; ++b) {
+    const float norm =
+        LoadValue(Bytes(in.bucket_norms()), b, ValuePrecision::kFp32);
+    float kept = 0.0f;
+    status = CheckScale(absl::StrFormat("qsgd norm of bucket %d", b), norm,
+                        policy, &kept);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DecodeQsgd(const v1::QsgdValues& in, uint64_t numel,
                         const DecodeOptions& options, CompressedChunk* out) {
   const uint32_t levels = in.levels();
@@ -145,6 +174,8 @@ absl::Status DecodeQsgd(const v1::QsgdValues& in, uint64_t numel,
   absl::Status status =
       CheckScale("qsgd norm", in.norm(), options.non_finite, &norm);
   if (!status.ok()) return status;
+  status = CheckBucketNorms(in, numel, options.non_finite);
+  if (!status.ok()) return status;
   status = CheckBitLength("qsgd signs", in.signs(), numel);
   if (!status.ok()) return status;
   status = CheckLevelCodes(in.level_codes(), numel, levels);
@@ -154,6 +185,11 @@ absl::Status DecodeQsgd(const v1::QsgdValues& in, uint64_t numel,
   out->numel = numel;
   out->norm = norm;
   out->num_levels = levels;
+  out->bucket_size = in.bucket_size();
+  if (in.bucket_size() != 0) {
+    ReadValues(in.bucket_norms(), ValuePrecision::kFp32, options.non_finite,
+               &out->bucket_norms);
+  }
   ReadBits(in.signs(), numel, &out->negative_bits);
   out->levels.resize(numel);
   const int width = QsgdBitsPerLevel(levels);

@@ -16,8 +16,12 @@ using codec_internal::WriteBits;
 using codec_internal::WriteValues;
 
 void EncodeQsgd(const CompressedChunk& chunk, v1::QsgdValues* out) {
-  out->set_norm(chunk.norm);
   out->set_levels(chunk.num_levels);
+  // Every field is set, so that a reused message keeps nothing stale.
+  out->set_norm(chunk.bucket_size == 0 ? chunk.norm : 0.0f);
+  out->set_bucket_size(chunk.bucket_size);
+  WriteValues(chunk.bucket_norms, ValuePrecision::kFp32,
+              out->mutable_bucket_norms());
   WriteBits(chunk.negative_bits, chunk.numel, out->mutable_signs());
   const int width = QsgdBitsPerLevel(chunk.num_levels);
   BitPacker packer(
@@ -37,6 +41,9 @@ absl::Status CheckEncodable(const CompressedChunk& chunk) {
       return Invalid("qsgd levels %d exceed 65535", chunk.num_levels);
     }
     if (chunk.norm < 0) return Invalid("qsgd norm %g is negative", chunk.norm);
+    for (float norm : chunk.bucket_norms) {
+      if (norm < 0) return Invalid("qsgd bucket norm %g is negative", norm);
+    }
   }
   if (chunk.encoding == Encoding::kSign && chunk.scale < 0) {
     return Invalid("sign scale %g is negative", chunk.scale);

@@ -1,16 +1,33 @@
 #include "common/compress/compressed_chunk.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 
 namespace gradwire {
 namespace {
 
-// Decoded value of element i of a QSGD chunk.
-inline float QsgdValue(const CompressedChunk& c, uint64_t i) {
+// Decoded value of element i of a QSGD chunk whose bucket has `norm`.
+inline float QsgdValue(const CompressedChunk& c, float norm, uint64_t i) {
   // level / s <= 1 first, so a norm near FLT_MAX cannot overflow.
-  const float magnitude = c.norm * (static_cast<float>(c.levels[i]) /
-                                    static_cast<float>(c.num_levels));
+  const float magnitude = norm * (static_cast<float>(c.levels[i]) /
+                                  static_cast<float>(c.num_levels));
   return TestBit(c.negative_bits, i) ? -magnitude : magnitude;
+}
+
+// Calls f(index, value) for every element of a QSGD chunk, bucket by bucket.
+template <typename F>
+void ForEachQsgdElement(const CompressedChunk& c, F&& f) {
+  if (c.bucket_size == 0) {
+    for (uint64_t i = 0; i < c.numel; ++i) f(i, QsgdValue(c, c.norm, i));
+    return;
+  }
+  for (uint64_t b = 0; b < c.bucket_norms.size(); ++b) {
+    const uint64_t begin = b * c.bucket_size;
+    const uint64_t end = std::min<uint64_t>(c.numel, begin + c.bucket_size);
+    const float norm = c.bucket_norms[b];
+    for (uint64_t i = begin; i < end; ++i) f(i, QsgdValue(c, norm, i));
+  }
 }
 
 inline float SignValue(const CompressedChunk& c, uint64_t i) {
@@ -30,7 +47,7 @@ void ForEachElement(const CompressedChunk& c, F&& f) {
         f(c.indices[j], c.values[j]);
       return;
     case Encoding::kQsgd:
-      for (uint64_t i = 0; i < c.numel; ++i) f(i, QsgdValue(c, i));
+      ForEachQsgdElement(c, f);
       return;
     case Encoding::kSign:
       for (uint64_t i = 0; i < c.numel; ++i) f(i, SignValue(c, i));
@@ -79,6 +96,8 @@ void CompressedChunk::Clear() {
   indices.clear();
   seed = 0;
   norm = 0.0f;
+  bucket_size = 0;
+  bucket_norms.clear();
   num_levels = 0;
   levels.clear();
   negative_bits.clear();
@@ -159,6 +178,13 @@ absl::Status CheckWellFormed(const CompressedChunk& c) {
       if (c.num_levels == 0 || c.levels.size() != c.numel ||
           c.negative_bits.size() != BitWords(c.numel)) {
         return Malformed("qsgd chunk sizes do not match numel %d", c.numel);
+      }
+      if (c.bucket_size != 0 &&
+          c.bucket_norms.size() != QsgdBucketCount(c.numel, c.bucket_size)) {
+        return Malformed(
+            "qsgd chunk has %d bucket norms for numel %d in "
+            "buckets of %d",
+            c.bucket_norms.size(), c.numel, c.bucket_size);
       }
       for (size_t i = 0; i < c.levels.size(); ++i) {
         if (c.levels[i] > c.num_levels) {

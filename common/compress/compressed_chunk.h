@@ -21,7 +21,8 @@ enum class Encoding {
   // `values` at the positions RandomIndexSet(seed, numel, values.size()),
   // which `indices` also holds (they are regenerated, never sent).
   kRandomK,
-  // QSGD: element i = norm * (negative_i ? -1 : 1) * levels_i / num_levels.
+  // QSGD: element i = norm_i * (negative_i ? -1 : 1) * levels_i / num_levels,
+  // norm_i being the norm of the bucket element i belongs to.
   kQsgd,
   // 1-bit: element i = positive_i ? +scale : -scale.
   kSign,
@@ -40,9 +41,14 @@ struct CompressedChunk {
   std::vector<uint32_t> indices;
   // kRandomK.
   uint64_t seed = 0;
-  // kQsgd: the norm, s, one level in [0, s] and one sign bit per element
-  // (bit i % 64 of word i / 64 set when element i is negative).
+  // kQsgd: s, one level in [0, s] and one sign bit per element (bit i % 64
+  // of word i / 64 set when element i is negative), and the L2 norms the
+  // levels scale. With bucket_size 0 the chunk is one bucket whose norm is
+  // `norm`; otherwise element i belongs to bucket i / bucket_size and
+  // bucket_norms holds ceil(numel / bucket_size) norms (`norm` is unused).
   float norm = 0.0f;
+  uint32_t bucket_size = 0;
+  std::vector<float> bucket_norms;
   uint32_t num_levels = 0;
   std::vector<uint16_t> levels;
   std::vector<uint64_t> negative_bits;
@@ -81,6 +87,12 @@ inline bool TestBit(const std::vector<uint64_t>& bits, uint64_t i) {
   return (bits[i >> 6] >> (i & 63)) & 1u;
 }
 inline uint64_t BitWords(uint64_t n) { return (n + 63) / 64; }
+
+// Number of QSGD buckets of `bucket_size` elements (0: one) in `numel`.
+inline uint64_t QsgdBucketCount(uint64_t numel, uint32_t bucket_size) {
+  if (bucket_size == 0) return 1;
+  return (numel + bucket_size - 1) / bucket_size;
+}
 
 }  // namespace gradwire
 

@@ -1,5 +1,9 @@
 // QSGD (Alistarh et al., 2017): each element becomes norm * sign * l / s with
-// l drawn so that the expectation equals the input (unbiased).
+// l drawn so that the expectation equals the input (unbiased). The norm is
+// taken per bucket of CompressorOptions::qsgd_bucket elements (or over the
+// whole chunk with bucket 0), which bounds the rounding error by the bucket's
+// norm rather than the chunk's.
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -20,20 +24,24 @@ class QsgdCompressor final : public Compressor {
                         const CompressContext& ctx,
                         CompressedChunk* out) const override {
     if (absl::Status s = CheckFinite(input); !s.ok()) return s;
-    const uint64_t n = input.size();
-    double lanes[compress_kernels::kSumLanes] = {};
-    compress_kernels::Kernels().sum_squares(input.data(), zero_non_finite(), n,
-                                            lanes);
-    if (!StartChunk(n, lanes, out)) return absl::OkStatus();
-    compress_kernels::Kernels().qsgd_levels(
-        input.data(), zero_non_finite(), n, ToLevels(*out), Levels(), Seed(ctx),
-        out->levels.data(), out->negative_bits.data());
+    StartChunk(input.size(), out);
+    const compress_kernels::KernelTable& kernels = compress_kernels::Kernels();
+    ForEachBucket(*out, [&](uint64_t begin, uint64_t n, float* norm) {
+      double lanes[compress_kernels::kSumLanes] = {};
+      kernels.sum_squares(input.data() + begin, zero_non_finite(), n, lanes);
+      *norm = NormOf(lanes);
+      if (*norm == 0.0f) return ZeroBucket(begin, n, out);
+      kernels.qsgd_levels(input.data() + begin, zero_non_finite(), n,
+                          ToLevels(*norm), Levels(), BucketSeed(ctx, begin),
+                          out->levels.data() + begin,
+                          out->negative_bits.data() + begin / 64);
+    });
     return absl::OkStatus();
   }
 
-  // Two passes instead of three: r += g with the sum of squares, then the
-  // levels of r with r -= the decoded chunk. Under kReject a residual that
-  // overflowed is refused, as Compress(r) would refuse it.
+  // r += g over the chunk, then, bucket by bucket while it is in cache, the
+  // bucket's norm and its levels with r -= the decoded bucket. Under kReject
+  // a residual that overflowed is refused, as Compress(r) would refuse it.
   absl::Status CompressWithFeedback(absl::Span<const float> gradient,
                                     const CompressContext& ctx,
                                     FeedbackState* state,
@@ -42,17 +50,25 @@ class QsgdCompressor final : public Compressor {
     const uint64_t n = gradient.size();
     state->Resize(n, /*with_velocity=*/false);
     const compress_kernels::KernelTable& kernels = compress_kernels::Kernels();
-    double lanes[compress_kernels::kSumLanes] = {};
     float* r = state->residual.data();
+    if (bucket() == 0) return WholeChunkFeedback(gradient, ctx, r, out);
+    double ignored[compress_kernels::kSumLanes] = {};
     if (!kernels.accumulate_squares(gradient.data(), zero_non_finite(), r, n,
-                                    lanes)) {
+                                    ignored)) {
       if (absl::Status s = CheckFinite(state->residual); !s.ok()) return s;
     }
-    // A zero norm sends zeros: the residual keeps everything.
-    if (!StartChunk(n, lanes, out)) return absl::OkStatus();
-    kernels.qsgd_feedback(r, zero_non_finite(), n, ToLevels(*out), Levels(),
-                          out->norm, Seed(ctx), out->levels.data(),
-                          out->negative_bits.data());
+    StartChunk(n, out);
+    ForEachBucket(*out, [&](uint64_t begin, uint64_t count, float* norm) {
+      double lanes[compress_kernels::kSumLanes] = {};
+      kernels.sum_squares(r + begin, zero_non_finite(), count, lanes);
+      *norm = NormOf(lanes);
+      // A zero norm sends zeros: the residual keeps everything.
+      if (*norm == 0.0f) return ZeroBucket(begin, count, out);
+      kernels.qsgd_feedback(r + begin, zero_non_finite(), count,
+                            ToLevels(*norm), Levels(), *norm,
+                            BucketSeed(ctx, begin), out->levels.data() + begin,
+                            out->negative_bits.data() + begin / 64);
+    });
     return absl::OkStatus();
   }
 
@@ -60,37 +76,93 @@ class QsgdCompressor final : public Compressor {
   bool zero_non_finite() const {
     return options().non_finite == NonFinitePolicy::kZero;
   }
+  uint32_t bucket() const { return options().qsgd_bucket; }
   float Levels() const { return static_cast<float>(options().levels); }
-  uint64_t Seed(const CompressContext& ctx) const {
-    return MixSeed(options().seed, ctx.chunk_key, ctx.step);
+  // The random stream of a chunk is one SplitMix64 sequence; a bucket
+  // starting at element `begin` continues it from output `begin`, so the
+  // draws do not depend on the bucket size.
+  uint64_t BucketSeed(const CompressContext& ctx, uint64_t begin) const {
+    return MixSeed(options().seed, ctx.chunk_key, ctx.step) +
+           begin * compress_kernels::kSplitMixIncrement;
   }
   // In double: s / norm overflows float for a norm below s / FLT_MAX, which
   // would saturate every level (and turn 0 * inf into NaN).
-  double ToLevels(const CompressedChunk& out) const {
-    return static_cast<double>(Levels()) / out.norm;
+  double ToLevels(float norm) const {
+    return static_cast<double>(Levels()) / norm;
+  }
+  static float NormOf(const double* lanes) {
+    return static_cast<float>(std::sqrt(compress_kernels::CombineLanes(lanes)));
   }
 
-  // Makes `out` a QSGD chunk of n elements with the norm of the lane sums.
-  // With a zero norm every level and sign is set to zero and false is
-  // returned; otherwise the caller overwrites the levels and sign words. A
-  // chunk reused at the same size keeps its level buffer unfilled.
-  bool StartChunk(uint64_t n, const double* lanes, CompressedChunk* out) const {
+  // The pre-bucket two-pass feedback: one norm from the first pass.
+  absl::Status WholeChunkFeedback(absl::Span<const float> gradient,
+                                  const CompressContext& ctx, float* r,
+                                  CompressedChunk* out) const {
+    const uint64_t n = gradient.size();
+    const compress_kernels::KernelTable& kernels = compress_kernels::Kernels();
+    double lanes[compress_kernels::kSumLanes] = {};
+    if (!kernels.accumulate_squares(gradient.data(), zero_non_finite(), r, n,
+                                    lanes)) {
+      if (absl::Status s = CheckFinite(absl::MakeConstSpan(r, n)); !s.ok()) {
+        return s;
+      }
+    }
+    StartChunk(n, out);
+    out->norm = NormOf(lanes);
+    if (out->norm == 0.0f) {
+      ZeroBucket(0, n, out);
+      return absl::OkStatus();
+    }
+    kernels.qsgd_feedback(r, zero_non_finite(), n, ToLevels(out->norm),
+                          Levels(), out->norm, BucketSeed(ctx, 0),
+                          out->levels.data(), out->negative_bits.data());
+    return absl::OkStatus();
+  }
+
+  // Makes `out` a QSGD chunk of n elements in this compressor's buckets,
+  // norms zero, levels and sign words sized but not filled (a chunk reused
+  // at the same size keeps its buffers).
+  void StartChunk(uint64_t n, CompressedChunk* out) const {
     std::vector<uint16_t> levels = std::move(out->levels);
+    std::vector<uint64_t> negative_bits = std::move(out->negative_bits);
+    std::vector<float> norms = std::move(out->bucket_norms);
     out->Clear();
     out->encoding = Encoding::kQsgd;
     out->numel = n;
-    out->norm =
-        static_cast<float>(std::sqrt(compress_kernels::CombineLanes(lanes)));
     out->num_levels = options().levels;
+    out->bucket_size = bucket();
     out->levels = std::move(levels);
-    if (out->norm == 0.0f) {
-      out->levels.assign(n, 0);
-      out->negative_bits.assign(BitWords(n), 0);
-      return false;
-    }
     out->levels.resize(n);
+    out->negative_bits = std::move(negative_bits);
     out->negative_bits.resize(BitWords(n));
-    return true;
+    if (bucket() != 0) {
+      out->bucket_norms = std::move(norms);
+      out->bucket_norms.assign(QsgdBucketCount(n, bucket()), 0.0f);
+    }
+  }
+
+  // Calls f(begin, count, &norm) for each bucket of `chunk`, in order;
+  // `norm` is the bucket's entry (the chunk's with bucket 0). Buckets are
+  // multiples of 64 elements, so each starts on a word of sign bits.
+  template <typename F>
+  static void ForEachBucket(CompressedChunk& chunk, F&& f) {
+    if (chunk.bucket_size == 0) {
+      f(uint64_t{0}, chunk.numel, &chunk.norm);
+      return;
+    }
+    for (uint64_t b = 0; b < chunk.bucket_norms.size(); ++b) {
+      const uint64_t begin = b * chunk.bucket_size;
+      const uint64_t count =
+          std::min<uint64_t>(chunk.bucket_size, chunk.numel - begin);
+      f(begin, count, &chunk.bucket_norms[b]);
+    }
+  }
+
+  // Levels and sign bits of elements [begin, begin + n) set to zero.
+  static void ZeroBucket(uint64_t begin, uint64_t n, CompressedChunk* out) {
+    std::fill_n(out->levels.begin() + begin, n, uint16_t{0});
+    std::fill(out->negative_bits.begin() + begin / 64,
+              out->negative_bits.begin() + BitWords(begin + n), uint64_t{0});
   }
 };
 

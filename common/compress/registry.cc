@@ -48,6 +48,12 @@ absl::Status ValidateOptions(const CompressorOptions& o) {
     return Invalid(
         o.name, absl::StrFormat("levels %d is outside [1, 65535]", o.levels));
   }
+  if (o.name == "qsgd" && o.qsgd_bucket % 64 != 0) {
+    return Invalid(o.name,
+                   absl::StrFormat("bucket %d is not a multiple of 64 (0: one "
+                                   "norm per chunk)",
+                                   o.qsgd_bucket));
+  }
   if (o.name == "dgc") {
     const DgcOptions& d = o.dgc;
     if (!(d.momentum >= 0.0f && d.momentum < 1.0f)) {

@@ -161,6 +161,9 @@ FLAG_GROUPS = {
          "--ratio."),
         ("threshold", float, 0.001, "threshold compressor: |g| to keep."),
         ("levels", int, 256, "qsgd: quantisation levels."),
+        ("qsgd-bucket", int, 512,
+         "qsgd: elements that share one norm, a multiple of 64 (0: one norm "
+         "per chunk)."),
         ("value-type", str, "fp16",
          "Precision of pushed values: fp32, fp16 or bf16."),
         ("error-feedback", parse_bool, True,
@@ -566,7 +569,7 @@ def weights_fingerprint(named_parameters):
 # ---------------------------------------------------------------------------
 
 COMPRESSION_FLAGS = ("compressor", "ratio", "min_kept", "threshold", "levels",
-                     "value_type", "error_feedback", "dgc_momentum",
+                     "qsgd_bucket", "value_type", "error_feedback", "dgc_momentum",
                      "dgc_momentum_masking", "dgc_clip_norm",
                      "dgc_warmup_epochs")
 OPTIMIZER_FLAGS = ("optimizer", "lr", "momentum", "weight_decay",

@@ -104,6 +104,19 @@ CompressedChunk MakeQsgd(uint64_t numel, uint32_t levels, uint64_t seed = 4) {
   return c;
 }
 
+// MakeQsgd with one norm per `bucket` elements: 0.5, 1.5, 2.5, ...
+CompressedChunk MakeBucketedQsgd(uint64_t numel, uint32_t levels,
+                                 uint32_t bucket) {
+  CompressedChunk c = MakeQsgd(numel, levels);
+  c.norm = 0.0f;
+  c.bucket_size = bucket;
+  c.bucket_norms.resize(QsgdBucketCount(numel, bucket));
+  for (size_t b = 0; b < c.bucket_norms.size(); ++b) {
+    c.bucket_norms[b] = 0.5f + static_cast<float>(b);
+  }
+  return c;
+}
+
 CompressedChunk MakeSign(uint64_t numel, uint64_t seed = 5) {
   std::mt19937_64 rng(seed);
   CompressedChunk c;
@@ -130,6 +143,8 @@ void ExpectSameChunk(const CompressedChunk& want, const CompressedChunk& got) {
   EXPECT_EQ(want.indices, got.indices);
   EXPECT_EQ(want.seed, got.seed);
   EXPECT_EQ(FloatBitsOf({want.norm}), FloatBitsOf({got.norm}));
+  EXPECT_EQ(want.bucket_size, got.bucket_size);
+  EXPECT_EQ(FloatBitsOf(want.bucket_norms), FloatBitsOf(got.bucket_norms));
   EXPECT_EQ(want.num_levels, got.num_levels);
   EXPECT_EQ(want.levels, got.levels);
   EXPECT_EQ(want.negative_bits, got.negative_bits);
@@ -189,6 +204,13 @@ TEST_P(CodecRoundTripTest, RandomKAtSeveralDensities) {
 
 TEST_P(CodecRoundTripTest, Qsgd) {
   ExpectRoundTrip(MakeQsgd(GetParam().numel, 5));
+}
+
+TEST_P(CodecRoundTripTest, QsgdInBuckets) {
+  for (uint32_t bucket : {1u, 64u, 512u}) {
+    SCOPED_TRACE(absl::StrCat("bucket=", bucket));
+    ExpectRoundTrip(MakeBucketedQsgd(GetParam().numel, 256, bucket));
+  }
 }
 
 TEST_P(CodecRoundTripTest, Sign) {
@@ -289,6 +311,22 @@ TEST(CodecWireFormatTest, QsgdCodesPackLsbFirst) {
   EXPECT_EQ(wire.qsgd().signs(), std::string("\x05", 1));
 }
 
+TEST(CodecWireFormatTest, QsgdBucketNormsAreLittleEndianFloats) {
+  const CompressedChunk c = MakeBucketedQsgd(130, 3, 64);  // 3 buckets
+  v1::ChunkData wire;
+  ASSERT_TRUE(EncodeChunk(c, &wire).ok());
+  EXPECT_EQ(wire.qsgd().bucket_size(), 64u);
+  EXPECT_EQ(wire.qsgd().norm(), 0.0f);
+  // 0.5f = 0x3f000000, 1.5f = 0x3fc00000, 2.5f = 0x40200000.
+  EXPECT_EQ(
+      wire.qsgd().bucket_norms(),
+      std::string("\x00\x00\x00\x3f\x00\x00\xc0\x3f\x00\x00\x20\x40", 12));
+  // Without buckets neither field travels.
+  ASSERT_TRUE(EncodeChunk(MakeQsgd(130, 3), &wire).ok());
+  EXPECT_EQ(wire.qsgd().bucket_size(), 0u);
+  EXPECT_TRUE(wire.qsgd().bucket_norms().empty());
+}
+
 TEST(CodecWireFormatTest, SignBitsAndPaddingAreZeroed) {
   CompressedChunk c = MakeSign(10);
   c.positive_bits = {~uint64_t{0}};  // garbage past numel must not travel
@@ -385,6 +423,25 @@ TEST(CodecTest, NonFiniteScaleDecodesToZerosUnderZeroPolicy) {
   for (float v : dense) EXPECT_EQ(v, 0.0f);
 }
 
+TEST(CodecTest, NonFiniteBucketNormZeroesOnlyItsBucketUnderZeroPolicy) {
+  CompressedChunk c = MakeBucketedQsgd(200, 3, 64);
+  c.bucket_norms[1] = std::numeric_limits<float>::quiet_NaN();
+  v1::ChunkData wire;
+  ASSERT_TRUE(EncodeChunk(c, &wire).ok());
+  DecodeOptions options = OptionsFor(200);
+  options.non_finite = NonFinitePolicy::kZero;
+  CompressedChunk decoded;
+  ASSERT_TRUE(DecodeChunk(wire, options, &decoded).ok());
+  EXPECT_EQ(decoded.bucket_norms, (std::vector<float>{0.5f, 0.0f, 2.5f, 3.5f}));
+  std::vector<float> dense(200, 1.0f);
+  DecompressInto(decoded, absl::MakeSpan(dense));
+  for (size_t i = 64; i < 128; ++i) EXPECT_EQ(dense[i], 0.0f) << i;
+  EXPECT_NE(dense[0], 0.0f);  // level 3 of 3 (MakeQsgd's first element)
+  // The default policy refuses it.
+  EXPECT_THAT(DecodeChunk(wire, OptionsFor(200), &decoded).message(),
+              HasSubstr("qsgd norm of bucket 1 nan is not finite"));
+}
+
 // ---------------------------------------------------------------------------
 // Corrupted input: each row mutates a valid message and names the error.
 
@@ -410,6 +467,9 @@ CompressedChunk ValidRandomK() {
 }
 CompressedChunk ValidQsgd() { return MakeQsgd(kNumel - 3, 5); }  // padding
 CompressedChunk ValidSign() { return MakeSign(kNumel - 3); }
+CompressedChunk ValidBucketedQsgd() {
+  return MakeBucketedQsgd(kNumel - 3, 5, 64);  // 16 buckets
+}
 
 // Helpers for the rows.
 std::string Varint(uint64_t v) {
@@ -594,6 +654,29 @@ const CorruptionCase kCorruptionCases[] = {
        m->mutable_qsgd()->mutable_level_codes()->back() |= '\x80';
      },
      "qsgd level_codes have nonzero padding bits"},
+    {"QsgdTooFewBucketNorms", ValidBucketedQsgd,
+     [](v1::ChunkData* m, DecodeOptions*) {
+       m->mutable_qsgd()->mutable_bucket_norms()->resize(60);
+     },
+     "qsgd bucket norm values are 60 bytes, expected 64 (16 fp32 values)"},
+    {"QsgdBucketSizeChangesTheCount", ValidBucketedQsgd,
+     [](v1::ChunkData* m, DecodeOptions*) {
+       m->mutable_qsgd()->set_bucket_size(128);
+     },
+     "qsgd bucket norm values are 64 bytes, expected 32 (8 fp32 values)"},
+    {"QsgdNegativeBucketNorm", ValidBucketedQsgd,
+     [](v1::ChunkData* m, DecodeOptions*) {
+       SetFp32(m->mutable_qsgd()->mutable_bucket_norms(), 15, -2.0f);
+     },
+     "qsgd norm of bucket 15 -2 is negative"},
+    {"QsgdNormBesideBuckets", ValidBucketedQsgd,
+     [](v1::ChunkData* m, DecodeOptions*) { m->mutable_qsgd()->set_norm(1); },
+     "qsgd norm 1 is set beside a bucket_size"},
+    {"QsgdBucketNormsWithoutBucketSize", ValidQsgd,
+     [](v1::ChunkData* m, DecodeOptions*) {
+       m->mutable_qsgd()->set_bucket_norms(std::string(4, '\0'));
+     },
+     "qsgd bucket_norms are set without a bucket_size"},
     {"SignNegativeScale", ValidSign,
      [](v1::ChunkData* m, DecodeOptions*) {
        m->mutable_sign()->set_scale(-0.5f);

@@ -340,6 +340,7 @@ TEST_P(EveryCompressorTest, AllZeroGradient) {
   }
   if (name == "qsgd") {
     EXPECT_EQ(c.norm, 0.0f);
+    EXPECT_THAT(c.bucket_norms, ::testing::Each(0.0f));
   }
   if (name == "onebit") {
     EXPECT_EQ(c.scale, 0.0f);
@@ -391,7 +392,8 @@ TEST_P(EveryCompressorTest, ConstantGradient) {
         EXPECT_EQ(state.residual, std::vector<float>(n, 0.0f));
       }
       if (name == "qsgd" && step == 0) {
-        // |x| s / norm = 16 / sqrt(1000) ~ 0.506: levels 0 or 1.
+        // Buckets of 512 and 488: |x| s / norm = 16 / sqrt(512) ~ 0.71 and
+        // 16 / sqrt(488) ~ 0.72: levels 0 or 1.
         for (uint16_t l : c.levels) ASSERT_LE(l, 1u);
       }
     }

@@ -1,5 +1,6 @@
 // Tests of the dense (none, fp16, bf16) and quantizing (qsgd, onebit)
 // compressors.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -32,11 +33,19 @@ std::unique_ptr<Compressor> Make(const std::string& name) {
   return Make(options);
 }
 
-std::unique_ptr<Compressor> MakeQsgd(uint32_t levels) {
+// Bucket 0 by default: one norm per chunk, the rule most tests below check
+// by hand; the bucket tests pass the default (512) or their own.
+std::unique_ptr<Compressor> MakeQsgd(uint32_t levels, uint32_t bucket = 0) {
   CompressorOptions options;
   options.name = "qsgd";
   options.levels = levels;
+  options.qsgd_bucket = bucket;
   return Make(options);
+}
+
+// The norm element i of a QSGD chunk is scaled by.
+float NormOf(const CompressedChunk& c, size_t i) {
+  return c.bucket_size == 0 ? c.norm : c.bucket_norms[i / c.bucket_size];
 }
 
 std::vector<float> Normal(size_t n, uint32_t seed, float sd = 1.0f) {
@@ -324,6 +333,114 @@ TEST(QsgdTest, TinyNormStaysUnbiased) {
       EXPECT_NEAR(mean[i] / kDraws, x[i], 5e-38 / s * 0.5) << "s=" << s;
     }
   }
+}
+
+// ------------------------------------------------------- qsgd buckets
+
+TEST(QsgdBucketTest, DefaultIsBucketsOf512) {
+  EXPECT_EQ(CompressorOptions{}.qsgd_bucket, 512u);
+  CompressorOptions options;
+  options.name = "qsgd";
+  const CompressedChunk c = CompressOk(*Make(options), Normal(1300, 1));
+  EXPECT_EQ(c.bucket_size, 512u);
+  EXPECT_EQ(c.bucket_norms.size(), 3u);
+  EXPECT_EQ(c.norm, 0.0f);
+}
+
+TEST(QsgdBucketTest, EachBucketHasItsOwnNorm) {
+  std::vector<float> x = Normal(1000, 5);
+  // Buckets of very different scales, one all zero.
+  for (size_t i = 0; i < 64; ++i) x[i] *= 1000.0f;
+  for (size_t i = 128; i < 192; ++i) x[i] = 0.0f;
+  for (uint32_t s : {1u, 256u}) {
+    const CompressedChunk c = CompressOk(*MakeQsgd(s, 64), x, {1, 2, 0});
+    ASSERT_EQ(c.bucket_size, 64u);
+    ASSERT_EQ(c.bucket_norms.size(), 16u);  // the last holds 40 elements
+    for (size_t b = 0; b < 16; ++b) {
+      double sum = 0;
+      for (size_t i = b * 64; i < std::min<size_t>(1000, b * 64 + 64); ++i) {
+        sum += double(x[i]) * x[i];
+      }
+      EXPECT_FLOAT_EQ(c.bucket_norms[b], static_cast<float>(std::sqrt(sum)))
+          << b;
+    }
+    EXPECT_EQ(c.bucket_norms[2], 0.0f);
+    const std::vector<float> d = Decompress(c);
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_LE(c.levels[i], s);
+      EXPECT_EQ(TestBit(c.negative_bits, i), x[i] < 0.0f) << i;
+      // Within one level of the element's own bucket, not of the chunk.
+      EXPECT_LE(std::fabs(d[i] - x[i]), NormOf(c, i) / s * (1 + 1e-5)) << i;
+    }
+    for (size_t i = 128; i < 192; ++i) EXPECT_EQ(d[i], 0.0f);
+  }
+}
+
+TEST(QsgdBucketTest, IsUnbiased) {
+  constexpr int kDraws = 2000;
+  const std::vector<float> x = Normal(200, 4);
+  const auto qsgd = MakeQsgd(3, 64);
+  std::vector<double> mean(x.size(), 0.0);
+  CompressedChunk c;
+  for (int draw = 0; draw < kDraws; ++draw) {
+    c = CompressOk(*qsgd, x, {5, static_cast<uint64_t>(draw), 0});
+    const std::vector<float> d = Decompress(c);
+    for (size_t i = 0; i < x.size(); ++i) mean[i] += d[i];
+  }
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double step = double(NormOf(c, i)) / 3;
+    const double a = std::fabs(double(x[i])) / step;
+    const double p = a - std::floor(a);
+    const double se = step * std::sqrt(p * (1 - p) / kDraws);
+    EXPECT_NEAR(mean[i] / kDraws, x[i], 5 * se + 1e-6) << i;
+  }
+}
+
+// With error feedback a compressor must leave a residual smaller than what
+// it was given, or the residual grows without bound. One norm over 2^20
+// elements at 256 levels rounds each element by up to norm / 256, about
+// sqrt(2^20) / 256 = 4 times the input in total: the residual explodes
+// (the CNN's diverging QSGD row). Buckets of 512 keep it a fraction of one
+// gradient.
+TEST(QsgdBucketTest, FeedbackResidualStaysBoundedOnALargeChunk) {
+  constexpr size_t kNumel = size_t{1} << 20;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  std::uniform_real_distribution<float> uniform;
+  auto residual_ratio = [&](uint32_t bucket) {
+    const auto qsgd = MakeQsgd(256, bucket);
+    FeedbackState state;
+    CompressedChunk c;
+    std::vector<float> g(kNumel);
+    double g_norm = 0;
+    for (uint64_t step = 0; step < 12; ++step) {
+      g_norm = 0;
+      // Heavy-tailed, as gradients are: most elements tiny, a few large.
+      for (float& v : g) {
+        const float u = uniform(rng);
+        v = normal(rng) * u * u * u * u;
+        g_norm += double(v) * v;
+      }
+      EXPECT_TRUE(qsgd->CompressWithFeedback(g, {3, step, 0}, &state, &c).ok());
+    }
+    double r_norm = 0;
+    for (float v : state.residual) r_norm += double(v) * v;
+    return std::sqrt(r_norm / g_norm);
+  };
+  const double bucketed = residual_ratio(512);
+  const double whole = residual_ratio(0);
+  EXPECT_LT(bucketed, 0.2);
+  EXPECT_GT(whole, 10.0);
+}
+
+TEST(QsgdBucketTest, BucketsThatAreNotWholeSignWordsAreRefused) {
+  CompressorOptions options;
+  options.name = "qsgd";
+  options.qsgd_bucket = 100;
+  const auto made = MakeCompressor(options);
+  ASSERT_FALSE(made.ok());
+  EXPECT_THAT(std::string(made.status().message()),
+              ::testing::HasSubstr("bucket 100 is not a multiple of 64"));
 }
 
 // ---------------------------------------------------------------- onebit

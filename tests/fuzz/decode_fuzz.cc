@@ -44,8 +44,9 @@ bool SameChunk(const CompressedChunk& a, const CompressedChunk& b) {
   return a.encoding == b.encoding && a.numel == b.numel &&
          a.precision == b.precision && SameBytes(a.values, b.values) &&
          SameBytes(a.indices, b.indices) && a.seed == b.seed &&
-         SameFloat(a.norm, b.norm) && a.num_levels == b.num_levels &&
-         SameBytes(a.levels, b.levels) &&
+         SameFloat(a.norm, b.norm) && a.bucket_size == b.bucket_size &&
+         SameBytes(a.bucket_norms, b.bucket_norms) &&
+         a.num_levels == b.num_levels && SameBytes(a.levels, b.levels) &&
          SameBytes(a.negative_bits, b.negative_bits) &&
          SameFloat(a.scale, b.scale) &&
          SameBytes(a.positive_bits, b.positive_bits);

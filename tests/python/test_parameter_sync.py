@@ -155,6 +155,7 @@ def test_an_unreachable_shard_raises_at_connect():
     ("connect_timeout_seconds", -1.0),
     ("threshold", float("nan")),
     ("levels", 0),
+    ("qsgd_bucket", 96),
     ("local_store", "nohost"),
 ])
 def test_bad_options_raise_value_error_naming_the_option(option, value):

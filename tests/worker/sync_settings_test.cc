@@ -204,6 +204,8 @@ TEST(SyncSettingsTest, BadValuesNameTheirSetting) {
       {"connect_timeout_seconds",
        [](SyncSettings* s) { s->connect_timeout_seconds = 0; }},
       {"levels", [](SyncSettings* s) { s->levels = 0; }},
+      {"qsgd_bucket", [](SyncSettings* s) { s->qsgd_bucket = 100; }},
+      {"qsgd_bucket", [](SyncSettings* s) { s->qsgd_bucket = -64; }},
       {"value_type", [](SyncSettings* s) { s->value_type = "fp8"; }},
       {"error_feedback",
        [](SyncSettings* s) {
