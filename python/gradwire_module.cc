@@ -184,6 +184,8 @@ Compression
   levels (int): qsgd quantisation levels, in [1, 65535].
   qsgd_bucket (int): qsgd elements sharing one norm, a multiple of 64; 0:
       one norm per chunk.
+  onebit_bucket (int): onebit elements sharing one scale, a multiple of
+      64; 0: one scale per chunk.
   value_type (str): precision of pushed values: fp32, fp16 or bf16.
   error_feedback (bool): keep what compression left out for later steps.
   dgc_momentum, dgc_momentum_masking, dgc_clip_norm, dgc_warmup_epochs:
@@ -225,10 +227,10 @@ Raises ValueError naming the option for a bad value, gradwire.Error
 std::unique_ptr<PySync> ConnectWithKeywords(
     std::vector<std::string> shards, int64_t worker_id, int64_t num_workers,
     std::string compressor, double ratio, int64_t min_kept, double threshold,
-    int64_t levels, int64_t qsgd_bucket, std::string value_type,
-    bool error_feedback, double dgc_momentum, bool dgc_momentum_masking,
-    double dgc_clip_norm, int64_t dgc_warmup_epochs, std::string optimizer,
-    double lr, double momentum, double weight_decay,
+    int64_t levels, int64_t qsgd_bucket, int64_t onebit_bucket,
+    std::string value_type, bool error_feedback, double dgc_momentum,
+    bool dgc_momentum_masking, double dgc_clip_norm, int64_t dgc_warmup_epochs,
+    std::string optimizer, double lr, double momentum, double weight_decay,
     std::string momentum_placement, bool scale_async_lr, std::string mode,
     int64_t staleness, std::string pull, double pull_ratio,
     std::string pull_value_type, int64_t partition_bytes,
@@ -247,6 +249,7 @@ std::unique_ptr<PySync> ConnectWithKeywords(
   s.threshold = threshold;
   s.levels = levels;
   s.qsgd_bucket = qsgd_bucket;
+  s.onebit_bucket = onebit_bucket;
   s.value_type = std::move(value_type);
   s.error_feedback = error_feedback;
   s.dgc_momentum = dgc_momentum;
@@ -321,6 +324,7 @@ void DefineParameterSync(py::module_& m) {
            py::arg("compressor") = d.compressor, py::arg("ratio") = d.ratio,
            py::arg("min_kept") = d.min_kept, py::arg("threshold") = d.threshold,
            py::arg("levels") = d.levels, py::arg("qsgd_bucket") = d.qsgd_bucket,
+           py::arg("onebit_bucket") = d.onebit_bucket,
            py::arg("value_type") = d.value_type,
            py::arg("error_feedback") = d.error_feedback,
            py::arg("dgc_momentum") = d.dgc_momentum,

@@ -67,6 +67,9 @@ ABSL_FLAG(int64_t, levels, kDefaults.levels, "qsgd: quantisation levels.");
 ABSL_FLAG(int64_t, qsgd_bucket, kDefaults.qsgd_bucket,
           "qsgd: elements that share one norm, a multiple of 64 (0: one norm "
           "per chunk, which diverges with error feedback on large chunks).");
+ABSL_FLAG(int64_t, onebit_bucket, kDefaults.onebit_bucket,
+          "onebit: elements that share one scale, a multiple of 64 (0: one "
+          "scale per chunk).");
 ABSL_FLAG(std::string, value_type, kDefaults.value_type,
           "Precision of pushed values: fp32, fp16 or bf16.");
 ABSL_FLAG(bool, error_feedback, kDefaults.error_feedback,
@@ -161,6 +164,7 @@ SyncSettings SettingsFromFlags() {
   s.threshold = absl::GetFlag(FLAGS_threshold);
   s.levels = absl::GetFlag(FLAGS_levels);
   s.qsgd_bucket = absl::GetFlag(FLAGS_qsgd_bucket);
+  s.onebit_bucket = absl::GetFlag(FLAGS_onebit_bucket);
   s.value_type = absl::GetFlag(FLAGS_value_type);
   s.error_feedback = absl::GetFlag(FLAGS_error_feedback);
   s.dgc_momentum = absl::GetFlag(FLAGS_dgc_momentum);
@@ -251,6 +255,7 @@ constexpr absl::string_view kWorkerFlags[] = {"shards",
                                               "threshold",
                                               "levels",
                                               "qsgd_bucket",
+                                              "onebit_bucket",
                                               "value_type",
                                               "error_feedback",
                                               "dgc_momentum",

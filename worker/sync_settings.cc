@@ -82,6 +82,19 @@ absl::Status ResolveMode(const SyncSettings& s, const Complaint& bad,
   return absl::OkStatus();
 }
 
+// A quantizer's bucket: a multiple of 64 in [0, 2^30].
+absl::Status ResolveBucket(absl::string_view key, int64_t bucket,
+                           const Complaint& bad, uint32_t* out) {
+  if (bucket < 0 || bucket % 64 != 0 || bucket > (int64_t{1} << 30)) {
+    return bad(key,
+               "%d is not a multiple of 64 in [0, 2^30] (0: one scale per "
+               "chunk)",
+               bucket);
+  }
+  *out = static_cast<uint32_t>(bucket);
+  return absl::OkStatus();
+}
+
 absl::Status ResolveCompressor(const SyncSettings& s, const Complaint& bad,
                                SyncOptions* sync) {
   CompressorOptions& c = sync->compressor;
@@ -98,14 +111,16 @@ absl::Status ResolveCompressor(const SyncSettings& s, const Complaint& bad,
   if (s.levels < 1 || s.levels > 65535)
     return bad("levels", "%d is outside [1, 65535]", s.levels);
   c.levels = static_cast<uint32_t>(s.levels);
-  if (s.qsgd_bucket < 0 || s.qsgd_bucket % 64 != 0 ||
-      s.qsgd_bucket > (int64_t{1} << 30)) {
-    return bad("qsgd_bucket",
-               "%d is not a multiple of 64 in [0, 2^30] (0: one norm per "
-               "chunk)",
-               s.qsgd_bucket);
+  if (absl::Status e =
+          ResolveBucket("qsgd_bucket", s.qsgd_bucket, bad, &c.qsgd_bucket);
+      !e.ok()) {
+    return e;
   }
-  c.qsgd_bucket = static_cast<uint32_t>(s.qsgd_bucket);
+  if (absl::Status e = ResolveBucket("onebit_bucket", s.onebit_bucket, bad,
+                                     &c.onebit_bucket);
+      !e.ok()) {
+    return e;
+  }
   const auto precision = ParsePrecision(s.value_type);
   if (!precision) {
     return bad("value_type", "'%s' is not fp32, fp16 or bf16", s.value_type);

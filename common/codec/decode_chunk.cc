@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "common/codec/codec.h"
@@ -136,32 +137,45 @@ absl::Status CheckLevelCodes(absl::string_view bytes, uint64_t numel,
   return absl::OkStatus();
 }
 
-// Checks the per-bucket norms of a QSGD payload (none with bucket_size 0):
-// the count, and each one as CheckScale does.
-absl::Status CheckBucketNorms(const v1::QsgdValues& in, uint64_t numel,
-                              NonFinitePolicy policy) {
-  if (in.bucket_size() == 0) {
-    if (!in.bucket_norms().empty()) {
-      return Invalid("qsgd bucket_norms are set without a bucket_size");
+// Checks the bucket scales of a QSGD or sign payload (`payload`: "qsgd",
+// "sign"; `scale`: what its scale is called, "norm", "scale"): with
+// bucket_size 0 none, otherwise one fp32 per bucket, each checked as
+// CheckScale checks `whole`, which must then be 0.
+absl::Status CheckBucketScales(absl::string_view payload,
+                               absl::string_view scale, uint32_t bucket_size,
+                               absl::string_view bytes, float whole,
+                               uint64_t numel, NonFinitePolicy policy) {
+  if (bucket_size == 0) {
+    if (!bytes.empty()) {
+      return Invalid("%s bucket scales are set without a bucket_size", payload);
     }
     return absl::OkStatus();
   }
-  if (in.norm() != 0.0f) {
-    return Invalid("qsgd norm %g is set beside a bucket_size", in.norm());
+  if (whole != 0.0f) {
+    return Invalid("%s %s %g is set beside a bucket_size", payload, scale,
+                   whole);
   }
-  const uint64_t buckets = QsgdBucketCount(numel, in.bucket_size());
-  absl::Status status = CheckValuesLength("qsgd bucket norm", in.bucket_norms(),
-                                          buckets, ValuePrecision::kFp32);
+  const uint64_t buckets = BucketCount(numel, bucket_size);
+  absl::Status status = CheckValuesLength(
+      absl::StrCat(payload, " bucket"), bytes, buckets, ValuePrecision::kFp32);
   if (!status.ok()) return status;
   for (uint64_t b = 0; b < buckets; ++b) {
-    const float norm =
-        LoadValue(Bytes(in.bucket_norms()), b, ValuePrecision::kFp32);
     float kept = 0.0f;
-    status = CheckScale(absl::StrFormat("qsgd norm of bucket %d", b), norm,
-                        policy, &kept);
+    status = CheckScale(
+        absl::StrFormat("%s %s of bucket %d", payload, scale, b),
+        LoadValue(Bytes(bytes), b, ValuePrecision::kFp32), policy, &kept);
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
+}
+
+// Sets `*out`'s buckets from a payload CheckBucketScales accepted.
+void ReadBucketScales(uint32_t bucket_size, absl::string_view bytes,
+                      NonFinitePolicy policy, CompressedChunk* out) {
+  out->bucket_size = bucket_size;
+  if (bucket_size != 0) {
+    ReadValues(bytes, ValuePrecision::kFp32, policy, &out->bucket_scales);
+  }
 }
 
 absl::Status DecodeQsgd(const v1::QsgdValues& in, uint64_t numel,
@@ -174,7 +188,9 @@ absl::Status DecodeQsgd(const v1::QsgdValues& in, uint64_t numel,
   absl::Status status =
       CheckScale("qsgd norm", in.norm(), options.non_finite, &norm);
   if (!status.ok()) return status;
-  status = CheckBucketNorms(in, numel, options.non_finite);
+  status =
+      CheckBucketScales("qsgd", "norm", in.bucket_size(), in.bucket_norms(),
+                        in.norm(), numel, options.non_finite);
   if (!status.ok()) return status;
   status = CheckBitLength("qsgd signs", in.signs(), numel);
   if (!status.ok()) return status;
@@ -185,11 +201,8 @@ absl::Status DecodeQsgd(const v1::QsgdValues& in, uint64_t numel,
   out->numel = numel;
   out->norm = norm;
   out->num_levels = levels;
-  out->bucket_size = in.bucket_size();
-  if (in.bucket_size() != 0) {
-    ReadValues(in.bucket_norms(), ValuePrecision::kFp32, options.non_finite,
-               &out->bucket_norms);
-  }
+  ReadBucketScales(in.bucket_size(), in.bucket_norms(), options.non_finite,
+                   out);
   ReadBits(in.signs(), numel, &out->negative_bits);
   out->levels.resize(numel);
   const int width = QsgdBitsPerLevel(levels);
@@ -206,12 +219,18 @@ absl::Status DecodeSign(const v1::SignValues& in, uint64_t numel,
   absl::Status status =
       CheckScale("sign scale", in.scale(), options.non_finite, &scale);
   if (!status.ok()) return status;
+  status =
+      CheckBucketScales("sign", "scale", in.bucket_size(), in.bucket_scales(),
+                        in.scale(), numel, options.non_finite);
+  if (!status.ok()) return status;
   status = CheckBitLength("sign bits", in.bits(), numel);
   if (!status.ok()) return status;
   out->Clear();
   out->encoding = Encoding::kSign;
   out->numel = numel;
   out->scale = scale;
+  ReadBucketScales(in.bucket_size(), in.bucket_scales(), options.non_finite,
+                   out);
   ReadBits(in.bits(), numel, &out->positive_bits);
   return absl::OkStatus();
 }

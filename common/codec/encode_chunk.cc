@@ -20,7 +20,7 @@ void EncodeQsgd(const CompressedChunk& chunk, v1::QsgdValues* out) {
   // Every field is set, so that a reused message keeps nothing stale.
   out->set_norm(chunk.bucket_size == 0 ? chunk.norm : 0.0f);
   out->set_bucket_size(chunk.bucket_size);
-  WriteValues(chunk.bucket_norms, ValuePrecision::kFp32,
+  WriteValues(chunk.bucket_scales, ValuePrecision::kFp32,
               out->mutable_bucket_norms());
   WriteBits(chunk.negative_bits, chunk.numel, out->mutable_signs());
   const int width = QsgdBitsPerLevel(chunk.num_levels);
@@ -41,12 +41,12 @@ absl::Status CheckEncodable(const CompressedChunk& chunk) {
       return Invalid("qsgd levels %d exceed 65535", chunk.num_levels);
     }
     if (chunk.norm < 0) return Invalid("qsgd norm %g is negative", chunk.norm);
-    for (float norm : chunk.bucket_norms) {
-      if (norm < 0) return Invalid("qsgd bucket norm %g is negative", norm);
-    }
   }
   if (chunk.encoding == Encoding::kSign && chunk.scale < 0) {
     return Invalid("sign scale %g is negative", chunk.scale);
+  }
+  for (float scale : chunk.bucket_scales) {
+    if (scale < 0) return Invalid("bucket scale %g is negative", scale);
   }
   return absl::OkStatus();
 }
@@ -88,7 +88,10 @@ absl::Status EncodeChunk(const CompressedChunk& chunk, v1::ChunkData* out) {
       break;
     case Encoding::kSign: {
       v1::SignValues* sign = out->mutable_sign();
-      sign->set_scale(chunk.scale);
+      sign->set_scale(chunk.bucket_size == 0 ? chunk.scale : 0.0f);
+      sign->set_bucket_size(chunk.bucket_size);
+      WriteValues(chunk.bucket_scales, ValuePrecision::kFp32,
+                  sign->mutable_bucket_scales());
       WriteBits(chunk.positive_bits, chunk.numel, sign->mutable_bits());
       break;
     }

@@ -15,23 +15,26 @@ inline float QsgdValue(const CompressedChunk& c, float norm, uint64_t i) {
   return TestBit(c.negative_bits, i) ? -magnitude : magnitude;
 }
 
-// Calls f(index, value) for every element of a QSGD chunk, bucket by bucket.
-template <typename F>
-void ForEachQsgdElement(const CompressedChunk& c, F&& f) {
-  if (c.bucket_size == 0) {
-    for (uint64_t i = 0; i < c.numel; ++i) f(i, QsgdValue(c, c.norm, i));
-    return;
-  }
-  for (uint64_t b = 0; b < c.bucket_norms.size(); ++b) {
-    const uint64_t begin = b * c.bucket_size;
-    const uint64_t end = std::min<uint64_t>(c.numel, begin + c.bucket_size);
-    const float norm = c.bucket_norms[b];
-    for (uint64_t i = begin; i < end; ++i) f(i, QsgdValue(c, norm, i));
-  }
+inline float SignValue(const CompressedChunk& c, float scale, uint64_t i) {
+  return TestBit(c.positive_bits, i) ? scale : -scale;
 }
 
-inline float SignValue(const CompressedChunk& c, uint64_t i) {
-  return TestBit(c.positive_bits, i) ? c.scale : -c.scale;
+// Calls f(index, value(chunk, bucket scale, index)) for every element of a
+// QSGD or sign chunk, bucket by bucket; `whole` is the scale of a chunk
+// without buckets.
+template <typename Value, typename F>
+void ForEachBucketElement(const CompressedChunk& c, float whole, Value&& value,
+                          F&& f) {
+  if (c.bucket_size == 0) {
+    for (uint64_t i = 0; i < c.numel; ++i) f(i, value(c, whole, i));
+    return;
+  }
+  for (uint64_t b = 0; b < c.bucket_scales.size(); ++b) {
+    const uint64_t begin = b * c.bucket_size;
+    const uint64_t end = std::min<uint64_t>(c.numel, begin + c.bucket_size);
+    const float scale = c.bucket_scales[b];
+    for (uint64_t i = begin; i < end; ++i) f(i, value(c, scale, i));
+  }
 }
 
 // Calls f(index, value) for every element the chunk carries.
@@ -47,10 +50,10 @@ void ForEachElement(const CompressedChunk& c, F&& f) {
         f(c.indices[j], c.values[j]);
       return;
     case Encoding::kQsgd:
-      ForEachQsgdElement(c, f);
+      ForEachBucketElement(c, c.norm, QsgdValue, f);
       return;
     case Encoding::kSign:
-      for (uint64_t i = 0; i < c.numel; ++i) f(i, SignValue(c, i));
+      ForEachBucketElement(c, c.scale, SignValue, f);
       return;
   }
 }
@@ -97,7 +100,7 @@ void CompressedChunk::Clear() {
   seed = 0;
   norm = 0.0f;
   bucket_size = 0;
-  bucket_norms.clear();
+  bucket_scales.clear();
   num_levels = 0;
   levels.clear();
   negative_bits.clear();
@@ -147,6 +150,17 @@ absl::Status Malformed(const absl::FormatSpec<Args...>& format,
                        const Args&... args) {
   return absl::InvalidArgumentError(absl::StrFormat(format, args...));
 }
+
+// The bucket scales of a QSGD or sign chunk: none without buckets.
+absl::Status CheckBuckets(const CompressedChunk& c) {
+  const uint64_t wanted =
+      c.bucket_size == 0 ? 0 : BucketCount(c.numel, c.bucket_size);
+  if (c.bucket_scales.size() != wanted) {
+    return Malformed("chunk has %d bucket scales for numel %d in buckets of %d",
+                     c.bucket_scales.size(), c.numel, c.bucket_size);
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 absl::Status CheckWellFormed(const CompressedChunk& c) {
@@ -179,26 +193,19 @@ absl::Status CheckWellFormed(const CompressedChunk& c) {
           c.negative_bits.size() != BitWords(c.numel)) {
         return Malformed("qsgd chunk sizes do not match numel %d", c.numel);
       }
-      if (c.bucket_size != 0 &&
-          c.bucket_norms.size() != QsgdBucketCount(c.numel, c.bucket_size)) {
-        return Malformed(
-            "qsgd chunk has %d bucket norms for numel %d in "
-            "buckets of %d",
-            c.bucket_norms.size(), c.numel, c.bucket_size);
-      }
       for (size_t i = 0; i < c.levels.size(); ++i) {
         if (c.levels[i] > c.num_levels) {
           return Malformed("qsgd level %d at %d exceeds %d", c.levels[i], i,
                            c.num_levels);
         }
       }
-      return absl::OkStatus();
+      return CheckBuckets(c);
     case Encoding::kSign:
       if (c.positive_bits.size() != BitWords(c.numel)) {
         return Malformed("sign chunk has %d words for numel %d",
                          c.positive_bits.size(), c.numel);
       }
-      return absl::OkStatus();
+      return CheckBuckets(c);
   }
   return Malformed("unknown encoding");
 }

@@ -41,14 +41,15 @@ struct CompressedChunk {
   std::vector<uint32_t> indices;
   // kRandomK.
   uint64_t seed = 0;
-  // kQsgd: s, one level in [0, s] and one sign bit per element (bit i % 64
-  // of word i / 64 set when element i is negative), and the L2 norms the
-  // levels scale. With bucket_size 0 the chunk is one bucket whose norm is
-  // `norm`; otherwise element i belongs to bucket i / bucket_size and
-  // bucket_norms holds ceil(numel / bucket_size) norms (`norm` is unused).
-  float norm = 0.0f;
+  // kQsgd and kSign: with bucket_size 0 one norm (`norm`) or scale
+  // (`scale`) covers the chunk; otherwise element i belongs to bucket
+  // i / bucket_size, whose norm or scale is bucket_scales[i / bucket_size]
+  // (ceil(numel / bucket_size) entries; `norm` and `scale` are unused).
   uint32_t bucket_size = 0;
-  std::vector<float> bucket_norms;
+  std::vector<float> bucket_scales;
+  // kQsgd: the L2 norm, s, one level in [0, s] and one sign bit per element
+  // (bit i % 64 of word i / 64 set when element i is negative).
+  float norm = 0.0f;
   uint32_t num_levels = 0;
   std::vector<uint16_t> levels;
   std::vector<uint64_t> negative_bits;
@@ -88,8 +89,8 @@ inline bool TestBit(const std::vector<uint64_t>& bits, uint64_t i) {
 }
 inline uint64_t BitWords(uint64_t n) { return (n + 63) / 64; }
 
-// Number of QSGD buckets of `bucket_size` elements (0: one) in `numel`.
-inline uint64_t QsgdBucketCount(uint64_t numel, uint32_t bucket_size) {
+// Number of buckets of `bucket_size` elements (0: one) in `numel`.
+inline uint64_t BucketCount(uint64_t numel, uint32_t bucket_size) {
   if (bucket_size == 0) return 1;
   return (numel + bucket_size - 1) / bucket_size;
 }

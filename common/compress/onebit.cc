@@ -1,6 +1,12 @@
 // 1-bit sign compression for EF-signSGD (Karimireddy et al., 2019): every
 // element becomes sign(x) * mean|x|, which with error feedback converges like
-// SGD. The scale's sum runs in the fixed lanes of kernels.h.
+// SGD. The mean is taken per bucket of CompressorOptions::onebit_bucket
+// elements (or over the whole chunk with bucket 0). The scale's sum runs in
+// the fixed lanes of kernels.h.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "common/compress/builtin.h"
 #include "common/compress/kernels.h"
 
@@ -16,12 +22,15 @@ class OneBitCompressor final : public Compressor {
                         const CompressContext& ctx,
                         CompressedChunk* out) const override {
     if (absl::Status s = CheckFinite(input); !s.ok()) return s;
-    const uint64_t n = input.size();
-    StartChunk(n, out);
-    double lanes[compress_kernels::kSumLanes] = {};
-    compress_kernels::Kernels().sign_bits(input.data(), zero_non_finite(), n,
-                                          out->positive_bits.data(), lanes);
-    SetScale(lanes, out);
+    StartChunk(input.size(), out);
+    const compress_kernels::KernelTable& kernels = compress_kernels::Kernels();
+    ForEachBucket(
+        *out, &out->scale, [&](uint64_t begin, uint64_t n, float* scale) {
+          double lanes[compress_kernels::kSumLanes] = {};
+          kernels.sign_bits(input.data() + begin, zero_non_finite(), n,
+                            out->positive_bits.data() + begin / 64, lanes);
+          *scale = MeanOf(lanes, n);
+        });
     return absl::OkStatus();
   }
 
@@ -37,16 +46,24 @@ class OneBitCompressor final : public Compressor {
     state->Resize(n, /*with_velocity=*/false);
     StartChunk(n, out);
     const compress_kernels::KernelTable& kernels = compress_kernels::Kernels();
-    double lanes[compress_kernels::kSumLanes] = {};
     float* r = state->residual.data();
-    const bool finite =
-        kernels.accumulate_sign(gradient.data(), zero_non_finite(), r, n,
-                                out->positive_bits.data(), lanes);
+    bool finite = true;
+    ForEachBucket(*out, &out->scale,
+                  [&](uint64_t begin, uint64_t count, float* scale) {
+                    double lanes[compress_kernels::kSumLanes] = {};
+                    finite &= kernels.accumulate_sign(
+                        gradient.data() + begin, zero_non_finite(), r + begin,
+                        count, out->positive_bits.data() + begin / 64, lanes);
+                    *scale = MeanOf(lanes, count);
+                  });
     if (!finite) {
       if (absl::Status s = CheckFinite(state->residual); !s.ok()) return s;
     }
-    SetScale(lanes, out);
-    kernels.subtract_sign(out->positive_bits.data(), out->scale, r, n);
+    ForEachBucket(
+        *out, &out->scale, [&](uint64_t begin, uint64_t count, float* scale) {
+          kernels.subtract_sign(out->positive_bits.data() + begin / 64, *scale,
+                                r + begin, count);
+        });
     return absl::OkStatus();
   }
 
@@ -55,18 +72,21 @@ class OneBitCompressor final : public Compressor {
     return options().non_finite == NonFinitePolicy::kZero;
   }
 
-  // A sign chunk of n elements whose bit words the caller overwrites.
-  static void StartChunk(uint64_t n, CompressedChunk* out) {
+  // A sign chunk of n elements in this compressor's buckets, whose bit
+  // words and scales the caller overwrites.
+  void StartChunk(uint64_t n, CompressedChunk* out) const {
+    std::vector<float> scales = std::move(out->bucket_scales);
     out->Clear();
     out->encoding = Encoding::kSign;
     out->numel = n;
     out->positive_bits.resize(BitWords(n));
+    StartBuckets(options().onebit_bucket, std::move(scales), out);
   }
 
-  // The mean magnitude from the lane sums.
-  static void SetScale(const double* lanes, CompressedChunk* out) {
+  // The mean magnitude of n elements from their lane sums.
+  static float MeanOf(const double* lanes, uint64_t n) {
     const double sum = compress_kernels::CombineLanes(lanes);
-    out->scale = out->numel == 0 ? 0.0f : static_cast<float>(sum / out->numel);
+    return n == 0 ? 0.0f : static_cast<float>(sum / n);
   }
 };
 

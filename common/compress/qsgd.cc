@@ -26,16 +26,18 @@ class QsgdCompressor final : public Compressor {
     if (absl::Status s = CheckFinite(input); !s.ok()) return s;
     StartChunk(input.size(), out);
     const compress_kernels::KernelTable& kernels = compress_kernels::Kernels();
-    ForEachBucket(*out, [&](uint64_t begin, uint64_t n, float* norm) {
-      double lanes[compress_kernels::kSumLanes] = {};
-      kernels.sum_squares(input.data() + begin, zero_non_finite(), n, lanes);
-      *norm = NormOf(lanes);
-      if (*norm == 0.0f) return ZeroBucket(begin, n, out);
-      kernels.qsgd_levels(input.data() + begin, zero_non_finite(), n,
-                          ToLevels(*norm), Levels(), BucketSeed(ctx, begin),
-                          out->levels.data() + begin,
-                          out->negative_bits.data() + begin / 64);
-    });
+    ForEachBucket(
+        *out, &out->norm, [&](uint64_t begin, uint64_t n, float* norm) {
+          double lanes[compress_kernels::kSumLanes] = {};
+          kernels.sum_squares(input.data() + begin, zero_non_finite(), n,
+                              lanes);
+          *norm = NormOf(lanes);
+          if (*norm == 0.0f) return ZeroBucket(begin, n, out);
+          kernels.qsgd_levels(input.data() + begin, zero_non_finite(), n,
+                              ToLevels(*norm), Levels(), BucketSeed(ctx, begin),
+                              out->levels.data() + begin,
+                              out->negative_bits.data() + begin / 64);
+        });
     return absl::OkStatus();
   }
 
@@ -58,17 +60,18 @@ class QsgdCompressor final : public Compressor {
       if (absl::Status s = CheckFinite(state->residual); !s.ok()) return s;
     }
     StartChunk(n, out);
-    ForEachBucket(*out, [&](uint64_t begin, uint64_t count, float* norm) {
-      double lanes[compress_kernels::kSumLanes] = {};
-      kernels.sum_squares(r + begin, zero_non_finite(), count, lanes);
-      *norm = NormOf(lanes);
-      // A zero norm sends zeros: the residual keeps everything.
-      if (*norm == 0.0f) return ZeroBucket(begin, count, out);
-      kernels.qsgd_feedback(r + begin, zero_non_finite(), count,
-                            ToLevels(*norm), Levels(), *norm,
-                            BucketSeed(ctx, begin), out->levels.data() + begin,
-                            out->negative_bits.data() + begin / 64);
-    });
+    ForEachBucket(
+        *out, &out->norm, [&](uint64_t begin, uint64_t count, float* norm) {
+          double lanes[compress_kernels::kSumLanes] = {};
+          kernels.sum_squares(r + begin, zero_non_finite(), count, lanes);
+          *norm = NormOf(lanes);
+          // A zero norm sends zeros: the residual keeps everything.
+          if (*norm == 0.0f) return ZeroBucket(begin, count, out);
+          kernels.qsgd_feedback(
+              r + begin, zero_non_finite(), count, ToLevels(*norm), Levels(),
+              *norm, BucketSeed(ctx, begin), out->levels.data() + begin,
+              out->negative_bits.data() + begin / 64);
+        });
     return absl::OkStatus();
   }
 
@@ -125,37 +128,16 @@ class QsgdCompressor final : public Compressor {
   void StartChunk(uint64_t n, CompressedChunk* out) const {
     std::vector<uint16_t> levels = std::move(out->levels);
     std::vector<uint64_t> negative_bits = std::move(out->negative_bits);
-    std::vector<float> norms = std::move(out->bucket_norms);
+    std::vector<float> norms = std::move(out->bucket_scales);
     out->Clear();
     out->encoding = Encoding::kQsgd;
     out->numel = n;
     out->num_levels = options().levels;
-    out->bucket_size = bucket();
     out->levels = std::move(levels);
     out->levels.resize(n);
     out->negative_bits = std::move(negative_bits);
     out->negative_bits.resize(BitWords(n));
-    if (bucket() != 0) {
-      out->bucket_norms = std::move(norms);
-      out->bucket_norms.assign(QsgdBucketCount(n, bucket()), 0.0f);
-    }
-  }
-
-  // Calls f(begin, count, &norm) for each bucket of `chunk`, in order;
-  // `norm` is the bucket's entry (the chunk's with bucket 0). Buckets are
-  // multiples of 64 elements, so each starts on a word of sign bits.
-  template <typename F>
-  static void ForEachBucket(CompressedChunk& chunk, F&& f) {
-    if (chunk.bucket_size == 0) {
-      f(uint64_t{0}, chunk.numel, &chunk.norm);
-      return;
-    }
-    for (uint64_t b = 0; b < chunk.bucket_norms.size(); ++b) {
-      const uint64_t begin = b * chunk.bucket_size;
-      const uint64_t count =
-          std::min<uint64_t>(chunk.bucket_size, chunk.numel - begin);
-      f(begin, count, &chunk.bucket_norms[b]);
-    }
+    StartBuckets(bucket(), std::move(norms), out);
   }
 
   // Levels and sign bits of elements [begin, begin + n) set to zero.

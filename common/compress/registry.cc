@@ -48,11 +48,14 @@ absl::Status ValidateOptions(const CompressorOptions& o) {
     return Invalid(
         o.name, absl::StrFormat("levels %d is outside [1, 65535]", o.levels));
   }
-  if (o.name == "qsgd" && o.qsgd_bucket % 64 != 0) {
+  const uint32_t bucket = o.name == "qsgd"     ? o.qsgd_bucket
+                          : o.name == "onebit" ? o.onebit_bucket
+                                               : 0;
+  if (bucket % 64 != 0) {
     return Invalid(o.name,
                    absl::StrFormat("bucket %d is not a multiple of 64 (0: one "
-                                   "norm per chunk)",
-                                   o.qsgd_bucket));
+                                   "scale per chunk)",
+                                   bucket));
   }
   if (o.name == "dgc") {
     const DgcOptions& d = o.dgc;

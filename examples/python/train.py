@@ -164,6 +164,9 @@ FLAG_GROUPS = {
         ("qsgd-bucket", int, 512,
          "qsgd: elements that share one norm, a multiple of 64 (0: one norm "
          "per chunk)."),
+        ("onebit-bucket", int, 2048,
+         "onebit: elements that share one scale, a multiple of 64 (0: one "
+         "scale per chunk)."),
         ("value-type", str, "fp16",
          "Precision of pushed values: fp32, fp16 or bf16."),
         ("error-feedback", parse_bool, True,
@@ -569,7 +572,7 @@ def weights_fingerprint(named_parameters):
 # ---------------------------------------------------------------------------
 
 COMPRESSION_FLAGS = ("compressor", "ratio", "min_kept", "threshold", "levels",
-                     "qsgd_bucket", "value_type", "error_feedback", "dgc_momentum",
+                     "qsgd_bucket", "onebit_bucket", "value_type", "error_feedback", "dgc_momentum",
                      "dgc_momentum_masking", "dgc_clip_norm",
                      "dgc_warmup_epochs")
 OPTIMIZER_FLAGS = ("optimizer", "lr", "momentum", "weight_decay",

@@ -35,7 +35,7 @@ __all__ = ["DistributedOptimizer"]
 # Options of gradwire.ParameterSync that `compression` may set.
 _COMPRESSION_KEYS = (
     "compressor", "ratio", "min_kept", "threshold", "levels", "qsgd_bucket",
-    "value_type",
+    "onebit_bucket", "value_type",
     "error_feedback", "dgc_momentum", "dgc_momentum_masking",
     "dgc_clip_norm", "dgc_warmup_epochs")
 # Options the wrapper decides itself: the shards only aggregate.

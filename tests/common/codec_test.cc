@@ -104,17 +104,21 @@ CompressedChunk MakeQsgd(uint64_t numel, uint32_t levels, uint64_t seed = 4) {
   return c;
 }
 
-// MakeQsgd with one norm per `bucket` elements: 0.5, 1.5, 2.5, ...
-CompressedChunk MakeBucketedQsgd(uint64_t numel, uint32_t levels,
-                                 uint32_t bucket) {
-  CompressedChunk c = MakeQsgd(numel, levels);
+// `c` with one norm or scale per `bucket` elements: 0.5, 1.5, 2.5, ...
+CompressedChunk InBuckets(CompressedChunk c, uint32_t bucket) {
   c.norm = 0.0f;
+  c.scale = 0.0f;
   c.bucket_size = bucket;
-  c.bucket_norms.resize(QsgdBucketCount(numel, bucket));
-  for (size_t b = 0; b < c.bucket_norms.size(); ++b) {
-    c.bucket_norms[b] = 0.5f + static_cast<float>(b);
+  c.bucket_scales.resize(BucketCount(c.numel, bucket));
+  for (size_t b = 0; b < c.bucket_scales.size(); ++b) {
+    c.bucket_scales[b] = 0.5f + static_cast<float>(b);
   }
   return c;
+}
+
+CompressedChunk MakeBucketedQsgd(uint64_t numel, uint32_t levels,
+                                 uint32_t bucket) {
+  return InBuckets(MakeQsgd(numel, levels), bucket);
 }
 
 CompressedChunk MakeSign(uint64_t numel, uint64_t seed = 5) {
@@ -144,7 +148,7 @@ void ExpectSameChunk(const CompressedChunk& want, const CompressedChunk& got) {
   EXPECT_EQ(want.seed, got.seed);
   EXPECT_EQ(FloatBitsOf({want.norm}), FloatBitsOf({got.norm}));
   EXPECT_EQ(want.bucket_size, got.bucket_size);
-  EXPECT_EQ(FloatBitsOf(want.bucket_norms), FloatBitsOf(got.bucket_norms));
+  EXPECT_EQ(FloatBitsOf(want.bucket_scales), FloatBitsOf(got.bucket_scales));
   EXPECT_EQ(want.num_levels, got.num_levels);
   EXPECT_EQ(want.levels, got.levels);
   EXPECT_EQ(want.negative_bits, got.negative_bits);
@@ -215,6 +219,13 @@ TEST_P(CodecRoundTripTest, QsgdInBuckets) {
 
 TEST_P(CodecRoundTripTest, Sign) {
   ExpectRoundTrip(MakeSign(GetParam().numel));
+}
+
+TEST_P(CodecRoundTripTest, SignInBuckets) {
+  for (uint32_t bucket : {1u, 64u, 2048u}) {
+    SCOPED_TRACE(absl::StrCat("bucket=", bucket));
+    ExpectRoundTrip(InBuckets(MakeSign(GetParam().numel), bucket));
+  }
 }
 
 std::vector<RoundTripCase> RoundTripCases() {
@@ -425,14 +436,15 @@ TEST(CodecTest, NonFiniteScaleDecodesToZerosUnderZeroPolicy) {
 
 TEST(CodecTest, NonFiniteBucketNormZeroesOnlyItsBucketUnderZeroPolicy) {
   CompressedChunk c = MakeBucketedQsgd(200, 3, 64);
-  c.bucket_norms[1] = std::numeric_limits<float>::quiet_NaN();
+  c.bucket_scales[1] = std::numeric_limits<float>::quiet_NaN();
   v1::ChunkData wire;
   ASSERT_TRUE(EncodeChunk(c, &wire).ok());
   DecodeOptions options = OptionsFor(200);
   options.non_finite = NonFinitePolicy::kZero;
   CompressedChunk decoded;
   ASSERT_TRUE(DecodeChunk(wire, options, &decoded).ok());
-  EXPECT_EQ(decoded.bucket_norms, (std::vector<float>{0.5f, 0.0f, 2.5f, 3.5f}));
+  EXPECT_EQ(decoded.bucket_scales,
+            (std::vector<float>{0.5f, 0.0f, 2.5f, 3.5f}));
   std::vector<float> dense(200, 1.0f);
   DecompressInto(decoded, absl::MakeSpan(dense));
   for (size_t i = 64; i < 128; ++i) EXPECT_EQ(dense[i], 0.0f) << i;
@@ -469,6 +481,9 @@ CompressedChunk ValidQsgd() { return MakeQsgd(kNumel - 3, 5); }  // padding
 CompressedChunk ValidSign() { return MakeSign(kNumel - 3); }
 CompressedChunk ValidBucketedQsgd() {
   return MakeBucketedQsgd(kNumel - 3, 5, 64);  // 16 buckets
+}
+CompressedChunk ValidBucketedSign() {
+  return InBuckets(MakeSign(kNumel - 3), 128);  // 8 buckets
 }
 
 // Helpers for the rows.
@@ -658,12 +673,12 @@ const CorruptionCase kCorruptionCases[] = {
      [](v1::ChunkData* m, DecodeOptions*) {
        m->mutable_qsgd()->mutable_bucket_norms()->resize(60);
      },
-     "qsgd bucket norm values are 60 bytes, expected 64 (16 fp32 values)"},
+     "qsgd bucket values are 60 bytes, expected 64 (16 fp32 values)"},
     {"QsgdBucketSizeChangesTheCount", ValidBucketedQsgd,
      [](v1::ChunkData* m, DecodeOptions*) {
        m->mutable_qsgd()->set_bucket_size(128);
      },
-     "qsgd bucket norm values are 64 bytes, expected 32 (8 fp32 values)"},
+     "qsgd bucket values are 64 bytes, expected 32 (8 fp32 values)"},
     {"QsgdNegativeBucketNorm", ValidBucketedQsgd,
      [](v1::ChunkData* m, DecodeOptions*) {
        SetFp32(m->mutable_qsgd()->mutable_bucket_norms(), 15, -2.0f);
@@ -676,7 +691,28 @@ const CorruptionCase kCorruptionCases[] = {
      [](v1::ChunkData* m, DecodeOptions*) {
        m->mutable_qsgd()->set_bucket_norms(std::string(4, '\0'));
      },
-     "qsgd bucket_norms are set without a bucket_size"},
+     "qsgd bucket scales are set without a bucket_size"},
+    {"SignTooManyBucketScales", ValidBucketedSign,
+     [](v1::ChunkData* m, DecodeOptions*) {
+       m->mutable_sign()->mutable_bucket_scales()->append(4, '\0');
+     },
+     "sign bucket values are 36 bytes, expected 32 (8 fp32 values)"},
+    {"SignInfBucketScale", ValidBucketedSign,
+     [](v1::ChunkData* m, DecodeOptions*) {
+       SetFp32(m->mutable_sign()->mutable_bucket_scales(), 3,
+               std::numeric_limits<float>::infinity());
+     },
+     "sign scale of bucket 3 inf is not finite"},
+    {"SignScaleBesideBuckets", ValidBucketedSign,
+     [](v1::ChunkData* m, DecodeOptions*) {
+       m->mutable_sign()->set_scale(0.25f);
+     },
+     "sign scale 0.25 is set beside a bucket_size"},
+    {"SignBucketScalesWithoutBucketSize", ValidSign,
+     [](v1::ChunkData* m, DecodeOptions*) {
+       m->mutable_sign()->set_bucket_scales(std::string(4, '\0'));
+     },
+     "sign bucket scales are set without a bucket_size"},
     {"SignNegativeScale", ValidSign,
      [](v1::ChunkData* m, DecodeOptions*) {
        m->mutable_sign()->set_scale(-0.5f);

@@ -340,10 +340,11 @@ TEST_P(EveryCompressorTest, AllZeroGradient) {
   }
   if (name == "qsgd") {
     EXPECT_EQ(c.norm, 0.0f);
-    EXPECT_THAT(c.bucket_norms, ::testing::Each(0.0f));
+    EXPECT_THAT(c.bucket_scales, ::testing::Each(0.0f));
   }
   if (name == "onebit") {
     EXPECT_EQ(c.scale, 0.0f);
+    EXPECT_THAT(c.bucket_scales, ::testing::Each(0.0f));
   }
 }
 

@@ -34,7 +34,7 @@ std::unique_ptr<Compressor> Make(const std::string& name) {
 }
 
 // Bucket 0 by default: one norm per chunk, the rule most tests below check
-// by hand; the bucket tests pass the default (512) or their own.
+// by hand; the bucket tests pass their own.
 std::unique_ptr<Compressor> MakeQsgd(uint32_t levels, uint32_t bucket = 0) {
   CompressorOptions options;
   options.name = "qsgd";
@@ -43,9 +43,17 @@ std::unique_ptr<Compressor> MakeQsgd(uint32_t levels, uint32_t bucket = 0) {
   return Make(options);
 }
 
+// Bucket 0 by default, as MakeQsgd.
+std::unique_ptr<Compressor> MakeOneBit(uint32_t bucket = 0) {
+  CompressorOptions options;
+  options.name = "onebit";
+  options.onebit_bucket = bucket;
+  return Make(options);
+}
+
 // The norm element i of a QSGD chunk is scaled by.
 float NormOf(const CompressedChunk& c, size_t i) {
-  return c.bucket_size == 0 ? c.norm : c.bucket_norms[i / c.bucket_size];
+  return c.bucket_size == 0 ? c.norm : c.bucket_scales[i / c.bucket_size];
 }
 
 std::vector<float> Normal(size_t n, uint32_t seed, float sd = 1.0f) {
@@ -343,7 +351,7 @@ TEST(QsgdBucketTest, DefaultIsBucketsOf512) {
   options.name = "qsgd";
   const CompressedChunk c = CompressOk(*Make(options), Normal(1300, 1));
   EXPECT_EQ(c.bucket_size, 512u);
-  EXPECT_EQ(c.bucket_norms.size(), 3u);
+  EXPECT_EQ(c.bucket_scales.size(), 3u);
   EXPECT_EQ(c.norm, 0.0f);
 }
 
@@ -355,16 +363,16 @@ TEST(QsgdBucketTest, EachBucketHasItsOwnNorm) {
   for (uint32_t s : {1u, 256u}) {
     const CompressedChunk c = CompressOk(*MakeQsgd(s, 64), x, {1, 2, 0});
     ASSERT_EQ(c.bucket_size, 64u);
-    ASSERT_EQ(c.bucket_norms.size(), 16u);  // the last holds 40 elements
+    ASSERT_EQ(c.bucket_scales.size(), 16u);  // the last holds 40 elements
     for (size_t b = 0; b < 16; ++b) {
       double sum = 0;
       for (size_t i = b * 64; i < std::min<size_t>(1000, b * 64 + 64); ++i) {
         sum += double(x[i]) * x[i];
       }
-      EXPECT_FLOAT_EQ(c.bucket_norms[b], static_cast<float>(std::sqrt(sum)))
+      EXPECT_FLOAT_EQ(c.bucket_scales[b], static_cast<float>(std::sqrt(sum)))
           << b;
     }
-    EXPECT_EQ(c.bucket_norms[2], 0.0f);
+    EXPECT_EQ(c.bucket_scales[2], 0.0f);
     const std::vector<float> d = Decompress(c);
     for (size_t i = 0; i < x.size(); ++i) {
       ASSERT_LE(c.levels[i], s);
@@ -447,7 +455,7 @@ TEST(QsgdBucketTest, BucketsThatAreNotWholeSignWordsAreRefused) {
 
 TEST(OneBitTest, ScaleIsTheMeanMagnitudeAndSignsAreKept) {
   const std::vector<float> x = Normal(1001, 5, 2.0f);
-  const CompressedChunk c = CompressOk(*Make("onebit"), x);
+  const CompressedChunk c = CompressOk(*MakeOneBit(), x);
   EXPECT_EQ(c.encoding, Encoding::kSign);
   double sum = 0;
   for (float v : x) sum += std::fabs(v);
@@ -462,7 +470,7 @@ TEST(OneBitTest, ScaleIsTheMeanMagnitudeAndSignsAreKept) {
 
 TEST(OneBitTest, ZeroCountsAsPositive) {
   const std::vector<float> x = {0.0f, -0.0f, -2.0f, 4.0f};
-  const CompressedChunk c = CompressOk(*Make("onebit"), x);
+  const CompressedChunk c = CompressOk(*MakeOneBit(), x);
   EXPECT_EQ(c.scale, 1.5f);
   EXPECT_TRUE(TestBit(c.positive_bits, 0));
   EXPECT_TRUE(TestBit(c.positive_bits, 1));
@@ -473,10 +481,10 @@ TEST(OneBitTest, ZeroCountsAsPositive) {
 
 TEST(OneBitTest, AllZeroAndEmptyInputs) {
   const CompressedChunk zeros =
-      CompressOk(*Make("onebit"), std::vector<float>(100, 0.0f));
+      CompressOk(*MakeOneBit(), std::vector<float>(100, 0.0f));
   EXPECT_EQ(zeros.scale, 0.0f);
   EXPECT_THAT(Decompress(zeros), Each(0.0f));
-  const CompressedChunk empty = CompressOk(*Make("onebit"), {});
+  const CompressedChunk empty = CompressOk(*MakeOneBit(), {});
   EXPECT_EQ(empty.scale, 0.0f);
   EXPECT_TRUE(empty.positive_bits.empty());
 }
@@ -486,13 +494,76 @@ TEST(OneBitTest, BitsBeyondAWordBoundary) {
   std::vector<float> x(130, 1.0f);
   x[129] = -1.0f;
   x[64] = -3.0f;
-  const CompressedChunk c = CompressOk(*Make("onebit"), x);
+  const CompressedChunk c = CompressOk(*MakeOneBit(), x);
   ASSERT_EQ(c.positive_bits.size(), 3u);
   for (size_t i = 0; i < x.size(); ++i) {
     EXPECT_EQ(TestBit(c.positive_bits, i), x[i] > 0) << i;
   }
   // No stray bits past numel.
   EXPECT_EQ(c.positive_bits[2] >> 2, 0u);
+}
+
+TEST(OneBitTest, DefaultIsBucketsOf2048) {
+  EXPECT_EQ(CompressorOptions{}.onebit_bucket, 2048u);
+  const CompressedChunk c = CompressOk(*Make("onebit"), Normal(5000, 2));
+  EXPECT_EQ(c.bucket_size, 2048u);
+  EXPECT_EQ(c.bucket_scales.size(), 3u);
+  EXPECT_EQ(c.scale, 0.0f);
+}
+
+// A layer with large gradients beside one with small ones: each bucket
+// sends its own mean magnitude, so the small layer is not sent at the
+// large layer's scale.
+TEST(OneBitTest, EachBucketSendsItsOwnMeanMagnitude) {
+  std::vector<float> x = Normal(300, 6);
+  for (size_t i = 0; i < 128; ++i) x[i] *= 1000.0f;
+  for (size_t i = 128; i < 192; ++i) x[i] = 0.0f;
+  const CompressedChunk c = CompressOk(*MakeOneBit(64), x);
+  ASSERT_EQ(c.bucket_scales.size(), 5u);  // the last holds 44 elements
+  const std::vector<float> d = Decompress(c);
+  for (size_t b = 0; b < 5; ++b) {
+    const size_t end = std::min<size_t>(300, b * 64 + 64);
+    double sum = 0;
+    for (size_t i = b * 64; i < end; ++i) sum += std::fabs(x[i]);
+    EXPECT_FLOAT_EQ(c.bucket_scales[b],
+                    static_cast<float>(sum / (end - b * 64)))
+        << b;
+    for (size_t i = b * 64; i < end; ++i) {
+      ASSERT_EQ(d[i], x[i] >= 0.0f ? c.bucket_scales[b] : -c.bucket_scales[b])
+          << i;
+    }
+  }
+  EXPECT_EQ(c.bucket_scales[2], 0.0f);
+  EXPECT_GT(c.bucket_scales[0], 100.0f * c.bucket_scales[3]);
+}
+
+// Two layers 1000 times apart in scale in one chunk. With one scale the
+// small layer's elements are sent at about the large layer's magnitude,
+// and error feedback leaves residuals that size on them, hundreds of times
+// the small layer's own gradient; with a scale per bucket its residual
+// stays near its gradient's size.
+TEST(OneBitTest, BucketsKeepASmallLayersResidualAtItsOwnScale) {
+  auto small_layer_residual = [](uint32_t bucket) {
+    const auto onebit = MakeOneBit(bucket);
+    FeedbackState state;
+    CompressedChunk c;
+    double g_norm = 0;
+    for (uint64_t step = 0; step < 20; ++step) {
+      std::vector<float> g = Normal(8192, static_cast<uint32_t>(step));
+      for (size_t i = 0; i < 4096; ++i) g[i] *= 1000.0f;
+      g_norm = 0;
+      for (size_t i = 4096; i < 8192; ++i) g_norm += double(g[i]) * g[i];
+      EXPECT_TRUE(
+          onebit->CompressWithFeedback(g, {0, step, 0}, &state, &c).ok());
+    }
+    double r_norm = 0;
+    for (size_t i = 4096; i < 8192; ++i) {
+      r_norm += double(state.residual[i]) * state.residual[i];
+    }
+    return std::sqrt(r_norm / g_norm);
+  };
+  EXPECT_LT(small_layer_residual(2048), 3.0);
+  EXPECT_GT(small_layer_residual(0), 100.0);
 }
 
 }  // namespace

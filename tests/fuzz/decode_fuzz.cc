@@ -45,7 +45,7 @@ bool SameChunk(const CompressedChunk& a, const CompressedChunk& b) {
          a.precision == b.precision && SameBytes(a.values, b.values) &&
          SameBytes(a.indices, b.indices) && a.seed == b.seed &&
          SameFloat(a.norm, b.norm) && a.bucket_size == b.bucket_size &&
-         SameBytes(a.bucket_norms, b.bucket_norms) &&
+         SameBytes(a.bucket_scales, b.bucket_scales) &&
          a.num_levels == b.num_levels && SameBytes(a.levels, b.levels) &&
          SameBytes(a.negative_bits, b.negative_bits) &&
          SameFloat(a.scale, b.scale) &&

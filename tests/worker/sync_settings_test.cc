@@ -206,6 +206,7 @@ TEST(SyncSettingsTest, BadValuesNameTheirSetting) {
       {"levels", [](SyncSettings* s) { s->levels = 0; }},
       {"qsgd_bucket", [](SyncSettings* s) { s->qsgd_bucket = 100; }},
       {"qsgd_bucket", [](SyncSettings* s) { s->qsgd_bucket = -64; }},
+      {"onebit_bucket", [](SyncSettings* s) { s->onebit_bucket = 32; }},
       {"value_type", [](SyncSettings* s) { s->value_type = "fp8"; }},
       {"error_feedback",
        [](SyncSettings* s) {
