@@ -66,7 +66,7 @@ struct SyncSettings {
   // qsgd: elements sharing one norm (CompressorOptions::qsgd_bucket).
   int64_t qsgd_bucket = 512;
   // onebit: elements sharing one scale (CompressorOptions::onebit_bucket).
-  int64_t onebit_bucket = 2048;
+  int64_t onebit_bucket = 0;
   std::string value_type = "fp16";
   bool error_feedback = true;
   double dgc_momentum = 0.0;

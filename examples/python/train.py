@@ -164,7 +164,7 @@ FLAG_GROUPS = {
         ("qsgd-bucket", int, 512,
          "qsgd: elements that share one norm, a multiple of 64 (0: one norm "
          "per chunk)."),
-        ("onebit-bucket", int, 2048,
+        ("onebit-bucket", int, 0,
          "onebit: elements that share one scale, a multiple of 64 (0: one "
          "scale per chunk)."),
         ("value-type", str, "fp16",

@@ -24,6 +24,9 @@ struct WorkerReplica {
   // The chunk version of the answer that last moved it.
   uint64_t version = 0;
   std::vector<float> weights;
+  // A delta is being built from it outside the chunk's mutex (its weights
+  // are lent out, WorkerReplicas::Lend).
+  bool lent = false;
 };
 
 struct ChunkState {

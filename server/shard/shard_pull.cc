@@ -66,13 +66,13 @@ struct PullAnswering {
   bool same_history = false;
 };
 
-// Answers one chunk of a pull whose clock reached the asked step (clocks
-// only grow): an empty delta when the worker is current, a delta when it can
-// take one (BSP: one version behind; ASP/SSP: from its replica), dense
-// weights otherwise.
-absl::Status PullOne(ChunkState* chunk, const v1::ChunkPull& pull,
-                     const v1::PullRequest& request,
-                     const PullAnswering& answering, v1::ChunkWeights* out) {
+// The locked part of PullOne. Returns true with *loan filled when the
+// answer is a delta from the worker's replica, which the caller builds
+// without the lock (WorkerReplicas::Build); otherwise answers into *out.
+bool AnswerLocked(ChunkState* chunk, const v1::ChunkPull& pull,
+                  const v1::PullRequest& request,
+                  const PullAnswering& answering, v1::ChunkWeights* out,
+                  WorkerReplicas::Loan* loan, absl::Status* status) {
   const bool deltas = answering.compressor != nullptr;
   absl::MutexLock lock(&chunk->mu);
   // Read through chunk->state: clang's analysis does not follow a const
@@ -81,6 +81,7 @@ absl::Status PullOne(ChunkState* chunk, const v1::ChunkPull& pull,
   out->set_key(chunk->key);
   out->set_version(state.version);
   out->set_clock(state.clock);
+  *status = absl::OkStatus();
   const bool delta_allowed =
       deltas && request.allow_delta() && answering.same_history;
   if (delta_allowed && state.version > 0 &&
@@ -90,39 +91,71 @@ absl::Status PullOne(ChunkState* chunk, const v1::ChunkPull& pull,
     out->mutable_data()->set_numel(chunk->numel);
     v1::SparseValues* none = out->mutable_data()->mutable_sparse();
     none->set_value_type(v1::VALUE_TYPE_FP32);
-    return absl::OkStatus();
+    return false;
   }
   if (answering.replicas != nullptr) {
-    thread_local CompressedChunk delta;
-    if (delta_allowed && answering.replicas->TakeDelta(
-                             chunk, request.worker_id(), pull.have_version(),
-                             *answering.compressor, &delta)) {
-      out->set_is_delta(true);
-      return EncodeChunk(delta, out->mutable_data());
+    if (delta_allowed && answering.replicas->Lend(chunk, request.worker_id(),
+                                                  pull.have_version(), loan)) {
+      return true;
     }
     // The worker's replica, if it takes deltas, starts from this answer.
     out->set_is_delta(false);
     if (request.allow_delta()) {
       answering.replicas->Record(chunk, request.worker_id());
     }
-    return EncodeDense(state.weights, ValuePrecision::kFp32,
-                       out->mutable_data());
+    *status =
+        EncodeDense(state.weights, ValuePrecision::kFp32, out->mutable_data());
+    return false;
   }
   if (delta_allowed && chunk->delta_version == state.version &&
       state.version > 0 && pull.have_version() + 1 == state.version) {
     out->set_is_delta(true);
-    return EncodeChunk(chunk->delta, out->mutable_data());
+    *status = EncodeChunk(chunk->delta, out->mutable_data());
+    return false;
   }
   out->set_is_delta(false);
   if (deltas) {
     // Workers on deltas must hold exactly the shadow, so it goes out at full
     // precision.
-    return EncodeDense(state.shadow, ValuePrecision::kFp32,
-                       out->mutable_data());
+    *status =
+        EncodeDense(state.shadow, ValuePrecision::kFp32, out->mutable_data());
+    return false;
   }
   const ValuePrecision precision =
       FromWire(request.dense_value_type()).value_or(ValuePrecision::kFp32);
-  return EncodeDense(state.weights, precision, out->mutable_data());
+  *status = EncodeDense(state.weights, precision, out->mutable_data());
+  return false;
+}
+
+// Answers one chunk of a pull whose clock reached the asked step (clocks
+// only grow): an empty delta when the worker is current, a delta when it can
+// take one (BSP: one version behind; ASP/SSP: from its replica), dense
+// weights otherwise. An ASP/SSP delta is compressed and encoded outside the
+// chunk's lock (worker_replicas.h), so pushes wait only for the difference.
+absl::Status PullOne(ChunkState* chunk, const v1::ChunkPull& pull,
+                     const v1::PullRequest& request,
+                     const PullAnswering& answering, v1::ChunkWeights* out) {
+  thread_local WorkerReplicas::Loan loan;
+  absl::Status status;
+  if (!AnswerLocked(chunk, pull, request, answering, out, &loan, &status)) {
+    return status;
+  }
+  thread_local CompressedChunk delta;
+  const bool built =
+      WorkerReplicas::Build(*answering.compressor, chunk->key, &loan, &delta);
+  {
+    absl::MutexLock lock(&chunk->mu);
+    answering.replicas->Return(chunk, built, &loan);
+  }
+  if (!built) {
+    // Finite weights always compress; the replica is freed, so the worker's
+    // next pull gets dense weights and a new one.
+    return absl::InternalError(absl::StrFormat(
+        "chunk %d: the delta for worker %d could not be compressed", chunk->key,
+        request.worker_id()));
+  }
+  out->set_is_delta(true);
+  return EncodeChunk(delta, out->mutable_data());
 }
 
 // RESOURCE_EXHAUSTED for an answer of `bytes` over `limit`.

@@ -4,30 +4,50 @@
 
 namespace gradwire {
 
-bool WorkerReplicas::TakeDelta(ChunkState* chunk, uint32_t worker,
-                               uint64_t have_version,
-                               const Compressor& compressor,
-                               CompressedChunk* delta) const {
+bool WorkerReplicas::Lend(ChunkState* chunk, uint32_t worker,
+                          uint64_t have_version, Loan* loan) const {
   auto it = chunk->replicas.find(worker);
-  if (it == chunk->replicas.end() || it->second.version != have_version) {
+  if (it == chunk->replicas.end() || it->second.lent ||
+      it->second.version != have_version) {
     return false;
   }
   WorkerReplica& replica = it->second;
   const std::vector<float>& weights = chunk->state.weights;
-  thread_local std::vector<float> difference;
-  difference.resize(chunk->numel);
+  loan->worker = worker;
+  loan->version = chunk->state.version;
+  loan->difference.resize(chunk->numel);
   for (uint64_t i = 0; i < chunk->numel; ++i) {
-    difference[i] = weights[i] - replica.weights[i];
+    loan->difference[i] = weights[i] - replica.weights[i];
   }
-  CompressContext context;
-  context.chunk_key = chunk->key;
-  context.step = chunk->state.version;
-  // Fails only on non-finite input, which finite weights never give; the
-  // caller then answers dense.
-  if (!compressor.Compress(difference, context, delta).ok()) return false;
-  AccumulateInto(*delta, 1.0f, absl::MakeSpan(replica.weights));
-  replica.version = chunk->state.version;
+  // Swapped, not copied: the replica keeps the loan's old buffer, which
+  // Return swaps back.
+  loan->replica.swap(replica.weights);
+  replica.lent = true;
   return true;
+}
+
+bool WorkerReplicas::Build(const Compressor& compressor, uint64_t chunk_key,
+                           Loan* loan, CompressedChunk* delta) {
+  CompressContext context;
+  context.chunk_key = chunk_key;
+  context.step = loan->version;
+  if (!compressor.Compress(loan->difference, context, delta).ok()) {
+    return false;
+  }
+  AccumulateInto(*delta, 1.0f, absl::MakeSpan(loan->replica));
+  return true;
+}
+
+void WorkerReplicas::Return(ChunkState* chunk, bool built, Loan* loan) {
+  auto it = chunk->replicas.find(loan->worker);
+  if (it == chunk->replicas.end() || !it->second.lent) return;
+  if (!built) {
+    Forget(chunk, loan->worker);
+    return;
+  }
+  it->second.weights.swap(loan->replica);
+  it->second.version = loan->version;
+  it->second.lent = false;
 }
 
 void WorkerReplicas::Record(ChunkState* chunk, uint32_t worker) {
@@ -44,6 +64,7 @@ void WorkerReplicas::Record(ChunkState* chunk, uint32_t worker) {
   }
   it->second.weights.assign(weights.begin(), weights.end());
   it->second.version = chunk->state.version;
+  it->second.lent = false;
 }
 
 void WorkerReplicas::Forget(ChunkState* chunk, uint32_t worker) {

@@ -23,6 +23,12 @@
 // worker's replicas are freed (Forget). Replicas are not part of
 // snapshots: a restored shard is a new history epoch, which answers dense.
 //
+// A delta is built in three steps so that the chunk's mutex, which pushes
+// to the chunk wait for, is held only for one pass over the weights: Lend
+// (under the mutex) takes the difference and borrows the replica, Build
+// (without it) compresses and moves the borrowed replica, Return (under the
+// mutex) gives it back.
+//
 // Thread safety: the methods that take a chunk require its mutex; the
 // budget is shared by all chunks through an atomic.
 #ifndef GRADWIRE_SERVER_SHARD_WORKER_REPLICAS_H_
@@ -30,6 +36,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "common/compress/compressed_chunk.h"
 #include "common/compress/compressor.h"
@@ -44,18 +51,45 @@ class WorkerReplicas {
   WorkerReplicas(const WorkerReplicas&) = delete;
   WorkerReplicas& operator=(const WorkerReplicas&) = delete;
 
-  // When `worker` has a replica of `chunk` at `have_version`: compresses
-  // the chunk's weights minus the replica with `compressor` into *delta,
-  // adds the decompressed delta to the replica, moves the replica to the
-  // chunk's version, and returns true. Otherwise returns false and changes
-  // nothing (the caller answers dense weights and calls Record).
-  bool TakeDelta(ChunkState* chunk, uint32_t worker, uint64_t have_version,
-                 const Compressor& compressor, CompressedChunk* delta) const
+  // A delta in the making; reuse one per thread to keep its buffers.
+  struct Loan {
+    uint32_t worker = 0;
+    // The chunk's version the difference was taken at, which the replica
+    // moves to.
+    uint64_t version = 0;
+    // The chunk's weights minus the replica, then (after Build) the
+    // borrowed replica plus the sent delta.
+    std::vector<float> difference;
+    std::vector<float> replica;
+  };
+
+  // When `worker` has a replica of `chunk` at `have_version` that is not
+  // lent: fills *loan with the difference at the chunk's version and the
+  // replica's weights, marks the replica lent, and returns true. Otherwise
+  // returns false and changes nothing (the caller answers dense weights and
+  // calls Record).
+  bool Lend(ChunkState* chunk, uint32_t worker, uint64_t have_version,
+            Loan* loan) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+
+  // Without the chunk's mutex: compresses loan->difference with
+  // `compressor` into *delta (chunk_key and the loan's version seed it) and
+  // adds the decompressed delta to loan->replica. False when the
+  // compressor refuses the difference (non-finite, which finite weights
+  // never give).
+  static bool Build(const Compressor& compressor, uint64_t chunk_key,
+                    Loan* loan, CompressedChunk* delta);
+
+  // Gives the replica back, at the loan's version when `built`. A replica
+  // that Record replaced or Forget freed meanwhile stays as it is, and
+  // one whose delta could not be built is freed (the worker gets dense
+  // weights and a new one).
+  void Return(ChunkState* chunk, bool built, Loan* loan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
 
   // After the chunk's weights went to `worker` as a dense answer: its
-  // replica becomes a copy of them, at the chunk's version, when it had one
-  // or the budget has room; otherwise it keeps none.
+  // replica becomes a copy of them, at the chunk's version (and no longer
+  // lent), when it had one or the budget has room; otherwise it keeps
+  // none.
   void Record(ChunkState* chunk, uint32_t worker)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
 

@@ -503,9 +503,10 @@ TEST(OneBitTest, BitsBeyondAWordBoundary) {
   EXPECT_EQ(c.positive_bits[2] >> 2, 0u);
 }
 
-TEST(OneBitTest, DefaultIsBucketsOf2048) {
-  EXPECT_EQ(CompressorOptions{}.onebit_bucket, 2048u);
-  const CompressedChunk c = CompressOk(*Make("onebit"), Normal(5000, 2));
+TEST(OneBitTest, DefaultIsOneScalePerChunk) {
+  EXPECT_EQ(CompressorOptions{}.onebit_bucket, 0u);
+  EXPECT_EQ(CompressOk(*Make("onebit"), Normal(5000, 2)).bucket_size, 0u);
+  const CompressedChunk c = CompressOk(*MakeOneBit(2048), Normal(5000, 2));
   EXPECT_EQ(c.bucket_size, 2048u);
   EXPECT_EQ(c.bucket_scales.size(), 3u);
   EXPECT_EQ(c.scale, 0.0f);

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/shard/shard.h"
+#include "server/shard/worker_replicas.h"
 #include "tests/server/shard/shard_test_util.h"
 
 namespace gradwire {
@@ -326,6 +327,103 @@ TEST(ShardReplicaPullTest, BspStillSharesOneDeltaPerVersion) {
   Holder holder;
   holder.Pull(*shard);
   EXPECT_EQ(shard->replica_bytes(), 0u);
+}
+
+// -------------------------------- the replica loan (worker_replicas.h)
+
+// A chunk of kNumel weights at version 3 whose worker 1 holds a replica of
+// zeros at version 3, and a Top-K compressor of kKept elements.
+struct LoanFixture {
+  LoanFixture() : chunk(Snapshot()), replicas(1 << 20) {
+    CompressorOptions options;
+    options.name = "topk";
+    options.ratio = kRatio;
+    compressor = std::move(*MakeCompressor(options));
+    absl::MutexLock lock(&chunk.mu);
+    replicas.Record(&chunk, 1);
+    chunk.replicas[1].weights.assign(kNumel, 0.0f);
+  }
+  static ChunkSnapshot Snapshot() {
+    ChunkSnapshot s;
+    s.key = kKeyA;
+    s.numel = kNumel;
+    s.version = 3;
+    s.weights = InitialWeights(kKeyA, kNumel);
+    return s;
+  }
+  ChunkState chunk;
+  WorkerReplicas replicas;
+  std::unique_ptr<Compressor> compressor;
+};
+
+TEST(ReplicaLoanTest, TheReplicaMovesByWhatWasSent) {
+  LoanFixture f;
+  WorkerReplicas::Loan loan;
+  {
+    absl::MutexLock lock(&f.chunk.mu);
+    ASSERT_TRUE(f.replicas.Lend(&f.chunk, 1, 3, &loan));
+    // Lent once at a time, and only at the replica's version.
+    WorkerReplicas::Loan other;
+    EXPECT_FALSE(f.replicas.Lend(&f.chunk, 1, 3, &other));
+    EXPECT_FALSE(f.replicas.Lend(&f.chunk, 2, 3, &other));
+  }
+  // The weights move while the delta is built: the loan keeps version 3.
+  {
+    absl::MutexLock lock(&f.chunk.mu);
+    f.chunk.state.weights[0] += 100.0f;
+    f.chunk.state.version = 4;
+  }
+  CompressedChunk delta;
+  ASSERT_TRUE(WorkerReplicas::Build(*f.compressor, kKeyA, &loan, &delta));
+  EXPECT_EQ(delta.indices.size(), kKept);
+  absl::MutexLock lock(&f.chunk.mu);
+  f.replicas.Return(&f.chunk, true, &loan);
+  const WorkerReplica& replica = f.chunk.replicas[1];
+  EXPECT_FALSE(replica.lent);
+  EXPECT_EQ(replica.version, 3u);
+  std::vector<float> sent(kNumel, 0.0f);
+  DecompressInto(delta, absl::MakeSpan(sent));
+  EXPECT_EQ(replica.weights, sent);
+  // At version 3 again, so the next pull naming it gets a delta.
+  WorkerReplicas::Loan next;
+  EXPECT_TRUE(f.replicas.Lend(&f.chunk, 1, 3, &next));
+}
+
+TEST(ReplicaLoanTest, ADenseAnswerDuringTheLoanWins) {
+  LoanFixture f;
+  WorkerReplicas::Loan loan;
+  {
+    absl::MutexLock lock(&f.chunk.mu);
+    ASSERT_TRUE(f.replicas.Lend(&f.chunk, 1, 3, &loan));
+    f.chunk.state.version = 5;
+    f.replicas.Record(&f.chunk, 1);
+  }
+  CompressedChunk delta;
+  ASSERT_TRUE(WorkerReplicas::Build(*f.compressor, kKeyA, &loan, &delta));
+  absl::MutexLock lock(&f.chunk.mu);
+  f.replicas.Return(&f.chunk, true, &loan);
+  EXPECT_EQ(f.chunk.replicas[1].version, 5u);
+  EXPECT_EQ(f.chunk.replicas[1].weights, f.chunk.state.weights);
+  EXPECT_EQ(f.replicas.bytes(), kNumel * sizeof(float));
+}
+
+TEST(ReplicaLoanTest, ForgetDuringTheLoanFreesItAndAFailedBuildToo) {
+  LoanFixture f;
+  WorkerReplicas::Loan loan;
+  {
+    absl::MutexLock lock(&f.chunk.mu);
+    ASSERT_TRUE(f.replicas.Lend(&f.chunk, 1, 3, &loan));
+    f.replicas.Forget(&f.chunk, 1);
+    f.replicas.Return(&f.chunk, true, &loan);
+    EXPECT_FALSE(f.chunk.replicas.contains(1));
+    EXPECT_EQ(f.replicas.bytes(), 0u);
+    // A replica whose delta was not built is freed.
+    f.replicas.Record(&f.chunk, 1);
+    ASSERT_TRUE(f.replicas.Lend(&f.chunk, 1, 3, &loan));
+    f.replicas.Return(&f.chunk, false, &loan);
+    EXPECT_FALSE(f.chunk.replicas.contains(1));
+    EXPECT_EQ(f.replicas.bytes(), 0u);
+  }
 }
 
 }  // namespace
