@@ -170,6 +170,29 @@ void QsgdFeedback(benchmark::State& state, const KernelTable* k) {
   SetFloatsRead(state, 1);
 }
 
+// Half conversions of the codec's fp16 values: bytes processed are the
+// floats' (4 per element).
+void FloatToHalf(benchmark::State& state, const KernelTable* k) {
+  Buffers b;
+  std::vector<uint8_t> halves(2 * kNumel);
+  for (auto _ : state) {
+    k->float_to_half(b.g.data(), kNumel, halves.data());
+    benchmark::ClobberMemory();
+  }
+  SetFloatsRead(state, 1);
+}
+
+void HalfToFloat(benchmark::State& state, const KernelTable* k) {
+  Buffers b;
+  std::vector<uint8_t> halves(2 * kNumel);
+  k->float_to_half(b.g.data(), kNumel, halves.data());
+  for (auto _ : state) {
+    k->half_to_float(halves.data(), kNumel, b.values.data());
+    benchmark::ClobberMemory();
+  }
+  SetFloatsRead(state, 1);
+}
+
 // ----------------------------------------------------------------- codec
 
 // The Top-K 1% of a Gaussian chunk in `precision`, as a push carries it.
@@ -253,6 +276,8 @@ void RegisterKernels(const std::string& isa, const KernelTable* k) {
   add("accumulate_squares",
       [k](benchmark::State& s) { AccumulateSquares(s, k); });
   add("qsgd_feedback", [k](benchmark::State& s) { QsgdFeedback(s, k); });
+  add("float_to_half", [k](benchmark::State& s) { FloatToHalf(s, k); });
+  add("half_to_float", [k](benchmark::State& s) { HalfToFloat(s, k); });
 }
 
 void RegisterCodec() {

@@ -93,8 +93,7 @@ void WriteValues(const std::vector<float>& values, ValuePrecision precision,
         StoreLE32(dst + 4 * i, FloatBits(values[i]));
       return;
     case ValuePrecision::kFp16:
-      for (size_t i = 0; i < n; ++i)
-        StoreLE16(dst + 2 * i, FloatToHalfBits(values[i]));
+      compress_kernels::Kernels().float_to_half(values.data(), n, dst);
       return;
     case ValuePrecision::kBf16:
       for (size_t i = 0; i < n; ++i)

@@ -125,6 +125,12 @@ struct KernelTable {
   // exact, as every half is a float. For finite halves (the codec checks
   // them first); the quiet bit of a NaN may differ between versions.
   void (*half_to_float)(const uint8_t* src, size_t n, float* out);
+
+  // The little-endian binary16 bits of FloatToHalfBits(in[i]) at
+  // dst + 2 * i (dst need not be aligned), for i in [0, n): round to
+  // nearest even, saturating at +-65504, exactly as the scalar conversion
+  // in every version (non-finite inputs included).
+  void (*float_to_half)(const float* in, size_t n, uint8_t* dst);
 };
 
 // SplitMix64's increment: the generator's state after i outputs is

@@ -3,6 +3,8 @@
 // are called here (see kernels.h).
 #include <immintrin.h>
 
+#include <limits>
+
 #include "common/compress/kernels.h"
 
 namespace gradwire {
@@ -382,6 +384,32 @@ void HalfToFloat(const uint8_t* src, size_t n, float* out) {
   PortableKernels().half_to_float(src + 2 * i, n - i, out + i);
 }
 
+// As the AVX-512 version: clamp finite values to +-65504, portable blocks
+// for NaN and infinity.
+void FloatToHalf(const float* in, size_t n, uint8_t* dst) {
+  const __m256 limit = _mm256_set1_ps(65504.0f);
+  const __m256 negative_limit = _mm256_set1_ps(-65504.0f);
+  const __m256 largest = _mm256_set1_ps(std::numeric_limits<float>::max());
+  const __m256 magnitude_mask =
+      _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(in + i);
+    const __m256 beyond =
+        _mm256_cmp_ps(_mm256_and_ps(v, magnitude_mask), largest, _CMP_NLE_UQ);
+    if (_mm256_movemask_ps(beyond) != 0) {
+      PortableKernels().float_to_half(in + i, 8, dst + 2 * i);
+      continue;
+    }
+    const __m256 clamped =
+        _mm256_min_ps(_mm256_max_ps(v, negative_limit), limit);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i),
+                     _mm256_cvtps_ph(clamped, _MM_FROUND_TO_NEAREST_INT |
+                                                  _MM_FROUND_NO_EXC));
+  }
+  PortableKernels().float_to_half(in + i, n - i, dst + 2 * i);
+}
+
 constexpr KernelTable kAvx2 = {
     InstructionSet::kAvx2,
     AccumulateAndCollect,
@@ -396,6 +424,7 @@ constexpr KernelTable kAvx2 = {
     AccumulateSquares,
     QsgdFeedback,
     HalfToFloat,
+    FloatToHalf,
 };
 
 }  // namespace

@@ -3,6 +3,8 @@
 // portable table's functions are called here (see kernels.h).
 #include <immintrin.h>
 
+#include <limits>
+
 #include "common/compress/kernels.h"
 
 namespace gradwire {
@@ -443,6 +445,31 @@ void HalfToFloat(const uint8_t* src, size_t n, float* out) {
   PortableKernels().half_to_float(src + 2 * i, n - i, out + i);
 }
 
+// F16C's conversion rounds to nearest even like FloatToHalfBits but
+// overflows to infinity where that saturates, so finite values are clamped
+// to +-65504 first (the values that round past it saturate there); a block
+// holding a NaN or an infinity goes through the portable version.
+void FloatToHalf(const float* in, size_t n, uint8_t* dst) {
+  const __m512 limit = _mm512_set1_ps(65504.0f);
+  const __m512 negative_limit = _mm512_set1_ps(-65504.0f);
+  const __m512 largest = _mm512_set1_ps(std::numeric_limits<float>::max());
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(in + i);
+    // Unordered (NaN) or above FLT_MAX (infinity).
+    if (_mm512_cmp_ps_mask(_mm512_abs_ps(v), largest, _CMP_NLE_UQ) != 0) {
+      PortableKernels().float_to_half(in + i, 16, dst + 2 * i);
+      continue;
+    }
+    const __m512 clamped =
+        _mm512_min_ps(_mm512_max_ps(v, negative_limit), limit);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 2 * i),
+                        _mm512_cvtps_ph(clamped, _MM_FROUND_TO_NEAREST_INT |
+                                                     _MM_FROUND_NO_EXC));
+  }
+  PortableKernels().float_to_half(in + i, n - i, dst + 2 * i);
+}
+
 constexpr KernelTable kAvx512 = {
     InstructionSet::kAvx512,
     AccumulateAndCollect,
@@ -457,6 +484,7 @@ constexpr KernelTable kAvx512 = {
     AccumulateSquares,
     QsgdFeedback,
     HalfToFloat,
+    FloatToHalf,
 };
 
 }  // namespace

@@ -193,6 +193,14 @@ void HalfToFloat(const uint8_t* src, size_t n, float* out) {
   }
 }
 
+void FloatToHalf(const float* in, size_t n, uint8_t* dst) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t bits = FloatToHalfBits(in[i]);
+    dst[2 * i] = static_cast<uint8_t>(bits);
+    dst[2 * i + 1] = static_cast<uint8_t>(bits >> 8);
+  }
+}
+
 constexpr KernelTable kPortable = {
     InstructionSet::kPortable,
     AccumulateAndCollect,
@@ -207,6 +215,7 @@ constexpr KernelTable kPortable = {
     AccumulateSquares,
     QsgdFeedback,
     HalfToFloat,
+    FloatToHalf,
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Every vector kernel table returns, bit for bit, what the portable table
 // returns: on random, tied, all-zero, subnormal and non-finite inputs, at
 // every length around the vector widths and at unaligned starts.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -353,6 +354,66 @@ TEST(CompressKernelsTest, HalfToFloatIsExactForEveryFiniteHalf) {
         t->half_to_float(bytes.data() + offset, n, out.data());
         std::vector<float> prefix(expected.begin(), expected.begin() + n);
         EXPECT_EQ(Bits(out), Bits(prefix))
+            << InstructionSetName(t->isa) << ", n " << n << ", offset "
+            << offset;
+      }
+    }
+  }
+}
+
+// Floats that exercise every rounding case of binary16: every half, the
+// midpoints between neighbouring halves (ties to even) and a float either
+// side of each, the saturation edge, float subnormals, random values over
+// the whole exponent range, and NaN and infinities among them.
+std::vector<float> HalfRoundingCases() {
+  std::vector<float> cases;
+  for (uint32_t h = 0; h < 0x7c00u; ++h) {
+    const float low = HalfBitsToFloat(static_cast<uint16_t>(h));
+    const float high = HalfBitsToFloat(static_cast<uint16_t>(h + 1));
+    const float middle = low + (high - low) / 2;  // exact in float
+    for (float v : {low, middle, std::nextafter(middle, 0.0f),
+                    std::nextafter(middle, 1e9f)}) {
+      cases.push_back(v);
+      cases.push_back(-v);
+    }
+  }
+  for (float v : {65504.0f, 65519.0f, 65520.0f, 65536.0f, 1e10f,
+                  std::numeric_limits<float>::max(),
+                  std::numeric_limits<float>::denorm_min(), 1e-40f}) {
+    cases.push_back(v);
+    cases.push_back(-v);
+  }
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 100000; ++i) {
+    float v;
+    const uint32_t b = bits(rng);
+    std::memcpy(&v, &b, sizeof v);
+    cases.push_back(v);  // NaNs and infinities included
+  }
+  cases.push_back(std::numeric_limits<float>::infinity());
+  cases.push_back(-std::numeric_limits<float>::quiet_NaN());
+  return cases;
+}
+
+// Every version writes FloatToHalfBits' bits, at any output offset.
+TEST(CompressKernelsTest, FloatToHalfMatchesTheScalarRounding) {
+  const std::vector<float> cases = HalfRoundingCases();
+  std::vector<uint8_t> expected(2 * cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const uint16_t h = FloatToHalfBits(cases[i]);
+    expected[2 * i] = static_cast<uint8_t>(h);
+    expected[2 * i + 1] = static_cast<uint8_t>(h >> 8);
+  }
+  std::vector<const KernelTable*> tables = VectorTables();
+  tables.push_back(&PortableKernels());
+  for (const KernelTable* t : tables) {
+    for (size_t offset : {0, 1}) {
+      for (size_t n : {cases.size(), size_t{0}, size_t{7}, size_t{17}}) {
+        std::vector<uint8_t> out(2 * n + offset, 0xaa);
+        t->float_to_half(cases.data(), n, out.data() + offset);
+        ASSERT_TRUE(
+            std::equal(out.begin() + offset, out.end(), expected.begin()))
             << InstructionSetName(t->isa) << ", n " << n << ", offset "
             << offset;
       }
