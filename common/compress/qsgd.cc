@@ -41,9 +41,10 @@ class QsgdCompressor final : public Compressor {
     return absl::OkStatus();
   }
 
-  // r += g over the chunk, then, bucket by bucket while it is in cache, the
-  // bucket's norm and its levels with r -= the decoded bucket. Under kReject
-  // a residual that overflowed is refused, as Compress(r) would refuse it.
+  // Bucket by bucket, two passes while the bucket is in cache: r += g with
+  // the sum of squares, then the levels of r with r -= the decoded bucket.
+  // Under kReject a residual that overflowed is refused, as Compress(r)
+  // would refuse it (the buckets before it are already sent into *out and r).
   absl::Status CompressWithFeedback(absl::Span<const float> gradient,
                                     const CompressContext& ctx,
                                     FeedbackState* state,
@@ -53,17 +54,18 @@ class QsgdCompressor final : public Compressor {
     state->Resize(n, /*with_velocity=*/false);
     const compress_kernels::KernelTable& kernels = compress_kernels::Kernels();
     float* r = state->residual.data();
-    if (bucket() == 0) return WholeChunkFeedback(gradient, ctx, r, out);
-    double ignored[compress_kernels::kSumLanes] = {};
-    if (!kernels.accumulate_squares(gradient.data(), zero_non_finite(), r, n,
-                                    ignored)) {
-      if (absl::Status s = CheckFinite(state->residual); !s.ok()) return s;
-    }
     StartChunk(n, out);
+    absl::Status status;
     ForEachBucket(
         *out, &out->norm, [&](uint64_t begin, uint64_t count, float* norm) {
+          if (!status.ok()) return;
           double lanes[compress_kernels::kSumLanes] = {};
-          kernels.sum_squares(r + begin, zero_non_finite(), count, lanes);
+          if (!kernels.accumulate_squares(gradient.data() + begin,
+                                          zero_non_finite(), r + begin, count,
+                                          lanes)) {
+            status = CheckFinite(absl::MakeConstSpan(r + begin, count));
+            if (!status.ok()) return;
+          }
           *norm = NormOf(lanes);
           // A zero norm sends zeros: the residual keeps everything.
           if (*norm == 0.0f) return ZeroBucket(begin, count, out);
@@ -72,7 +74,7 @@ class QsgdCompressor final : public Compressor {
               *norm, BucketSeed(ctx, begin), out->levels.data() + begin,
               out->negative_bits.data() + begin / 64);
         });
-    return absl::OkStatus();
+    return status;
   }
 
  private:
@@ -95,31 +97,6 @@ class QsgdCompressor final : public Compressor {
   }
   static float NormOf(const double* lanes) {
     return static_cast<float>(std::sqrt(compress_kernels::CombineLanes(lanes)));
-  }
-
-  // The pre-bucket two-pass feedback: one norm from the first pass.
-  absl::Status WholeChunkFeedback(absl::Span<const float> gradient,
-                                  const CompressContext& ctx, float* r,
-                                  CompressedChunk* out) const {
-    const uint64_t n = gradient.size();
-    const compress_kernels::KernelTable& kernels = compress_kernels::Kernels();
-    double lanes[compress_kernels::kSumLanes] = {};
-    if (!kernels.accumulate_squares(gradient.data(), zero_non_finite(), r, n,
-                                    lanes)) {
-      if (absl::Status s = CheckFinite(absl::MakeConstSpan(r, n)); !s.ok()) {
-        return s;
-      }
-    }
-    StartChunk(n, out);
-    out->norm = NormOf(lanes);
-    if (out->norm == 0.0f) {
-      ZeroBucket(0, n, out);
-      return absl::OkStatus();
-    }
-    kernels.qsgd_feedback(r, zero_non_finite(), n, ToLevels(out->norm),
-                          Levels(), out->norm, BucketSeed(ctx, 0),
-                          out->levels.data(), out->negative_bits.data());
-    return absl::OkStatus();
   }
 
   // Makes `out` a QSGD chunk of n elements in this compressor's buckets,
