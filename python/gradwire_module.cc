@@ -185,7 +185,7 @@ Compression
   qsgd_bucket (int): qsgd elements sharing one norm, a multiple of 64; 0:
       one norm per chunk.
   onebit_bucket (int): onebit elements sharing one scale, a multiple of
-      64; 0: one scale per chunk.
+      64 (default 512); 0: one scale per chunk.
   value_type (str): precision of pushed values: fp32, fp16 or bf16.
   error_feedback (bool): keep what compression left out for later steps.
   dgc_momentum, dgc_momentum_masking, dgc_clip_norm, dgc_warmup_epochs:
@@ -196,9 +196,12 @@ Shards
   lr (float): learning rate, momentum (float): momentum (beta1 for adam),
   weight_decay (float): weight decay.
   momentum_placement (str): where momentum runs: "server", "worker"
-      (before compression), "fold" (SGD at lr / (1 - momentum); error
-      feedback carries the history) or "auto" (server for uncompressed
-      BSP, fold for onebit with error feedback, worker otherwise).
+      (before compression), "fold" (SGD at fold_scale * lr / (1 -
+      momentum); error feedback carries the history) or "auto" (server
+      for uncompressed BSP, fold for onebit with error feedback, worker
+      otherwise).
+  fold_scale (float): with momentum folded, the share of lr / (1 -
+      momentum) the shards' SGD takes, in (0, 1] (default 0.4).
   scale_async_lr (bool): asp/ssp: each push applied at lr / num_workers.
   mode (str): bsp, asp or ssp; staleness (int): the SSP bound.
   pull (str): "delta" (compressed weight deltas with server-side error
@@ -231,8 +234,8 @@ std::unique_ptr<PySync> ConnectWithKeywords(
     std::string value_type, bool error_feedback, double dgc_momentum,
     bool dgc_momentum_masking, double dgc_clip_norm, int64_t dgc_warmup_epochs,
     std::string optimizer, double lr, double momentum, double weight_decay,
-    std::string momentum_placement, bool scale_async_lr, std::string mode,
-    int64_t staleness, std::string pull, double pull_ratio,
+    std::string momentum_placement, double fold_scale, bool scale_async_lr,
+    std::string mode, int64_t staleness, std::string pull, double pull_ratio,
     std::string pull_value_type, int64_t partition_bytes,
     int64_t compress_threads, int64_t local_rank, int64_t local_size,
     std::string local_store, double rpc_timeout_seconds,
@@ -261,6 +264,7 @@ std::unique_ptr<PySync> ConnectWithKeywords(
   s.momentum = momentum;
   s.weight_decay = weight_decay;
   s.momentum_placement = std::move(momentum_placement);
+  s.fold_scale = fold_scale;
   s.scale_async_lr = scale_async_lr;
   s.mode = std::move(mode);
   s.staleness = staleness;
@@ -335,6 +339,7 @@ void DefineParameterSync(py::module_& m) {
            py::arg("momentum") = d.momentum,
            py::arg("weight_decay") = d.weight_decay,
            py::arg("momentum_placement") = d.momentum_placement,
+           py::arg("fold_scale") = d.fold_scale,
            py::arg("scale_async_lr") = d.scale_async_lr,
            py::arg("mode") = d.mode, py::arg("staleness") = d.staleness,
            py::arg("pull") = d.pull, py::arg("pull_ratio") = d.pull_ratio,

@@ -69,7 +69,8 @@ ABSL_FLAG(int64_t, qsgd_bucket, kDefaults.qsgd_bucket,
           "per chunk, which diverges with error feedback on large chunks).");
 ABSL_FLAG(int64_t, onebit_bucket, kDefaults.onebit_bucket,
           "onebit: elements that share one scale, a multiple of 64 (0: one "
-          "scale per chunk).");
+          "scale per chunk, which sends a small layer at a large one's "
+          "magnitude).");
 ABSL_FLAG(std::string, value_type, kDefaults.value_type,
           "Precision of pushed values: fp32, fp16 or bf16.");
 ABSL_FLAG(bool, error_feedback, kDefaults.error_feedback,
@@ -100,12 +101,17 @@ ABSL_FLAG(double, weight_decay, kDefaults.weight_decay, "Weight decay.");
 ABSL_FLAG(std::string, momentum_placement, kDefaults.momentum_placement,
           "Where --optimizer=momentum/nesterov's momentum runs: server, "
           "worker (before compression, masked where sent; SGD on the "
-          "shards), fold (SGD at lr / (1 - momentum) on the shards; error "
+          "shards), fold (SGD at --fold-scale * lr / (1 - momentum) on the "
+          "shards; error "
           "feedback carries the history) or auto: server for uncompressed "
           "BSP, fold for onebit with error feedback, worker otherwise.");
 ABSL_FLAG(bool, momentum_masking, kDefaults.momentum_masking,
           "With momentum on the worker: zero a coordinate's velocity when a "
           "sparse push sends it (DGC's momentum-factor masking).");
+ABSL_FLAG(double, fold_scale, kDefaults.fold_scale,
+          "With momentum folded: the shards' SGD step is this share of "
+          "lr / (1 - momentum), in (0, 1]; the full step overshoots under "
+          "1-bit sign compression.");
 ABSL_FLAG(bool, scale_async_lr, kDefaults.scale_async_lr,
           "asp/ssp: the shards apply each push at lr / --num-workers, its "
           "share of a BSP step (false: every push at --lr).");
@@ -180,6 +186,7 @@ SyncSettings SettingsFromFlags() {
   s.weight_decay = absl::GetFlag(FLAGS_weight_decay);
   s.momentum_placement = absl::GetFlag(FLAGS_momentum_placement);
   s.momentum_masking = absl::GetFlag(FLAGS_momentum_masking);
+  s.fold_scale = absl::GetFlag(FLAGS_fold_scale);
   s.scale_async_lr = absl::GetFlag(FLAGS_scale_async_lr);
   s.mode = absl::GetFlag(FLAGS_mode);
   s.staleness = absl::GetFlag(FLAGS_staleness);
@@ -271,6 +278,7 @@ constexpr absl::string_view kWorkerFlags[] = {"shards",
                                               "weight_decay",
                                               "momentum_placement",
                                               "momentum_masking",
+                                              "fold_scale",
                                               "scale_async_lr",
                                               "mode",
                                               "staleness",

@@ -69,9 +69,11 @@ struct SyncOptions {
   // SGD (sync_settings.h decides; common/compress/momentum_correction.h).
   // Off by default.
   MomentumCorrectionOptions worker_momentum;
-  // The momentum folded into the shards' learning rate (lr / (1 - m), SGD
-  // on the shards; sync_settings.h), for the log; 0: none.
+  // The momentum folded into the shards' learning rate (SGD at
+  // fold_scale * lr / (1 - m) on the shards; sync_settings.h), for the
+  // log; 0: none.
   float folded_momentum = 0.0f;
+  float fold_scale = 1.0f;
   // Ask for compressed deltas on pulls (needs training.pull_encoding).
   bool pull_deltas = true;
   // The connection to the shards, as GrpcPsClient takes it: this worker's

@@ -174,6 +174,8 @@ absl::Status ResolvePlacement(const SyncSettings& s, const Complaint& bad,
                               SyncOptions* sync) {
   absl::StatusOr<MomentumPlacement> placement = ParsePlacement(s, bad);
   if (!placement.ok()) return placement.status();
+  if (!(s.fold_scale > 0 && s.fold_scale <= 1))
+    return bad("fold_scale", "%g is outside (0, 1]", s.fold_scale);
   v1::OptimizerConfig* optimizer = sync->training.mutable_optimizer();
   const bool momentum = optimizer->kind() == v1::OPTIMIZER_KIND_MOMENTUM &&
                         optimizer->momentum() > 0;
@@ -197,7 +199,9 @@ absl::Status ResolvePlacement(const SyncSettings& s, const Complaint& bad,
       sync->worker_momentum.masking = s.momentum_masking;
     } else {
       sync->folded_momentum = m;
-      optimizer->set_learning_rate(optimizer->learning_rate() / (1.0 - m));
+      sync->fold_scale = static_cast<float>(s.fold_scale);
+      optimizer->set_learning_rate(optimizer->learning_rate() * s.fold_scale /
+                                   (1.0 - m));
     }
     optimizer->set_kind(v1::OPTIMIZER_KIND_SGD);
     optimizer->clear_momentum();
@@ -344,9 +348,9 @@ std::string DescribeOptimizerPlacement(const SyncOptions& options) {
                         optimizer.learning_rate());
   if (options.folded_momentum > 0) {
     return absl::StrFormat(
-        "optimizer: momentum %g folded into the step (error feedback carries "
-        "the history); %s",
-        options.folded_momentum, shards);
+        "optimizer: momentum %g folded into the step (%g of lr / (1 - "
+        "momentum); error feedback carries the history); %s",
+        options.folded_momentum, options.fold_scale, shards);
   }
   if (!options.worker_momentum.enabled()) {
     return absl::StrCat("optimizer: ", shards);

@@ -28,9 +28,10 @@ enum class MomentumPlacement {
   // On each worker, before compression (momentum_correction.h), with SGD
   // on the shards.
   kWorker,
-  // Nowhere as a velocity: the shards run SGD at lr / (1 - m), momentum's
-  // long-run step, and the error-feedback residual, which releases what
-  // compression held back over later steps, stands in for the velocity.
+  // Nowhere as a velocity: the shards run SGD at fold_scale * lr / (1 - m),
+  // a share of momentum's long-run step, and the error-feedback residual,
+  // which releases what compression held back over later steps, stands in
+  // for the velocity.
   // "auto" chooses it for 1-bit sign with error feedback, the one
   // compressor under which a worker velocity diverges; it diverges on the
   // CNN for sparsifiers.
@@ -45,6 +46,10 @@ inline constexpr double kDenseCompressorPullRatio = 0.05;
 // with 5% pulls, 10 epochs, 3 seeds), while 1% pulls keep Top-K 1% where
 // 5% pulls had it (docs/benchmarks/pulls.md).
 inline constexpr double kMinAutoPullRatio = 0.01;
+
+// SyncSettings::fold_scale's default: at momentum 0.9 the folded step is
+// 4 * lr.
+inline constexpr double kDefaultFoldScale = 0.4;
 
 struct SyncSettings {
   // Shard addresses (host:port), in shard-id order.
@@ -66,7 +71,10 @@ struct SyncSettings {
   // qsgd: elements sharing one norm (CompressorOptions::qsgd_bucket).
   int64_t qsgd_bucket = 512;
   // onebit: elements sharing one scale (CompressorOptions::onebit_bucket).
-  int64_t onebit_bucket = 0;
+  // 512: a small layer's elements are sent at their own size, not at the
+  // mean magnitude of the chunk's largest layer (+0.6 points on the CNN's
+  // first epoch, +6% pushed bytes; docs/convergence.md).
+  int64_t onebit_bucket = 512;
   std::string value_type = "fp16";
   bool error_feedback = true;
   double dgc_momentum = 0.0;
@@ -99,6 +107,13 @@ struct SyncSettings {
   // With momentum on the worker: zero a coordinate's velocity when a sparse
   // push sends it (DGC's momentum-factor masking).
   bool momentum_masking = true;
+  // With momentum folded: the share of momentum's long-run step,
+  // lr / (1 - m), that the shards' SGD takes, in (0, 1]. The full step
+  // (0.5 at the default lr) costs 1-bit sign 6 points on the CNN's first
+  // epoch against 0.4 of it (0.8024 against 0.8626, docs/convergence.md):
+  // error feedback already releases a sign's lost magnitude over later
+  // steps, so the full step overshoots.
+  double fold_scale = kDefaultFoldScale;
   // ASP and SSP: the shards apply each push with lr / num_workers, its
   // share of a BSP step's mean, so that one push from every worker moves
   // the weights as far as one BSP step (a staleness-aware step size whose

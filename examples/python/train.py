@@ -164,7 +164,7 @@ FLAG_GROUPS = {
         ("qsgd-bucket", int, 512,
          "qsgd: elements that share one norm, a multiple of 64 (0: one norm "
          "per chunk)."),
-        ("onebit-bucket", int, 0,
+        ("onebit-bucket", int, 512,
          "onebit: elements that share one scale, a multiple of 64 (0: one "
          "scale per chunk)."),
         ("value-type", str, "fp16",
@@ -202,6 +202,9 @@ FLAG_GROUPS = {
          "auto",
          "Where momentum runs with --api=sync: server, worker, fold or auto "
          "(see gradwire-worker --help)."),
+        ("fold-scale", float, 0.4,
+         "With momentum folded: the shards' SGD step is this share of "
+         "lr / (1 - momentum), in (0, 1]."),
         ("scale-async-lr", parse_bool, True,
          "asp/ssp: each push applied at lr / --num-workers."),
         ("mode", str, "bsp", "Consistency mode: bsp, asp or ssp."),
@@ -576,7 +579,7 @@ COMPRESSION_FLAGS = ("compressor", "ratio", "min_kept", "threshold", "levels",
                      "dgc_momentum_masking", "dgc_clip_norm",
                      "dgc_warmup_epochs")
 OPTIMIZER_FLAGS = ("optimizer", "lr", "momentum", "weight_decay",
-                   "momentum_placement")
+                   "momentum_placement", "fold_scale")
 SYNC_FLAGS = ("worker_id", "num_workers", "local_rank", "local_size",
               "local_store", "mode", "staleness", "scale_async_lr", "pull",
               "pull_ratio", "pull_value_type",

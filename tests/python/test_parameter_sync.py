@@ -157,6 +157,7 @@ def test_an_unreachable_shard_raises_at_connect():
     ("levels", 0),
     ("qsgd_bucket", 96),
     ("onebit_bucket", 1),
+    ("fold_scale", 2.0),
     ("local_store", "nohost"),
 ])
 def test_bad_options_raise_value_error_naming_the_option(option, value):

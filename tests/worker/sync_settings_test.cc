@@ -135,16 +135,26 @@ TEST(SyncSettingsTest, MomentumRunsWhereCompressionKeepsItsAccuracy) {
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_FALSE(o->worker_momentum.enabled());
   EXPECT_FLOAT_EQ(o->folded_momentum, 0.9f);
-  EXPECT_NEAR(o->training.optimizer().learning_rate(), 0.5, 1e-6);
-  // Folding can be asked for with any compressor.
+  // 0.4 of momentum's long-run step lr / (1 - m) = 0.5, and a scale per
+  // 512 elements.
+  EXPECT_NEAR(o->training.optimizer().learning_rate(), 0.2, 1e-6);
+  EXPECT_EQ(o->compressor.onebit_bucket, 512u);
+  EXPECT_EQ(DescribeOptimizerPlacement(*o),
+            "optimizer: momentum 0.9 folded into the step (0.4 of lr / (1 - "
+            "momentum); error feedback carries the history); SGD lr 0.2 on "
+            "the shards");
+  // Folding can be asked for with any compressor, at any share of the step.
   s.compressor = "topk";
   s.momentum_placement = "fold";
+  s.fold_scale = 1;
   o = SyncOptionsFromSettings(s);
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_FALSE(o->worker_momentum.enabled());
   EXPECT_EQ(DescribeOptimizerPlacement(*o),
-            "optimizer: momentum 0.9 folded into the step (error feedback "
-            "carries the history); SGD lr 0.5 on the shards");
+            "optimizer: momentum 0.9 folded into the step (1 of lr / (1 - "
+            "momentum); error feedback carries the history); SGD lr 0.5 on "
+            "the shards");
+  s.fold_scale = kDefaultFoldScale;
   // Each placement can be forced.
   s.error_feedback = true;
   s.momentum_placement = "server";
@@ -207,6 +217,8 @@ TEST(SyncSettingsTest, BadValuesNameTheirSetting) {
       {"qsgd_bucket", [](SyncSettings* s) { s->qsgd_bucket = 100; }},
       {"qsgd_bucket", [](SyncSettings* s) { s->qsgd_bucket = -64; }},
       {"onebit_bucket", [](SyncSettings* s) { s->onebit_bucket = 32; }},
+      {"fold_scale", [](SyncSettings* s) { s->fold_scale = 0; }},
+      {"fold_scale", [](SyncSettings* s) { s->fold_scale = 1.5; }},
       {"value_type", [](SyncSettings* s) { s->value_type = "fp8"; }},
       {"error_feedback",
        [](SyncSettings* s) {
