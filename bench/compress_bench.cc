@@ -195,6 +195,7 @@ absl::StatusOr<ResultRow> MeasureParallel(const std::string& name,
   row.seconds = t->median_seconds;
   row.reps = t->reps;
   row.threads = pool->threads();
+  row.chunk_elements = chunk_elements;
   uint64_t selected = 0;
   for (const CompressedChunk& out : outputs) selected += out.SelectedCount();
   row.achieved_ratio = static_cast<double>(selected) / g.size();
@@ -207,7 +208,11 @@ class SizeRun {
  public:
   SizeRun(const BenchConfig& config, absl::Span<const float> g,
           std::vector<ResultRow>* rows)
-      : config_(config), g_(g), rows_(rows), pool_(config.threads) {}
+      : config_(config),
+        g_(g),
+        rows_(rows),
+        one_thread_(1),
+        pool_(config.threads) {}
 
   absl::Status Run() {
     absl::StatusOr<Timing> copy = MeasureMemcpy(g_, config_.timing);
@@ -252,13 +257,16 @@ class SizeRun {
         MeasureCompressor(name, ratio, g_, config_.timing);
     if (!row.ok()) return row.status();
     Add(*std::move(row), ratio.value_or(kReferenceRatio));
-    if (pool_.threads() == 1 || g_.size() <= config_.chunk_elements) {
-      return absl::OkStatus();
+    if (g_.size() <= config_.chunk_elements) return absl::OkStatus();
+    // Chunk by chunk on one thread: what one core of a worker pays for a
+    // push of this size; then the same chunks on every thread.
+    for (TaskPool* pool : {&one_thread_, &pool_}) {
+      if (pool == &pool_ && pool_.threads() == 1) break;
+      row = MeasureParallel(name, ratio, g_, config_.chunk_elements, pool,
+                            config_.timing);
+      if (!row.ok()) return row.status();
+      Add(*std::move(row), ratio.value_or(kReferenceRatio));
     }
-    row = MeasureParallel(name, ratio, g_, config_.chunk_elements, &pool_,
-                          config_.timing);
-    if (!row.ok()) return row.status();
-    Add(*std::move(row), ratio.value_or(kReferenceRatio));
     return absl::OkStatus();
   }
 
@@ -285,6 +293,7 @@ class SizeRun {
   std::vector<ResultRow>* const rows_;
   double memcpy_seconds_ = 0.0;
   std::map<double, double> torch_seconds_;  // ratio -> median seconds
+  TaskPool one_thread_;
   TaskPool pool_;
 };
 

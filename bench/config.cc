@@ -38,9 +38,10 @@ ABSL_FLAG(uint64_t, seed, 42, "seed of the gaussian gradient");
 ABSL_FLAG(int, threads, 0,
           "also run every compressor over chunks on this many threads, as a "
           "worker compresses a push (0: one per core of this process; 1: "
-          "single-threaded rows only)");
+          "no multi-threaded rows); sizes above --chunk-elements also get a "
+          "row of the chunks on one thread");
 ABSL_FLAG(uint64_t, chunk_elements, uint64_t{1} << 20,
-          "floats per chunk of the multi-threaded rows (the worker's default "
+          "floats per chunk of the chunked rows (the worker's default "
           "--partition-bytes is 4 MiB: 1M floats)");
 
 namespace gradwire::bench {

@@ -22,8 +22,9 @@ constexpr char kNotes[] =
     "sorted=false), abs and topk timed together; vs_torch_topk: torch / "
     "ours at the same numel and ratio, at ratio 0.01 for rows without a "
     "ratio; vs_memcpy: ours / memcpy (memcpy on one thread, also for rows "
-    "with threads > 1); threads > 1: the buffer in chunks of "
-    "chunk_elements, one FeedbackState per chunk, compressed in parallel; "
+    "with threads > 1); chunk_elements > 0: the buffer in chunks of "
+    "chunk_elements, one FeedbackState per chunk, compressed on `threads` "
+    "threads (1: one after another); chunk_elements 0: one call; "
     "threshold: the threshold is the "
     "(1 - ratio) quantile of |gradient|, so the first call keeps ~ratio "
     "(error feedback then raises the density, see achieved_ratio); "
@@ -52,6 +53,7 @@ Json RowJson(const ResultRow& r) {
       {"seconds", Rounded(r.seconds, "%.6g")},
       {"reps", r.reps},
       {"threads", r.threads},
+      {"chunk_elements", r.chunk_elements},
       {"vs_torch_topk", Figure(r.vs_torch_topk)},
       {"vs_memcpy", Figure(r.vs_memcpy)},
       {"wire_bytes",
@@ -89,15 +91,20 @@ HostInfo CurrentHost() {
 }
 
 void PrintTableHeader(std::FILE* out) {
-  std::fprintf(out, "%-11s %9s %6s %3s %8s %10s %5s %9s %9s %9s %9s\n",
-               "compressor", "numel", "ratio", "thr", "achieved", "ms", "reps",
-               "vs_torch", "vs_memcpy", "B/sel", "B/sel32");
+  std::fprintf(out, "%-11s %9s %6s %3s %8s %8s %10s %5s %9s %9s %9s %9s\n",
+               "compressor", "numel", "ratio", "thr", "chunk", "achieved", "ms",
+               "reps", "vs_torch", "vs_memcpy", "B/sel", "B/sel32");
 }
 
 void PrintTableRow(const ResultRow& r, std::FILE* out) {
-  std::fprintf(out, "%-11s %9llu %6s %3d %8s %10.3f %5d %9s %9s %9s %9s\n",
+  std::fprintf(out, "%-11s %9llu %6s %3d %8s %8s %10.3f %5d %9s %9s %9s %9s\n",
                r.compressor.c_str(), static_cast<unsigned long long>(r.numel),
                Optional(r.ratio, "%g").c_str(), r.threads,
+               r.chunk_elements == 0
+                   ? "-"
+                   : absl::StrFormat("%llu", static_cast<unsigned long long>(
+                                                 r.chunk_elements))
+                         .c_str(),
                Optional(r.achieved_ratio, "%.4f").c_str(), r.seconds * 1e3,
                r.reps, Optional(r.vs_torch_topk, "%.2fx").c_str(),
                Optional(r.vs_memcpy, "%.2fx").c_str(),

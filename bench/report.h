@@ -31,6 +31,10 @@ struct ResultRow {
   // worker's size, compressed in parallel on a TaskPool (as a worker
   // compresses a push).
   int threads = 1;
+  // Elements per chunk when the buffer was compressed chunk by chunk, one
+  // FeedbackState each, as a worker does with --partition-bytes; 0: one
+  // call over the whole buffer.
+  uint64_t chunk_elements = 0;
   // torch_topk seconds / ours, at the same numel and ratio (1% for rows
   // without a ratio). Above 1: we are faster.
   std::optional<double> vs_torch_topk;

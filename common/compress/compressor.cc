@@ -5,12 +5,12 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "common/compress/kernels.h"
 
 namespace gradwire {
 namespace {
 
-// True when x is NaN or infinite, by its exponent bits, so the scan below
-// vectorises without fast-math.
+// True when x is NaN or infinite, by its exponent bits.
 inline uint32_t NonFiniteBit(float x) {
   uint32_t u;
   std::memcpy(&u, &x, sizeof u);
@@ -20,9 +20,7 @@ inline uint32_t NonFiniteBit(float x) {
 }  // namespace
 
 bool AllFinite(absl::Span<const float> input) {
-  uint32_t bad = 0;
-  for (float x : input) bad |= NonFiniteBit(x);
-  return bad == 0;
+  return compress_kernels::Kernels().all_finite(input.data(), input.size());
 }
 
 void FeedbackState::Resize(size_t numel, bool with_velocity) {

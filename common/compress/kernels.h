@@ -131,6 +131,11 @@ struct KernelTable {
   // nearest even, saturating at +-65504, exactly as the scalar conversion
   // in every version (non-finite inputs included).
   void (*float_to_half)(const float* in, size_t n, uint8_t* dst);
+
+  // Whether every x[i], i in [0, n), is finite (no NaN, no infinity).
+  // Reads all n even after a non-finite one: the answer is the only output,
+  // and a branch per vector would slow the common, finite case.
+  bool (*all_finite)(const float* x, size_t n);
 };
 
 // SplitMix64's increment: the generator's state after i outputs is

@@ -410,6 +410,28 @@ void FloatToHalf(const float* in, size_t n, uint8_t* dst) {
   PortableKernels().float_to_half(in + i, n - i, dst + 2 * i);
 }
 
+bool AllFiniteVectors(const float* x, size_t n) {
+  // As the AVX-512 version: the largest exponent field per lane.
+  const __m256i exponent = _mm256_set1_epi32(0x7f800000);
+  __m256i m0 = _mm256_setzero_si256(), m1 = m0, m2 = m0, m3 = m0;
+  size_t i = 0;
+  for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
+    const auto load = [&](size_t at) {
+      return _mm256_and_si256(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + at)),
+          exponent);
+    };
+    m0 = _mm256_max_epu32(m0, load(i));
+    m1 = _mm256_max_epu32(m1, load(i + 8));
+    m2 = _mm256_max_epu32(m2, load(i + 16));
+    m3 = _mm256_max_epu32(m3, load(i + 24));
+  }
+  const __m256i m =
+      _mm256_max_epu32(_mm256_max_epu32(m0, m1), _mm256_max_epu32(m2, m3));
+  return _mm256_movemask_epi8(_mm256_cmpeq_epi32(m, exponent)) == 0 &&
+         PortableKernels().all_finite(x + i, n - i);
+}
+
 constexpr KernelTable kAvx2 = {
     InstructionSet::kAvx2,
     AccumulateAndCollect,
@@ -425,6 +447,7 @@ constexpr KernelTable kAvx2 = {
     QsgdFeedback,
     HalfToFloat,
     FloatToHalf,
+    AllFiniteVectors,
 };
 
 }  // namespace

@@ -470,6 +470,20 @@ void FloatToHalf(const float* in, size_t n, uint8_t* dst) {
   PortableKernels().float_to_half(in + i, n - i, dst + 2 * i);
 }
 
+bool AllFiniteVectors(const float* x, size_t n) {
+  // The lanes whose exponent field is all ones (NaN or infinity), OR-ed
+  // over four independent loads a step so that the reads stream.
+  __mmask16 bad = 0;
+  size_t i = 0;
+  for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
+    bad |= static_cast<__mmask16>(~FiniteMask(_mm512_loadu_ps(x + i)) |
+                                  ~FiniteMask(_mm512_loadu_ps(x + i + 16)) |
+                                  ~FiniteMask(_mm512_loadu_ps(x + i + 32)) |
+                                  ~FiniteMask(_mm512_loadu_ps(x + i + 48)));
+  }
+  return bad == 0 && PortableKernels().all_finite(x + i, n - i);
+}
+
 constexpr KernelTable kAvx512 = {
     InstructionSet::kAvx512,
     AccumulateAndCollect,
@@ -485,6 +499,7 @@ constexpr KernelTable kAvx512 = {
     QsgdFeedback,
     HalfToFloat,
     FloatToHalf,
+    AllFiniteVectors,
 };
 
 }  // namespace

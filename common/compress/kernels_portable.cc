@@ -201,6 +201,17 @@ void FloatToHalf(const float* in, size_t n, uint8_t* dst) {
   }
 }
 
+bool AllFinite(const float* x, size_t n) {
+  // By the exponent bits, so that the loop vectorises without fast-math.
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    bad |= (bits & 0x7f800000u) == 0x7f800000u;
+  }
+  return bad == 0;
+}
+
 constexpr KernelTable kPortable = {
     InstructionSet::kPortable,
     AccumulateAndCollect,
@@ -216,6 +227,7 @@ constexpr KernelTable kPortable = {
     QsgdFeedback,
     HalfToFloat,
     FloatToHalf,
+    AllFinite,
 };
 
 }  // namespace

@@ -45,19 +45,59 @@ void CollectInSlices(size_t n, std::vector<uint32_t>* indices,
   }
 }
 
-// The largest magnitude that k of `magnitude` reach (k-th largest), and how
-// many are strictly above it. Reorders `magnitude`.
-std::pair<float, uint64_t> KthLargest(std::vector<float>* magnitude,
-                                      uint64_t k) {
-  std::nth_element(magnitude->begin(), magnitude->begin() + (k - 1),
-                   magnitude->end(), std::greater<float>());
-  const float kth = (*magnitude)[k - 1];
-  uint64_t above = 0;
-  for (float m : *magnitude) above += m > kth;
-  return {kth, above};
+// A magnitude's order key: the bits of |v|, which order non-negative
+// floats (infinity included) as their values do.
+inline uint32_t MagnitudeKey(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits & 0x7fffffffu;
 }
 
+// Keys narrow bucket by bucket until this few are left for nth_element.
+constexpr size_t kSelectDirectly = 2048;
+constexpr int kBucketBits = 11;
+
 }  // namespace
+
+std::pair<uint32_t, uint64_t> KthLargestKey(absl::Span<const uint32_t> keys,
+                                            uint64_t k) {
+  // Radix selection: a histogram of the keys over their [min, max] range
+  // names the bucket that holds the k-th largest; only that bucket's keys
+  // go on. Linear, with two light passes per level, where nth_element over
+  // every candidate swaps and branches on each.
+  thread_local std::vector<uint32_t> narrowed[2];
+  uint64_t above = 0;
+  absl::Span<const uint32_t> current = keys;
+  for (int level = 0; current.size() > kSelectDirectly; ++level) {
+    const auto [lowest, highest] =
+        std::minmax_element(current.begin(), current.end());
+    const uint32_t min = *lowest;
+    const uint32_t range = *highest - min;
+    if (range == 0) return {min, above};
+    int shift = 0;
+    while ((range >> shift) >= (1u << kBucketBits)) ++shift;
+    uint32_t count[1u << kBucketBits] = {};
+    for (uint32_t key : current) ++count[(key - min) >> shift];
+    uint32_t bucket = range >> shift;
+    while (above + count[bucket] < k) above += count[bucket--];
+    std::vector<uint32_t>& next = narrowed[level % 2];
+    next.resize(count[bucket]);
+    size_t kept = 0;
+    for (uint32_t key : current) {
+      if (((key - min) >> shift) == bucket) next[kept++] = key;
+    }
+    current = next;
+    if (shift == 0) return {next[0], above};
+  }
+  thread_local std::vector<uint32_t> rest;
+  rest.assign(current.begin(), current.end());
+  const uint64_t rank = k - above;
+  std::nth_element(rest.begin(), rest.begin() + (rank - 1), rest.end(),
+                   std::greater<uint32_t>());
+  const uint32_t kth = rest[rank - 1];
+  for (uint32_t key : rest) above += key > kth;
+  return {kth, above};
+}
 
 const std::vector<uint32_t>& SortedSamplePositions(uint64_t n, uint64_t wanted,
                                                    uint64_t sample_size) {
@@ -131,17 +171,17 @@ void KeepLargestCandidates(uint64_t k, std::vector<uint32_t>* indices,
   // elements equal to it the lowest indices, which come first in the
   // increasing candidate order. The order is kept as it is. Reused across
   // calls: no allocation per push.
-  thread_local std::vector<float> magnitude;
-  magnitude.resize(values->size());
+  thread_local std::vector<uint32_t> keys;
+  keys.resize(values->size());
   for (size_t j = 0; j < values->size(); ++j) {
-    magnitude[j] = std::fabs((*values)[j]);
+    keys[j] = MagnitudeKey((*values)[j]);
   }
-  const auto [kth, above] = KthLargest(&magnitude, k);
+  const auto [kth, above] = KthLargestKey(keys, k);
   uint64_t ties_left = k - above;
   size_t kept = 0;
   for (size_t j = 0; j < indices->size(); ++j) {
-    const float m = std::fabs((*values)[j]);
-    if (m > kth || (m == kth && ties_left > 0 && ties_left--)) {
+    const uint32_t key = keys[j];
+    if (key > kth || (key == kth && ties_left > 0 && ties_left--)) {
       (*indices)[kept] = (*indices)[j];
       (*values)[kept] = (*values)[j];
       ++kept;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -60,6 +61,12 @@ void AccumulateAndCollect(absl::Span<const float> gradient, float scale,
 // order. Keeps all of them when k >= candidates->size(). O(candidates).
 void KeepLargest(absl::Span<const float> x, uint64_t k,
                  std::vector<uint32_t>* candidates);
+
+// Of `keys`, the k-th largest (1 <= k <= keys.size()) and how many keys
+// are strictly larger. Linear time (a radix selection over the keys'
+// range); `keys` is not changed.
+std::pair<uint32_t, uint64_t> KthLargestKey(absl::Span<const uint32_t> keys,
+                                            uint64_t k);
 
 // KeepLargest on candidates that carry their values (`values`[j] is the
 // value at (*indices)[j], none NaN): both are cut to the kept ones, in

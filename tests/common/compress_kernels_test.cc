@@ -145,6 +145,38 @@ TEST(CompressKernelsTest, CollectAtLeastMatchesPortable) {
   }
 }
 
+// One NaN or infinity anywhere, in the vector body or the tail, is seen by
+// every version; finite inputs (subnormals and the largest floats among
+// them) are not refused.
+TEST(CompressKernelsTest, AllFiniteFindsEveryNonFiniteElement) {
+  std::vector<const KernelTable*> tables = VectorTables();
+  tables.push_back(&PortableKernels());
+  for (const KernelTable* t : tables) {
+    for (size_t n : kLengths) {
+      for (size_t offset : kOffsets) {
+        for (const auto& [name, x] : Inputs(n + offset, n * 19 + offset)) {
+          bool want = true;
+          for (size_t i = offset; i < x.size(); ++i) {
+            want = want && std::isfinite(x[i]);
+          }
+          ASSERT_EQ(t->all_finite(x.data() + offset, n), want)
+              << Where(*t, name, n, offset);
+        }
+        std::vector<float> x(n + offset, 3.4e38f);
+        ASSERT_TRUE(t->all_finite(x.data() + offset, n));
+        for (size_t at = 0; at < n; at += std::max<size_t>(1, n / 37)) {
+          for (float bad : {kInf, -kInf, kNaN}) {
+            x[offset + at] = bad;
+            ASSERT_FALSE(t->all_finite(x.data() + offset, n))
+                << Where(*t, "one non-finite", n, offset) << " at " << at;
+            x[offset + at] = -1e-40f;
+          }
+        }
+      }
+    }
+  }
+}
+
 // Dense rounding, with and without error feedback, at every precision.
 void CheckDense(const KernelTable& t, size_t n, size_t offset) {
   for (const auto& [name, g] : Inputs(n + offset, n * 13 + offset)) {

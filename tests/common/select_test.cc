@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -59,6 +60,50 @@ TEST(SelectTest, KeepLargestCandidatesBreaksTiesTowardsLowerIndices) {
   KeepLargestCandidates(0, &indices, &values);
   EXPECT_TRUE(indices.empty());
   EXPECT_TRUE(values.empty());
+}
+
+// KthLargestKey against nth_element over every key, on inputs that take
+// each of its paths: small (nth_element directly), spread (one histogram
+// level), clustered in a narrow range (several levels), many ties, all
+// equal, and the extreme keys 0 and infinity.
+TEST(SelectTest, KthLargestKeyAgreesWithASortOnEveryShape) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  auto key = [](float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    return bits & 0x7fffffffu;
+  };
+  std::vector<std::vector<uint32_t>> inputs;
+  for (size_t n :
+       {size_t{1}, size_t{100}, size_t{2048}, size_t{2049}, size_t{100000}}) {
+    std::vector<uint32_t> spread(n), narrow(n), tied(n), equal(n, key(0.5f));
+    for (size_t i = 0; i < n; ++i) {
+      spread[i] = key(normal(rng));
+      narrow[i] = key(1.0f + 1e-6f * normal(rng));
+      tied[i] = key(static_cast<float>(static_cast<int>(rng() % 5)));
+    }
+    inputs.insert(inputs.end(), {spread, narrow, tied, equal});
+  }
+  std::vector<uint32_t> extremes(5000, key(1.0f));
+  extremes[17] = key(INFINITY);
+  extremes[4000] = key(0.0f);
+  extremes[4001] = key(-0.0f);
+  inputs.push_back(extremes);
+  for (const std::vector<uint32_t>& keys : inputs) {
+    std::vector<uint32_t> sorted = keys;
+    std::sort(sorted.begin(), sorted.end(), std::greater<uint32_t>());
+    for (uint64_t k : {uint64_t{1}, uint64_t{2}, uint64_t(keys.size() / 3),
+                       uint64_t(keys.size() - 1), uint64_t(keys.size())}) {
+      if (k < 1 || k > keys.size()) continue;
+      const uint32_t want = sorted[k - 1];
+      const uint64_t want_above = static_cast<uint64_t>(std::count_if(
+          keys.begin(), keys.end(), [&](uint32_t x) { return x > want; }));
+      const auto [kth, above] = KthLargestKey(keys, k);
+      EXPECT_EQ(kth, want) << keys.size() << " keys, k " << k;
+      EXPECT_EQ(above, want_above) << keys.size() << " keys, k " << k;
+    }
+  }
 }
 
 }  // namespace
