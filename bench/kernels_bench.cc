@@ -116,6 +116,14 @@ void SumSquares(benchmark::State& state, const KernelTable* k) {
   SetFloatsRead(state, 1);
 }
 
+void AllFinite(benchmark::State& state, const KernelTable* k) {
+  Buffers b;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(k->all_finite(b.g.data(), kNumel));
+  }
+  SetFloatsRead(state, 1);
+}
+
 void QsgdLevels(benchmark::State& state, const KernelTable* k) {
   Buffers b;
   for (auto _ : state) {
@@ -278,6 +286,7 @@ void RegisterKernels(const std::string& isa, const KernelTable* k) {
   add("qsgd_feedback", [k](benchmark::State& s) { QsgdFeedback(s, k); });
   add("float_to_half", [k](benchmark::State& s) { FloatToHalf(s, k); });
   add("half_to_float", [k](benchmark::State& s) { HalfToFloat(s, k); });
+  add("all_finite", [k](benchmark::State& s) { AllFinite(s, k); });
 }
 
 void RegisterCodec() {
