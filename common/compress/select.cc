@@ -45,14 +45,6 @@ void CollectInSlices(size_t n, std::vector<uint32_t>* indices,
   }
 }
 
-// A magnitude's order key: the bits of |v|, which order non-negative
-// floats (infinity included) as their values do.
-inline uint32_t MagnitudeKey(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return bits & 0x7fffffffu;
-}
-
 // Keys narrow bucket by bucket until this few are left for nth_element.
 constexpr size_t kSelectDirectly = 2048;
 constexpr int kBucketBits = 11;

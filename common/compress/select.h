@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -61,6 +62,21 @@ void AccumulateAndCollect(absl::Span<const float> gradient, float scale,
 // order. Keeps all of them when k >= candidates->size(). O(candidates).
 void KeepLargest(absl::Span<const float> x, uint64_t k,
                  std::vector<uint32_t>* candidates);
+
+// A magnitude's order key: the bits of |v|, which order non-negative
+// floats (infinity included) as their values do; NaN above them all.
+inline uint32_t MagnitudeKey(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits & 0x7fffffffu;
+}
+
+// The magnitude whose key is `key`.
+inline float MagnitudeOfKey(uint32_t key) {
+  float v;
+  std::memcpy(&v, &key, sizeof v);
+  return v;
+}
 
 // Of `keys`, the k-th largest (1 <= k <= keys.size()) and how many keys
 // are strictly larger. Linear time (a radix selection over the keys'

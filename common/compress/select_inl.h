@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "common/compress/random_index_set.h"
 
@@ -16,10 +17,12 @@ float EstimateThreshold(uint64_t n, uint64_t wanted, uint64_t sample_size,
                         SampleValue&& sample_value) {
   if (wanted == 0) return std::numeric_limits<float>::infinity();
   if (wanted >= n) return 0.0f;
-  std::vector<float> sample;
+  // The sample's magnitudes as order keys, in a buffer reused across calls
+  // (DGC samples 1% of every chunk).
+  thread_local std::vector<uint32_t> sample;
   if (sample_size >= n) {
     sample.resize(n);
-    for (uint64_t i = 0; i < n; ++i) sample[i] = std::fabs(sample_value(i));
+    for (uint64_t i = 0; i < n; ++i) sample[i] = MagnitudeKey(sample_value(i));
     sample_size = n;
   } else if (n >= kSortedSampleMinElements) {
     // The same positions, read in increasing order: at this size random
@@ -29,20 +32,18 @@ float EstimateThreshold(uint64_t n, uint64_t wanted, uint64_t sample_size,
         SortedSamplePositions(n, wanted, sample_size);
     sample.resize(sample_size);
     for (uint64_t j = 0; j < sample_size; ++j) {
-      sample[j] = std::fabs(sample_value(positions[j]));
+      sample[j] = MagnitudeKey(sample_value(positions[j]));
     }
   } else {
     SplitMix64 rng(SampleSeed(n, wanted));
     sample.resize(sample_size);
     for (uint64_t j = 0; j < sample_size; ++j) {
-      sample[j] = std::fabs(sample_value(rng.Below(n)));
+      sample[j] = MagnitudeKey(sample_value(rng.Below(n)));
     }
   }
   const uint64_t rank = std::min<uint64_t>(
       std::max<uint64_t>(1, wanted * sample_size / n), sample_size);
-  std::nth_element(sample.begin(), sample.begin() + (rank - 1), sample.end(),
-                   std::greater<float>());
-  return sample[rank - 1];
+  return MagnitudeOfKey(KthLargestKey(sample, rank).first);
 }
 
 }  // namespace select_internal
