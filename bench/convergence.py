@@ -5,6 +5,7 @@
                        [--workers=2] [--shards=2] [--only=ROW,ROW]
                        [--optimizers=momentum,sgd] [--out=DIR] [--bin=DIR]
                        [--resume] [--dry-run | --list] [-- worker flags...]
+  bench/convergence.py --merge [--out=DIR] CONVERGENCE.json...
 
 Trains the same model on the same data under each compression setting
 (ROW), once with the worker's default optimizer (momentum 0.9 at lr 0.05;
@@ -30,8 +31,15 @@ in ROW-OPTIMIZER-sSEED.args) is the same. A failing run stops the benchmark
 with the end of its log and exit code 1. --dry-run (or --list) prints the
 runs' command lines and exits. Flags after -- go to every worker, last (so
 they win). The binaries: --bin, else $BUILD/bin, else build/bin.
-Exit codes: 0; 1 when a run fails or a binary or matplotlib is missing; 2
-for a bad command line.
+--merge trains nothing: it puts the runs of earlier convergence.json
+files (seeds run at different times, rows added later) into one
+convergence.json, table and pair of plots in DIR. The files must agree on
+model, epochs, workers and shards; a run (row, optimizer, seed) given by
+several files is taken from the last of them, and stderr says so. The
+table's header names each file with its worker flags.
+
+Exit codes: 0; 1 when a run fails, a binary or matplotlib is missing, or a
+--merge file cannot be read or does not match; 2 for a bad command line.
 """
 
 import argparse
@@ -148,6 +156,8 @@ def parse_args(argv):
                    help="keep finished runs with the same command line")
     p.add_argument("--dry-run", "--list", dest="dry_run", action="store_true",
                    help="print the runs' command lines and exit")
+    p.add_argument("--merge", nargs="+", metavar="JSON",
+                   help="train nothing: merge these convergence.json files")
     args = p.parse_args(argv)
     args.extra = extra
     if args.bin is None:
@@ -272,43 +282,136 @@ def write_results(args, runs, summaries):
                    group=run.optimizer, summary=summary, path=run.summary)
         for run, summary in zip(runs, summaries)
     ]
-    rows = report.make_rows(report_runs, BASELINE)
     seeds = ",".join(str(s) for s in args.seeds)
-    header = [
-        f"{args.model}, {args.epochs} epoch(s), {args.workers} workers, "
-        f"{args.shards} shards, seeds {seeds}, delta pulls; momentum: the "
-        "worker's default (momentum 0.9, lr 0.05, --momentum-placement=auto);"
-        " sgd: --optimizer=sgd --lr=0.5"
-        + (f"; worker flags: {shlex.join(args.extra)}" if args.extra else "")
-        + ".", ""
-    ]
-    text = report.write_report(rows, args.out, "convergence",
+    header = (f"{args.model}, {args.epochs} epoch(s), {args.workers} workers, "
+              f"{args.shards} shards, seeds {seeds}, delta pulls; "
+              + OPTIMIZERS_TEXT
+              + (f"; worker flags: {shlex.join(args.extra)}"
+                 if args.extra else "") + ".")
+    meta = {"model": args.model, "epochs": args.epochs,
+            "workers": args.workers, "shards": args.shards,
+            "seeds": args.seeds, "worker_flags": args.extra}
+    records = [_run_record(run, summary, args.out)
+               for run, summary in zip(runs, summaries)]
+    return _write_outputs(args.out, header, meta, report_runs, records)
+
+
+OPTIMIZERS_TEXT = ("momentum: the worker's default (momentum 0.9, lr 0.05, "
+                   "--momentum-placement=auto); sgd: --optimizer=sgd --lr=0.5")
+
+
+def _write_outputs(out, header, meta, report_runs, records):
+    """convergence.md, .json and the two plots in OUT; returns the table."""
+    rows = report.make_rows(report_runs, BASELINE)
+    text = report.write_report(rows, out, "convergence",
                                baseline_title="dense fp32",
-                               group_name="optimizer", header=header)
-    result = {
-        "model": args.model,
-        "epochs": args.epochs,
-        "workers": args.workers,
-        "shards": args.shards,
-        "seeds": args.seeds,
-        "worker_flags": args.extra,
+                               group_name="optimizer", header=[header, ""])
+    result = dict(meta)
+    result.update({
         "accuracy_spread": "half range: (max - min) / 2 over the seeds",
         "baseline": BASELINE,
-        "runs": [_run_record(run, summary, args.out)
-                 for run, summary in zip(runs, summaries)],
+        "runs": records,
         "rows": [dict(row.as_dict(), row=row.label, setting=row.title,
                       optimizer=row.group) for row in rows],
-    }
+    })
     for row in result["rows"]:
         del row["label"], row["title"], row["group"]
-    with open(os.path.join(args.out, "convergence.json"), "w") as f:
+    with open(os.path.join(out, "convergence.json"), "w") as f:
         json.dump(result, f, indent=1)
         f.write("\n")
     return text
 
 
+# What --merge needs of each file, and what its files must agree on.
+_MERGE_AGREE = ("model", "epochs", "workers", "shards")
+_RUN_KEYS = ("row", "optimizer", "seed", "test_accuracy", "pushed_bytes",
+             "pulled_bytes")
+
+
+def _read_merge_file(path):
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise report.ReportError(f"{path}: {e}")
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+        raise report.ReportError(f"{path}: not a convergence.json (no runs)")
+    for key in _MERGE_AGREE:
+        if key not in data:
+            raise report.ReportError(f"{path}: has no {key}")
+    for i, run in enumerate(data["runs"]):
+        missing = [k for k in _RUN_KEYS if k not in run]
+        if missing:
+            raise report.ReportError(
+                f"{path}: run {i} has no {', '.join(missing)}")
+    return data
+
+
+def merge(args):
+    """--merge: one result from the runs of earlier convergence.json files."""
+    files = [(path, _read_merge_file(path)) for path in args.merge]
+    first_path, first = files[0]
+    for path, data in files[1:]:
+        for key in _MERGE_AGREE:
+            if data[key] != first[key]:
+                raise report.ReportError(
+                    f"{path}: {key} {data[key]!r} differs from {first_path}'s "
+                    f"{first[key]!r}")
+    titles = {s.name: s.title for s in SETTINGS}
+    chosen = {}
+    for path, data in files:
+        for run in data["runs"]:
+            key = (run["row"], run["optimizer"], run["seed"])
+            if key in chosen:
+                sys.stderr.write(
+                    f"{PROG}: {key[0]} {key[1]} seed {key[2]}: taken from "
+                    f"{path}, not {chosen[key][0]}\n")
+            record = dict(run, merged_from=os.path.abspath(path))
+            chosen[key] = (path, record)
+    row_order = [s.name for s in SETTINGS]
+    def order(key):
+        row, optimizer, seed = key
+        return (list(OPTIMIZERS).index(optimizer)
+                if optimizer in OPTIMIZERS else len(OPTIMIZERS),
+                row_order.index(row) if row in row_order else len(row_order),
+                row, seed)
+    keys = sorted(chosen, key=order)
+    records = [chosen[k][1] for k in keys]
+    report_runs = [
+        report.Run(label=r["row"], title=r.get("setting") or
+                   titles.get(r["row"], r["row"]), group=r["optimizer"],
+                   summary=r, path=chosen[k][0])
+        for k, r in zip(keys, records)
+    ]
+    seeds = sorted({r["seed"] for r in records})
+    sources = "; ".join(
+        f"{os.path.basename(path)}"
+        + (f" (worker flags: {shlex.join(data.get('worker_flags') or [])})"
+           if data.get("worker_flags") else "")
+        for path, data in files)
+    header = (f"{first['model']}, {first['epochs']} epoch(s), "
+              f"{first['workers']} workers, {first['shards']} shards, seeds "
+              f"{','.join(map(str, seeds))}, delta pulls; {OPTIMIZERS_TEXT}; "
+              f"merged from {sources}.")
+    meta = {key: first[key] for key in _MERGE_AGREE}
+    meta.update({"seeds": seeds, "merged_from": [p for p, _ in files]})
+    os.makedirs(args.out, exist_ok=True)
+    return _write_outputs(args.out, header, meta, report_runs, records)
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.merge:
+        try:
+            report.require_matplotlib()
+            text = merge(args)
+        except report.ReportError as e:
+            sys.stderr.write(f"{PROG}: {e}\n")
+            return 1
+        print(text, end="")
+        print(f"wrote {args.out}/convergence.md, convergence.json, "
+              "convergence-accuracy.png and convergence-bytes.png")
+        return 0
     runs = plan(args)
     if args.dry_run:
         for run in runs:

@@ -178,3 +178,47 @@ def test_failing_run_stops_with_its_log(tmp_path, fake_bin):
     assert "fake gradwire: failing as asked" in result.stderr
     assert len(calls(fake_bin)) == 2
     assert not (tmp_path / "convergence.md").exists()
+
+
+def test_merge_puts_earlier_runs_into_one_table(tmp_path, fake_bin):
+    first, second, merged = (tmp_path / n for n in ("s1", "s2", "merged"))
+    for out, seeds in ((first, "1,2"), (second, "2,3")):
+        result = run_bench(f"--out={out}", f"--bin={fake_bin}",
+                           "--only=dense,topk1", f"--seeds={seeds}",
+                           "--optimizers=sgd", "--epochs=2")
+        assert result.returncode == 0, result.stderr
+    trains = len(calls(fake_bin))
+    result = run_bench("--merge", first / "convergence.json",
+                       second / "convergence.json", f"--out={merged}")
+    assert result.returncode == 0, result.stderr
+    assert len(calls(fake_bin)) == trains  # nothing trained
+    # Seed 2 of each row is in both files: the second one's is kept.
+    assert (f"topk1 sgd seed 2: taken from {second / 'convergence.json'}"
+            in result.stderr)
+    data = json.loads((merged / "convergence.json").read_text())
+    assert data["seeds"] == [1, 2, 3]
+    assert [(r["row"], r["seed"]) for r in data["runs"]] == [
+        ("dense", 1), ("dense", 2), ("dense", 3), ("topk1", 1),
+        ("topk1", 2), ("topk1", 3)]
+    assert data["runs"][1]["merged_from"] == str(second / "convergence.json")
+    md = (merged / "convergence.md").read_text()
+    assert "seeds 1,2,3" in md and "merged from convergence.json" in md
+    # The fake: accuracy 0.8 + seed / 100 + 0.05 with sgd.
+    assert "| Top-K 1% + EF | sgd | 3 | 0.8700 ± 0.0100 | +0.00 |" in md
+    for name in ("convergence-accuracy.png", "convergence-bytes.png"):
+        assert (merged / name).read_bytes()[:8] == PNG_SIGNATURE
+
+    # Files that disagree, or are not convergence results, are refused.
+    result = run_bench(f"--out={tmp_path / 'e3'}", f"--bin={fake_bin}",
+                       "--only=dense", "--seeds=1", "--epochs=3")
+    assert result.returncode == 0, result.stderr
+    result = run_bench("--merge", first / "convergence.json",
+                       tmp_path / "e3" / "convergence.json",
+                       f"--out={tmp_path / 'bad'}")
+    assert result.returncode == 1
+    assert "epochs 3 differs from" in result.stderr
+    (tmp_path / "junk.json").write_text("[1, 2]")
+    result = run_bench("--merge", tmp_path / "junk.json",
+                       f"--out={tmp_path / 'bad'}")
+    assert result.returncode == 1
+    assert "junk.json: not a convergence.json" in result.stderr
