@@ -106,6 +106,9 @@ def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="^lr"):
         DistributedOptimizer(make_optimizer(model), shards=["127.0.0.1:1"],
                              lr=0.1)
+    with pytest.raises(ValueError, match="^fold_scale"):
+        DistributedOptimizer(make_optimizer(model), shards=["127.0.0.1:1"],
+                             fold_scale=0.5)
     with pytest.raises(ValueError, match="compression"):
         DistributedOptimizer(make_optimizer(model), shards=["127.0.0.1:1"],
                              compression={"ratoi": 0.1})
