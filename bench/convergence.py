@@ -366,7 +366,7 @@ def merge(args):
                 sys.stderr.write(
                     f"{PROG}: {key[0]} {key[1]} seed {key[2]}: taken from "
                     f"{path}, not {chosen[key][0]}\n")
-            record = dict(run, merged_from=os.path.abspath(path))
+            record = dict(run, merged_from=path)
             chosen[key] = (path, record)
     row_order = [s.name for s in SETTINGS]
     def order(key):
