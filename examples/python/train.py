@@ -155,7 +155,7 @@ FLAG_GROUPS = {
          "Gradient compressor: none, fp16, bf16, topk, randomk, threshold, "
          "dgc, qsgd, onebit."),
         ("ratio", float, 0.01, "Fraction of elements sparsifiers keep."),
-        ("min-kept", int, 16,
+        ("min-kept", int, 64,
          "Sparsifiers: every chunk keeps at least this many elements per "
          "push, so small tensors are not starved at low ratios; 1: exactly "
          "--ratio."),

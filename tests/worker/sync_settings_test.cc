@@ -15,7 +15,7 @@ TEST(SyncSettingsTest, DefaultsResolve) {
       SyncOptionsFromSettings(SyncSettings());
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->compressor.name, "topk");
-  EXPECT_EQ(options->compressor.min_kept, 16u);
+  EXPECT_EQ(options->compressor.min_kept, 64u);
   EXPECT_EQ(options->training.mode(), v1::CONSISTENCY_MODE_BSP);
   // Top-K: momentum on the worker, before compression; SGD on the shards.
   EXPECT_EQ(options->training.optimizer().kind(), v1::OPTIMIZER_KIND_SGD);
