@@ -80,6 +80,7 @@ Json RunJson(const RunReport& r) {
           {"bytes_received", r.bytes_received},
           {"delta_chunks", r.delta_chunks},
           {"dense_chunks", r.dense_chunks},
+          {"chained_deltas", r.chained_deltas},
           {"shards", std::move(shards)},
           {"memory_ok", r.memory_ok}};
 }
@@ -166,14 +167,14 @@ void PrintRun(const RunReport& r, std::FILE* out) {
       "worker steps/s\n"
       "[%s] push ms p50 %.2f p99 %.2f max %.2f | pull ms p50 %.2f p99 %.2f "
       "max %.2f\n"
-      "[%s] sent %.1f MB, received %.1f MB; pulled chunks: %d delta, %d "
-      "dense\n"
+      "[%s] sent %.1f MB, received %.1f MB; pulled chunks: %d delta (%d "
+      "more chained), %d dense\n"
       "[%s] errors: %d%s%s\n",
       r.name, 2 * r.steps_per_phase, r.seconds, r.pushes_per_s, r.pulls_per_s,
       r.worker_steps_per_s, r.name, r.push.p50_ms, r.push.p99_ms, r.push.max_ms,
       r.pull.p50_ms, r.pull.p99_ms, r.pull.max_ms, r.name, r.bytes_sent / 1e6,
-      r.bytes_received / 1e6, r.delta_chunks, r.dense_chunks, r.name, r.errors,
-      r.errors > 0 ? "; first: " : "", r.first_error);
+      r.bytes_received / 1e6, r.delta_chunks, r.chained_deltas, r.dense_chunks,
+      r.name, r.errors, r.errors > 0 ? "; first: " : "", r.first_error);
   for (size_t i = 0; i < r.shards.size(); ++i) {
     const ShardMemoryReport& m = r.shards[i];
     absl::FPrintF(out,

@@ -60,6 +60,7 @@ struct RunReport {
   uint64_t bytes_received = 0;
   uint64_t delta_chunks = 0;
   uint64_t dense_chunks = 0;
+  uint64_t chained_deltas = 0;
   // By shard id; empty when the run stopped before the first phase ended.
   std::vector<ShardMemoryReport> shards;
   // Both phases ran and every shard's growth is within its limit.

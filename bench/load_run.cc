@@ -69,6 +69,7 @@ void Summarize(const LoadBenchConfig& config, const Workers& workers,
   report->bytes_received = total.bytes_received;
   report->delta_chunks = total.delta_chunks;
   report->dense_chunks = total.dense_chunks;
+  report->chained_deltas = total.chained_deltas;
 }
 
 absl::StatusOr<std::unique_ptr<ShardFleet>> StartFleet(

@@ -62,6 +62,7 @@ void WorkerTally::Merge(const WorkerTally& other) {
   bytes_received += other.bytes_received;
   delta_chunks += other.delta_chunks;
   dense_chunks += other.dense_chunks;
+  chained_deltas += other.chained_deltas;
 }
 
 SimulatedWorker::SimulatedWorker(uint32_t id, const LoadBenchConfig& config,
@@ -187,6 +188,7 @@ absl::Status SimulatedWorker::PullStep(uint64_t step) {
   for (uint32_t s = 0; s < requests.size(); ++s) {
     requests[s].set_worker_id(id_);
     requests[s].set_allow_delta(config_.delta_pulls);
+    requests[s].set_allow_delta_chain(config_.delta_pulls);
   }
   for (const ChunkSpec& spec : model_.partition->chunks()) {
     v1::ChunkPull* pull = requests[spec.shard].add_chunks();
@@ -232,10 +234,17 @@ absl::Status SimulatedWorker::ApplyPulled(uint32_t shard,
     }
     DecodeOptions decode;
     decode.expected_numel = spec->numel;
-    if (absl::Status s = DecodeChunk(weights.data(), decode, &decoded_);
-        !s.ok()) {
-      return absl::Status(s.code(),
-                          absl::StrCat("chunk ", spec->key, ": ", s.message()));
+    for (int i = 0; i <= weights.chain_size(); ++i) {
+      const v1::ChunkData& data =
+          i == 0 ? weights.data() : weights.chain(i - 1);
+      if (absl::Status s = DecodeChunk(data, decode, &decoded_); !s.ok()) {
+        return absl::Status(
+            s.code(), absl::StrCat("chunk ", spec->key, ": ", s.message()));
+      }
+    }
+    if (!weights.is_delta() && weights.chain_size() != 0) {
+      return absl::InternalError(
+          absl::StrCat("chunk ", spec->key, ": dense weights with a chain"));
     }
     uint64_t& held = versions_[spec->key];
     if (weights.is_delta()) {
@@ -245,6 +254,7 @@ absl::Status SimulatedWorker::ApplyPulled(uint32_t shard,
                          weights.version(), " for a worker at ", held));
       }
       ++tally_.delta_chunks;
+      tally_.chained_deltas += weights.chain_size();
     } else {
       ++tally_.dense_chunks;
     }

@@ -74,6 +74,8 @@ struct WorkerTally {
   // Pulled chunks answered as a delta, and as dense weights.
   uint64_t delta_chunks = 0;
   uint64_t dense_chunks = 0;
+  // Deltas after the first in chained answers (ChunkWeights.chain).
+  uint64_t chained_deltas = 0;
 
   void Merge(const WorkerTally& other);
 };

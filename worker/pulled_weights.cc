@@ -31,9 +31,14 @@ void WriteChunk(const CompressedChunk& decoded, bool is_delta,
 // answers deltas against an epoch the worker did not send).
 absl::Status CheckDelta(const v1::ChunkWeights& weights, uint64_t epoch,
                         const ChunkSlot& slot) {
-  if (!weights.is_delta()) return absl::OkStatus();
-  // BSP deltas move one version; ASP/SSP deltas (built from the worker's
-  // replica on the shard) any number forward.
+  if (!weights.is_delta()) {
+    if (weights.chain_size() != 0) {
+      return absl::InternalError(absl::StrFormat(
+          "chunk %d: dense weights with a chain of deltas", slot.spec.key));
+    }
+    return absl::OkStatus();
+  }
+  // A delta (or a chain of them) moves any number of versions forward.
   if (weights.version() < slot.version) {
     return absl::InternalError(
         absl::StrFormat("chunk %d: delta to version %d for a worker at %d",
@@ -57,6 +62,7 @@ std::vector<v1::PullRequest> BuildPullRequests(const ChunkPlan& plan,
   for (v1::PullRequest& request : requests) {
     request.set_worker_id(worker_id);
     request.set_allow_delta(allow_delta);
+    request.set_allow_delta_chain(allow_delta);
   }
   for (const ChunkSlot& slot : plan.slots()) {
     if (!plan.OwnsLocally(slot.spec.key)) continue;
@@ -71,7 +77,7 @@ std::vector<v1::PullRequest> BuildPullRequests(const ChunkPlan& plan,
 
 absl::StatusOr<uint64_t> ApplyPulledWeights(
     const std::vector<v1::PullResponse>& responses, ChunkPlan* plan) {
-  CompressedChunk decoded;
+  std::vector<CompressedChunk> decoded;
   uint64_t min_clock = std::numeric_limits<uint64_t>::max();
   for (const v1::PullResponse& response : responses) {
     for (const v1::ChunkWeights& weights : response.chunks()) {
@@ -82,18 +88,26 @@ absl::StatusOr<uint64_t> ApplyPulledWeights(
       }
       ChunkSlot& slot = plan->slot(weights.key());
       const ChunkSpec& spec = slot.spec;
-      DecodeOptions decode;
-      decode.expected_numel = spec.numel;
-      if (absl::Status s = DecodeChunk(weights.data(), decode, &decoded);
-          !s.ok()) {
-        return absl::Status(s.code(), absl::StrFormat("pulled chunk %d: %s",
-                                                      spec.key, s.message()));
-      }
       if (absl::Status s = CheckDelta(weights, response.history_epoch(), slot);
           !s.ok()) {
         return s;
       }
-      WriteChunk(decoded, weights.is_delta(), plan->ParameterOf(spec), spec);
+      DecodeOptions decode;
+      decode.expected_numel = spec.numel;
+      // Every part decodes before any is written: a bad one leaves the
+      // chunk as it was.
+      decoded.resize(1 + weights.chain_size());
+      for (int i = 0; i < static_cast<int>(decoded.size()); ++i) {
+        const v1::ChunkData& data =
+            i == 0 ? weights.data() : weights.chain(i - 1);
+        if (absl::Status s = DecodeChunk(data, decode, &decoded[i]); !s.ok()) {
+          return absl::Status(s.code(), absl::StrFormat("pulled chunk %d: %s",
+                                                        spec.key, s.message()));
+        }
+      }
+      for (const CompressedChunk& part : decoded) {
+        WriteChunk(part, weights.is_delta(), plan->ParameterOf(spec), spec);
+      }
       slot.version = weights.version();
       slot.epoch = response.history_epoch();
     }

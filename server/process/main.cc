@@ -94,11 +94,23 @@ ABSL_FLAG(int64_t, max_chunks, 16384,
           "Most chunks the first Init may declare to this shard (at 4 MiB "
           "chunks the default is 64 GiB); a larger Init is refused with "
           "RESOURCE_EXHAUSTED naming the count and this flag.");
+ABSL_FLAG(std::string, async_pull_deltas, "shared",
+          "ASP/SSP with delta pulls: 'shared' publishes each chunk's "
+          "compressed change every --async-publish-every updates (and when a "
+          "pull needs newer weights) and answers every worker from those "
+          "deltas, one compression per publication; 'per-worker' keeps a "
+          "replica of each worker's weights and compresses a delta for every "
+          "pull (the freshest weights, a pass over the chunk per pull, and "
+          "--max-replica-bytes of memory).");
+ABSL_FLAG(int64_t, async_publish_every, 0,
+          "Shared ASP/SSP pull deltas: optimizer updates of a chunk between "
+          "two publications; 0 uses the number of workers (about one push of "
+          "each between a worker's two pulls).");
 ABSL_FLAG(int64_t, max_replica_bytes, int64_t{1} << 30,
-          "ASP/SSP with delta pulls: most bytes of per-worker replicas (one "
-          "float copy of a chunk per worker that pulls it) this shard keeps "
-          "to answer compressed deltas; workers beyond it get dense pulls. 0 "
-          "keeps none.");
+          "ASP/SSP with --async-pull-deltas=per-worker: most bytes of "
+          "per-worker replicas (one float copy of a chunk per worker that "
+          "pulls it) this shard keeps to answer compressed deltas; workers "
+          "beyond it get dense pulls. 0 keeps none.");
 ABSL_FLAG(int64_t, max_init_overhead_bytes, int64_t{64} << 20,
           "Most bytes the first Init may make this shard allocate beyond the "
           "model data it carries: per declared chunk its bookkeeping and "
@@ -151,6 +163,8 @@ constexpr absl::string_view kServerFlagNames[] = {"address",
                                                   "max_message_bytes",
                                                   "max_chunks",
                                                   "max_init_overhead_bytes",
+                                                  "async_pull_deltas",
+                                                  "async_publish_every",
                                                   "max_replica_bytes",
                                                   "shutdown_grace_seconds",
                                                   "worker_timeout_seconds"};
@@ -179,6 +193,8 @@ ServerOptions OptionsFromFlags() {
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.max_chunks = absl::GetFlag(FLAGS_max_chunks);
   o.max_init_overhead_bytes = absl::GetFlag(FLAGS_max_init_overhead_bytes);
+  o.async_pull_deltas = absl::GetFlag(FLAGS_async_pull_deltas);
+  o.async_publish_every = absl::GetFlag(FLAGS_async_publish_every);
   o.max_replica_bytes = absl::GetFlag(FLAGS_max_replica_bytes);
   o.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   o.worker_timeout_seconds = absl::GetFlag(FLAGS_worker_timeout_seconds);

@@ -25,6 +25,9 @@ absl::Status CheckInitBudget(const ServerOptions& o) {
     return OutOfBounds("max-init-overhead-bytes", o.max_init_overhead_bytes,
                        ">= 1");
   }
+  if (o.async_publish_every < 0) {
+    return OutOfBounds("async-publish-every", o.async_publish_every, ">= 0");
+  }
   if (o.max_replica_bytes < 0) {
     return OutOfBounds("max-replica-bytes", o.max_replica_bytes, ">= 0");
   }
@@ -105,6 +108,14 @@ absl::StatusOr<v1::ConsistencyMode> ParseConsistencyMode(
       "--mode=%s: must be bsp, asp, ssp or empty (accept Init's)", name));
 }
 
+absl::StatusOr<AsyncPullDeltas> ParseAsyncPullDeltas(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (lower == "shared") return AsyncPullDeltas::kShared;
+  if (lower == "per-worker") return AsyncPullDeltas::kPerWorker;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--async-pull-deltas=%s: must be shared or per-worker", name));
+}
+
 absl::Status ValidateServerOptions(const ServerOptions& options) {
   if (options.address.empty()) {
     return absl::InvalidArgumentError("--address: must not be empty");
@@ -126,6 +137,10 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
   }
   auto mode = ParseConsistencyMode(options.mode);
   if (!mode.ok()) return mode.status();
+  if (auto deltas = ParseAsyncPullDeltas(options.async_pull_deltas);
+      !deltas.ok()) {
+    return deltas.status();
+  }
   if (options.staleness != 0 && *mode != v1::CONSISTENCY_MODE_SSP) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--staleness=%d: applies only with --mode=ssp", options.staleness));
@@ -165,6 +180,10 @@ ShardOptions ToShardOptions(const ServerOptions& options) {
   shard.max_chunks = static_cast<uint64_t>(options.max_chunks);
   shard.max_init_overhead_bytes =
       static_cast<uint64_t>(options.max_init_overhead_bytes);
+  shard.async_pull_deltas =
+      ParseAsyncPullDeltas(options.async_pull_deltas).value();
+  shard.async_publish_every =
+      static_cast<uint64_t>(options.async_publish_every);
   shard.max_replica_bytes = static_cast<uint64_t>(options.max_replica_bytes);
   return shard;
 }

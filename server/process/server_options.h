@@ -77,6 +77,12 @@ struct ServerOptions {
   // Most bytes a first Init may make the shard allocate beyond the model
   // data it carries, >= 1 (ShardOptions::max_init_overhead_bytes).
   int64_t max_init_overhead_bytes = int64_t{64} << 20;
+  // ASP/SSP pull deltas: "shared" (published deltas) or "per-worker"
+  // (replicas); ShardOptions::async_pull_deltas.
+  std::string async_pull_deltas = "shared";
+  // Shared ASP/SSP deltas: updates between two publications, >= 0 (0: the
+  // number of workers); ShardOptions::async_publish_every.
+  int64_t async_publish_every = 0;
   // ASP/SSP: most bytes of per-worker pull replicas, >= 0
   // (ShardOptions::max_replica_bytes).
   int64_t max_replica_bytes = int64_t{1} << 30;
@@ -105,6 +111,10 @@ struct ServerOptions {
 
 // The consistency mode named `name` ("bsp", "asp", "ssp"; case-insensitive),
 // UNSPECIFIED for "". INVALID_ARGUMENT naming the choices otherwise.
+// "shared" or "per-worker" (any case); INVALID_ARGUMENT naming the flag
+// otherwise.
+absl::StatusOr<AsyncPullDeltas> ParseAsyncPullDeltas(absl::string_view name);
+
 absl::StatusOr<v1::ConsistencyMode> ParseConsistencyMode(
     absl::string_view name);
 

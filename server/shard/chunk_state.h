@@ -11,9 +11,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "common/compress/compressed_chunk.h"
 #include "common/consistency/consistency_rule.h"
 #include "common/consistency/live_set.h"
+#include "server/shard/published_deltas.h"
 #include "server/shard/snapshot.h"
 
 namespace gradwire {
@@ -34,7 +34,11 @@ struct ChunkState {
       : key(initial.key),
         numel(initial.numel),
         state(std::move(initial)),
-        live(static_cast<uint32_t>(state.workers.size())) {}
+        live(static_cast<uint32_t>(state.workers.size())) {
+    // A new chunk, or a restored one (a new history epoch, whose workers
+    // all pull dense first): the shadow is at the chunk's version.
+    published.Reset(state.version, state.clock);
+  }
 
   // What the consistency rule reads to move the clock (consistency_rule.h).
   ChunkProgress progress() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -50,10 +54,9 @@ struct ChunkState {
   // progress and shadow weights. The snapshot type doubles as the live state
   // so that checkpoints copy it as is.
   ChunkSnapshot state ABSL_GUARDED_BY(mu);
-  // The delta that takes shadow from version - 1 to version; valid when
-  // delta_version == state.version and delta_version > 0.
-  CompressedChunk delta ABSL_GUARDED_BY(mu);
-  uint64_t delta_version ABSL_GUARDED_BY(mu) = 0;
+  // With shared pull deltas: the deltas published from state.shadow, which
+  // is at published.version() (published_deltas.h).
+  PublishedDeltas published ABSL_GUARDED_BY(mu);
   // The workers this chunk waits for: Shard::DropWorker takes them out.
   // Kept out of the snapshot: after a restart from a checkpoint every
   // worker is live again.
@@ -62,6 +65,18 @@ struct ChunkState {
   // worker id (worker_replicas.h). Not part of snapshots.
   absl::flat_hash_map<uint32_t, WorkerReplica> replicas ABSL_GUARDED_BY(mu);
 };
+
+// Publishes the chunk's pull delta at its version and clock now
+// (published_deltas.h), when the version moved since the last
+// publication. False when nothing was published.
+inline bool PublishPullDelta(const Compressor& compressor, ChunkState* chunk)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu) {
+  ChunkSnapshot& state = chunk->state;
+  if (state.version <= chunk->published.version()) return false;
+  return chunk->published.Publish(compressor, chunk->key, state.version,
+                                  state.clock, state.weights,
+                                  absl::MakeSpan(state.shadow));
+}
 
 // A shard's chunks by key; immutable once the shard is initialised.
 using ChunkMap = std::map<uint64_t, std::unique_ptr<ChunkState>>;

@@ -143,11 +143,12 @@ void ChunkUpdater::Commit(ChunkState* chunk, PreparedUpdate* prepared) const {
   prepared->runs = false;
   ++state.version;
   updates_applied_->fetch_add(1, std::memory_order_relaxed);
-  // ASP/SSP answer pulls from per-worker replicas instead of one delta per
-  // version, which a worker one version behind, the only one it could
-  // serve, almost never is when every push is a version.
-  if (config_.pull_compressor && rule_.cadence() == UpdateCadence::kPerStep) {
-    RefreshPullDelta(chunk);
+  // BSP publishes every update (publish_every 1); ASP/SSP, where every push
+  // is an update, once per publish_every so that one compression serves
+  // every worker that pulls in between.
+  if (config_.shared_deltas() &&
+      state.version - chunk->published.version() >= config_.publish_every) {
+    PublishPullDelta(*config_.pull_compressor, chunk);
   }
 }
 
@@ -222,29 +223,6 @@ absl::Status ChunkUpdater::CompleteStep(ChunkState* chunk, uint64_t next_clock,
   state.pending_pushes = 0;
   state.clock = next_clock;
   return status;
-}
-
-void ChunkUpdater::RefreshPullDelta(ChunkState* chunk) const {
-  ChunkSnapshot& state = chunk->state;
-  // Server-side error feedback: send C(w - shadow) and move shadow by exactly
-  // what was sent; the rest stays in w - shadow for later deltas.
-  thread_local std::vector<float> difference;
-  difference.resize(chunk->numel);
-  for (uint64_t i = 0; i < chunk->numel; ++i) {
-    difference[i] = state.weights[i] - state.shadow[i];
-  }
-  CompressContext context;
-  context.chunk_key = chunk->key;
-  context.step = state.version;
-  absl::Status s =
-      config_.pull_compressor->Compress(difference, context, &chunk->delta);
-  if (!s.ok()) {
-    // Non-finite weights: leave the delta unavailable so pulls go dense.
-    chunk->delta_version = 0;
-    return;
-  }
-  AccumulateInto(chunk->delta, 1.0f, absl::MakeSpan(state.shadow));
-  chunk->delta_version = state.version;
 }
 
 }  // namespace gradwire

@@ -4,9 +4,10 @@
 //      mean (BSP) or run the optimizer on it at once (ASP/SSP);
 //   3. move the chunk's clock as the rule says; in BSP a clock that moves
 //      completes the step: the optimizer runs on the step's mean;
-//   4. with a pull compressor, after each optimizer update, compress the
-//      change of the weights into the delta that pulls send (server-side
-//      error feedback: the shadow moves by exactly what was sent).
+//   4. with shared pull deltas, after every update in BSP and every
+//      publish_every updates in ASP/SSP, publish the compressed change of
+//      the weights that pulls send (published_deltas.h; server-side error
+//      feedback: the shadow moves by exactly what was sent).
 // A shrunken live set (Shard::DropWorker) runs step 3 alone.
 //
 // No update may leave a weight or optimizer state non-finite (a finite
@@ -34,9 +35,9 @@
 //     selects (plain SGD without weight decay, which is what the shards run
 //     in these modes by default: momentum is placed on the workers): the
 //     new weights of the selected elements are computed aside, checked,
-//     and written; nothing is decoded to a dense buffer and no pull delta
-//     is built (ASP/SSP pulls are answered from per-worker replicas,
-//     worker_replicas.h, when they come).
+//     and written; nothing is decoded to a dense buffer, and a pull delta
+//     (a pass over the chunk) is published only every publish_every
+//     updates.
 //   - ASP/SSP under momentum, Adam or weight decay: the dense rule, which
 //     moves every element (a lazy rule that skipped untouched elements
 //     would train differently from PyTorch's), so the push is decoded and
@@ -156,9 +157,6 @@ class ChunkUpdater {
   // and moves the clock to `next_clock`.
   absl::Status CompleteStep(ChunkState* chunk, uint64_t next_clock,
                             PreparedUpdate* prepared) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
-  // Step 4: the delta of the update that made the current version.
-  void RefreshPullDelta(ChunkState* chunk) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
 
   const ShardConfig& config_;

@@ -50,15 +50,19 @@
 // may run at most kStepWindow steps ahead of its own oldest missing step
 // (common/consistency/worker_progress.h).
 //
-// Pull deltas: with a pull compressor configured, BSP keeps `shadow`, the
-// weights every worker holds. At each update it compresses
-// d = C(w - shadow) and adds D(d) to shadow; what was not sent stays in
-// w - shadow and goes out later. A worker holding version - 1 gets d; any
-// other gets the dense shadow, always at fp32 so that replicas stay equal to
-// it bit for bit. ASP and SSP, where each worker holds a version of its own,
-// keep one such shadow per worker instead (worker_replicas.h) and build the
-// delta when the worker pulls. Without a pull compressor, pulls return w in
-// the requested dense precision.
+// Pull deltas: with a pull compressor configured, each chunk keeps
+// `shadow`, the weights every worker on deltas holds, and publishes
+// d = C(w - shadow), adding D(d) to shadow; what was not sent stays in
+// w - shadow and goes out later (published_deltas.h). BSP publishes at
+// each update; ASP and SSP every publish_every updates and when a pull
+// needs newer weights than the last publication (the worker holds it
+// already, or SSP's min_step is past it). A worker holding a published
+// version gets the deltas from it (several, in order, when its request
+// allows a chain); any other gets the dense shadow, always at fp32 so that
+// it equals the shadow bit for bit. Alternatively
+// (AsyncPullDeltas::kPerWorker) ASP and SSP keep one shadow per worker
+// (worker_replicas.h) and build a delta for each pull. Without a pull
+// compressor, pulls return w in the requested dense precision.
 //
 // History epoch: versions name weights only within one history, and a
 // restart (from a checkpoint without the write-ahead log, or from nothing)
@@ -103,6 +107,16 @@ namespace gradwire {
 class ChunkUpdater;
 class WorkerPresence;
 
+// Where ASP/SSP pull deltas come from (BSP always shares one per update).
+enum class AsyncPullDeltas {
+  // The chunk's published deltas, shared by every worker
+  // (published_deltas.h): one compression per publication.
+  kShared,
+  // A replica per worker and a compression per pull (worker_replicas.h):
+  // the freshest weights, at the cost of a pass over the chunk per pull.
+  kPerWorker,
+};
+
 // Fixed at start-up (from flags). Init must agree with every field that is
 // set.
 struct ShardOptions {
@@ -129,6 +143,13 @@ struct ShardOptions {
   // --max-message-bytes, which gRPC would refuse to send anyway): a pull
   // whose answer would be larger is RESOURCE_EXHAUSTED before it is built.
   uint64_t max_message_bytes = uint64_t{64} << 20;
+  // ASP/SSP with delta pulls: shared published deltas or per-worker
+  // replicas (the server's --async-pull-deltas).
+  AsyncPullDeltas async_pull_deltas = AsyncPullDeltas::kShared;
+  // Shared ASP/SSP deltas: optimizer updates between two publications of a
+  // chunk (the server's --async-publish-every); 0 publishes every
+  // num_workers updates.
+  uint64_t async_publish_every = 0;
   // Most bytes of per-worker replicas the shard keeps for ASP/SSP pull
   // deltas (the server's --max-replica-bytes; worker_replicas.h). Workers
   // beyond it get dense pulls.

@@ -91,6 +91,13 @@ absl::StatusOr<std::unique_ptr<const ShardConfig>> ShardConfig::FromProto(
   config->optimizer_settings = *settings;
   config->optimizer = std::make_unique<Optimizer>(*settings);
   config->pull_compressor = std::move(*pull);
+  if (config->rule->cadence() == UpdateCadence::kPerPush) {
+    config->per_worker_deltas =
+        options.async_pull_deltas == AsyncPullDeltas::kPerWorker;
+    config->publish_every = options.async_publish_every != 0
+                                ? options.async_publish_every
+                                : config->num_workers;
+  }
   return std::unique_ptr<const ShardConfig>(std::move(config));
 }
 

@@ -33,6 +33,19 @@ struct ShardConfig {
   std::unique_ptr<Optimizer> optimizer;
   // Null when pulls are dense only.
   std::unique_ptr<Compressor> pull_compressor;
+  // With a pull compressor: true when ASP/SSP pulls are answered from
+  // per-worker replicas (worker_replicas.h), false when every mode answers
+  // the chunk's shared published deltas (published_deltas.h).
+  bool per_worker_deltas = false;
+  // Shared deltas: the chunk publishes after this many optimizer updates
+  // (BSP: 1, every update; ASP/SSP: the shard's option, by default the
+  // number of workers, about one update per worker between two pulls).
+  uint64_t publish_every = 1;
+
+  // Whether the chunks keep the shared shadow and publish deltas.
+  bool shared_deltas() const {
+    return pull_compressor != nullptr && !per_worker_deltas;
+  }
 };
 
 }  // namespace gradwire

@@ -47,12 +47,8 @@ absl::StatusOr<std::unique_ptr<ChunkState>> NewChunk(
   state.numel = numel;
   state.weights = std::move(initial.values);
   state.workers.resize(config.num_workers);
-  // The shared shadow of BSP's pull deltas; ASP/SSP keep per-worker
-  // replicas instead (worker_replicas.h).
-  if (config.pull_compressor &&
-      config.rule->cadence() == UpdateCadence::kPerStep) {
-    state.shadow = state.weights;
-  }
+  // The shared shadow of the published pull deltas (published_deltas.h).
+  if (config.shared_deltas()) state.shadow = state.weights;
   return std::make_unique<ChunkState>(std::move(state));
 }
 

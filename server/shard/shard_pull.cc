@@ -58,13 +58,68 @@ absl::Status AwaitStep(ChunkState* chunk, uint64_t wanted, absl::Time deadline,
 struct PullAnswering {
   // The shard's pull compressor; null: dense answers only.
   const Compressor* compressor = nullptr;
-  // ASP/SSP: per-worker replicas (worker_replicas.h); null in BSP, which
-  // answers the one delta of the last update.
+  // Per-worker replicas (worker_replicas.h); null where the chunks'
+  // shared published deltas answer.
   WorkerReplicas* replicas = nullptr;
   // The worker's version counts in this shard's history epoch; without it
   // the version may name other weights.
   bool same_history = false;
 };
+
+// The answer to a worker that is current: an empty delta, a few bytes
+// instead of the chunk.
+void AnswerCurrent(uint64_t numel, v1::ChunkWeights* out) {
+  out->set_is_delta(true);
+  out->mutable_data()->set_numel(numel);
+  out->mutable_data()->mutable_sparse()->set_value_type(v1::VALUE_TYPE_FP32);
+}
+
+// Encoded bytes of `deltas`.
+uint64_t ChainBytes(absl::Span<const v1::ChunkData* const> deltas) {
+  uint64_t bytes = 0;
+  for (const v1::ChunkData* delta : deltas) bytes += delta->ByteSizeLong();
+  return bytes;
+}
+
+// The locked answer from shared published deltas (published_deltas.h).
+// Publishes first when the pull needs newer weights than the last
+// publication: the worker holds that publication already, or the pull's
+// min_step (SSP) is past the clock it was made at. Then answers the deltas
+// from the worker's version when it holds a published one (several only
+// when the request takes a chain, and only while they are smaller than
+// the dense chunk), else the dense shadow at fp32.
+absl::Status AnswerFromPublished(ChunkState* chunk, const v1::ChunkPull& pull,
+                                 const v1::PullRequest& request,
+                                 const PullAnswering& answering,
+                                 v1::ChunkWeights* out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu) {
+  PublishedDeltas& published = chunk->published;
+  const bool delta_allowed = request.allow_delta() && answering.same_history;
+  if ((delta_allowed && pull.have_version() == published.version()) ||
+      pull.min_step() > published.clock()) {
+    PublishPullDelta(*answering.compressor, chunk);
+  }
+  out->set_version(published.version());
+  if (delta_allowed && published.version() > 0 &&
+      pull.have_version() == published.version()) {
+    AnswerCurrent(chunk->numel, out);
+    return absl::OkStatus();
+  }
+  thread_local std::vector<const v1::ChunkData*> chain;
+  if (delta_allowed && published.ChainFrom(pull.have_version(), &chain) &&
+      (chain.size() == 1 || request.allow_delta_chain()) &&
+      ChainBytes(chain) < chunk->numel * sizeof(float)) {
+    out->set_is_delta(true);
+    *out->mutable_data() = *chain.front();
+    for (size_t i = 1; i < chain.size(); ++i) *out->add_chain() = *chain[i];
+    return absl::OkStatus();
+  }
+  // Workers on deltas must hold exactly the shadow, so it goes out at full
+  // precision.
+  out->set_is_delta(false);
+  return EncodeDense(chunk->state.shadow, ValuePrecision::kFp32,
+                     out->mutable_data());
+}
 
 // The locked part of PullOne. Returns true with *loan filled when the
 // answer is a delta from the worker's replica, which the caller builds
@@ -82,15 +137,15 @@ bool AnswerLocked(ChunkState* chunk, const v1::ChunkPull& pull,
   out->set_version(state.version);
   out->set_clock(state.clock);
   *status = absl::OkStatus();
+  if (deltas && answering.replicas == nullptr) {
+    *status = AnswerFromPublished(chunk, pull, request, answering, out);
+    return false;
+  }
   const bool delta_allowed =
       deltas && request.allow_delta() && answering.same_history;
   if (delta_allowed && state.version > 0 &&
       pull.have_version() == state.version) {
-    // Already current: an empty delta costs a few bytes instead of the chunk.
-    out->set_is_delta(true);
-    out->mutable_data()->set_numel(chunk->numel);
-    v1::SparseValues* none = out->mutable_data()->mutable_sparse();
-    none->set_value_type(v1::VALUE_TYPE_FP32);
+    AnswerCurrent(chunk->numel, out);
     return false;
   }
   if (answering.replicas != nullptr) {
@@ -107,20 +162,7 @@ bool AnswerLocked(ChunkState* chunk, const v1::ChunkPull& pull,
         EncodeDense(state.weights, ValuePrecision::kFp32, out->mutable_data());
     return false;
   }
-  if (delta_allowed && chunk->delta_version == state.version &&
-      state.version > 0 && pull.have_version() + 1 == state.version) {
-    out->set_is_delta(true);
-    *status = EncodeChunk(chunk->delta, out->mutable_data());
-    return false;
-  }
   out->set_is_delta(false);
-  if (deltas) {
-    // Workers on deltas must hold exactly the shadow, so it goes out at full
-    // precision.
-    *status =
-        EncodeDense(state.shadow, ValuePrecision::kFp32, out->mutable_data());
-    return false;
-  }
   const ValuePrecision precision =
       FromWire(request.dense_value_type()).value_or(ValuePrecision::kFp32);
   *status = EncodeDense(state.weights, precision, out->mutable_data());
@@ -128,10 +170,11 @@ bool AnswerLocked(ChunkState* chunk, const v1::ChunkPull& pull,
 }
 
 // Answers one chunk of a pull whose clock reached the asked step (clocks
-// only grow): an empty delta when the worker is current, a delta when it can
-// take one (BSP: one version behind; ASP/SSP: from its replica), dense
-// weights otherwise. An ASP/SSP delta is compressed and encoded outside the
-// chunk's lock (worker_replicas.h), so pushes wait only for the difference.
+// only grow): an empty delta when the worker is current, deltas when it
+// can take them (from a published version, or from its replica), dense
+// weights otherwise. A per-worker delta is compressed and encoded outside
+// the chunk's lock (worker_replicas.h), so pushes wait only for the
+// difference.
 absl::Status PullOne(ChunkState* chunk, const v1::ChunkPull& pull,
                      const v1::PullRequest& request,
                      const PullAnswering& answering, v1::ChunkWeights* out) {
@@ -199,8 +242,7 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
   response->set_history_epoch(history_epoch_);
   PullAnswering answering;
   answering.compressor = config_->pull_compressor.get();
-  if (answering.compressor != nullptr &&
-      config_->rule->cadence() == UpdateCadence::kPerPush) {
+  if (answering.compressor != nullptr && config_->per_worker_deltas) {
     answering.replicas = &replicas_;
   }
   uint64_t answer_bytes = 0;

@@ -142,9 +142,7 @@ absl::Status Shard::Restore(ShardSnapshot snapshot) {
   ChunkMap chunks;
   for (ChunkSnapshot& c : snapshot.chunks) {
     if (absl::Status s = CheckChunkSnapshot(c, **config); !s.ok()) return s;
-    if ((*config)->pull_compressor &&
-        (*config)->rule->cadence() == UpdateCadence::kPerStep &&
-        c.shadow.empty()) {
+    if ((*config)->shared_deltas() && c.shadow.empty()) {
       c.shadow = c.weights;
     }
     const uint64_t key = c.key;

@@ -152,8 +152,8 @@ TEST(PulledWeightsTest, ADeltaToAnOlderVersionIsRefused) {
             absl::StatusCode::kInternal);
 }
 
-// ASP/SSP shards answer from the worker's replica: a delta may move the
-// chunk several versions at once.
+// A delta may move the chunk several versions at once (ASP/SSP
+// publications, per-worker replicas).
 TEST(PulledWeightsTest, ADeltaMayMoveSeveralVersions) {
   auto plan = OneChunkPlan(torch::zeros({8}));
   ASSERT_NE(plan, nullptr);
@@ -161,6 +161,40 @@ TEST(PulledWeightsTest, ADeltaMayMoveSeveralVersions) {
       ApplyPulledWeights(DenseAnswer(1.0f, 3, kEpoch), plan.get()).ok());
   ASSERT_TRUE(
       ApplyPulledWeights(DeltaAnswer(0.5f, 9, kEpoch), plan.get()).ok());
+  EXPECT_EQ(NextPull(*plan).have_version(), 9u);
+}
+
+// A chain: every delta is added, in order, and the version is the last
+// one's. The requests ask for chains whenever they ask for deltas.
+TEST(PulledWeightsTest, AChainOfDeltasIsAddedInOrder) {
+  torch::Tensor parameter = torch::zeros({8});
+  auto plan = OneChunkPlan(parameter);
+  ASSERT_NE(plan, nullptr);
+  ASSERT_TRUE(
+      ApplyPulledWeights(DenseAnswer(1.0f, 3, kEpoch), plan.get()).ok());
+  std::vector<v1::PullResponse> chained = DeltaAnswer(0.5f, 9, kEpoch);
+  v1::ChunkWeights* weights = chained[0].mutable_chunks(0);
+  *weights->add_chain() = weights->data();
+  *weights->add_chain() = weights->data();
+  ASSERT_TRUE(ApplyPulledWeights(chained, plan.get()).ok());
+  EXPECT_EQ(parameter[2].item<float>(), 2.5f);
+  EXPECT_EQ(parameter[3].item<float>(), 1.0f);
+  EXPECT_EQ(NextPull(*plan).have_version(), 9u);
+  EXPECT_TRUE(BuildPullRequests(*plan, 3, /*allow_delta=*/true, 0)[0]
+                  .allow_delta_chain());
+  EXPECT_FALSE(BuildPullRequests(*plan, 3, /*allow_delta=*/false, 0)[0]
+                   .allow_delta_chain());
+
+  // A chain on dense weights, or a chain entry that does not decode, is
+  // refused before anything is written.
+  std::vector<v1::PullResponse> dense = DenseAnswer(7.0f, 10, kEpoch);
+  *dense[0].mutable_chunks(0)->add_chain() = weights->data();
+  EXPECT_EQ(ApplyPulledWeights(dense, plan.get()).status().code(),
+            absl::StatusCode::kInternal);
+  std::vector<v1::PullResponse> bad = DeltaAnswer(0.5f, 11, kEpoch);
+  bad[0].mutable_chunks(0)->add_chain()->set_numel(3);
+  EXPECT_FALSE(ApplyPulledWeights(bad, plan.get()).ok());
+  EXPECT_EQ(parameter[2].item<float>(), 2.5f);
   EXPECT_EQ(NextPull(*plan).have_version(), 9u);
 }
 

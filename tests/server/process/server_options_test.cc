@@ -63,6 +63,14 @@ TEST(ServerOptionsTest, RefusalsNameTheFlag) {
   EXPECT_THAT(Refusal(options), HasSubstr("--max-concurrent-streams=0"));
 
   options = ServerOptions();
+  options.async_pull_deltas = "replicas";
+  EXPECT_THAT(Refusal(options), HasSubstr("--async-pull-deltas=replicas"));
+
+  options = ServerOptions();
+  options.async_publish_every = -1;
+  EXPECT_THAT(Refusal(options), HasSubstr("--async-publish-every=-1"));
+
+  options = ServerOptions();
   options.memory_quota_bytes = options.max_message_bytes;
   EXPECT_THAT(Refusal(options), HasSubstr("--memory-quota-bytes="));
 
@@ -99,6 +107,8 @@ TEST(ServerOptionsTest, ShardOptionsCarryTheJobsShape) {
   options.max_message_bytes = 12345;
   options.max_chunks = 321;
   options.max_init_overhead_bytes = 4567;
+  options.async_pull_deltas = "Per-Worker";
+  options.async_publish_every = 16;
   ASSERT_TRUE(ValidateServerOptions(options).ok());
   const ShardOptions shard = ToShardOptions(options);
   EXPECT_EQ(shard.shard_id, 1u);
@@ -109,6 +119,8 @@ TEST(ServerOptionsTest, ShardOptionsCarryTheJobsShape) {
   EXPECT_EQ(shard.max_message_bytes, 12345u);
   EXPECT_EQ(shard.max_chunks, 321u);
   EXPECT_EQ(shard.max_init_overhead_bytes, 4567u);
+  EXPECT_EQ(shard.async_pull_deltas, AsyncPullDeltas::kPerWorker);
+  EXPECT_EQ(shard.async_publish_every, 16u);
   EXPECT_EQ(ShutdownGrace(options), absl::Milliseconds(2500));
 }
 

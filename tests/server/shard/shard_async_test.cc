@@ -1,7 +1,9 @@
 // ASP and SSP on the shard's sparse paths: a sparse push under plain SGD
 // touches only its selected weights (and gives the dense rule's result bit
-// for bit), under momentum the dense rule runs; pulls are answered with
-// compressed deltas from per-worker replicas, within their memory budget.
+// for bit), under momentum the dense rule runs; on a shard set to per-worker
+// deltas, pulls are answered with compressed deltas from per-worker
+// replicas, within their memory budget (shared deltas:
+// shard_published_pull_test.cc).
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -140,6 +142,13 @@ TEST(ShardSparseApplyTest, MomentumMovesEveryWeightItsBufferHolds) {
 
 // ------------------------------------------------ replica pulls (ASP/SSP)
 
+// A shard that answers ASP/SSP pulls from per-worker replicas.
+ShardOptions PerWorker() {
+  ShardOptions options = Options();
+  options.async_pull_deltas = AsyncPullDeltas::kPerWorker;
+  return options;
+}
+
 v1::TrainingConfig ReplicaConfig(v1::ConsistencyMode mode,
                                  v1::ValueType values = v1::VALUE_TYPE_FP32) {
   v1::TrainingConfig config =
@@ -207,7 +216,7 @@ void PushZeros(Shard& shard, uint64_t step) {
 
 TEST(ShardReplicaPullTest, AWorkerManyVersionsBehindGetsADelta) {
   auto shard = StartShard(ReplicaConfig(v1::CONSISTENCY_MODE_ASP),
-                          OneChunk(InitialWeights(kKeyA, kNumel)));
+                          OneChunk(InitialWeights(kKeyA, kNumel)), PerWorker());
   Holder holder;
   EXPECT_FALSE(holder.Pull(*shard).is_delta());
   EXPECT_EQ(holder.weights, InitialWeights(kKeyA, kNumel));
@@ -242,7 +251,7 @@ TEST(ShardReplicaPullTest, AWorkerManyVersionsBehindGetsADelta) {
 TEST(ShardReplicaPullTest, DeltaValuesGoOutInThePullPrecision) {
   auto shard =
       StartShard(ReplicaConfig(v1::CONSISTENCY_MODE_ASP, v1::VALUE_TYPE_FP16),
-                 OneChunk(InitialWeights(kKeyA, kNumel)));
+                 OneChunk(InitialWeights(kKeyA, kNumel)), PerWorker());
   Holder holder;
   holder.Pull(*shard);
   PushSteps(*shard, 0, 3);
@@ -264,7 +273,7 @@ TEST(ShardReplicaPullTest, DeltaValuesGoOutInThePullPrecision) {
 
 TEST(ShardReplicaPullTest, SspWorkerBehindGetsADelta) {
   auto shard = StartShard(ReplicaConfig(v1::CONSISTENCY_MODE_SSP),
-                          OneChunk(InitialWeights(kKeyA, kNumel)));
+                          OneChunk(InitialWeights(kKeyA, kNumel)), PerWorker());
   Holder holder;
   holder.Pull(*shard);
   PushSteps(*shard, 0, 2);
@@ -275,7 +284,7 @@ TEST(ShardReplicaPullTest, SspWorkerBehindGetsADelta) {
 
 TEST(ShardReplicaPullTest, AnAnswerTheWorkerLostCostsADenseOne) {
   auto shard = StartShard(ReplicaConfig(v1::CONSISTENCY_MODE_ASP),
-                          OneChunk(InitialWeights(kKeyA, kNumel)));
+                          OneChunk(InitialWeights(kKeyA, kNumel)), PerWorker());
   Holder holder;
   holder.Pull(*shard);
   PushSteps(*shard, 0, 2);
@@ -295,7 +304,7 @@ TEST(ShardReplicaPullTest, AnAnswerTheWorkerLostCostsADenseOne) {
 }
 
 TEST(ShardReplicaPullTest, ReplicasStayWithinTheirBudgetAndDropsFreeThem) {
-  ShardOptions options = Options();
+  ShardOptions options = PerWorker();
   options.max_replica_bytes = kNumel * sizeof(float);  // One replica.
   auto shard = StartShard(ReplicaConfig(v1::CONSISTENCY_MODE_ASP),
                           OneChunk(InitialWeights(kKeyA, kNumel)), options);
@@ -323,7 +332,7 @@ TEST(ShardReplicaPullTest, ReplicasStayWithinTheirBudgetAndDropsFreeThem) {
 
 TEST(ShardReplicaPullTest, BspStillSharesOneDeltaPerVersion) {
   auto shard = StartShard(ReplicaConfig(v1::CONSISTENCY_MODE_BSP),
-                          OneChunk(InitialWeights(kKeyA, kNumel)));
+                          OneChunk(InitialWeights(kKeyA, kNumel)), PerWorker());
   Holder holder;
   holder.Pull(*shard);
   EXPECT_EQ(shard->replica_bytes(), 0u);

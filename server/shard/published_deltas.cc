@@ -1,0 +1,58 @@
+#include "server/shard/published_deltas.h"
+
+#include "common/codec/codec.h"
+#include "common/compress/compressed_chunk.h"
+
+namespace gradwire {
+
+void PublishedDeltas::Reset(uint64_t version, uint64_t clock) {
+  kept_.clear();
+  version_ = version;
+  clock_ = clock;
+}
+
+bool PublishedDeltas::Publish(const Compressor& compressor, uint64_t chunk_key,
+                              uint64_t version, uint64_t clock,
+                              absl::Span<const float> weights,
+                              absl::Span<float> shadow) {
+  thread_local std::vector<float> difference;
+  thread_local CompressedChunk delta;
+  difference.resize(weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) {
+    difference[i] = weights[i] - shadow[i];
+  }
+  CompressContext context;
+  context.chunk_key = chunk_key;
+  context.step = version;
+  v1::ChunkData data;
+  if (!compressor.Compress(difference, context, &delta).ok() ||
+      !EncodeChunk(delta, &data).ok()) {
+    return false;
+  }
+  AccumulateInto(delta, 1.0f, shadow);
+  if (kept_.size() == kMaxKept) kept_.erase(kept_.begin());
+  kept_.push_back(Delta{version_, version, std::move(data)});
+  version_ = version;
+  clock_ = clock;
+  return true;
+}
+
+bool PublishedDeltas::ChainFrom(
+    uint64_t have_version, std::vector<const v1::ChunkData*>* chain) const {
+  chain->clear();
+  size_t first = 0;
+  while (first < kept_.size() && kept_[first].from != have_version) ++first;
+  if (first == kept_.size()) return false;
+  for (size_t i = first; i < kept_.size(); ++i) {
+    chain->push_back(&kept_[i].data);
+  }
+  return true;
+}
+
+uint64_t PublishedDeltas::bytes() const {
+  uint64_t total = 0;
+  for (const Delta& delta : kept_) total += delta.data.ByteSizeLong();
+  return total;
+}
+
+}  // namespace gradwire

@@ -1,0 +1,81 @@
+// Shared pull deltas: what a chunk publishes for every delta-pulling worker.
+//
+// A chunk with a pull compressor keeps `shadow` (ChunkSnapshot), the
+// weights every worker on deltas holds. Publishing compresses
+// d = C(w - shadow), adds D(d) to shadow and records d, encoded once, as
+// the delta from the version the shadow had to the chunk's version now.
+// What d leaves out stays in w - shadow and goes out later (server-side
+// error feedback). A worker that holds a published version gets the deltas
+// from it to the newest, in order; any other gets the dense shadow.
+//
+// When a chunk publishes is the shard's choice (chunk_updater.h,
+// shard_pull.cc): BSP at every update; ASP and SSP every `publish_every`
+// updates, so that one compression serves the workers that pull in
+// between, and at a pull that needs newer weights than the last
+// publication.
+//
+// Thread safety: none; the chunk's mutex guards it.
+#ifndef GRADWIRE_SERVER_SHARD_PUBLISHED_DELTAS_H_
+#define GRADWIRE_SERVER_SHARD_PUBLISHED_DELTAS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "common/compress/compressor.h"
+#include "gradwire/v1/parameter_server.pb.h"
+
+namespace gradwire {
+
+class PublishedDeltas {
+ public:
+  // The most deltas kept: a worker further behind than that many
+  // publications gets the dense shadow.
+  static constexpr size_t kMaxKept = 8;
+
+  // No deltas; the shadow is at `version`, published at `clock`.
+  void Reset(uint64_t version, uint64_t clock);
+
+  // The version the shadow is at: the newest publication's.
+  uint64_t version() const { return version_; }
+  // The chunk's clock when the shadow was last published or reset.
+  uint64_t clock() const { return clock_; }
+
+  // Publishes (see above): with `weights` at `version` and `clock`,
+  // compresses weights - *shadow (chunk_key and version seed the
+  // compressor), adds what was sent to *shadow and keeps the encoded
+  // delta. Returns false and changes nothing when the compressor refuses
+  // the difference (non-finite, which finite weights never give) or the
+  // delta does not encode.
+  bool Publish(const Compressor& compressor, uint64_t chunk_key,
+               uint64_t version, uint64_t clock,
+               absl::Span<const float> weights, absl::Span<float> shadow);
+
+  // The deltas from `have_version` to version(), oldest first, into
+  // *chain; false (and *chain empty) when `have_version` is not a version
+  // a kept delta starts from. Pointers stay valid until the next Publish
+  // or Reset.
+  bool ChainFrom(uint64_t have_version,
+                 std::vector<const v1::ChunkData*>* chain) const;
+
+  // Encoded bytes of the kept deltas.
+  uint64_t bytes() const;
+
+ private:
+  struct Delta {
+    uint64_t from = 0;
+    uint64_t to = 0;
+    v1::ChunkData data;
+  };
+
+  // Oldest first. A vector, not a deque: an empty one allocates nothing,
+  // and chunks that never publish (dense pulls) are most chunks of a shard.
+  std::vector<Delta> kept_;
+  uint64_t version_ = 0;
+  uint64_t clock_ = 0;
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_SERVER_SHARD_PUBLISHED_DELTAS_H_
