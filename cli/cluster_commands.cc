@@ -29,6 +29,8 @@ SpawnOptions ShardCommand(const LocalClusterOptions& options,
     spawn.argv.push_back(absl::StrCat(
         "--checkpoint-dir=", options.checkpoint_dir, "/shard-", shard));
   }
+  spawn.argv.insert(spawn.argv.end(), options.server_args.begin(),
+                    options.server_args.end());
   spawn.stdout_path = spawn.stderr_path = run.ShardLog(shard);
   return spawn;
 }

@@ -55,6 +55,9 @@ struct LocalClusterOptions {
   // Appended verbatim to every worker's command line, after the flags above
   // (which the caller must not repeat here).
   std::vector<std::string> worker_args;
+  // Appended verbatim to every shard's command line, after the flags
+  // gradwire local sets (ShardCommand).
+  std::vector<std::string> server_args;
   // The cluster's summary (see cli/cluster_summary.h); empty: none.
   std::string summary_json;
   // Shard i checkpoints into <checkpoint_dir>/shard-<i>; empty: none.

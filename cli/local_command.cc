@@ -55,6 +55,12 @@ ABSL_FLAG(std::string, worker_command, "",
           "file: a path, or a name looked up in PATH. Each worker's flags "
           "(see above) are appended, as for gradwire-worker. Empty: "
           "gradwire-worker next to gradwire.");
+ABSL_FLAG(std::string, server_args, "",
+          "Flags added to every gradwire-server's command line, split on "
+          "whitespace, e.g. \"--async-pull-deltas=per-worker --wal=true\" "
+          "(see gradwire-server --help). Each word must be a --flag; "
+          "gradwire local sets the shards' addresses, ports, ids, shard and "
+          "worker counts and --checkpoint-dir itself.");
 ABSL_FLAG(std::string, tls_dir, "",
           "Directory written by scripts/dev-certs.sh: mutual TLS between "
           "every worker and shard, and its auth-token file as the bearer "
@@ -124,15 +130,23 @@ constexpr absl::string_view kLocalUsage =
     "bad command\nline (also a worker flag the workers reject); 130 after "
     "Ctrl-C.";
 
-constexpr absl::string_view kLocalFlags[] = {
-    "shards",          "workers",
-    "summary_json",    "checkpoint_dir",
-    "log_dir",         "keep_logs",
-    "grace_seconds",   "start_timeout_seconds",
-    "worker_command",  "tls_dir",
-    "auth_token_file", "dashboard",
-    "dashboard_port",  "dashboard_linger_seconds",
-    "prometheus",      "dashboard_consoles"};
+constexpr absl::string_view kLocalFlags[] = {"shards",
+                                             "workers",
+                                             "summary_json",
+                                             "checkpoint_dir",
+                                             "log_dir",
+                                             "keep_logs",
+                                             "grace_seconds",
+                                             "start_timeout_seconds",
+                                             "worker_command",
+                                             "server_args",
+                                             "tls_dir",
+                                             "auth_token_file",
+                                             "dashboard",
+                                             "dashboard_port",
+                                             "dashboard_linger_seconds",
+                                             "prometheus",
+                                             "dashboard_consoles"};
 constexpr absl::string_view kLocalBoolFlags[] = {"keep_logs", "dashboard"};
 // Flags that only mean something with --dashboard.
 constexpr absl::string_view kDashboardOnlyFlags[] = {
@@ -221,6 +235,21 @@ std::vector<std::string> WorkerCommandOrExit(
                absl::StrCat("--worker-command: ", program.status().message()));
   }
   words[0] = *std::move(program);
+  return words;
+}
+
+// The words of --server-args; exits with a usage error for one that is not
+// a --flag.
+std::vector<std::string> ServerArgsOrExit() {
+  std::vector<std::string> words =
+      absl::StrSplit(absl::GetFlag(FLAGS_server_args),
+                     absl::ByAnyChar(" \t\n\r\f\v"), absl::SkipEmpty());
+  for (const std::string& word : words) {
+    if (!absl::StartsWith(word, "--")) {
+      UsageError("local",
+                 absl::StrCat("--server-args: \"", word, "\" is not a --flag"));
+    }
+  }
   return words;
 }
 
@@ -317,6 +346,7 @@ LocalClusterOptions LocalOptionsOrExit(const std::vector<std::string>& args) {
   o.shards = static_cast<int>(shards);
   o.workers = static_cast<int>(workers);
   o.worker_command = WorkerCommandOrExit(args);
+  o.server_args = ServerArgsOrExit();
   o.summary_json = absl::GetFlag(FLAGS_summary_json);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.log_dir = absl::GetFlag(FLAGS_log_dir);

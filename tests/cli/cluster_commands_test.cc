@@ -29,8 +29,10 @@ LocalClusterOptions Options() {
 TEST(ShardCommandTest, ListensOnLoopbackAndWritesItsPortsToTheRunDirectory) {
   LocalClusterOptions options = Options();
   options.checkpoint_dir = "/ckpt";
+  options.server_args = {"--async-pull-deltas=per-worker", "--wal=true"};
   const RunDirectory run("/run");
   const SpawnOptions spawn = ShardCommand(options, run, 1);
+  // The user's --server-args come last.
   EXPECT_THAT(
       spawn.argv,
       ElementsAre("/opt/gradwire/bin/gradwire-server", "--address=127.0.0.1",
@@ -38,7 +40,8 @@ TEST(ShardCommandTest, ListensOnLoopbackAndWritesItsPortsToTheRunDirectory) {
                   "--num-shards=2", "--num-workers=3",
                   "--metrics-address=127.0.0.1", "--metrics-port=0",
                   "--metrics-port-file=/run/shard-1.metrics-port",
-                  "--checkpoint-dir=/ckpt/shard-1"));
+                  "--checkpoint-dir=/ckpt/shard-1",
+                  "--async-pull-deltas=per-worker", "--wal=true"));
   EXPECT_EQ(spawn.stdout_path, "/run/shard-1.log");
   EXPECT_EQ(spawn.stderr_path, "/run/shard-1.log");
 }
