@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/synchronization/mutex.h"
 #include "common/flags/metrics_flags.h"
 #include "common/flags/program.h"
 #include "common/flags/tls_flags.h"
@@ -104,8 +105,9 @@ ABSL_FLAG(std::string, async_pull_deltas, "shared",
           "--max-replica-bytes of memory).");
 ABSL_FLAG(int64_t, async_publish_every, 0,
           "Shared ASP/SSP pull deltas: optimizer updates of a chunk between "
-          "two publications; 0 uses the number of workers (about one push of "
-          "each between a worker's two pulls).");
+          "two publications; 0 uses ceil(workers / 4), so that a worker's "
+          "pull is a chain of about 4 deltas and misses at most a quarter of "
+          "the others' newest pushes.");
 ABSL_FLAG(int64_t, max_replica_bytes, int64_t{1} << 30,
           "ASP/SSP with --async-pull-deltas=per-worker: most bytes of "
           "per-worker replicas (one float copy of a chunk per worker that "
@@ -286,6 +288,10 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
 }  // namespace gradwire
 
 int main(int argc, char** argv) {
+  // Debian's Abseil is built without NDEBUG, so every Mutex records its
+  // locks in a global deadlock-detection graph: a few percent of a loaded
+  // shard's CPU (docs/benchmarks/load.md). The unit tests keep it on.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const sigset_t stop_signals = gradwire::BlockStopSignals();
   const gradwire::ServerOptions options =
       gradwire::ParseCommandLineOrExit(argc, argv);

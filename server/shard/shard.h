@@ -147,8 +147,8 @@ struct ShardOptions {
   // replicas (the server's --async-pull-deltas).
   AsyncPullDeltas async_pull_deltas = AsyncPullDeltas::kShared;
   // Shared ASP/SSP deltas: optimizer updates between two publications of a
-  // chunk (the server's --async-publish-every); 0 publishes every
-  // num_workers updates.
+  // chunk (the server's --async-publish-every); 0 leaves it to the job's
+  // worker count (DefaultPublishEvery, shard_config.h).
   uint64_t async_publish_every = 0;
   // Most bytes of per-worker replicas the shard keeps for ASP/SSP pull
   // deltas (the server's --max-replica-bytes; worker_replicas.h). Workers

@@ -67,6 +67,10 @@ absl::Status CheckAgainstFlags(const v1::TrainingConfig& proto,
 
 }  // namespace
 
+uint64_t DefaultPublishEvery(uint32_t num_workers) {
+  return (uint64_t{num_workers} + 3) / 4;
+}
+
 absl::StatusOr<std::unique_ptr<const ShardConfig>> ShardConfig::FromProto(
     const v1::TrainingConfig& proto, const ShardOptions& options) {
   if (proto.num_workers() == 0 || proto.num_workers() > 65536) {
@@ -96,7 +100,7 @@ absl::StatusOr<std::unique_ptr<const ShardConfig>> ShardConfig::FromProto(
         options.async_pull_deltas == AsyncPullDeltas::kPerWorker;
     config->publish_every = options.async_publish_every != 0
                                 ? options.async_publish_every
-                                : config->num_workers;
+                                : DefaultPublishEvery(config->num_workers);
   }
   return std::unique_ptr<const ShardConfig>(std::move(config));
 }

@@ -1,9 +1,11 @@
-// ASP and SSP pull deltas, answered from per-worker replicas.
+// ASP and SSP pull deltas answered from per-worker replicas, the shard's
+// alternative (--async-pull-deltas=per-worker) to shared published deltas
+// (published_deltas.h).
 //
-// In BSP every worker holds the same weights after a step, so one delta per
-// version serves them all (chunk_updater.h). In ASP and SSP every push is a
-// version and each worker pulls at its own pace, many versions behind, so a
-// delta per version would serve nobody. Instead the shard keeps, per worker
+// In ASP and SSP every push is a version and each worker pulls at its own
+// pace, many versions behind. Shared deltas serve them by publishing only
+// every few updates; this scheme gives each worker the newest weights
+// instead, at a pass over the chunk per pull. The shard keeps, per worker
 // and chunk, the weights that worker holds (its replica, exactly as the
 // pull answers built it) and answers a pull with the compressed difference
 // between the chunk's weights and that replica, adding to the replica

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "server/shard/published_deltas.h"
 #include "server/shard/shard.h"
+#include "server/shard/shard_config.h"
 #include "tests/server/shard/shard_test_util.h"
 
 namespace gradwire {
@@ -34,8 +35,16 @@ v1::TrainingConfig DeltaConfig(v1::ConsistencyMode mode) {
   return config;
 }
 
+// A shard that publishes ASP/SSP deltas every 2 updates unless `options`
+// say otherwise.
+ShardOptions EveryTwo() {
+  ShardOptions options = Options();
+  options.async_publish_every = 2;
+  return options;
+}
+
 std::unique_ptr<Shard> Start(v1::ConsistencyMode mode,
-                             ShardOptions options = Options()) {
+                             ShardOptions options = EveryTwo()) {
   return StartShard(DeltaConfig(mode), {{kKeyA, InitialWeights(kKeyA, kNumel)}},
                     options);
 }
@@ -110,14 +119,14 @@ Holder Fresh(Shard& shard) {
   return fresh;
 }
 
-TEST(PublishedPullTest, AspPublishesEveryNumWorkersUpdatesForEveryWorker) {
+TEST(PublishedPullTest, AspPublishesEveryFewUpdatesForEveryWorker) {
   auto shard = Start(v1::CONSISTENCY_MODE_ASP);
   Holder a, b;
   b.worker = 1;
   a.Pull(*shard);
   b.Pull(*shard);
-  // Two workers: a publication every 2 updates. After 1 a fresh worker
-  // still gets version 0's shadow, the initial weights.
+  // A publication every 2 updates. After 1 a fresh worker still gets
+  // version 0's shadow, the initial weights.
   PushSteps(*shard, 1, 0, 1);
   EXPECT_EQ(Fresh(*shard).version, 0u);
   PushSteps(*shard, 1, 1, 1);
@@ -250,6 +259,19 @@ TEST(PublishedPullTest, BspPublishesEveryStepAndChainsAStraggler) {
   EXPECT_EQ(answer.version(), 3u);
   EXPECT_EQ(answer.chain_size(), 2);
   EXPECT_EQ(straggler.weights, Fresh(*shard).weights);
+}
+
+TEST(PublishedPullTest, TheDefaultPublishesAboutFourTimesPerRound) {
+  EXPECT_EQ(DefaultPublishEvery(1), 1u);
+  EXPECT_EQ(DefaultPublishEvery(4), 1u);
+  EXPECT_EQ(DefaultPublishEvery(5), 2u);
+  EXPECT_EQ(DefaultPublishEvery(64), 16u);
+  // Two workers: every update, so a fresh worker sees the first one.
+  auto shard = Start(v1::CONSISTENCY_MODE_ASP, Options());
+  Holder a;
+  a.Pull(*shard);
+  PushSteps(*shard, 1, 0, 1);
+  EXPECT_EQ(Fresh(*shard).version, 1u);
 }
 
 // ------------------------------------------ PublishedDeltas on its own
