@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/synchronization/mutex.h"
 #include "common/flags/metrics_flags.h"
 #include "common/flags/program.h"
 #include "common/flags/tls_flags.h"
@@ -288,10 +287,6 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
 }  // namespace gradwire
 
 int main(int argc, char** argv) {
-  // Debian's Abseil is built without NDEBUG, so every Mutex records its
-  // locks in a global deadlock-detection graph: a few percent of a loaded
-  // shard's CPU (docs/benchmarks/load.md). The unit tests keep it on.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const sigset_t stop_signals = gradwire::BlockStopSignals();
   const gradwire::ServerOptions options =
       gradwire::ParseCommandLineOrExit(argc, argv);
