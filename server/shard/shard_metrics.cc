@@ -110,6 +110,18 @@ absl::Status ShardMetrics::AddCounters(metrics::Registry* registry,
       return s;
     }
   }
+  for (int i = 0; i < kNumPullAnswers; ++i) {
+    if (absl::Status s = Assign(
+            CounterChild(registry, "gradwire_shard_pulled_chunks_total",
+                         "Chunks answered by Pull calls: dense, delta (one, "
+                         "or empty for a current worker) or chain (several "
+                         "deltas in order).",
+                         {{"shard", shard}, {"answer", kPullAnswerNames[i]}}),
+            &pulled_chunks_[i]);
+        !s.ok()) {
+      return s;
+    }
+  }
   constexpr const char* kReceived = "gradwire_shard_received_bytes_total";
   constexpr const char* kReceivedHelp =
       "Serialized size of the Push and Pull requests received, in bytes.";

@@ -20,6 +20,11 @@
 //   gradwire_shard_push_staleness_steps        ASP/SSP: how far an applied
 //       push's step runs ahead of the chunk's clock (the slowest worker's
 //       next step), the gap that SSP bounds with --staleness
+//   gradwire_shard_pulled_chunks_total{answer} chunks answered by Pull calls:
+//       dense (weights or the shadow), delta (one delta, or an empty one
+//       for a worker that is current) or chain (several deltas in order;
+//       published_deltas.h). Dense answers after the first pull mean
+//       workers fall behind more than the kept publications.
 //   gradwire_shard_pull_wait_seconds           per Pull call, the time spent
 //                                              waiting for min_step (BSP and
 //                                              SSP); 0 when none was needed
@@ -70,6 +75,16 @@ enum class PushOutcome {
 };
 inline constexpr int kNumPushOutcomes = 8;
 
+// How one pulled chunk was answered; one counter each.
+enum class PullAnswer {
+  kDense,  // the weights, or the shadow, in full
+  kDelta,  // one delta (empty when the worker is current)
+  kChain,  // several deltas, added in order
+};
+inline constexpr int kNumPullAnswers = 3;
+inline constexpr const char* kPullAnswerNames[kNumPullAnswers] = {
+    "dense", "delta", "chain"};
+
 // Where the time of one Push call goes, stage by stage.
 enum class PushStage {
   kParse,     // the service: counting and parsing the received bytes
@@ -108,6 +123,13 @@ class ShardMetrics {
   void CountPushBytes(size_t request, size_t reply) {
     push_received_->Increment(static_cast<double>(request));
     push_sent_->Increment(static_cast<double>(reply));
+  }
+  void CountPulledChunk(PullAnswer answer) {
+    pulled_chunks_[static_cast<int>(answer)]->Increment();
+  }
+  // Chunks answered `answer` so far (tests, benchmarks).
+  double PulledChunks(PullAnswer answer) const {
+    return pulled_chunks_[static_cast<int>(answer)]->Value();
   }
   void CountPullBytes(size_t request, size_t reply) {
     pull_received_->Increment(static_cast<double>(request));
@@ -155,6 +177,7 @@ class ShardMetrics {
   // Constant after Create; the objects belong to the Registry.
   std::array<metrics::Counter*, kNumPushOutcomes> pushes_{};
   std::array<metrics::Counter*, kNumPushStages> push_stages_{};
+  std::array<metrics::Counter*, kNumPullAnswers> pulled_chunks_{};
   metrics::Counter* push_received_ = nullptr;
   metrics::Counter* push_sent_ = nullptr;
   metrics::Counter* pull_received_ = nullptr;

@@ -262,6 +262,11 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
       return s;
     }
   }
+  for (const v1::ChunkWeights& answer : response->chunks()) {
+    metrics_->CountPulledChunk(!answer.is_delta()        ? PullAnswer::kDense
+                               : answer.chain_size() > 0 ? PullAnswer::kChain
+                                                         : PullAnswer::kDelta);
+  }
   return absl::OkStatus();
 }
 

@@ -158,6 +158,14 @@ TEST_F(MetricsServerTest, CountsPushesAndBytesAndPassesPromtool) {
   // The dense weights of 1777 floats went out twice.
   EXPECT_GT(traffic_.pull_sent, 2 * 1777 * 4);
   EXPECT_EQ(after["gradwire_shard_pull_wait_seconds_count{shard=\"0\"}"], 2);
+  // Two pulls of both chunks, dense.
+  const auto pulled = [&](const std::string& answer) {
+    return after[absl::StrCat("gradwire_shard_pulled_chunks_total{answer=\"",
+                              answer, "\",shard=\"0\"}")];
+  };
+  EXPECT_EQ(pulled("dense"), 4);
+  EXPECT_EQ(pulled("delta"), 0);
+  EXPECT_EQ(pulled("chain"), 0);
   EXPECT_EQ(after["gradwire_shard_optimizer_seconds_count{shard=\"0\"}"], 2);
   EXPECT_EQ(after["gradwire_shard_aggregation_seconds_count{shard=\"0\"}"], 4);
   EXPECT_EQ(after["gradwire_shard_chunk_version_max{shard=\"0\"}"], 1);

@@ -218,6 +218,12 @@ TEST(PublishedPullTest, AWorkerBehindEveryKeptDeltaGetsTheDenseShadow) {
   EXPECT_FALSE(far.Pull(*shard).is_delta());
   EXPECT_EQ(far.weights, near.weights);
   EXPECT_EQ(far.version, 2 * publications);
+  // gradwire_shard_pulled_chunks_total{answer}: two first pulls and `far`'s
+  // dense, `near`'s one delta and one chain.
+  const ShardMetrics& metrics = shard->metrics();
+  EXPECT_EQ(metrics.PulledChunks(PullAnswer::kDense), 3);
+  EXPECT_EQ(metrics.PulledChunks(PullAnswer::kDelta), 1);
+  EXPECT_EQ(metrics.PulledChunks(PullAnswer::kChain), 1);
 }
 
 TEST(PublishedPullTest, ErrorFeedbackCarriesWhatTheDeltasLeftOut) {
