@@ -28,8 +28,9 @@ class Digest {
     Add(values.size());
     Add(values.data(), values.size() * sizeof(T));
   }
-  // Every field of `s` that a snapshot holds.
-  void AddChunk(const ChunkSnapshot& s) {
+  // Every field of `s` that a snapshot holds, the shadow only when
+  // `with_shadow`.
+  void AddChunk(const ChunkSnapshot& s, bool with_shadow) {
     Add(s.key);
     Add(s.version);
     Add(s.clock);
@@ -43,7 +44,7 @@ class Digest {
       Add(w.next_step);
       Add(w.ahead_bits);
     }
-    Add(s.shadow);
+    if (with_shadow) Add(s.shadow);
   }
   uint64_t value() const { return hash_; }
 
@@ -156,13 +157,13 @@ absl::Status Shard::Restore(ShardSnapshot snapshot) {
   return absl::OkStatus();
 }
 
-uint64_t Shard::StateDigest() const {
+uint64_t Shard::StateDigest(bool with_shadow) const {
   Digest digest;
   digest.Add(initialized());
   if (!initialized()) return digest.value();
   for (const auto& [key, chunk] : chunks_) {
     absl::MutexLock lock(&chunk->mu);
-    digest.AddChunk(chunk->state);
+    digest.AddChunk(chunk->state, with_shadow);
   }
   return digest.value();
 }
