@@ -46,6 +46,10 @@ expect("runs;0;push_latency_ms;count" ${rpcs})
 # BSP: every pull after the first is exactly one version behind, a delta.
 math(EXPR dense "${workers} * 4")  # 4 chunks, dense on the first pull only
 expect("runs;0;dense_chunks" ${dense})
+# Every answered chunk counts its dense fp32 size: 65,536 parameters a pull
+# step on each worker.
+math(EXPR dense_pull "${workers} * 2 * ${steps} * 65536 * 4")
+expect("runs;0;dense_pull_bytes" ${dense_pull})
 foreach(shard 0 1)
   string(JSON rss GET "${json}" runs 0 shards ${shard}
          rss_after_second_phase_mib)

@@ -81,6 +81,12 @@ Json RunJson(const RunReport& r) {
           {"delta_chunks", r.delta_chunks},
           {"dense_chunks", r.dense_chunks},
           {"chained_deltas", r.chained_deltas},
+          {"pulled_bytes", r.pulled_bytes},
+          {"dense_pull_bytes", r.dense_pull_bytes},
+          {"dense_pulls_vs_pulled",
+           r.pulled_bytes > 0 ? static_cast<double>(r.dense_pull_bytes) /
+                                    static_cast<double>(r.pulled_bytes)
+                              : 0.0},
           {"shards", std::move(shards)},
           {"memory_ok", r.memory_ok}};
 }
@@ -169,12 +175,18 @@ void PrintRun(const RunReport& r, std::FILE* out) {
       "max %.2f\n"
       "[%s] sent %.1f MB, received %.1f MB; pulled chunks: %d delta (%d "
       "more chained), %d dense\n"
+      "[%s] pulled %.1f MB, %.1fx below dense fp32 pulls (%.1f MB)\n"
       "[%s] errors: %d%s%s\n",
       r.name, 2 * r.steps_per_phase, r.seconds, r.pushes_per_s, r.pulls_per_s,
       r.worker_steps_per_s, r.name, r.push.p50_ms, r.push.p99_ms, r.push.max_ms,
       r.pull.p50_ms, r.pull.p99_ms, r.pull.max_ms, r.name, r.bytes_sent / 1e6,
       r.bytes_received / 1e6, r.delta_chunks, r.chained_deltas, r.dense_chunks,
-      r.name, r.errors, r.errors > 0 ? "; first: " : "", r.first_error);
+      r.name, r.pulled_bytes / 1e6,
+      r.pulled_bytes > 0 ? static_cast<double>(r.dense_pull_bytes) /
+                               static_cast<double>(r.pulled_bytes)
+                         : 0.0,
+      r.dense_pull_bytes / 1e6, r.name, r.errors,
+      r.errors > 0 ? "; first: " : "", r.first_error);
   for (size_t i = 0; i < r.shards.size(); ++i) {
     const ShardMemoryReport& m = r.shards[i];
     absl::FPrintF(out,

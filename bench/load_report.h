@@ -61,6 +61,9 @@ struct RunReport {
   uint64_t delta_chunks = 0;
   uint64_t dense_chunks = 0;
   uint64_t chained_deltas = 0;
+  // Pull responses, against dense fp32 answers of the same chunks.
+  uint64_t pulled_bytes = 0;
+  uint64_t dense_pull_bytes = 0;
   // By shard id; empty when the run stopped before the first phase ended.
   std::vector<ShardMemoryReport> shards;
   // Both phases ran and every shard's growth is within its limit.

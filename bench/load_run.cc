@@ -70,6 +70,8 @@ void Summarize(const LoadBenchConfig& config, const Workers& workers,
   report->delta_chunks = total.delta_chunks;
   report->dense_chunks = total.dense_chunks;
   report->chained_deltas = total.chained_deltas;
+  report->pulled_bytes = total.pulled_bytes;
+  report->dense_pull_bytes = total.dense_pull_bytes;
 }
 
 absl::StatusOr<std::unique_ptr<ShardFleet>> StartFleet(

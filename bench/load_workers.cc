@@ -63,6 +63,8 @@ void WorkerTally::Merge(const WorkerTally& other) {
   delta_chunks += other.delta_chunks;
   dense_chunks += other.dense_chunks;
   chained_deltas += other.chained_deltas;
+  pulled_bytes += other.pulled_bytes;
+  dense_pull_bytes += other.dense_pull_bytes;
 }
 
 SimulatedWorker::SimulatedWorker(uint32_t id, const LoadBenchConfig& config,
@@ -226,12 +228,14 @@ absl::Status SimulatedWorker::ApplyPulled(uint32_t shard,
         absl::StrCat("answered ", response.chunks_size(), " chunks, asked for ",
                      partition.ChunksOfShard(shard).size()));
   }
+  tally_.pulled_bytes += response.ByteSizeLong();
   for (const v1::ChunkWeights& weights : response.chunks()) {
     const ChunkSpec* spec = partition.FindChunk(weights.key());
     if (spec == nullptr || spec->shard != shard) {
       return absl::InternalError(
           absl::StrCat("answered chunk ", weights.key(), ", not asked for"));
     }
+    tally_.dense_pull_bytes += spec->numel * sizeof(float);
     DecodeOptions decode;
     decode.expected_numel = spec->numel;
     for (int i = 0; i <= weights.chain_size(); ++i) {

@@ -76,6 +76,10 @@ struct WorkerTally {
   uint64_t dense_chunks = 0;
   // Deltas after the first in chained answers (ChunkWeights.chain).
   uint64_t chained_deltas = 0;
+  // Serialized Pull responses, and what dense fp32 answers of the same
+  // chunks would have carried (4 bytes per element).
+  uint64_t pulled_bytes = 0;
+  uint64_t dense_pull_bytes = 0;
 
   void Merge(const WorkerTally& other);
 };
