@@ -23,7 +23,11 @@ constexpr char kNotes[] =
     "parallel. pushes_per_s and pulls_per_s count RPCs over both phases; "
     "latencies are per RPC, from call to completion, and a BSP or SSP pull "
     "includes its wait for the other workers. bytes are serialized protobuf "
-    "sizes of Push and Pull requests and responses. Memory: VmRSS of each "
+    "sizes of Push and Pull requests and responses; pulled_bytes those of "
+    "the Pull responses, dense_pull_bytes 4 bytes per element of every "
+    "chunk they answered (dense fp32 pulls), dense_pulls_vs_pulled their "
+    "ratio; chained_deltas counts the deltas after the first of chained "
+    "answers. Memory: VmRSS of each "
     "shard after the first and the second phase of steps_per_phase steps; "
     "growth beyond max(max_rss_growth_mib, max_rss_growth_percent of the "
     "first reading) fails the run; peak is VmHWM at the end.";
