@@ -159,38 +159,9 @@ v1::TrainingConfig ReplicaConfig(v1::ConsistencyMode mode,
   return config;
 }
 
-// What one worker holds of chunk A, and how it pulls it.
-struct Holder {
-  uint32_t worker = 0;
-  uint64_t version = std::numeric_limits<uint64_t>::max();
-  uint64_t epoch = 0;
-  std::vector<float> weights;
-
-  // Pulls with deltas allowed and applies the answer; returns it.
-  v1::ChunkWeights Pull(Shard& shard) {
-    v1::PullRequest request;
-    request.set_worker_id(worker);
-    request.set_allow_delta(true);
-    v1::ChunkPull* pull = request.add_chunks();
-    pull->set_key(kKeyA);
-    pull->set_have_version(version);
-    pull->set_have_epoch(epoch);
-    v1::PullResponse response;
-    const absl::Status s =
-        shard.Pull(request, absl::Now() + absl::Seconds(5), &response);
-    EXPECT_TRUE(s.ok()) << s;
-    if (!s.ok()) return v1::ChunkWeights();
-    const v1::ChunkWeights& answer = response.chunks(0);
-    const std::vector<float> payload = Decoded(answer.data(), kNumel);
-    if (answer.is_delta()) {
-      for (uint64_t i = 0; i < kNumel; ++i) weights[i] += payload[i];
-    } else {
-      weights = payload;
-    }
-    version = answer.version();
-    epoch = response.history_epoch();
-    return answer;
-  }
+// What one worker holds of chunk A.
+struct Holder : DeltaHolder {
+  Holder() : DeltaHolder(kKeyA, kNumel) {}
 };
 
 // `pushes` steps of worker 1 (Top-K of Gradient), starting at `first`.

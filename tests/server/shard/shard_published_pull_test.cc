@@ -49,48 +49,9 @@ std::unique_ptr<Shard> Start(v1::ConsistencyMode mode,
                     options);
 }
 
-// What one worker holds of chunk A, and how it pulls it.
-struct Holder {
-  uint32_t worker = 0;
-  bool chain = true;
-  uint64_t version = std::numeric_limits<uint64_t>::max();
-  uint64_t epoch = 0;
-  std::vector<float> weights;
-
-  // Pulls with deltas allowed (and chains when `chain`) and applies the
-  // answer, each delta of a chain in turn; returns it.
-  v1::ChunkWeights Pull(Shard& shard, uint64_t min_step = 0) {
-    v1::PullRequest request;
-    request.set_worker_id(worker);
-    request.set_allow_delta(true);
-    request.set_allow_delta_chain(chain);
-    v1::ChunkPull* pull = request.add_chunks();
-    pull->set_key(kKeyA);
-    pull->set_have_version(version);
-    pull->set_have_epoch(epoch);
-    pull->set_min_step(min_step);
-    v1::PullResponse response;
-    const absl::Status s =
-        shard.Pull(request, absl::Now() + absl::Seconds(5), &response);
-    EXPECT_TRUE(s.ok()) << s;
-    if (!s.ok()) return v1::ChunkWeights();
-    const v1::ChunkWeights& answer = response.chunks(0);
-    if (answer.is_delta()) {
-      Add(answer.data());
-      for (const v1::ChunkData& more : answer.chain()) Add(more);
-    } else {
-      EXPECT_EQ(answer.chain_size(), 0);
-      weights = Decoded(answer.data(), kNumel);
-    }
-    version = answer.version();
-    epoch = response.history_epoch();
-    return answer;
-  }
-
-  void Add(const v1::ChunkData& delta) {
-    const std::vector<float> values = Decoded(delta, kNumel);
-    for (uint64_t i = 0; i < kNumel; ++i) weights[i] += values[i];
-  }
+// What one worker holds of chunk A.
+struct Holder : DeltaHolder {
+  Holder() : DeltaHolder(kKeyA, kNumel) {}
 };
 
 // Top-K pushes of Gradient(worker, step) for steps [first, first + count).

@@ -5,6 +5,7 @@
 #define GRADWIRE_TESTS_SERVER_SHARD_SHARD_TEST_UTIL_H_
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -253,6 +254,56 @@ inline std::vector<float> Weights(Shard& shard, uint64_t key, uint64_t numel) {
   if (!pulled.ok()) return {};
   return Decoded(pulled->data(), numel);
 }
+
+// What one worker holds of one chunk, and how it pulls it with deltas.
+struct DeltaHolder {
+  DeltaHolder(uint64_t key, uint64_t numel) : key(key), numel(numel) {}
+
+  uint64_t key;
+  uint64_t numel;
+  uint32_t worker = 0;
+  // Whether its requests take chains of deltas (allow_delta_chain).
+  bool chain = true;
+  // Nothing held yet: a version no chunk reaches.
+  uint64_t version = std::numeric_limits<uint64_t>::max();
+  uint64_t epoch = 0;
+  std::vector<float> weights;
+
+  // Pulls with deltas allowed and applies the answer, each delta of a chain
+  // in turn; returns it.
+  v1::ChunkWeights Pull(Shard& shard, uint64_t min_step = 0) {
+    v1::PullRequest request;
+    request.set_worker_id(worker);
+    request.set_allow_delta(true);
+    request.set_allow_delta_chain(chain);
+    v1::ChunkPull* pull = request.add_chunks();
+    pull->set_key(key);
+    pull->set_have_version(version);
+    pull->set_have_epoch(epoch);
+    pull->set_min_step(min_step);
+    v1::PullResponse response;
+    const absl::Status s =
+        shard.Pull(request, absl::Now() + absl::Seconds(5), &response);
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) return v1::ChunkWeights();
+    const v1::ChunkWeights& answer = response.chunks(0);
+    if (answer.is_delta()) {
+      Add(answer.data());
+      for (const v1::ChunkData& more : answer.chain()) Add(more);
+    } else {
+      EXPECT_EQ(answer.chain_size(), 0);
+      weights = Decoded(answer.data(), numel);
+    }
+    version = answer.version();
+    epoch = response.history_epoch();
+    return answer;
+  }
+
+  void Add(const v1::ChunkData& delta) {
+    const std::vector<float> values = Decoded(delta, numel);
+    for (uint64_t i = 0; i < numel; ++i) weights[i] += values[i];
+  }
+};
 
 }  // namespace shard_test
 }  // namespace gradwire
