@@ -34,6 +34,19 @@ double JsonNumber(const std::string& json, const std::string& key) {
   return value;
 }
 
+// The shard's stderr once it holds `text`, or after 5 s: a log line may be
+// written just after the call that caused it has returned.
+std::string StderrOnceItHas(const ServerProcess& shard,
+                            const std::string& text) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  std::string log = shard.Stderr();
+  while (log.find(text) == std::string::npos && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+    log = shard.Stderr();
+  }
+  return log;
+}
+
 v1::ShardInfo Info(const ServerProcess& shard) {
   auto stub = shard.NewStub();
   grpc::ClientContext context;
@@ -120,8 +133,9 @@ TEST_F(SilentWorkerTest, SilentWorkerIsDroppedAndRejoinsWithInit) {
   v1::ShardInfo info = Info(*shard_);
   EXPECT_EQ(info.live_workers(), 1u);
   EXPECT_EQ(info.min_clock(), 1u);
-  EXPECT_THAT(shard_->Stderr(),
-              HasSubstr("worker 1 dropped from the live set at step 0"));
+  EXPECT_THAT(
+      StderrOnceItHas(*shard_, "worker 1 dropped from the live set at step 0"),
+      HasSubstr("worker 1 dropped from the live set at step 0"));
   // Init again: live, told to resume at the current clock.
   grpc::ClientContext context;
   SetTimeout(&context);
@@ -135,7 +149,8 @@ TEST_F(SilentWorkerTest, SilentWorkerIsDroppedAndRejoinsWithInit) {
   ASSERT_EQ(response.next_steps_size(), 1);
   EXPECT_EQ(response.next_steps(0), 1u);
   EXPECT_EQ(Info(*shard_).live_workers(), 2u);
-  EXPECT_THAT(shard_->Stderr(),
+  EXPECT_THAT(StderrOnceItHas(
+                  *shard_, "worker 1 rejoined the live set by Init at step 1"),
               HasSubstr("worker 1 rejoined the live set by Init at step 1"));
 }
 
@@ -221,7 +236,7 @@ TEST_F(KilledWorkerTest, OthersGoOnAndTheRestartedWorkerRejoins) {
   // the two busy cores.
   EXPECT_LT(resumed, absl::Seconds(6));
   EXPECT_EQ(Info(*shard_).live_workers(), 2u);
-  EXPECT_THAT(shard_->Stderr(),
+  EXPECT_THAT(StderrOnceItHas(*shard_, "worker 2 dropped from the live set"),
               HasSubstr("worker 2 dropped from the live set"));
 
   const pid_t restarted = Spawn(2, "worker-2-again");
@@ -234,8 +249,9 @@ TEST_F(KilledWorkerTest, OthersGoOnAndTheRestartedWorkerRejoins) {
   ASSERT_EQ(restarted_exit, 0) << Log("worker-2-again");
 
   const std::string again = ReadFileOrEmpty(Path("worker-2-again.json"));
-  EXPECT_THAT(shard_->Stderr(),
-              HasSubstr("worker 2 rejoined the live set by Init"));
+  EXPECT_THAT(
+      StderrOnceItHas(*shard_, "worker 2 rejoined the live set by Init"),
+      HasSubstr("worker 2 rejoined the live set by Init"));
   // It resumed from the step the others had reached, not from 0, and ran
   // the rest of the job with them.
   EXPECT_GT(JsonNumber(again, "resumed_at_step"), clock + 2) << again;
