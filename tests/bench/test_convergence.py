@@ -86,6 +86,16 @@ def test_dry_run_lists_every_run_in_order(tmp_path):
     assert "--ratio=0.01" in sgd and "--compressor=topk" in sgd
 
 
+def test_cnn_sgd_rows_run_at_their_own_lr(tmp_path):
+    # lr 0.5, the MLP's SGD step, diverges on the CNN even dense.
+    result = run_bench("--dry-run", f"--out={tmp_path}", "--model=cnn",
+                       "--only=dense", "--seeds=1", "--optimizers=sgd")
+    assert result.returncode == 0, result.stderr
+    command = result.stdout.splitlines()[0].split()
+    assert "--model=cnn" in command
+    assert ["--optimizer=sgd", "--lr=0.1"] == command[-3:-1]
+
+
 def test_default_plan_and_wrapper(tmp_path):
     env = dict(os.environ, BUILD="/somewhere")
     result = subprocess.run([str(WRAPPER), "--list", f"--out={tmp_path}"],
