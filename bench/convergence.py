@@ -3,7 +3,8 @@
 
   bench/convergence.py [--seeds=1,2,3] [--epochs=10] [--model=mlp|cnn]
                        [--workers=2] [--shards=2] [--only=ROW,ROW]
-                       [--optimizers=momentum,sgd] [--out=DIR] [--bin=DIR]
+                       [--optimizers=momentum,sgd,adam] [--out=DIR]
+                       [--bin=DIR]
                        [--resume] [--dry-run | --list] [-- worker flags...]
   bench/convergence.py --merge [--out=DIR] CONVERGENCE.json...
 
@@ -82,22 +83,29 @@ BASELINE = "dense"
 # SGD. The MLP's SGD runs at momentum's long-run step, lr / (1 - momentum) =
 # 0.05 / 0.1; on the CNN that step diverges even dense (docs/convergence.md),
 # and 0.1 trains.
+# Adam (only when asked for: --optimizers=adam) runs at its usual lr,
+# placed by --momentum-placement=auto (1-bit Adam beside compressed pushes).
 SGD_LR = {"mlp": 0.5, "cnn": 0.1}
-OPTIMIZERS = ("momentum", "sgd")
+ADAM_LR = 0.001
+OPTIMIZERS = ("momentum", "sgd", "adam")
+DEFAULT_OPTIMIZERS = ["momentum", "sgd"]
 
 
 def optimizer_flags(optimizer, model):
     """The worker flags of OPTIMIZER on MODEL."""
     if optimizer == "momentum":
         return []
+    if optimizer == "adam":
+        return ["--optimizer=adam", f"--lr={ADAM_LR:g}"]
     return ["--optimizer=sgd", f"--lr={SGD_LR[model]:g}"]
 
 
 def optimizers_text(model):
-    """How the table's header names the two optimizers on MODEL."""
+    """How the table's header names the optimizers on MODEL."""
     return ("momentum: the worker's default (momentum 0.9, lr 0.05, "
             "--momentum-placement=auto); sgd: "
-            + " ".join(optimizer_flags("sgd", model)))
+            + " ".join(optimizer_flags("sgd", model)) + "; adam: "
+            + " ".join(optimizer_flags("adam", model)))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -162,9 +170,9 @@ def parse_args(argv):
                    default=[s.name for s in SETTINGS], metavar="ROW,ROW",
                    help="rows to run: " + ", ".join(s.name for s in SETTINGS))
     p.add_argument("--optimizers", type=_names(list(OPTIMIZERS), "optimizer"),
-                   default=list(OPTIMIZERS), metavar="OPT,OPT",
+                   default=DEFAULT_OPTIMIZERS, metavar="OPT,OPT",
                    help="momentum (the worker's default), sgd (lr 0.5 on the "
-                   "MLP, 0.1 on the CNN)")
+                   "MLP, 0.1 on the CNN), adam (lr 0.001; not by default)")
     p.add_argument("--out", default="build", metavar="DIR")
     p.add_argument("--bin", metavar="DIR",
                    help="where gradwire is (default: $BUILD/bin, build/bin)")

@@ -199,9 +199,13 @@ Shards
       (before compression), "fold" (SGD at fold_scale * lr / (1 -
       momentum); error feedback carries the history) or "auto" (server
       for uncompressed BSP, fold for onebit with error feedback, worker
-      otherwise).
+      otherwise). For adam/adamw: "server", or "worker" (1-bit Adam: the
+      first moment on the worker, the second frozen on the shards after
+      adam_freeze_step dense steps); "auto" picks worker for compressed
+      pushes with error feedback.
   fold_scale (float): with momentum folded, the share of lr / (1 -
       momentum) the shards' SGD takes, in (0, 1] (default 0.4).
+  adam_freeze_step (int): 1-bit Adam's dense steps (default 200).
   scale_async_lr (bool): asp/ssp: each push applied at lr / num_workers.
   mode (str): bsp, asp or ssp; staleness (int): the SSP bound.
   pull (str): "delta" (compressed weight deltas with server-side error
@@ -234,7 +238,8 @@ std::unique_ptr<PySync> ConnectWithKeywords(
     std::string value_type, bool error_feedback, double dgc_momentum,
     bool dgc_momentum_masking, double dgc_clip_norm, int64_t dgc_warmup_epochs,
     std::string optimizer, double lr, double momentum, double weight_decay,
-    std::string momentum_placement, double fold_scale, bool scale_async_lr,
+    std::string momentum_placement, double fold_scale,
+    int64_t adam_freeze_step, bool scale_async_lr,
     std::string mode, int64_t staleness, std::string pull, double pull_ratio,
     std::string pull_value_type, int64_t partition_bytes,
     int64_t compress_threads, int64_t local_rank, int64_t local_size,
@@ -265,6 +270,7 @@ std::unique_ptr<PySync> ConnectWithKeywords(
   s.weight_decay = weight_decay;
   s.momentum_placement = std::move(momentum_placement);
   s.fold_scale = fold_scale;
+  s.adam_freeze_step = adam_freeze_step;
   s.scale_async_lr = scale_async_lr;
   s.mode = std::move(mode);
   s.staleness = staleness;
@@ -340,6 +346,7 @@ void DefineParameterSync(py::module_& m) {
            py::arg("weight_decay") = d.weight_decay,
            py::arg("momentum_placement") = d.momentum_placement,
            py::arg("fold_scale") = d.fold_scale,
+           py::arg("adam_freeze_step") = d.adam_freeze_step,
            py::arg("scale_async_lr") = d.scale_async_lr,
            py::arg("mode") = d.mode, py::arg("staleness") = d.staleness,
            py::arg("pull") = d.pull, py::arg("pull_ratio") = d.pull_ratio,

@@ -104,7 +104,11 @@ ABSL_FLAG(std::string, momentum_placement, kDefaults.momentum_placement,
           "shards), fold (SGD at --fold-scale * lr / (1 - momentum) on the "
           "shards; error "
           "feedback carries the history) or auto: server for uncompressed "
-          "BSP, fold for onebit with error feedback, worker otherwise.");
+          "BSP, fold for onebit with error feedback, worker otherwise. For "
+          "adam/adamw: server, or worker (1-bit Adam: the first moment on "
+          "the worker after --adam-freeze-step dense steps, the second "
+          "frozen on the shards); auto: worker for compressed pushes with "
+          "error feedback.");
 ABSL_FLAG(bool, momentum_masking, kDefaults.momentum_masking,
           "With momentum on the worker: zero a coordinate's velocity when a "
           "sparse push sends it (DGC's momentum-factor masking).");
@@ -112,6 +116,10 @@ ABSL_FLAG(double, fold_scale, kDefaults.fold_scale,
           "With momentum folded: the shards' SGD step is this share of "
           "lr / (1 - momentum), in (0, 1]; the full step overshoots under "
           "1-bit sign compression.");
+ABSL_FLAG(int64_t, adam_freeze_step, kDefaults.adam_freeze_step,
+          "adam/adamw on the worker (1-bit Adam): steps of dense fp32 pushes "
+          "from which the shards estimate Adam's second moment before it "
+          "freezes and pushes are compressed.");
 ABSL_FLAG(bool, scale_async_lr, kDefaults.scale_async_lr,
           "asp/ssp: the shards apply each push at lr / --num-workers, its "
           "share of a BSP step (false: every push at --lr).");
@@ -187,6 +195,7 @@ SyncSettings SettingsFromFlags() {
   s.momentum_placement = absl::GetFlag(FLAGS_momentum_placement);
   s.momentum_masking = absl::GetFlag(FLAGS_momentum_masking);
   s.fold_scale = absl::GetFlag(FLAGS_fold_scale);
+  s.adam_freeze_step = absl::GetFlag(FLAGS_adam_freeze_step);
   s.scale_async_lr = absl::GetFlag(FLAGS_scale_async_lr);
   s.mode = absl::GetFlag(FLAGS_mode);
   s.staleness = absl::GetFlag(FLAGS_staleness);
@@ -279,6 +288,7 @@ constexpr absl::string_view kWorkerFlags[] = {"shards",
                                               "momentum_placement",
                                               "momentum_masking",
                                               "fold_scale",
+                                              "adam_freeze_step",
                                               "scale_async_lr",
                                               "mode",
                                               "staleness",

@@ -24,6 +24,16 @@ absl::StatusOr<std::unique_ptr<PushRequestBuilder>> PushRequestBuilder::Create(
   }
   auto compressor = MakeCompressor(options);
   if (!compressor.ok()) return compressor.status();
+  std::unique_ptr<const Compressor> warmup;
+  if (momentum.enabled() && momentum.dense_steps > 0) {
+    CompressorOptions dense;
+    dense.name = "none";
+    dense.precision = ValuePrecision::kFp32;
+    dense.non_finite = options.non_finite;
+    auto made = MakeCompressor(dense);
+    if (!made.ok()) return made.status();
+    warmup = *std::move(made);
+  }
   if (compress_threads < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "compress_threads is %d; it must be 0 (one per core) or more",
@@ -32,16 +42,19 @@ absl::StatusOr<std::unique_ptr<PushRequestBuilder>> PushRequestBuilder::Create(
   const int threads =
       compress_threads == 0 ? CoresOfThisProcess() : compress_threads;
   return std::unique_ptr<PushRequestBuilder>(
-      new PushRequestBuilder(options, *std::move(compressor), error_feedback,
-                             momentum, worker_id, threads));
+      new PushRequestBuilder(options, *std::move(compressor),
+                             std::move(warmup), error_feedback, momentum,
+                             worker_id, threads));
 }
 
 PushRequestBuilder::PushRequestBuilder(
     CompressorOptions options, std::unique_ptr<const Compressor> compressor,
-    bool error_feedback, MomentumCorrectionOptions momentum, uint32_t worker_id,
+    std::unique_ptr<const Compressor> warmup_compressor, bool error_feedback,
+    MomentumCorrectionOptions momentum, uint32_t worker_id,
     int compress_threads)
     : options_(std::move(options)),
       compressor_(std::move(compressor)),
+      warmup_compressor_(std::move(warmup_compressor)),
       error_feedback_(error_feedback),
       momentum_(momentum),
       worker_id_(worker_id),
@@ -131,7 +144,9 @@ absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,
     host = ChunkView(gradient, spec.offset, spec.numel).cpu();
     offset = 0;
   }
-  absl::Span<const float> values = HostChunk(host, offset, spec.numel);
+  const absl::Span<const float> gradient_values =
+      HostChunk(host, offset, spec.numel);
+  absl::Span<const float> values = gradient_values;
   if (momentum_.enabled()) {
     if (absl::Status s =
             AccumulateVelocity(momentum_, options_.non_finite, values,
@@ -139,6 +154,10 @@ absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,
         !s.ok()) {
       return s;
     }
+  }
+  if (warmup_compressor_ && context.step < momentum_.dense_steps) {
+    return warmup_compressor_->Compress(gradient_values, context,
+                                        &slot->scratch);
   }
   absl::Status compressed =
       error_feedback_ ? compressor_->CompressWithFeedback(

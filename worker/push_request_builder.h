@@ -4,7 +4,9 @@
 //
 // With momentum on the worker (SyncOptions::worker_momentum), the velocity
 // of each chunk is what gets compressed, and it is masked where a sparse
-// push sent (common/compress/momentum_correction.h).
+// push sent (common/compress/momentum_correction.h). During its
+// dense_steps, the push is the uncompressed fp32 gradient instead, and the
+// residual is left alone (1-bit Adam's warm-up).
 //
 // CPU gradients are compressed in place (the compressor reads the
 // gradient's memory), the chunks of one Build in parallel on a TaskPool
@@ -77,6 +79,7 @@ class PushRequestBuilder {
  private:
   PushRequestBuilder(CompressorOptions options,
                      std::unique_ptr<const Compressor> compressor,
+                     std::unique_ptr<const Compressor> warmup_compressor,
                      bool error_feedback, MomentumCorrectionOptions momentum,
                      uint32_t worker_id, int compress_threads);
 
@@ -93,6 +96,8 @@ class PushRequestBuilder {
   // Constant after construction.
   const CompressorOptions options_;
   const std::unique_ptr<const Compressor> compressor_;
+  // Dense fp32 for the momentum's dense_steps; null when there are none.
+  const std::unique_ptr<const Compressor> warmup_compressor_;
   const bool error_feedback_;
   const MomentumCorrectionOptions momentum_;
   const uint32_t worker_id_;

@@ -139,12 +139,16 @@ absl::Status ResolveCompressor(const SyncSettings& s, const Complaint& bad,
   return absl::OkStatus();
 }
 
+// Compressors that send every element at (nearly) full precision.
+bool IsLossless(const SyncSettings& s) {
+  return s.compressor == "none" || s.compressor == "fp16" ||
+         s.compressor == "bf16";
+}
+
 // Where momentum runs, decided from the compressor and the mode
 // (sync_settings.h; the measurements behind it in docs/convergence.md).
 MomentumPlacement AutomaticPlacement(const SyncSettings& s) {
-  const bool lossless = s.compressor == "none" || s.compressor == "fp16" ||
-                        s.compressor == "bf16";
-  if (lossless && s.mode == "bsp") return MomentumPlacement::kServer;
+  if (IsLossless(s) && s.mode == "bsp") return MomentumPlacement::kServer;
   // 1-bit sign: a velocity under a sign compressor diverges (MLP 3 epochs
   // 0.52, CNN 1 epoch 0.10) where folding trains (0.85, 0.81). Folding
   // needs error feedback to carry the history.
@@ -168,6 +172,45 @@ absl::StatusOr<MomentumPlacement> ParsePlacement(const SyncSettings& s,
              where);
 }
 
+// 1-bit Adam (Tang et al., ICML 2021): Adam's second moment is not linear
+// in the gradient, so error feedback's delayed sums would distort it; it is
+// estimated from dense pushes during adam_freeze_step steps and then
+// frozen, after which the update is linear in the first moment, which the
+// workers keep as a velocity and compress with error feedback.
+absl::Status PlaceAdam(const SyncSettings& s, const Complaint& bad,
+                       SyncOptions* sync) {
+  const std::string& where = s.momentum_placement;
+  if (where != "auto" && where != "server" && where != "worker") {
+    return bad("momentum_placement",
+               "'%s' is not auto, worker or server for --optimizer=%s", where,
+               s.optimizer);
+  }
+  const bool worker = where == "worker" ||
+                      (where == "auto" && !IsLossless(s) && s.error_feedback);
+  v1::OptimizerConfig* optimizer = sync->training.mutable_optimizer();
+  if (!worker || optimizer->momentum() == 0) return absl::OkStatus();
+  if (s.adam_freeze_step < 1) {
+    return bad("adam_freeze_step",
+               "%d must be >= 1: the shards estimate Adam's second moment "
+               "from that many dense steps",
+               s.adam_freeze_step);
+  }
+  if (s.dgc_momentum > 0) {
+    return bad("dgc_momentum",
+               "adam's first moment runs on the workers (1-bit Adam); leave "
+               "dgc's momentum 0 or set --momentum-placement=server");
+  }
+  sync->worker_momentum.momentum = optimizer->momentum();
+  sync->worker_momentum.masking = s.momentum_masking;
+  sync->worker_momentum.dense_steps = static_cast<uint64_t>(s.adam_freeze_step);
+  // The shards count updates: one per step in BSP, one per push otherwise.
+  const uint64_t updates_per_step =
+      sync->training.mode() == v1::CONSISTENCY_MODE_BSP ? 1 : s.num_workers;
+  optimizer->set_freeze_variance_after(
+      static_cast<uint64_t>(s.adam_freeze_step) * updates_per_step);
+  return absl::OkStatus();
+}
+
 // Moves the momentum of the optimizer the shards were to run to where the
 // placement says, and scales the asynchronous step size.
 absl::Status ResolvePlacement(const SyncSettings& s, const Complaint& bad,
@@ -177,9 +220,14 @@ absl::Status ResolvePlacement(const SyncSettings& s, const Complaint& bad,
   if (!(s.fold_scale > 0 && s.fold_scale <= 1))
     return bad("fold_scale", "%g is outside (0, 1]", s.fold_scale);
   v1::OptimizerConfig* optimizer = sync->training.mutable_optimizer();
+  const bool adam = optimizer->kind() == v1::OPTIMIZER_KIND_ADAM ||
+                    optimizer->kind() == v1::OPTIMIZER_KIND_ADAMW;
+  if (adam) {
+    if (absl::Status st = PlaceAdam(s, bad, sync); !st.ok()) return st;
+  }
   const bool momentum = optimizer->kind() == v1::OPTIMIZER_KIND_MOMENTUM &&
                         optimizer->momentum() > 0;
-  if (!momentum && s.momentum_placement != "auto") {
+  if (!momentum && !adam && s.momentum_placement != "auto") {
     return bad("momentum_placement",
                "'%s' applies to --optimizer=momentum or nesterov with "
                "momentum > 0, not to '%s'",
@@ -346,6 +394,16 @@ std::string DescribeOptimizerPlacement(const SyncOptions& options) {
   }
   absl::StrAppendFormat(&shards, " lr %g on the shards",
                         optimizer.learning_rate());
+  if (optimizer.freeze_variance_after() > 0) {
+    const MomentumCorrectionOptions& u = options.worker_momentum;
+    return absl::StrFormat(
+        "optimizer: 1-bit Adam: dense fp32 pushes for %d steps, then the "
+        "first moment (beta1 %g) on the worker before compression%s; %s, its "
+        "second moment frozen after update %d",
+        u.dense_steps, u.momentum,
+        u.masking ? " (masked where a sparse push sent)" : "", shards,
+        optimizer.freeze_variance_after());
+  }
   if (options.folded_momentum > 0) {
     return absl::StrFormat(
         "optimizer: momentum %g folded into the step (%g of lr / (1 - "

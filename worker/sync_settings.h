@@ -51,6 +51,9 @@ inline constexpr double kMinAutoPullRatio = 0.01;
 // 4 * lr.
 inline constexpr double kDefaultFoldScale = 0.4;
 
+// SyncSettings::adam_freeze_step's default.
+inline constexpr int64_t kDefaultAdamFreezeStep = 200;
+
 struct SyncSettings {
   // Shard addresses (host:port), in shard-id order.
   std::vector<std::string> shards = {"127.0.0.1:7000"};
@@ -98,8 +101,12 @@ struct SyncSettings {
   double momentum = 0.9;
   double weight_decay = 0.0;
   // Where the momentum of "momentum"/"nesterov" runs (MomentumPlacement):
-  // "auto", "server", "worker" or "fold". "auto" picks, from what
-  // docs/convergence.md measured:
+  // "auto", "server", "worker" or "fold". For "adam"/"adamw": "server"
+  // (Adam on the shards) or "worker" (1-bit Adam: the first moment on the
+  // workers, the second frozen on the shards after adam_freeze_step dense
+  // steps); "auto" picks "worker" for compressed pushes with error feedback
+  // (compressors other than none, fp16 and bf16), "server" otherwise. For
+  // momentum, "auto" picks, from what docs/convergence.md measured:
   //   uncompressed (none, fp16, bf16) BSP: server, where it is exact;
   //   onebit with error feedback: fold;
   //   everything else (compressed pushes, ASP, SSP): worker, before
@@ -117,6 +124,12 @@ struct SyncSettings {
   // error feedback already releases a sign's lost magnitude over later
   // steps, so the full step overshoots.
   double fold_scale = kDefaultFoldScale;
+  // adam/adamw with the placement "worker" (1-bit Adam): the steps of dense
+  // fp32 pushes while the shards' Adam estimates its second moment, which
+  // then freezes; afterwards each worker compresses its velocity
+  // u = beta1 * u + g with error feedback and the shards divide it by the
+  // frozen sqrt(v). >= 1.
+  int64_t adam_freeze_step = kDefaultAdamFreezeStep;
   // ASP and SSP: the shards apply each push with lr / num_workers, its
   // share of a BSP step's mean, so that one push from every worker moves
   // the weights as far as one BSP step (a staleness-aware step size whose

@@ -21,6 +21,7 @@
 #ifndef GRADWIRE_COMMON_COMPRESS_MOMENTUM_CORRECTION_H_
 #define GRADWIRE_COMMON_COMPRESS_MOMENTUM_CORRECTION_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,6 +38,12 @@ struct MomentumCorrectionOptions {
   bool nesterov = false;
   // Zero the velocity at the coordinates a sparse push sent.
   bool masking = true;
+  // Steps (0-based step < dense_steps) whose push is the gradient itself,
+  // dense fp32, with no compression and no error feedback, while the
+  // velocity accumulates: 1-bit Adam's warm-up, during which the shards'
+  // Adam estimates its second moment from uncompressed gradients (see
+  // OptimizerSettings::freeze_variance_after). 0: none.
+  uint64_t dense_steps = 0;
 
   bool enabled() const { return momentum > 0.0f; }
 };

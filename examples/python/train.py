@@ -205,6 +205,9 @@ FLAG_GROUPS = {
         ("fold-scale", float, 0.4,
          "With momentum folded: the shards' SGD step is this share of "
          "lr / (1 - momentum), in (0, 1]."),
+        ("adam-freeze-step", int, 200,
+         "adam/adamw on the worker (1-bit Adam): dense steps before the "
+         "shards' second moment freezes."),
         ("scale-async-lr", parse_bool, True,
          "asp/ssp: each push applied at lr / --num-workers."),
         ("mode", str, "bsp", "Consistency mode: bsp, asp or ssp."),
@@ -579,7 +582,7 @@ COMPRESSION_FLAGS = ("compressor", "ratio", "min_kept", "threshold", "levels",
                      "dgc_momentum_masking", "dgc_clip_norm",
                      "dgc_warmup_epochs")
 OPTIMIZER_FLAGS = ("optimizer", "lr", "momentum", "weight_decay",
-                   "momentum_placement", "fold_scale")
+                   "momentum_placement", "fold_scale", "adam_freeze_step")
 SYNC_FLAGS = ("worker_id", "num_workers", "local_rank", "local_size",
               "local_store", "mode", "staleness", "scale_async_lr", "pull",
               "pull_ratio", "pull_value_type",

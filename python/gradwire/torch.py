@@ -40,7 +40,7 @@ _COMPRESSION_KEYS = (
     "dgc_clip_norm", "dgc_warmup_epochs")
 # Options the wrapper decides itself: the shards only aggregate.
 _RESERVED_KEYS = ("optimizer", "lr", "momentum", "weight_decay",
-                  "momentum_placement", "fold_scale")
+                  "momentum_placement", "fold_scale", "adam_freeze_step")
 
 
 class DistributedOptimizer(torch.optim.Optimizer):

@@ -45,6 +45,11 @@ absl::Status ValidateKindFields(const OptimizerSettings& s) {
   if (IsAdam(s.kind) && !(std::isfinite(s.epsilon) && s.epsilon > 0.0)) {
     return Invalid("epsilon", s.epsilon, "must be finite and > 0");
   }
+  if (s.freeze_variance_after > 0 && !IsAdam(s.kind)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "optimizer freeze_variance_after %d applies to ADAM and ADAMW only",
+        s.freeze_variance_after));
+  }
   // Same rule as torch.optim.SGD: Nesterov needs a non-zero momentum.
   if (s.nesterov && !(s.kind == Kind::kMomentum && s.momentum > 0.0)) {
     return absl::InvalidArgumentError(
@@ -200,6 +205,7 @@ absl::StatusOr<OptimizerSettings> OptimizerSettingsFromProto(
   s.gamma = config.gamma();
   s.total_updates = config.total_updates();
   s.min_learning_rate = config.min_learning_rate();
+  s.freeze_variance_after = config.freeze_variance_after();
   if (absl::Status status = ValidateOptimizerSettings(s); !status.ok()) {
     return status;
   }
@@ -221,6 +227,7 @@ v1::OptimizerConfig ToProto(const OptimizerSettings& s) {
   config.set_gamma(static_cast<float>(s.gamma));
   config.set_total_updates(s.total_updates);
   config.set_min_learning_rate(static_cast<float>(s.min_learning_rate));
+  config.set_freeze_variance_after(s.freeze_variance_after);
   return config;
 }
 
@@ -322,6 +329,10 @@ void Optimizer::ApplyMomentum(double lr, absl::Span<float> weights,
 void Optimizer::ApplyAdam(double lr, absl::Span<float> weights,
                           absl::Span<const float> gradient,
                           OptimizerState* state) const {
+  const uint64_t freeze = settings_.freeze_variance_after;
+  if (freeze > 0 && state->updates >= freeze) {
+    return ApplyFrozenAdam(lr, weights, gradient, state);
+  }
   const double beta1 = settings_.momentum;
   const double beta2 = settings_.beta2;
   const double t = static_cast<double>(state->updates + 1);
@@ -349,6 +360,32 @@ void Optimizer::ApplyAdam(double lr, absl::Span<float> weights,
     v[i] = v[i] * b2 + one_minus_beta2 * g * g;
     const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
     weights[i] += neg_step_size * m[i] / denom;
+  }
+}
+
+void Optimizer::ApplyFrozenAdam(double lr, absl::Span<float> weights,
+                                absl::Span<const float> velocity,
+                                OptimizerState* state) const {
+  // The second moment was last updated at t = F.
+  const double frozen_t = static_cast<double>(settings_.freeze_variance_after);
+  const float bc2_sqrt = static_cast<float>(
+      std::sqrt(1.0 - std::pow(settings_.beta2, frozen_t)));
+  const bool decoupled = settings_.kind == Kind::kAdamW;
+  const float decay = static_cast<float>(1.0 - lr * settings_.weight_decay);
+  const float wd =
+      decoupled ? 0.0f : static_cast<float>(settings_.weight_decay);
+  const float one_minus_beta1 = static_cast<float>(1.0 - settings_.momentum);
+  const float eps = static_cast<float>(settings_.epsilon);
+  const float neg_lr = static_cast<float>(-lr);
+  // The workers keep the first moment from here on.
+  std::vector<float>().swap(state->first_moment);
+  assert(state->second_moment.size() == weights.size());
+  const float* v = state->second_moment.data();
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (decoupled) weights[i] *= decay;
+    const float m = one_minus_beta1 * velocity[i] + wd * weights[i];
+    const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
+    weights[i] += neg_lr * m / denom;
   }
 }
 

@@ -79,6 +79,12 @@ struct OptimizerSettings {
   // [0, learning_rate].
   uint64_t total_updates = 1000;
   double min_learning_rate = 0.0;
+
+  // kAdam / kAdamW: after this many updates of a chunk (>= 1), its second
+  // moment and bias correction freeze and each gradient is read as the
+  // workers' velocity (1-bit Adam's compression stage; Apply states the
+  // rule). 0: never. Other kinds: must be 0.
+  uint64_t freeze_variance_after = 0;
 };
 
 // OK when every field is inside the range documented above; otherwise
@@ -110,7 +116,8 @@ double LearningRateAt(const OptimizerSettings& settings, uint64_t update);
 // A default-constructed state is the state before the first update; the
 // buffers are sized to the chunk's numel by the first update that needs them
 // and stay empty for kinds that do not (kSgd, and kMomentum at momentum 0, use
-// neither; kMomentum only first_moment).
+// neither; kMomentum only first_moment). An Adam chunk whose variance froze
+// releases first_moment: the workers keep it.
 struct OptimizerState {
   // Updates applied so far; the next update's 0-based index.
   uint64_t updates = 0;
@@ -150,6 +157,15 @@ class Optimizer {
   //   kAdamW:    w *= 1 - lr*wd;  then kAdam's rule without the wd term
   // where b1 = momentum and b2 = beta2. Bias corrections are computed in
   // double.
+  //
+  // With freeze_variance_after = F > 0, kAdam / kAdamW run that rule for
+  // their first F updates; from update F on (t > F), the gradient g is the
+  // workers' velocity u = b1*u + grad (their first moment is (1-b1)*u),
+  // and with v and the bias correction frozen at their values of update F:
+  //   kAdam:     w -= lr * ((1-b1)*g + wd*w) / (sqrt(v / (1-b2^F)) + eps)
+  //   kAdamW:    w *= 1 - lr*wd;  w -= lr * (1-b1)*g / (sqrt(...) + eps)
+  // The update is linear in g, so error feedback's sum of pushes is the
+  // sum of the velocities (Tang et al., "1-bit Adam", ICML 2021).
   void Apply(absl::Span<float> weights, absl::Span<const float> gradient,
              OptimizerState* state) const;
 
@@ -188,6 +204,9 @@ class Optimizer {
                      OptimizerState* state) const;
   void ApplyAdam(double lr, absl::Span<float> weights,
                  absl::Span<const float> gradient, OptimizerState* state) const;
+  void ApplyFrozenAdam(double lr, absl::Span<float> weights,
+                       absl::Span<const float> velocity,
+                       OptimizerState* state) const;
 
   const OptimizerSettings settings_;
 };

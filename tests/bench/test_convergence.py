@@ -48,7 +48,7 @@ def calls(bin_dir):
     (["--workers=two"], "argument --workers"),
     (["--model=resnet"], "argument --model"),
     (["--only=topk1,nope"], "unknown row nope"),
-    (["--optimizers=adam"], "unknown optimizer adam"),
+    (["--optimizers=lamb"], "unknown optimizer lamb"),
     (["--jobs=2"], "unrecognized arguments: --jobs=2"),
 ])
 def test_bad_arguments_are_rejected(tmp_path, args, message):
@@ -94,6 +94,17 @@ def test_cnn_sgd_rows_run_at_their_own_lr(tmp_path):
     command = result.stdout.splitlines()[0].split()
     assert "--model=cnn" in command
     assert ["--optimizer=sgd", "--lr=0.1"] == command[-3:-1]
+
+
+def test_adam_rows_only_when_asked_for(tmp_path):
+    result = run_bench("--dry-run", f"--out={tmp_path}", "--only=topk1",
+                       "--seeds=1", "--optimizers=adam")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1].startswith("1 runs")
+    assert ["--optimizer=adam", "--lr=0.001"] == lines[0].split()[-3:-1]
+    default = run_bench("--dry-run", f"--out={tmp_path}", "--seeds=1")
+    assert "--optimizer=adam" not in default.stdout
 
 
 def test_default_plan_and_wrapper(tmp_path):

@@ -4,6 +4,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cmath>
+#include <functional>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -65,14 +67,16 @@ struct WorkerRun {
 void RunWorkers(std::vector<std::shared_ptr<Shard>> shards,
                 const std::string& compressor, bool deltas, int steps,
                 WorkerRun* runs, bool overlap = false,
-                float worker_momentum = 0.0f) {
+                float worker_momentum = 0.0f,
+                const std::function<void(SyncOptions*)>& adjust = nullptr) {
   std::vector<std::thread> threads;
   for (uint32_t w = 0; w < 2; ++w) {
     threads.emplace_back([&, w] {
       WorkerRun& run = runs[w];
-      auto sync =
-          ParameterSync::Create(Options(w, compressor, deltas, worker_momentum),
-                                std::make_unique<FakePsClient>(shards));
+      SyncOptions options = Options(w, compressor, deltas, worker_momentum);
+      if (adjust) adjust(&options);
+      auto sync = ParameterSync::Create(options,
+                                        std::make_unique<FakePsClient>(shards));
       if (!sync.ok()) {
         run.status = sync.status();
         return;
@@ -157,6 +161,86 @@ TEST(ParameterSyncTest, WorkerMomentumIsDenseMomentumAndRestartsFromZero) {
     EXPECT_TRUE(torch::allclose(resumed[0].parameters[i].second,
                                 expected[i].second, 1e-5, 1e-6))
         << expected[i].first;
+  }
+}
+
+// 1-bit Adam (sync_settings.cc's PlaceAdam): a velocity with beta1 on the
+// workers, dense fp32 pushes for the first kFreeze steps, the shards' Adam
+// freezing its second moment after kFreeze updates.
+constexpr int kFreeze = 2;
+constexpr float kBeta1 = 0.9f, kBeta2 = 0.999f, kAdamLr = 0.01f;
+
+void OneBitAdam(SyncOptions* options) {
+  v1::OptimizerConfig* adam = options->training.mutable_optimizer();
+  adam->set_kind(v1::OPTIMIZER_KIND_ADAM);
+  adam->set_learning_rate(kAdamLr);
+  adam->set_momentum(kBeta1);
+  adam->set_beta2(kBeta2);
+  adam->set_epsilon(1e-8f);
+  adam->set_freeze_variance_after(kFreeze);
+  options->worker_momentum.momentum = kBeta1;
+  options->worker_momentum.dense_steps = kFreeze;
+}
+
+// Adam on the mean gradient for kFreeze steps, then the frozen rule on the
+// mean velocity, for `steps` steps.
+ParameterSync::NamedTensors OneBitAdamReference(int steps) {
+  ParameterSync::NamedTensors expected = MakeParameters();
+  for (auto& [name, p] : expected) {
+    torch::Tensor m = torch::zeros_like(p), v = torch::zeros_like(p),
+                  u = torch::zeros_like(p);
+    double frozen_bc2 = 1;
+    for (int step = 0; step < steps; ++step) {
+      const torch::Tensor g = 0.5 * (Gradient(p, 0, step) + Gradient(p, 1, step));
+      u.mul_(kBeta1).add_(g);
+      if (step < kFreeze) {
+        const int t = step + 1;
+        m.mul_(kBeta1).add_((1 - kBeta1) * g);
+        v.mul_(kBeta2).add_((1 - kBeta2) * g * g);
+        frozen_bc2 = 1 - std::pow(double{kBeta2}, t);
+        const double bc1 = 1 - std::pow(double{kBeta1}, t);
+        p.sub_(kAdamLr / bc1 * m / (v.sqrt() / std::sqrt(frozen_bc2) + 1e-8));
+      } else {
+        p.sub_(kAdamLr * (1 - kBeta1) * u /
+               (v.sqrt() / std::sqrt(frozen_bc2) + 1e-8));
+      }
+    }
+  }
+  return expected;
+}
+
+TEST(ParameterSyncTest, OneBitAdamPushesDenseGradientsUntilTheFreeze) {
+  // Top-K 25% would lose three quarters of each gradient: a match at
+  // 1e-6 means the warm-up pushes were dense fp32.
+  WorkerRun runs[2];
+  RunWorkers(FakePsClient::MakeShards(2), "topk", /*deltas=*/false, kFreeze,
+             runs, /*overlap=*/false, 0.0f, OneBitAdam);
+  ASSERT_TRUE(runs[0].status.ok()) << runs[0].status;
+  ASSERT_TRUE(runs[1].status.ok()) << runs[1].status;
+  const ParameterSync::NamedTensors expected = OneBitAdamReference(kFreeze);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(runs[0].parameters[i].second,
+                                expected[i].second, 1e-5, 1e-6))
+        << expected[i].first;
+  }
+  const SyncStats& stats = runs[0].sync->stats();
+  EXPECT_GE(stats.pushed_bytes, stats.dense_equivalent_bytes);
+}
+
+TEST(ParameterSyncTest, OneBitAdamThenAppliesTheMeanVelocityOverFrozenV) {
+  // Uncompressed, so that the mean of the pushes is the mean velocity.
+  WorkerRun runs[2];
+  RunWorkers(FakePsClient::MakeShards(2), "none", /*deltas=*/false, 5, runs,
+             /*overlap=*/false, 0.0f, OneBitAdam);
+  ASSERT_TRUE(runs[0].status.ok()) << runs[0].status;
+  ASSERT_TRUE(runs[1].status.ok()) << runs[1].status;
+  const ParameterSync::NamedTensors expected = OneBitAdamReference(5);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(runs[0].parameters[i].second,
+                                expected[i].second, 1e-4, 1e-5))
+        << expected[i].first << "\n"
+        << runs[0].parameters[i].second << "\n"
+        << expected[i].second;
   }
 }
 

@@ -3,6 +3,7 @@
 #include "worker/sync_settings.h"
 
 #include <string>
+#include <tuple>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -166,18 +167,65 @@ TEST(SyncSettingsTest, MomentumRunsWhereCompressionKeepsItsAccuracy) {
   o = SyncOptionsFromSettings(s);
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_TRUE(o->worker_momentum.nesterov);
-  // Adam stays on the shards; plain SGD has no momentum anywhere.
+  // Plain SGD has no momentum anywhere.
   s.momentum_placement = "auto";
-  s.optimizer = "adam";
-  o = SyncOptionsFromSettings(s);
-  ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_FALSE(o->worker_momentum.enabled());
-  EXPECT_EQ(o->training.optimizer().kind(), v1::OPTIMIZER_KIND_ADAM);
   s.optimizer = "sgd";
   o = SyncOptionsFromSettings(s);
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_FALSE(o->worker_momentum.enabled());
   EXPECT_NEAR(o->training.optimizer().learning_rate(), 0.05, 1e-9);
+}
+
+// Adam with compressed pushes and error feedback runs as 1-bit Adam: the
+// first moment on the worker after dense warm-up steps, the second moment
+// frozen on the shards after as many updates (one per push in ASP/SSP).
+TEST(SyncSettingsTest, AdamWithCompressedPushesRunsAsOneBitAdam) {
+  SyncSettings s;
+  s.optimizer = "adam";
+  s.lr = 0.001;
+  s.adam_freeze_step = 50;
+  absl::StatusOr<SyncOptions> o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->training.optimizer().kind(), v1::OPTIMIZER_KIND_ADAM);
+  EXPECT_EQ(o->training.optimizer().freeze_variance_after(), 50u);
+  EXPECT_FLOAT_EQ(o->worker_momentum.momentum, 0.9f);
+  EXPECT_EQ(o->worker_momentum.dense_steps, 50u);
+  EXPECT_TRUE(o->worker_momentum.masking);
+  EXPECT_EQ(DescribeOptimizerPlacement(*o),
+            "optimizer: 1-bit Adam: dense fp32 pushes for 50 steps, then the "
+            "first moment (beta1 0.9) on the worker before compression "
+            "(masked where a sparse push sent); adam lr 0.001 on the shards, "
+            "its second moment frozen after update 50");
+  s.mode = "asp";
+  s.num_workers = 4;
+  s.optimizer = "adamw";
+  o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->training.optimizer().kind(), v1::OPTIMIZER_KIND_ADAMW);
+  EXPECT_EQ(o->training.optimizer().freeze_variance_after(), 200u);
+  EXPECT_EQ(o->worker_momentum.dense_steps, 50u);
+  // Adam stays on the shards where pushes are not compressed, without
+  // error feedback, or when asked.
+  for (const auto& [compressor, feedback, placement] :
+       {std::tuple<std::string, bool, std::string>{"fp16", true, "auto"},
+        {"topk", false, "auto"},
+        {"onebit", true, "server"}}) {
+    SCOPED_TRACE(compressor + " " + placement);
+    s.compressor = compressor;
+    s.error_feedback = feedback;
+    s.momentum_placement = placement;
+    o = SyncOptionsFromSettings(s);
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_FALSE(o->worker_momentum.enabled());
+    EXPECT_EQ(o->training.optimizer().freeze_variance_after(), 0u);
+  }
+  // Uncompressed pushes may ask for it.
+  s.compressor = "none";
+  s.error_feedback = true;
+  s.momentum_placement = "worker";
+  o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->worker_momentum.dense_steps, 50u);
 }
 
 TEST(SyncSettingsTest, BadPlacementsNameTheirSetting) {
@@ -186,9 +234,23 @@ TEST(SyncSettingsTest, BadPlacementsNameTheirSetting) {
   EXPECT_EQ(SyncOptionsFromSettings(s).status().message(),
             "--momentum-placement: 'gpu' is not auto, fold, worker or server");
   s.momentum_placement = "worker";
-  s.optimizer = "adam";
+  s.optimizer = "sgd";
   EXPECT_THAT(std::string(SyncOptionsFromSettings(s).status().message()),
               ::testing::StartsWith("--momentum-placement: 'worker' applies"));
+  s.momentum_placement = "fold";
+  s.optimizer = "adam";
+  EXPECT_EQ(SyncOptionsFromSettings(s).status().message(),
+            "--momentum-placement: 'fold' is not auto, worker or server for "
+            "--optimizer=adam");
+  s.momentum_placement = "worker";
+  s.adam_freeze_step = 0;
+  EXPECT_THAT(std::string(SyncOptionsFromSettings(s).status().message()),
+              ::testing::StartsWith("--adam-freeze-step: 0 must be >= 1"));
+  s.adam_freeze_step = 10;
+  s.compressor = "dgc";
+  s.dgc_momentum = 0.9;
+  EXPECT_THAT(std::string(SyncOptionsFromSettings(s).status().message()),
+              ::testing::StartsWith("--dgc-momentum: adam's first moment"));
   s = SyncSettings();
   s.compressor = "dgc";
   s.dgc_momentum = 0.9;

@@ -253,6 +253,78 @@ TEST(OptimizerTest, AdamUsesTheStateUpdateCountForBiasCorrection) {
   EXPECT_EQ(state.updates, 5u);
 }
 
+// 1-bit Adam's compression stage: after `freeze` updates of Adam, each
+// gradient is the workers' velocity u and the second moment stays.
+void ExpectFrozenAdamMatchesReference(const AdamCase& c) {
+  constexpr int kFreeze = 2;
+  const std::vector<double> w0 = {1.0, -0.5, 0.25, 2.0};
+  const std::vector<std::vector<double>> grads = {{0.1, -0.2, 0.0, 3.0},
+                                                  {0.3, 0.1, -0.05, -1.0},
+                                                  {-0.2, 0.4, 0.01, 0.5},
+                                                  {0.5, -0.3, 0.2, 0.1}};
+  OptimizerSettings settings = AdamSettings(c);
+  settings.freeze_variance_after = kFreeze;
+  const Optimizer optimizer(settings);
+  std::vector<float> w(w0.begin(), w0.end());
+  OptimizerState state;
+  std::vector<double> ref_w = w0, ref_m(w0.size()), ref_v(w0.size());
+  for (int t = 1; t <= 4; ++t) {
+    const std::vector<double>& g = grads[t - 1];
+    const std::vector<float> gf(g.begin(), g.end());
+    optimizer.Apply(absl::MakeSpan(w), gf, &state);
+    for (size_t i = 0; i < w.size(); ++i) {
+      if (t <= kFreeze) {
+        ReferenceAdamStep(c, t, g[i], &ref_w[i], &ref_m[i], &ref_v[i]);
+        continue;
+      }
+      if (c.decoupled) ref_w[i] *= 1.0 - c.lr * c.wd;
+      const double wd = c.decoupled ? 0.0 : c.wd;
+      const double m = (1.0 - c.beta1) * g[i] + wd * ref_w[i];
+      const double v_hat = ref_v[i] / (1.0 - std::pow(c.beta2, kFreeze));
+      ref_w[i] -= c.lr * m / (std::sqrt(v_hat) + c.eps);
+    }
+    SCOPED_TRACE(t);
+    ExpectNear(w, ref_w);
+    ExpectNear(state.second_moment, ref_v);
+    if (t > kFreeze) {
+      EXPECT_TRUE(state.first_moment.empty()) << "kept by the workers now";
+    }
+  }
+  EXPECT_EQ(state.updates, 4u);
+}
+
+TEST(OptimizerTest, FrozenAdamReadsTheVelocityOverTheFrozenVariance) {
+  ExpectFrozenAdamMatchesReference({});
+}
+
+TEST(OptimizerTest, FrozenAdamWithCoupledWeightDecay) {
+  AdamCase c;
+  c.wd = 0.1;
+  ExpectFrozenAdamMatchesReference(c);
+}
+
+TEST(OptimizerTest, FrozenAdamWDecaysTheWeightsFirst) {
+  AdamCase c;
+  c.wd = 0.1;
+  c.decoupled = true;
+  ExpectFrozenAdamMatchesReference(c);
+}
+
+TEST(OptimizerTest, FrozenAdamResumesFromACheckpointWithoutFirstMoment) {
+  // A checkpoint taken after the freeze holds v and the update count only.
+  AdamCase c;
+  OptimizerSettings settings = AdamSettings(c);
+  settings.freeze_variance_after = 3;
+  OptimizerState state;
+  state.updates = 7;
+  state.second_moment = {0.25f};
+  const std::vector<float> w = ApplyAll(settings, {1.0f}, {{2.0f}}, &state);
+  const double v_hat = 0.25 / (1.0 - std::pow(c.beta2, 3));
+  ExpectNear(w, {1.0 - c.lr * 0.1 * 2.0 / (std::sqrt(v_hat) + c.eps)});
+  EXPECT_EQ(state.second_moment, std::vector<float>{0.25f});
+  EXPECT_EQ(state.updates, 8u);
+}
+
 // ---------------------------------------------------------------- schedules
 
 TEST(LearningRateTest, ConstantWithWarmUp) {
@@ -383,6 +455,12 @@ TEST(OptimizerProtoTest, RoundTrip) {
   EXPECT_EQ(back->gamma, s.gamma);
   EXPECT_EQ(back->total_updates, s.total_updates);
   EXPECT_EQ(back->min_learning_rate, s.min_learning_rate);
+  s.kind = Kind::kAdam;
+  s.nesterov = false;
+  s.freeze_variance_after = 17;
+  back = OptimizerSettingsFromProto(ToProto(s));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->freeze_variance_after, 17u);
 }
 
 TEST(OptimizerProtoTest, DefaultsAreValidForEveryKindAndSchedule) {
@@ -447,6 +525,11 @@ INSTANTIATE_TEST_SUITE_P(
                    c->set_kind(v1::OPTIMIZER_KIND_MOMENTUM);
                    c->set_momentum(0);
                    c->set_nesterov(true);
+                 }},
+        BadField{"freeze_variance_after 5 applies to ADAM and ADAMW only",
+                 [](auto* c) {
+                   c->set_kind(v1::OPTIMIZER_KIND_MOMENTUM);
+                   c->set_freeze_variance_after(5);
                  }},
         BadField{"schedule 9",
                  [](auto* c) {
