@@ -42,9 +42,8 @@ absl::StatusOr<std::unique_ptr<PushRequestBuilder>> PushRequestBuilder::Create(
   const int threads =
       compress_threads == 0 ? CoresOfThisProcess() : compress_threads;
   return std::unique_ptr<PushRequestBuilder>(
-      new PushRequestBuilder(options, *std::move(compressor),
-                             std::move(warmup), error_feedback, momentum,
-                             worker_id, threads));
+      new PushRequestBuilder(options, *std::move(compressor), std::move(warmup),
+                             error_feedback, momentum, worker_id, threads));
 }
 
 PushRequestBuilder::PushRequestBuilder(

@@ -368,8 +368,8 @@ void Optimizer::ApplyFrozenAdam(double lr, absl::Span<float> weights,
                                 OptimizerState* state) const {
   // The second moment was last updated at t = F.
   const double frozen_t = static_cast<double>(settings_.freeze_variance_after);
-  const float bc2_sqrt = static_cast<float>(
-      std::sqrt(1.0 - std::pow(settings_.beta2, frozen_t)));
+  const float bc2_sqrt =
+      static_cast<float>(std::sqrt(1.0 - std::pow(settings_.beta2, frozen_t)));
   const bool decoupled = settings_.kind == Kind::kAdamW;
   const float decay = static_cast<float>(1.0 - lr * settings_.weight_decay);
   const float wd =

@@ -191,7 +191,8 @@ ParameterSync::NamedTensors OneBitAdamReference(int steps) {
                   u = torch::zeros_like(p);
     double frozen_bc2 = 1;
     for (int step = 0; step < steps; ++step) {
-      const torch::Tensor g = 0.5 * (Gradient(p, 0, step) + Gradient(p, 1, step));
+      const torch::Tensor g =
+          0.5 * (Gradient(p, 0, step) + Gradient(p, 1, step));
       u.mul_(kBeta1).add_(g);
       if (step < kFreeze) {
         const int t = step + 1;
