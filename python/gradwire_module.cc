@@ -205,7 +205,7 @@ Shards
       pushes with error feedback.
   fold_scale (float): with momentum folded, the share of lr / (1 -
       momentum) the shards' SGD takes, in (0, 1] (default 0.4).
-  adam_freeze_step (int): 1-bit Adam's dense steps (default 200).
+  adam_freeze_step (int): 1-bit Adam's dense steps (default 50).
   scale_async_lr (bool): asp/ssp: each push applied at lr / num_workers.
   mode (str): bsp, asp or ssp; staleness (int): the SSP bound.
   pull (str): "delta" (compressed weight deltas with server-side error

@@ -205,7 +205,7 @@ FLAG_GROUPS = {
         ("fold-scale", float, 0.4,
          "With momentum folded: the shards' SGD step is this share of "
          "lr / (1 - momentum), in (0, 1]."),
-        ("adam-freeze-step", int, 200,
+        ("adam-freeze-step", int, 50,
          "adam/adamw on the worker (1-bit Adam): dense steps before the "
          "shards' second moment freezes."),
         ("scale-async-lr", parse_bool, True,
