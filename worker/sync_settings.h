@@ -53,7 +53,7 @@ inline constexpr double kDefaultFoldScale = 0.4;
 
 // SyncSettings::adam_freeze_step's default. On the MLP (Adam lr 0.001, 2
 // workers, Top-K 1% + EF, 10 epochs, docs/convergence.md) 50 dense steps
-// gave 0.8802 over 3 seeds against 0.8754 for 20 and 0.8775 for 200, whose
+// gave 0.8802 over 3 seeds against 0.8765 for 20 and 0.8782 for 200, whose
 // dense pushes also cost 2.6 times the bytes of 50's.
 inline constexpr int64_t kDefaultAdamFreezeStep = 50;
 
