@@ -94,6 +94,12 @@ absl::Status CheckChunkSnapshot(const ChunkSnapshot& c,
       c.optimizer.second_moment.size() != c.numel) {
     return bad("optimizer second moment size");
   }
+  // Past 1-bit Adam's freeze every update divides by the second moment.
+  const uint64_t freeze = config.optimizer_settings.freeze_variance_after;
+  if (freeze > 0 && c.optimizer.updates >= freeze &&
+      c.optimizer.second_moment.empty()) {
+    return bad("optimizer second moment missing after the variance froze");
+  }
   if (c.workers.size() != config.num_workers) return bad("worker count");
   if (!c.shadow.empty() && c.shadow.size() != c.numel)
     return bad("shadow size");

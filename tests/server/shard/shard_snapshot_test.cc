@@ -345,6 +345,37 @@ TEST(ShardSnapshotTest, AdamSnapshotWithShortMomentsIsRefused) {
   }
 }
 
+// 1-bit Adam past its freeze: the snapshot holds v and no first moment,
+// and the restored shard goes on exactly; without v it is refused.
+TEST(ShardSnapshotTest, FrozenAdamRestoresAndNeedsItsSecondMoment) {
+  v1::TrainingConfig config = AdamConfig(2, v1::CONSISTENCY_MODE_BSP);
+  config.mutable_optimizer()->set_freeze_variance_after(2);
+  auto original = StartShard(config);
+  for (uint64_t step = 0; step < 3; ++step) {
+    ASSERT_TRUE(Push(*original, BothChunks(0, step)).ok());
+    ASSERT_TRUE(Push(*original, BothChunks(1, step)).ok());
+  }
+  auto snapshot = original->Snapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  const OptimizerState& state = snapshot->chunks[0].optimizer;
+  EXPECT_EQ(state.updates, 3u);
+  EXPECT_TRUE(state.first_moment.empty());
+  EXPECT_EQ(state.second_moment.size(), kNumelA);
+
+  auto copy = RestoredCopy(*original);
+  ExpectSameFuture(
+      *original, *copy,
+      {BothChunks(0, 3), BothChunks(1, 3), BothChunks(0, 4), BothChunks(1, 4)});
+
+  ShardSnapshot bad = *snapshot;
+  bad.chunks[0].optimizer.second_moment.clear();
+  Shard shard(Options());
+  const absl::Status s = shard.Restore(std::move(bad));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("second moment missing"));
+  EXPECT_FALSE(shard.initialized());
+}
+
 TEST(ShardSnapshotTest, RestoreIntoAnInitialisedShardIsRefused) {
   auto source = StartShard(Config(2, v1::CONSISTENCY_MODE_BSP));
   ASSERT_TRUE(Push(*source, BothChunks(0, 0)).ok());
