@@ -43,7 +43,8 @@ absl::Status ChunkUpdater::PreparePush(ChunkState* chunk, uint32_t worker,
   prepared->runs = false;
   thread_local std::vector<float> dense;
   if (rule_.cadence() == UpdateCadence::kPerPush) {
-    if (config_.optimizer->UpdatesOnlySelected() &&
+    if (config_.optimizer->UpdatesOnlySelected(
+            chunk->state.optimizer.updates) &&
         (gradient.encoding == Encoding::kSparse ||
          gradient.encoding == Encoding::kRandomK)) {
       return TryUpdateSelected(chunk, gradient, prepared);
@@ -112,8 +113,9 @@ absl::Status ChunkUpdater::TryUpdateSelected(ChunkState* chunk,
   const SteadyClock::time_point start = SteadyClock::now();
   out->indices.assign(gradient.indices.begin(), gradient.indices.end());
   out->values.resize(gradient.values.size());
-  config_.optimizer->ApplyAt(chunk->state.weights, out->indices,
-                             gradient.values, chunk->state.optimizer.updates,
+  config_.optimizer->ApplyAt(chunk->state.weights, chunk->state.optimizer,
+                             out->indices, gradient.values,
+                             chunk->state.optimizer.updates,
                              absl::MakeSpan(out->values));
   metrics_->ObserveOptimizer(SecondsSince(start));
   // The other weights do not move, and were finite.
@@ -135,7 +137,7 @@ void ChunkUpdater::Commit(ChunkState* chunk, PreparedUpdate* prepared) const {
     for (size_t j = 0; j < prepared->indices.size(); ++j) {
       state.weights[prepared->indices[j]] = prepared->values[j];
     }
-    ++state.optimizer.updates;
+    config_.optimizer->FinishSelectedUpdate(&state.optimizer);
   } else {
     state.weights.swap(prepared->weights);
     std::swap(state.optimizer, prepared->optimizer);

@@ -33,7 +33,8 @@
 //     push that completes the step runs the (dense) optimizer on the mean.
 //   - ASP/SSP under an optimizer that moves only the elements a gradient
 //     selects (plain SGD without weight decay, which is what the shards run
-//     in these modes by default: momentum is placed on the workers): the
+//     in these modes by default: momentum is placed on the workers; and
+//     1-bit Adam past its freeze, without weight decay): the
 //     new weights of the selected elements are computed aside, checked,
 //     and written; nothing is decoded to a dense buffer, and a pull delta
 //     (a pass over the chunk) is published only every publish_every

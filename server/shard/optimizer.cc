@@ -263,24 +263,64 @@ void Optimizer::Apply(absl::Span<float> weights,
   ++state->updates;
 }
 
-bool Optimizer::UpdatesOnlySelected() const {
+bool Optimizer::UpdatesOnlySelected(uint64_t update) const {
   const bool plain_sgd =
       settings_.kind == Kind::kSgd ||
       (settings_.kind == Kind::kMomentum && settings_.momentum == 0.0);
-  return plain_sgd && settings_.weight_decay == 0.0;
+  return (plain_sgd || VarianceFrozenAt(update)) &&
+         settings_.weight_decay == 0.0;
+}
+
+void Optimizer::FinishSelectedUpdate(OptimizerState* state) const {
+  if (VarianceFrozenAt(state->updates)) {
+    std::vector<float>().swap(state->first_moment);
+  }
+  ++state->updates;
+}
+
+bool Optimizer::VarianceFrozenAt(uint64_t update) const {
+  return IsAdam(settings_.kind) && settings_.freeze_variance_after > 0 &&
+         update >= settings_.freeze_variance_after;
+}
+
+float Optimizer::FrozenBiasCorrectionSqrt() const {
+  // The second moment was last updated at t = F.
+  const double frozen_t = static_cast<double>(settings_.freeze_variance_after);
+  return static_cast<float>(
+      std::sqrt(1.0 - std::pow(settings_.beta2, frozen_t)));
 }
 
 void Optimizer::ApplyAt(absl::Span<const float> weights,
+                        const OptimizerState& state,
                         absl::Span<const uint32_t> indices,
                         absl::Span<const float> values, uint64_t update,
                         absl::Span<float> out) const {
-  assert(UpdatesOnlySelected());
+  assert(UpdatesOnlySelected(update));
   assert(indices.size() == values.size() && values.size() == out.size());
-  const float wd = static_cast<float>(settings_.weight_decay);
   const float neg_lr = static_cast<float>(-LearningRateAt(settings_, update));
-  // ApplySgd's expression, element by element. The reads miss the cache
-  // about once per element (sorted, sparse indices): fetch ahead.
+  // The reads miss the cache about once per element (sorted, sparse
+  // indices): fetch ahead.
   constexpr size_t kPrefetchAhead = 16;
+  if (VarianceFrozenAt(update)) {
+    // ApplyFrozenAdam's expression without weight decay.
+    assert(state.second_moment.size() == weights.size());
+    const float* v = state.second_moment.data();
+    const float bc2_sqrt = FrozenBiasCorrectionSqrt();
+    const float one_minus_beta1 = static_cast<float>(1.0 - settings_.momentum);
+    const float eps = static_cast<float>(settings_.epsilon);
+    for (size_t j = 0; j < indices.size(); ++j) {
+      if (j + kPrefetchAhead < indices.size()) {
+        __builtin_prefetch(&weights[indices[j + kPrefetchAhead]]);
+        __builtin_prefetch(&v[indices[j + kPrefetchAhead]]);
+      }
+      const float m = one_minus_beta1 * values[j];
+      const float denom = std::sqrt(v[indices[j]]) / bc2_sqrt + eps;
+      out[j] = weights[indices[j]] + neg_lr * m / denom;
+    }
+    return;
+  }
+  const float wd = static_cast<float>(settings_.weight_decay);
+  // ApplySgd's expression, element by element.
   for (size_t j = 0; j < indices.size(); ++j) {
     if (j + kPrefetchAhead < indices.size()) {
       __builtin_prefetch(&weights[indices[j + kPrefetchAhead]]);
@@ -329,8 +369,7 @@ void Optimizer::ApplyMomentum(double lr, absl::Span<float> weights,
 void Optimizer::ApplyAdam(double lr, absl::Span<float> weights,
                           absl::Span<const float> gradient,
                           OptimizerState* state) const {
-  const uint64_t freeze = settings_.freeze_variance_after;
-  if (freeze > 0 && state->updates >= freeze) {
+  if (VarianceFrozenAt(state->updates)) {
     return ApplyFrozenAdam(lr, weights, gradient, state);
   }
   const double beta1 = settings_.momentum;
@@ -366,10 +405,7 @@ void Optimizer::ApplyAdam(double lr, absl::Span<float> weights,
 void Optimizer::ApplyFrozenAdam(double lr, absl::Span<float> weights,
                                 absl::Span<const float> velocity,
                                 OptimizerState* state) const {
-  // The second moment was last updated at t = F.
-  const double frozen_t = static_cast<double>(settings_.freeze_variance_after);
-  const float bc2_sqrt =
-      static_cast<float>(std::sqrt(1.0 - std::pow(settings_.beta2, frozen_t)));
+  const float bc2_sqrt = FrozenBiasCorrectionSqrt();
   const bool decoupled = settings_.kind == Kind::kAdamW;
   const float decay = static_cast<float>(1.0 - lr * settings_.weight_decay);
   const float wd =

@@ -169,30 +169,37 @@ class Optimizer {
   void Apply(absl::Span<float> weights, absl::Span<const float> gradient,
              OptimizerState* state) const;
 
-  // Whether an update whose gradient is zero at an element leaves that
-  // element's weight and optimizer state as they were, so that a sparse
-  // gradient may be applied at its selected elements alone (ApplyAt): kSgd,
-  // or kMomentum at momentum 0, without weight decay. Every other rule
-  // moves every element at every update (weight decay shrinks each weight,
-  // momentum and Adam's moments decay and keep stepping), so a sparse
-  // gradient runs the dense Apply: a lazy rule that skipped untouched
-  // elements would train differently from PyTorch.
-  bool UpdatesOnlySelected() const;
+  // Whether update number `update` (OptimizerState::updates before it),
+  // with a gradient that is zero at an element, leaves that element's
+  // weight and optimizer state as they were, so that a sparse gradient may
+  // be applied at its selected elements alone (ApplyAt): kSgd, or
+  // kMomentum at momentum 0, and kAdam / kAdamW past freeze_variance_after
+  // (its state no longer changes), each without weight decay. Every other
+  // rule moves every element at every update (weight decay shrinks each
+  // weight, momentum and Adam's moments decay and keep stepping), so a
+  // sparse gradient runs the dense Apply: a lazy rule that skipped
+  // untouched elements would train differently from PyTorch.
+  bool UpdatesOnlySelected(uint64_t update) const;
 
   // What Apply would make of the weights at `indices` for a gradient that
   // is `values` there and zero everywhere else, for update number
-  // `update` (OptimizerState::updates before it), written to `out`; the
-  // weights themselves are not changed. Elements outside `indices` keep
-  // their weights, bit for bit as Apply would leave them (up to the sign of
-  // a zero weight). The caller stores `out` and increments the state's
-  // update count.
+  // `update`, written to `out`; neither the weights nor `state` are
+  // changed. Elements outside `indices` keep their weights, bit for bit as
+  // Apply would leave them (up to the sign of a zero weight). The caller
+  // stores `out` and then calls FinishSelectedUpdate on the state.
   //
-  // Preconditions: UpdatesOnlySelected(); indices, values and out have the
-  // same length; every index is < weights.size() and appears once.
-  void ApplyAt(absl::Span<const float> weights,
+  // Preconditions: UpdatesOnlySelected(update); indices, values and out
+  // have the same length; every index is < weights.size() and appears
+  // once; for frozen Adam, state.second_moment has weights.size() elements.
+  void ApplyAt(absl::Span<const float> weights, const OptimizerState& state,
                absl::Span<const uint32_t> indices,
                absl::Span<const float> values, uint64_t update,
                absl::Span<float> out) const;
+
+  // The state's part of an ApplyAt update: counts it, and releases what
+  // the rule no longer keeps (frozen Adam's first moment), so that the
+  // state is the one Apply would leave.
+  void FinishSelectedUpdate(OptimizerState* state) const;
 
   const OptimizerSettings& settings() const { return settings_; }
 
@@ -207,6 +214,10 @@ class Optimizer {
   void ApplyFrozenAdam(double lr, absl::Span<float> weights,
                        absl::Span<const float> velocity,
                        OptimizerState* state) const;
+  // Whether update number `update` of kAdam / kAdamW is past the freeze.
+  bool VarianceFrozenAt(uint64_t update) const;
+  // sqrt of the second moment's bias correction at the freeze.
+  float FrozenBiasCorrectionSqrt() const;
 
   const OptimizerSettings settings_;
 };

@@ -325,6 +325,48 @@ TEST(OptimizerTest, FrozenAdamResumesFromACheckpointWithoutFirstMoment) {
   EXPECT_EQ(state.updates, 8u);
 }
 
+TEST(OptimizerTest, FrozenAdamUpdatesOnlySelectedElementsAsApplyDoes) {
+  AdamCase c;
+  OptimizerSettings settings = AdamSettings(c);
+  settings.freeze_variance_after = 2;
+  const Optimizer optimizer(settings);
+  EXPECT_FALSE(optimizer.UpdatesOnlySelected(1));
+  EXPECT_TRUE(optimizer.UpdatesOnlySelected(2));
+  OptimizerState state;
+  std::vector<float> w = {1.0f, -0.5f, 0.25f, 2.0f, 0.75f};
+  for (const std::vector<float>& g :
+       {std::vector<float>{0.1f, -0.2f, 0.3f, 3.0f, 0.5f},
+        std::vector<float>{0.3f, 0.1f, -0.05f, -1.0f, 0.25f}}) {
+    optimizer.Apply(absl::MakeSpan(w), g, &state);
+  }
+  // A sparse velocity at elements 1 and 3, through ApplyAt and through the
+  // dense Apply with zeros elsewhere: the same bits.
+  const std::vector<uint32_t> indices = {1, 3};
+  const std::vector<float> values = {0.7f, -2.5f};
+  std::vector<float> out(2);
+  optimizer.ApplyAt(w, state, indices, values, state.updates,
+                    absl::MakeSpan(out));
+  std::vector<float> dense = w;
+  optimizer.Apply(absl::MakeSpan(dense), {0.0f, 0.7f, 0.0f, -2.5f, 0.0f},
+                  &state);
+  EXPECT_EQ(out, (std::vector<float>{dense[1], dense[3]}));
+  OptimizerState selected;
+  selected.updates = 2;
+  selected.first_moment = {1.0f};
+  optimizer.FinishSelectedUpdate(&selected);
+  EXPECT_EQ(selected.updates, 3u);
+  EXPECT_TRUE(selected.first_moment.empty());
+  EXPECT_EQ(dense[0], w[0]);
+  EXPECT_EQ(dense[2], w[2]);
+  EXPECT_EQ(dense[4], w[4]);
+  // Weight decay moves every weight: the dense rule.
+  settings.weight_decay = 0.1;
+  EXPECT_FALSE(Optimizer(settings).UpdatesOnlySelected(2));
+  settings.freeze_variance_after = 0;
+  settings.weight_decay = 0;
+  EXPECT_FALSE(Optimizer(settings).UpdatesOnlySelected(1000));
+}
+
 // ---------------------------------------------------------------- schedules
 
 TEST(LearningRateTest, ConstantWithWarmUp) {

@@ -78,6 +78,38 @@ TEST(ShardSparseApplyTest, SgdMovesOnlyTheSelectedWeightsAsTheDenseRule) {
   }
 }
 
+TEST(ShardSparseApplyTest, FrozenAdamMovesOnlyTheSelectedWeightsAsDense) {
+  v1::TrainingConfig config = Config(1, v1::CONSISTENCY_MODE_ASP);
+  v1::OptimizerConfig* adam = config.mutable_optimizer();
+  adam->set_kind(v1::OPTIMIZER_KIND_ADAM);
+  adam->set_momentum(0.9f);
+  adam->set_beta2(0.999f);
+  adam->set_epsilon(1e-8f);
+  adam->set_freeze_variance_after(2);
+  const std::vector<float> initial = InitialWeights(kKeyA, kNumel);
+  auto sparse = StartShard(config, OneChunk(initial));
+  auto dense = StartShard(config, OneChunk(initial));
+  std::vector<float> before = initial;
+  for (uint64_t step = 0; step < 5; ++step) {
+    const v1::ChunkData pushed =
+        CompressedData("topk", Gradient(0, step, kNumel), kRatio);
+    const std::vector<float> decompressed = Decoded(pushed, kNumel);
+    PushOne(*sparse, PushRequest(0, step, {{kKeyA, pushed}}));
+    PushOne(*dense, PushRequest(0, step, {{kKeyA, DenseData(decompressed)}}));
+    const std::vector<float> after = Weights(*sparse, kKeyA, kNumel);
+    EXPECT_EQ(after, Weights(*dense, kKeyA, kNumel)) << "step " << step;
+    // Before the freeze Adam's moments move the weights of every earlier
+    // gradient too.
+    if (step == 1) {
+      EXPECT_GT(Changed(before, after).size(), Selected(pushed).size());
+    } else {
+      EXPECT_EQ(Changed(before, after), Selected(pushed)) << "step " << step;
+    }
+    before = after;
+  }
+  EXPECT_EQ(sparse->StateDigest(), dense->StateDigest());
+}
+
 TEST(ShardSparseApplyTest, SspSparsePushAtAScheduledRate) {
   v1::TrainingConfig config = Config(2, v1::CONSISTENCY_MODE_SSP, 2);
   // Warm-up: update u runs at lr * (u + 1) / 4.
