@@ -123,12 +123,12 @@ int Main(LoadBenchConfig& config) {
       BuildAllPushes(config, *model->partition);
   if (!pushes.ok()) return Fail(pushes.status());
   std::printf(
-      "%u workers, %u shards, %llu parameters in %llu chunks, %s, pulls %s, "
-      "pushes topk %g %s; %llu + %llu steps; pushes built in %.1f s\n",
+      "%u workers, %u shards, %llu parameters in %llu chunks, %s, %s, pulls "
+      "%s, pushes topk %g %s; %llu + %llu steps; pushes built in %.1f s\n",
       config.workers, config.shards,
       static_cast<unsigned long long>(config.params),
       static_cast<unsigned long long>(model->partition->num_chunks()),
-      std::string(ModeName(config.mode)).c_str(),
+      std::string(ModeName(config.mode)).c_str(), config.optimizer.c_str(),
       config.delta_pulls ? "delta" : "dense", config.density,
       std::string(PrecisionName(config.push_precision)).c_str(),
       static_cast<unsigned long long>(config.steps),

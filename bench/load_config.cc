@@ -31,6 +31,9 @@ ABSL_FLAG(int, distinct_gradients, 4,
           "in [1, 64]");
 ABSL_FLAG(std::string, mode, "asp", "consistency mode: asp, bsp or ssp");
 ABSL_FLAG(uint32_t, staleness, 2, "SSP staleness (with --mode=ssp)");
+ABSL_FLAG(std::string, optimizer, "sgd",
+          "the shards' optimizer: sgd, adam (the dense rule at every push) "
+          "or 1bit-adam (Adam frozen after each chunk's first update)");
 ABSL_FLAG(std::string, pull, "delta",
           "pulls: delta (compressed deltas where the shard can give one, as "
           "gradwire-worker asks) or dense (fp32 weights every step)");
@@ -76,6 +79,7 @@ constexpr absl::string_view kFlagNames[] = {"workers",
                                             "distinct_gradients",
                                             "mode",
                                             "staleness",
+                                            "optimizer",
                                             "pull",
                                             "pull_ratio",
                                             "steps",
@@ -197,6 +201,12 @@ absl::Status ParseSchedule(LoadBenchConfig* c) {
     c->mode = v1::CONSISTENCY_MODE_SSP;
   } else {
     return OutOfRange("mode", absl::GetFlag(FLAGS_mode), "asp, bsp or ssp");
+  }
+  c->optimizer = absl::AsciiStrToLower(absl::GetFlag(FLAGS_optimizer));
+  if (c->optimizer != "sgd" && c->optimizer != "adam" &&
+      c->optimizer != "1bit-adam") {
+    return OutOfRange("optimizer", absl::GetFlag(FLAGS_optimizer),
+                      "sgd, adam or 1bit-adam");
   }
   c->staleness = absl::GetFlag(FLAGS_staleness);
   if (c->staleness > 1000) {

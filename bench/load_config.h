@@ -37,6 +37,11 @@ struct LoadBenchConfig {
   // Consistency mode of the job and, for SSP, its staleness.
   v1::ConsistencyMode mode = v1::CONSISTENCY_MODE_ASP;
   uint32_t staleness = 2;
+  // The shards' optimizer: "sgd" (what they run beside worker momentum),
+  // "adam" (Adam on the shards: every ASP push runs the dense rule) or
+  // "1bit-adam" (Adam whose second moment freezes after each chunk's first
+  // update, so later sparse pushes take the selected-elements path).
+  std::string optimizer = "sgd";
   // Pulls: compressed deltas (Top-K at `pull_ratio`, 0 meaning `density`,
   // with fp16 values) where the shard can give one, as the real worker asks
   // by default; or dense fp32 every time.

@@ -105,6 +105,7 @@ Json ConfigJson(const LoadBenchConfig& c, uint64_t num_chunks) {
           {"value_type", std::string(PrecisionName(c.push_precision))},
           {"mode", std::string(ModeName(c.mode))},
           {"staleness", c.mode == v1::CONSISTENCY_MODE_SSP ? c.staleness : 0u},
+          {"optimizer", c.optimizer},
           {"pull", c.delta_pulls ? "delta" : "dense"},
           {"pull_ratio", Rounded(c.pull_ratio, "%g")},
           {"steps_per_phase", c.steps},

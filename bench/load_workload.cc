@@ -32,6 +32,18 @@ v1::TrainingConfig TrainingConfigFor(const LoadBenchConfig& config,
   v1::OptimizerConfig* optimizer = training.mutable_optimizer();
   optimizer->set_kind(v1::OPTIMIZER_KIND_SGD);
   optimizer->set_learning_rate(kLearningRate);
+  if (config.optimizer != "sgd") {
+    optimizer->set_kind(v1::OPTIMIZER_KIND_ADAM);
+    optimizer->set_momentum(0.9f);
+    optimizer->set_beta2(0.999f);
+    // The pushes are sparse from the first one, so most of a chunk's
+    // second moment stays 0: an epsilon of 1 keeps those steps finite
+    // (at most lr * |g|). The arithmetic per element is the same.
+    optimizer->set_epsilon(1.0f);
+    if (config.optimizer == "1bit-adam") {
+      optimizer->set_freeze_variance_after(1);
+    }
+  }
   optimizer->set_schedule(v1::LR_SCHEDULE_KIND_CONSTANT);
   if (config.delta_pulls) {
     // What gradwire-worker declares for delta pulls by default: Top-K at
