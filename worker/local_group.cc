@@ -13,6 +13,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -177,6 +179,19 @@ void Unpack(const at::Tensor& flat, const std::vector<size_t>& bucket,
   }
 }
 
+// Gloo writes to its sockets without MSG_NOSIGNAL: a peer that died makes
+// the next write raise SIGPIPE, whose default action ends this process
+// without a word. Ignored, the write fails with EPIPE and the collective
+// with an error the caller sees. A handler the program installed itself is
+// left alone.
+void IgnoreSigpipeUnlessHandled() {
+  struct sigaction current = {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 &&
+      current.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+  }
+}
+
 }  // namespace
 
 // The rendezvous store and the c10d process groups of a group of size > 1.
@@ -278,6 +293,7 @@ absl::StatusOr<std::unique_ptr<LocalGroup>> LocalGroup::Create(
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
   std::unique_ptr<Backends> backends;
   if (options.size > 1) {
+    IgnoreSigpipeUnlessHandled();
     backends = std::make_unique<Backends>();
     const std::string context = absl::StrFormat(
         "local group rank %d/%d: rendezvous at %s:%d (hosted by local rank 0)",

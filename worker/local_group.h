@@ -67,10 +67,12 @@ class LocalGroup {
   // until all size ranks have; then they connect the Gloo group (NCCL is
   // connected on the first CUDA call). The ranks must all call Create within
   // options.timeout of each other; a call blocks for about that long at most.
-  // INVALID_ARGUMENT for bad options; DEADLINE_EXCEEDED when a rank does not
-  // show up in time (naming the missing ranks, or the store that could not
-  // be reached); UNAVAILABLE when the store port cannot be bound or a peer
-  // fails during the rendezvous.
+  // With size > 1, SIGPIPE is set to be ignored when it is at its default
+  // action, so that a peer that died fails the next collective instead of
+  // ending this process. INVALID_ARGUMENT for bad options; DEADLINE_EXCEEDED
+  // when a rank does not show up in time (naming the missing ranks, or the
+  // store that could not be reached); UNAVAILABLE when the store port
+  // cannot be bound or a peer fails during the rendezvous.
   static absl::StatusOr<std::unique_ptr<LocalGroup>> Create(
       const LocalGroupOptions& options);
 

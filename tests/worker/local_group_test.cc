@@ -308,7 +308,8 @@ TEST(LocalGroupTimeoutTest, MissingRankFailsWithinTheTimeout) {
 }
 
 // A peer that leaves after the rendezvous: the collective fails within the
-// timeout, and the group refuses further work.
+// timeout (writing to its closed socket is an error, not a SIGPIPE that
+// ends the test), and the group refuses further work.
 TEST(LocalGroupTimeoutTest, LostPeerBreaksTheGroup) {
   const int port = PickFreePort();
   std::vector<RankResult> results =
