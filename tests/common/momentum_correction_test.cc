@@ -10,6 +10,7 @@
 
 #include "common/compress/registry.h"
 #include "gtest/gtest.h"
+#include "tests/common/quadratic_problem.h"
 
 namespace gradwire {
 namespace {
@@ -85,27 +86,7 @@ TEST(MomentumCorrectionTest, SparsePushesMaskTheVelocityWhereTheySent) {
   EXPECT_EQ(u, (std::vector<float>{1.0f, 2.0f, 3.0f, 4.0f}));
 }
 
-// f(w) = sum_i a_i (w_i - t_i)^2 / 2, with curvatures spread over two
-// orders of magnitude, from w = 0. Returns the distance to t after `steps`.
-struct Quadratic {
-  static constexpr int kDim = 200;
-  std::vector<float> a, t;
-  Quadratic() {
-    for (int i = 0; i < kDim; ++i) {
-      a.push_back(0.01f + 1.0f * static_cast<float>(i) / kDim);
-      t.push_back(std::sin(0.37f * static_cast<float>(i)));
-    }
-  }
-  void Gradient(const std::vector<float>& w, std::vector<float>* g) const {
-    g->resize(kDim);
-    for (int i = 0; i < kDim; ++i) (*g)[i] = a[i] * (w[i] - t[i]);
-  }
-  double Distance(const std::vector<float>& w) const {
-    double d = 0;
-    for (int i = 0; i < kDim; ++i) d += (w[i] - t[i]) * (w[i] - t[i]);
-    return std::sqrt(d);
-  }
-};
+using testing::Quadratic;
 
 constexpr float kMomentum = 0.9f;
 constexpr int kSteps = 5000;

@@ -14,32 +14,15 @@
 #include "common/compress/registry.h"
 #include "gtest/gtest.h"
 #include "server/shard/optimizer.h"
+#include "tests/common/quadratic_problem.h"
 
 namespace gradwire {
 namespace {
 
-// f(w) = sum_i a_i (w_i - t_i)^2 / 2 from w = 0, curvatures over two orders
-// of magnitude, targets away from 0 (Adam's step is scale-free, so a
-// coordinate whose gradient starts at 0 would say nothing).
-struct Quadratic {
-  static constexpr int kDim = 200;
-  std::vector<float> a, t;
-  Quadratic() {
-    for (int i = 0; i < kDim; ++i) {
-      a.push_back(0.01f + 1.0f * static_cast<float>(i) / kDim);
-      t.push_back(1.0f + 0.5f * std::sin(0.37f * static_cast<float>(i)));
-    }
-  }
-  void Gradient(const std::vector<float>& w, std::vector<float>* g) const {
-    g->resize(kDim);
-    for (int i = 0; i < kDim; ++i) (*g)[i] = a[i] * (w[i] - t[i]);
-  }
-  double Distance(const std::vector<float>& w) const {
-    double d = 0;
-    for (int i = 0; i < kDim; ++i) d += (w[i] - t[i]) * (w[i] - t[i]);
-    return std::sqrt(d);
-  }
-};
+// Targets away from 0: Adam's step is scale-free, so a coordinate whose
+// gradient starts at 0 would say nothing.
+using testing::Quadratic;
+Quadratic MakeQuadratic() { return Quadratic(/*offset=*/1.0f, /*scale=*/0.5f); }
 
 constexpr int kSteps = 4000;
 constexpr int kFreeze = 100;
@@ -111,7 +94,7 @@ double OneBitAdam(const Quadratic& q, const std::string& compressor,
 // Without the freeze (the velocity read as a gradient by plain Adam) the
 // same runs end 0.06 (onebit) to 0.8 (none) away, against 2e-6 for dense.
 TEST(OneBitAdamTest, CompressedMomentReachesDenseAdamsOptimum) {
-  const Quadratic q;
+  const Quadratic q = MakeQuadratic();
   const double start = q.Distance(std::vector<float>(Quadratic::kDim, 0.0f));
   constexpr double kLr = 0.01;
   const double dense = DenseAdam(q, kLr);
