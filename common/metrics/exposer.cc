@@ -1,107 +1,160 @@
 #include "common/metrics/exposer.h"
 
 #include <arpa/inet.h>
-#include <civetweb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <mutex>
-#include <thread>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/metrics/text_format.h"
 
 namespace gradwire::metrics {
 namespace {
 
-// mg_check_feature bit of IPv6 support.
-constexpr unsigned kCivetwebIpv6 = 8;
+constexpr absl::string_view kPlainText = "text/plain; charset=utf-8";
+// The most a request line and its headers may take; Prometheus sends a few
+// hundred bytes.
+constexpr size_t kMaxRequestHead = 16 * 1024;
+// How long a connection may stay silent before it is dropped.
+constexpr struct timeval kIdleTimeout = {10, 0};
+// What is read and dropped after a response, so that closing a socket with
+// unread input (a request body) does not reset the connection before the
+// client has read the answer.
+constexpr size_t kMaxDrainedBytes = 64 * 1024;
+constexpr struct timeval kDrainTimeout = {1, 0};
+constexpr int kListenBacklog = 16;
 
-// civetweb tells why it could not bind only through its log callback, and
-// at start-up without a connection, so the message cannot be routed through
-// the context's user data. mg_start2 binds on the calling thread: a
-// thread-local buffer catches the messages of that one call.
-thread_local std::string* start_log = nullptr;
+// A numeric address and port as one socket address.
+struct BindAddress {
+  struct sockaddr_storage storage = {};
+  socklen_t length = 0;
+  // "127.0.0.1:9100" or "[::1]:9100", for messages.
+  std::string text;
+};
 
-int LogMessage(const struct mg_connection*, const char* message) {
-  // The first message is the specific one ("cannot bind to ...: 98
-  // (Address already in use)"); civetweb follows it with a generic one.
-  if (start_log != nullptr && start_log->empty()) *start_log = message;
-  // Non-zero: civetweb writes nothing itself. Messages after start-up
-  // (clients that hang up, say) are dropped: a scrape endpoint has no
-  // business filling the server's log.
-  return 1;
+absl::StatusOr<BindAddress> ParseBindAddress(const std::string& address,
+                                             int port) {
+  BindAddress bind_address;
+  auto* v4 = reinterpret_cast<struct sockaddr_in*>(&bind_address.storage);
+  auto* v6 = reinterpret_cast<struct sockaddr_in6*>(&bind_address.storage);
+  if (inet_pton(AF_INET, address.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+    bind_address.length = sizeof *v4;
+    bind_address.text = absl::StrCat(address, ":", port);
+    return bind_address;
+  }
+  if (inet_pton(AF_INET6, address.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+    bind_address.length = sizeof *v6;
+    bind_address.text = absl::StrCat("[", address, "]:", port);
+    return bind_address;
+  }
+  // A host name would need a resolver and could name several interfaces:
+  // the endpoint must not be exposed more widely than asked.
+  return absl::InvalidArgumentError(absl::StrCat(
+      "metrics address \"", address, "\" is not a numeric IP address"));
 }
 
-// civetweb's "listening_ports" value for `address` and `port`.
-absl::StatusOr<std::string> ListeningPort(const std::string& address,
-                                          int port) {
-  unsigned char parsed[sizeof(struct in6_addr)];
-  if (inet_pton(AF_INET, address.c_str(), parsed) == 1) {
-    return absl::StrCat(address, ":", port);
-  }
-  if (inet_pton(AF_INET6, address.c_str(), parsed) != 1) {
-    // civetweb would fall back to every interface for what it cannot
-    // parse; a typo must not expose the endpoint more widely than asked.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metrics address \"", address, "\" is not a numeric IP address"));
-  }
-  if (mg_check_feature(kCivetwebIpv6) == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics address ", address,
-                     ": the installed civetweb has no IPv6 support; use an "
-                     "IPv4 address such as 0.0.0.0"));
-  }
-  return absl::StrCat("[", address, "]:", port);
+absl::Status ErrnoStatus(int error, absl::string_view what,
+                         const BindAddress& where) {
+  return absl::UnavailableError(
+      absl::StrCat("cannot serve metrics on ", where.text, ": ", what, ": ",
+                   std::strerror(error), " (", error, ")"));
 }
 
-void Respond(struct mg_connection* connection, int status,
-             absl::string_view reason, absl::string_view content_type,
-             absl::string_view body, bool send_body,
-             absl::string_view extra_headers = "") {
+// A listening socket bound to `where`, and the port it got.
+absl::StatusOr<std::pair<int, int>> Listen(const BindAddress& where) {
+  const int fd = socket(where.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoStatus(errno, "socket", where);
+  // A restarted process may bind the port of one whose connections linger
+  // in TIME_WAIT; a port another socket listens on stays refused.
+  const int on = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  if (bind(fd, reinterpret_cast<const struct sockaddr*>(&where.storage),
+           where.length) != 0 ||
+      listen(fd, kListenBacklog) != 0) {
+    const int error = errno;
+    close(fd);
+    return ErrnoStatus(error, "cannot bind", where);
+  }
+  struct sockaddr_storage bound = {};
+  socklen_t length = sizeof bound;
+  if (getsockname(fd, reinterpret_cast<struct sockaddr*>(&bound), &length) !=
+      0) {
+    const int error = errno;
+    close(fd);
+    return ErrnoStatus(error, "getsockname", where);
+  }
+  const uint16_t port =
+      bound.ss_family == AF_INET6
+          ? reinterpret_cast<const struct sockaddr_in6*>(&bound)->sin6_port
+          : reinterpret_cast<const struct sockaddr_in*>(&bound)->sin_port;
+  return std::make_pair(fd, static_cast<int>(ntohs(port)));
+}
+
+void SendAll(int fd, absl::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t sent = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent <= 0) return;  // The client left or stalled: nothing to do.
+    bytes.remove_prefix(static_cast<size_t>(sent));
+  }
+}
+
+void Respond(int fd, int status, absl::string_view reason,
+             absl::string_view content_type, absl::string_view body,
+             bool send_body, absl::string_view extra_headers = "") {
   std::string response = absl::StrCat(
       "HTTP/1.1 ", status, " ", reason, "\r\nContent-Type: ", content_type,
       "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n",
       extra_headers, "\r\n");
   if (send_body) response.append(body.data(), body.size());
-  mg_write(connection, response.data(), response.size());
+  SendAll(fd, response);
 }
 
-constexpr absl::string_view kPlainText = "text/plain; charset=utf-8";
-
-// Opens and at once closes a TCP connection to `address`:`port` (IPv4).
-void KnockOnce(const std::string& address, int port) {
-  struct sockaddr_in target = {};
-  target.sin_family = AF_INET;
-  target.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, address.c_str(), &target.sin_addr) != 1) return;
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return;
-  connect(fd, reinterpret_cast<struct sockaddr*>(&target), sizeof target);
-  close(fd);
-}
-
-// mg_stop(context), fast. civetweb's accept loop polls in slices of two
-// seconds and sees the stop request only between them, so a plain mg_stop
-// takes up to two seconds. A connection wakes the poll at once: while
-// mg_stop runs, this knocks on the port every few milliseconds. An accepted
-// knock is an empty connection, which a worker drops at once.
-void StopQuickly(struct mg_context* context, const std::string& address,
-                 int port) {
-  std::atomic<bool> stopped{false};
-  std::thread stopper([&] {
-    mg_stop(context);
-    stopped.store(true);
-  });
-  const std::string knock_at = address == "0.0.0.0" ? "127.0.0.1" : address;
-  while (!stopped.load()) {
-    KnockOnce(knock_at, port);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+// Reads until the end of the request head. Returns false when the client
+// left, stayed silent or sent more than kMaxRequestHead (`*too_large`).
+bool ReadRequestHead(int fd, std::string* head, bool* too_large) {
+  char buffer[4096];
+  while (head->find("\r\n\r\n") == std::string::npos &&
+         head->find("\n\n") == std::string::npos) {
+    if (head->size() > kMaxRequestHead) {
+      *too_large = true;
+      return false;
+    }
+    const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    head->append(buffer, static_cast<size_t>(n));
   }
-  stopper.join();
+  return true;
+}
+
+// Signals the end of the response, then reads what the client still sends
+// until it closes, so that the close that follows is not a reset.
+void FinishResponse(int fd) {
+  shutdown(fd, SHUT_WR);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &kDrainTimeout, sizeof kDrainTimeout);
+  char buffer[4096];
+  size_t drained = 0;
+  while (drained < kMaxDrainedBytes) {
+    const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    drained += static_cast<size_t>(n);
+  }
 }
 
 }  // namespace
@@ -116,72 +169,123 @@ absl::StatusOr<std::unique_ptr<Exposer>> Exposer::Start(
     return absl::InvalidArgumentError(
         absl::StrCat("metrics threads must be >= 1, not ", options.threads));
   }
-  absl::StatusOr<std::string> listening =
-      ListeningPort(options.address, options.port);
+  absl::StatusOr<BindAddress> where =
+      ParseBindAddress(options.address, options.port);
+  if (!where.ok()) return where.status();
+  absl::StatusOr<std::pair<int, int>> listening = Listen(*where);
   if (!listening.ok()) return listening.status();
-  static std::once_flag library_initialised;
-  std::call_once(library_initialised, [] { mg_init_library(0); });
-
-  const std::string threads = absl::StrCat(options.threads);
-  const char* config[] = {"listening_ports",
-                          listening->c_str(),
-                          "num_threads",
-                          threads.c_str(),
-                          "request_timeout_ms",
-                          "10000",
-                          nullptr};
-  struct mg_callbacks callbacks = {};
-  callbacks.begin_request = &Exposer::HandleRequest;
-  callbacks.log_message = &LogMessage;
-  std::unique_ptr<Exposer> exposer(new Exposer(registry, options.address));
-  struct mg_init_data init = {&callbacks, exposer.get(), config};
-  char error_text[256] = "";
-  unsigned error_code = 0;
-  struct mg_error_data error = {&error_code, error_text, sizeof error_text};
-  std::string log;
-  start_log = &log;
-  exposer->context_ = mg_start2(&init, &error);
-  start_log = nullptr;
-  if (exposer->context_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ",
-                                               *listening, ": ",
-                                               log.empty() ? error_text : log));
+  std::unique_ptr<Exposer> exposer(new Exposer(
+      registry, options.address, listening->first, listening->second));
+  for (int i = 0; i < options.threads; ++i) {
+    exposer->threads_.emplace_back([self = exposer.get()] { self->Serve(); });
   }
-  struct mg_server_port port = {};
-  if (mg_get_server_ports(exposer->context_, 1, &port) < 1) {
-    return absl::InternalError(
-        absl::StrCat("metrics server on ", *listening, " reports no port"));
-  }
-  exposer->port_ = port.port;
   return exposer;
 }
 
 Exposer::~Exposer() {
-  if (context_ != nullptr) StopQuickly(context_, address_, port_);
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    // A client that has not sent its whole request gets end-of-file; a
+    // response being written goes on.
+    for (const int connection : open_) shutdown(connection, SHUT_RD);
+  }
+  // Wakes every thread blocked in accept(), which then fails: the threads
+  // finish what they are answering and return.
+  shutdown(listen_fd_, SHUT_RDWR);
+  for (std::thread& thread : threads_) thread.join();
+  close(listen_fd_);
 }
 
-int Exposer::HandleRequest(struct mg_connection* connection) {
-  const struct mg_request_info* request = mg_get_request_info(connection);
-  const auto* self =
-      static_cast<const Exposer*>(mg_get_user_data(mg_get_context(connection)));
-  const absl::string_view path =
-      request->local_uri != nullptr ? request->local_uri : "";
-  const absl::string_view method =
-      request->request_method != nullptr ? request->request_method : "";
-  const bool head = method == "HEAD";
+bool Exposer::Track(int connection) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) {
+    close(connection);
+    return false;
+  }
+  open_.insert(connection);
+  return true;
+}
+
+void Exposer::Release(int connection) {
+  {
+    absl::MutexLock lock(&mu_);
+    open_.erase(connection);
+  }
+  close(connection);
+}
+
+void Exposer::Serve() {
+  while (true) {
+    const int connection = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (connection >= 0) {
+      if (!Track(connection)) return;
+      Answer(connection);
+      Release(connection);
+      continue;
+    }
+    switch (errno) {
+      case EINTR:
+      case ECONNABORTED:
+      case EPROTO:
+        continue;  // That one connection failed; the next may not.
+      case EMFILE:
+      case ENFILE:
+      case ENOBUFS:
+      case ENOMEM:
+        // Out of descriptors or memory for now: try again shortly rather
+        // than spinning.
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      default:
+        return;  // EINVAL: the destructor shut the socket down.
+    }
+  }
+}
+
+void Exposer::Answer(int connection) const {
+  setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &kIdleTimeout,
+             sizeof kIdleTimeout);
+  setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &kIdleTimeout,
+             sizeof kIdleTimeout);
+  std::string head;
+  bool too_large = false;
+  if (!ReadRequestHead(connection, &head, &too_large)) {
+    if (too_large) {
+      Respond(connection, 431, "Request Header Fields Too Large", kPlainText,
+              "the request head is over 16 KiB\n", true);
+    }
+    FinishResponse(connection);
+    return;
+  }
+  absl::string_view request_line(head);
+  request_line = request_line.substr(0, request_line.find('\n'));
+  if (!request_line.empty() && request_line.back() == '\r') {
+    request_line.remove_suffix(1);
+  }
+  const std::vector<absl::string_view> parts =
+      absl::StrSplit(request_line, ' ');
+  if (parts.size() != 3 || parts[0].empty() ||
+      !absl::StartsWith(parts[2], "HTTP/")) {
+    Respond(connection, 400, "Bad Request", kPlainText,
+            "not an HTTP/1.x request line\n", true);
+    FinishResponse(connection);
+    return;
+  }
+  const absl::string_view method = parts[0];
+  const absl::string_view path = parts[1].substr(0, parts[1].find('?'));
+  const bool head_only = method == "HEAD";
   if (path != "/metrics") {
     Respond(connection, 404, "Not Found", kPlainText,
-            "not found: metrics are served at /metrics\n", !head);
-    return 404;
-  }
-  if (method != "GET" && !head) {
+            "not found: metrics are served at /metrics\n", !head_only);
+  } else if (method != "GET" && !head_only) {
     Respond(connection, 405, "Method Not Allowed", kPlainText,
             "use GET or HEAD\n", true, "Allow: GET, HEAD\r\n");
-    return 405;
+  } else {
+    Respond(connection, 200, "OK", kTextContentType,
+            SerializeText(registry_->Collect()), !head_only);
   }
-  Respond(connection, 200, "OK", kTextContentType,
-          SerializeText(self->registry_->Collect()), !head);
-  return 200;
+  FinishResponse(connection);
 }
 
 }  // namespace gradwire::metrics

@@ -1,15 +1,24 @@
-// Serves a Registry over HTTP at /metrics in the Prometheus text format,
-// with civetweb.
+// Serves a Registry over HTTP at /metrics in the Prometheus text format.
 //
 //   GET or HEAD /metrics  200, Content-Type kTextContentType, the text of
 //                         SerializeText(registry->Collect())
 //   other methods         405 on /metrics
-//   any other path        404
+//   any other path        404 (a query string is ignored: /metrics?x=1 is
+//                         /metrics)
+//   a request it cannot   400; a request head over 16 KiB: 431
+//   parse
 //
 // Each request collects the registry afresh; there is no cache. The server
-// runs its own small thread pool (ExposerOptions::threads), so a slow
-// scraper never holds up the caller's threads. Connections are closed after
-// each response.
+// runs its own few threads (ExposerOptions::threads), each accepting and
+// answering one connection at a time, so a slow scraper never holds up the
+// caller's threads. Connections are closed after each response, and one
+// that sends nothing for 10 s is dropped.
+//
+// A small HTTP/1.x server of its own: the process of a training worker
+// links libtorch, whose BLAS (OpenBLAS) keeps ~60 KiB of static
+// thread-local storage, and civetweb, which served this endpoint before,
+// starts its threads with 100 KiB stacks, which glibc then refuses
+// (EINVAL). These threads take the system's default stack.
 //
 // Thread safety: port() and address() may be called from any thread; the
 // destructor must not run concurrently with them.
@@ -18,20 +27,21 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/metrics/registry.h"
-
-struct mg_connection;
-struct mg_context;
 
 namespace gradwire::metrics {
 
 struct ExposerOptions {
-  // A numeric IPv4 address to bind (0.0.0.0: every interface). IPv6
-  // addresses work only when the installed civetweb was built with IPv6
-  // (Debian 12's was not); otherwise they are refused with a message.
+  // A numeric IPv4 or IPv6 address to bind (0.0.0.0: every IPv4
+  // interface; "::": every interface).
   std::string address = "0.0.0.0";
   // TCP port in [0, 65535]; 0 lets the OS pick one (see Exposer::port()).
   int port = 0;
@@ -49,7 +59,9 @@ class Exposer {
   static absl::StatusOr<std::unique_ptr<Exposer>> Start(
       const ExposerOptions& options, const Registry* registry);
 
-  // Stops serving; waits for requests in progress to finish.
+  // Stops serving: no new connection is accepted, clients still sending
+  // their request are cut off, and the responses being written are
+  // finished.
   ~Exposer();
   Exposer(const Exposer&) = delete;
   Exposer& operator=(const Exposer&) = delete;
@@ -60,16 +72,35 @@ class Exposer {
   const std::string& address() const { return address_; }
 
  private:
-  Exposer(const Registry* registry, std::string address)
-      : registry_(registry), address_(std::move(address)) {}
-  // civetweb's begin_request callback: answers every request itself.
-  static int HandleRequest(struct mg_connection* connection);
+  Exposer(const Registry* registry, std::string address, int listen_fd,
+          int port)
+      : registry_(registry),
+        address_(std::move(address)),
+        listen_fd_(listen_fd),
+        port_(port) {}
+  // One serving thread: accepts and answers connections until the
+  // listening socket is shut down.
+  void Serve();
+  // Reads one request from `connection` and answers it; does not close it.
+  void Answer(int connection) const;
+  // Registers an accepted connection so that the destructor can cut it
+  // off; false (and the connection is closed) once stopping.
+  bool Track(int connection);
+  // Unregisters and closes a connection.
+  void Release(int connection);
 
   // Constant after Start.
   const Registry* const registry_;
   const std::string address_;
-  struct mg_context* context_ = nullptr;
-  int port_ = 0;
+  const int listen_fd_;
+  const int port_;
+  std::vector<std::thread> threads_;
+
+  absl::Mutex mu_;
+  // The connections being answered: closed only after leaving this set, so
+  // that the destructor never shuts down a descriptor number reused since.
+  absl::flat_hash_set<int> open_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace gradwire::metrics

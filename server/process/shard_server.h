@@ -36,8 +36,8 @@
 // ("transport: TLS; auth token: on").
 //
 // Metrics: the shard's (shard_metrics.h) and the process' own
-// (common/metrics/process_metrics.h), served at /metrics by a civetweb
-// server with its own threads; it keeps serving until the ShardServer is
+// (common/metrics/process_metrics.h), served at /metrics by an Exposer
+// (common/metrics/exposer.h) with its own threads; it keeps serving until the ShardServer is
 // destroyed, so a final scrape can follow Shutdown.
 //
 // Thread safety: Start and Shutdown are called by one thread; port(),

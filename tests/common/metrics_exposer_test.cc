@@ -1,6 +1,14 @@
 // The /metrics endpoint over real sockets.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "common/metrics/exposer.h"
@@ -16,6 +24,52 @@ namespace {
 using ::gradwire::metrics_test::HttpRequest;
 using ::gradwire::metrics_test::HttpResponse;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// A connected TCP socket to `address`:`port` (IPv4 or IPv6 literal), with
+// 10 s timeouts; -1 when it cannot connect.
+int Connect(const std::string& address, int port) {
+  struct sockaddr_storage storage = {};
+  socklen_t length = 0;
+  auto* v4 = reinterpret_cast<struct sockaddr_in*>(&storage);
+  auto* v6 = reinterpret_cast<struct sockaddr_in6*>(&storage);
+  if (inet_pton(AF_INET, address.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+    length = sizeof *v4;
+  } else if (inet_pton(AF_INET6, address.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+    length = sizeof *v6;
+  } else {
+    return -1;
+  }
+  const int fd = socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct timeval timeout = {10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  if (connect(fd, reinterpret_cast<struct sockaddr*>(&storage), length) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends `bytes` as they are and returns everything the server answers
+// until it closes the connection.
+std::string Exchange(const std::string& address, int port,
+                     const std::string& bytes) {
+  const int fd = Connect(address, port);
+  if (fd < 0) return "(cannot connect)";
+  send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  std::string answer;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = recv(fd, buffer, sizeof buffer, 0)) > 0) answer.append(buffer, n);
+  close(fd);
+  return answer;
+}
 
 class MetricsExposerTest : public ::testing::Test {
  protected:
@@ -84,6 +138,67 @@ TEST_F(MetricsExposerTest, OtherMethodsAreNotAllowed) {
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->status, 405);
   EXPECT_EQ(response->headers["allow"], "GET, HEAD");
+}
+
+TEST_F(MetricsExposerTest, AQueryStringIsIgnored) {
+  auto response = HttpRequest(exposer_->port(), "/metrics?name[]=x");
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 200);
+  EXPECT_THAT(response->body, HasSubstr("demo_requests_total"));
+}
+
+TEST_F(MetricsExposerTest, WhatIsNotAnHttpRequestIsABadRequest) {
+  for (const char* request :
+       {"hello\r\n\r\n", "GET /metrics\r\n\r\n",
+        "GET  /metrics HTTP/1.1\r\n\r\n", "GET /metrics FTP/1\r\n\r\n"}) {
+    EXPECT_THAT(Exchange("127.0.0.1", exposer_->port(), request),
+                StartsWith("HTTP/1.1 400 Bad Request\r\n"))
+        << request;
+  }
+}
+
+TEST_F(MetricsExposerTest, AnOversizedRequestHeadIsRefused) {
+  const std::string request =
+      "GET /metrics HTTP/1.1\r\nX-Filler: " + std::string(20000, 'a');
+  EXPECT_THAT(Exchange("127.0.0.1", exposer_->port(), request),
+              StartsWith("HTTP/1.1 431 "));
+}
+
+TEST_F(MetricsExposerTest, ASilentClientDoesNotHoldUpAScrape) {
+  const int silent = Connect("127.0.0.1", exposer_->port());
+  ASSERT_GE(silent, 0);
+  auto response = HttpRequest(exposer_->port(), "/metrics");
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 200);
+  close(silent);
+}
+
+TEST_F(MetricsExposerTest, StoppingCutsOffAClientStillSendingItsRequest) {
+  const int silent = Connect("127.0.0.1", exposer_->port());
+  ASSERT_GE(silent, 0);
+  send(silent, "GET /met", 8, MSG_NOSIGNAL);
+  // Let a serving thread accept it and wait for the rest of the request.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  exposer_.reset();
+  // Without the cut-off the destructor would wait for the client's 10 s
+  // idle timeout.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  close(silent);
+}
+
+TEST(MetricsExposerIpv6Test, ServesOnTheIpv6Loopback) {
+  Registry registry;
+  ExposerOptions options;
+  options.address = "::1";
+  auto exposer = Exposer::Start(options, &registry);
+  if (absl::IsUnavailable(exposer.status())) {
+    GTEST_SKIP() << "no IPv6 loopback here: " << exposer.status();
+  }
+  ASSERT_TRUE(exposer.ok()) << exposer.status();
+  EXPECT_THAT(Exchange("::1", (*exposer)->port(),
+                       "GET /metrics HTTP/1.1\r\nHost: [::1]\r\n\r\n"),
+              StartsWith("HTTP/1.1 200 OK\r\n"));
 }
 
 TEST_F(MetricsExposerTest, ATakenPortIsUnavailableNamingTheAddress) {
