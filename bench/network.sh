@@ -16,7 +16,10 @@
 # workers at once, as in the other rows, each on its part of the data.
 # Seconds per step are the slower worker's training wall time over its
 # steps (no evaluation); bytes per step are what both workers pushed and
-# pulled, over the steps. Needs root (network namespaces).
+# pulled, over the steps. Every worker gets OMP_NUM_THREADS = cores / 2,
+# as gradwire local sets it: two workers with a thread per core each would
+# oversubscribe the cores (OpenBLAS's threads spin). Needs root (network
+# namespaces).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -48,6 +51,8 @@ done
 [[ "$steps" =~ ^[1-9][0-9]*$ ]] || { echo "--steps: '$steps' is not a positive integer" >&2; exit 2; }
 [[ "$model" == cnn || "$model" == mlp ]] || { echo "--model: '$model' is not cnn or mlp" >&2; exit 2; }
 BIN=$(cd "$BIN" && pwd)
+cores=$(nproc)
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$((cores / 2 > 0 ? cores / 2 : 1))}
 
 netns_require
 topology_work_dir

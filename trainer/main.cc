@@ -19,6 +19,7 @@
 #include "common/tls/transport_security.h"
 #include "trainer/trainer.h"
 #include "trainer/worker_flags.h"
+#include "worker/heap_tuning.h"
 #include "worker/sync_settings.h"
 
 namespace {
@@ -100,6 +101,10 @@ void PrintDone(const std::string& label,
 int Run(gradwire::WorkerConfig& config) {
   const std::string label = WorkerLabel(config.sync);
   config.trainer.label = label;
+  if (config.tune_heap) {
+    absl::FPrintF(stderr, "%s: %s\n", label,
+                  gradwire::TuneHeapForTraining().description);
+  }
   absl::FPrintF(stderr, "%s: transport: %s; auth token: %s\n", label,
                 gradwire::DescribeTransport(config.sync.client.transport),
                 gradwire::DescribeAuthToken(config.sync.client.transport));

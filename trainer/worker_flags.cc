@@ -151,6 +151,11 @@ ABSL_FLAG(bool, compute_only, false,
           "Train alone, without shards: the same data, model and steps, each "
           "step a local torch SGD step at --lr and --momentum, nothing on the "
           "network. The compute-only reference of bench/network.sh.");
+ABSL_FLAG(bool, tune_heap, true,
+          "Keep the training step's large buffers in the heap between steps "
+          "(glibc malloc thresholds; worker/heap_tuning.h) instead of mapping "
+          "and faulting them in afresh each step. Settings given in "
+          "GLIBC_TUNABLES or MALLOC_*_THRESHOLD_ win.");
 ABSL_FLAG(std::string, summary_json, "",
           "Write the run's summary to this file.");
 
@@ -300,6 +305,7 @@ constexpr absl::string_view kWorkerFlags[] = {"shards",
                                               "step_delay_every",
                                               "overlap",
                                               "compute_only",
+                                              "tune_heap",
                                               "summary_json",
                                               "metrics_linger_seconds"};
 
@@ -315,6 +321,7 @@ absl::StatusOr<WorkerConfig> WorkerConfigFromFlags() {
     return s;
   config.summary_json = absl::GetFlag(FLAGS_summary_json);
   config.compute_only = absl::GetFlag(FLAGS_compute_only);
+  config.tune_heap = absl::GetFlag(FLAGS_tune_heap);
   config.trainer.local_lr = absl::GetFlag(FLAGS_lr);
   config.trainer.local_momentum = absl::GetFlag(FLAGS_momentum);
   config.metrics = MetricsEndpointFromFlags();

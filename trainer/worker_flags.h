@@ -20,6 +20,8 @@ struct WorkerConfig {
   std::string summary_json;
   // Train without shards (Train with no ParameterSync).
   bool compute_only = false;
+  // Raise glibc's malloc thresholds first (worker/heap_tuning.h).
+  bool tune_heap = true;
   // The /metrics endpoint (common/flags/metrics_flags.h).
   MetricsEndpointSettings metrics;
   // How long /metrics stays up after training.

@@ -1,0 +1,57 @@
+#include "worker/heap_tuning.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include "absl/strings/str_cat.h"
+
+namespace gradwire {
+namespace {
+
+// glibc's upper bound on M_MMAP_THRESHOLD on 64-bit targets
+// (DEFAULT_MMAP_THRESHOLD_MAX); mallopt refuses more.
+constexpr int kMaxMmapThresholdBytes = 32 << 20;
+
+// Whether the environment already sets a malloc threshold for glibc.
+bool UserSetThresholds() {
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||
+      std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr) {
+    return true;
+  }
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  return tunables != nullptr &&
+         (std::strstr(tunables, "glibc.malloc.mmap_threshold") != nullptr ||
+          std::strstr(tunables, "glibc.malloc.trim_threshold") != nullptr);
+}
+
+}  // namespace
+
+HeapTuning TuneHeapForTraining() {
+  HeapTuning tuning;
+#if defined(__GLIBC__)
+  if (UserSetThresholds()) {
+    tuning.description = "heap: malloc thresholds from the environment";
+    return tuning;
+  }
+  if (mallopt(M_MMAP_THRESHOLD, kMaxMmapThresholdBytes) != 1 ||
+      mallopt(M_TRIM_THRESHOLD, static_cast<int>(kHeapTrimThresholdBytes)) !=
+          1) {
+    tuning.description = "heap: glibc refused the malloc thresholds";
+    return tuning;
+  }
+  tuning.applied = true;
+  tuning.description =
+      absl::StrCat("heap: blocks up to ", kMaxMmapThresholdBytes >> 20,
+                   " MiB from the heap, up to ", kHeapTrimThresholdBytes >> 20,
+                   " MiB of freed memory kept for the next step");
+#else
+  tuning.description = "heap: not glibc, malloc left as it is";
+#endif
+  return tuning;
+}
+
+}  // namespace gradwire
