@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "trainer/fashion_mnist.h"
+#include "worker/heap_tuning.h"
 #include "worker/parameter_sync.h"
 #include "worker/sync_settings.h"
 
@@ -426,6 +427,16 @@ PYBIND11_MODULE(_C, m) {
         py::arg("train"), py::arg("limit") = -1,
         "Reads Fashion-MNIST's .gz IDX files: (images [N, 1, 28, 28] "
         "float32, normalised; labels [N] int64). limit -1: all.");
+  m.def(
+      "tune_heap",
+      [] {
+        const HeapTuning tuning = TuneHeapForTraining();
+        return py::make_tuple(tuning.applied, tuning.description);
+      },
+      "Keeps a training step's large buffers in the heap between steps "
+      "(glibc's malloc thresholds, as gradwire-worker --tune-heap does); "
+      "settings in GLIBC_TUNABLES or MALLOC_*_THRESHOLD_ win. Returns "
+      "(applied, description). Affects the whole process.");
   m.attr("FASHION_MNIST_DIR") = kFashionMnistDefaultDir;
   m.attr("__version__") = GRADWIRE_VERSION;
 }

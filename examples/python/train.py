@@ -243,6 +243,9 @@ FLAG_GROUPS = {
          "step."),
         ("ddp-master", str, "127.0.0.1:29511",
          "--baseline=ddp: host:port of the TCP rendezvous (rank 0 listens)."),
+        ("tune-heap", parse_bool, True,
+         "Keep each step's large buffers in the heap (gradwire.tune_heap, "
+         "as gradwire-worker does), for gradwire and --baseline=ddp alike."),
         ("threads", at_least(0), 0,
          "torch.set_num_threads (0: torch's default, which follows "
          "OMP_NUM_THREADS; gradwire local sets it to cores / workers)."),
@@ -962,6 +965,9 @@ def main(argv):
         return 0
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.tune_heap:
+        _, description = gradwire.tune_heap()
+        print(f"worker {args.worker_id}: {description}", file=sys.stderr)
     if args.local_size > 1:
         args.overlap = False  # ParameterSync's hooks need local_size 1
     try:

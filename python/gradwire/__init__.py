@@ -25,7 +25,7 @@ that overlap pushes with the backward pass.
 
 from gradwire import _C
 from gradwire._C import (FASHION_MNIST_DIR, Error, SyncStats,
-                         load_fashion_mnist)
+                         load_fashion_mnist, tune_heap)
 from gradwire._sync import ParameterSync
 
 __version__ = _C.__version__
@@ -36,6 +36,7 @@ __all__ = [
     "ParameterSync",
     "SyncStats",
     "load_fashion_mnist",
+    "tune_heap",
     "__version__",
 ]
 from gradwire import torch  # noqa: E402  gradwire.torch.DistributedOptimizer

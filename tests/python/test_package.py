@@ -37,3 +37,26 @@ def test_fashion_mnist_reader_errors_are_clear(tmp_path):
         assert str(tmp_path) in str(e)
     else:
         raise AssertionError("an empty folder was read as a data set")
+
+
+def _tune_heap_in_a_child(env_extra):
+    """gradwire.tune_heap() in a fresh interpreter (it changes the whole
+    process), with `env_extra` added to the environment."""
+    import subprocess
+    import sys
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_",
+                          "MALLOC_TRIM_THRESHOLD_")}
+    env.update(env_extra)
+    out = subprocess.run(
+        [sys.executable, "-c",
+         "import gradwire; print(gradwire.tune_heap())"],
+        env=env, check=True, capture_output=True, text=True).stdout
+    return out.strip()
+
+
+def test_tune_heap_raises_the_thresholds_unless_the_environment_sets_them():
+    assert _tune_heap_in_a_child({}).startswith("(True, 'heap: blocks up to")
+    given = _tune_heap_in_a_child(
+        {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1048576"})
+    assert given.startswith("(False,") and "environment" in given, given
