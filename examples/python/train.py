@@ -503,7 +503,7 @@ def make_model(name):
     return {"mlp": MlpNet, "cnn": CnnNet, "resnet18": resnet18}[name]()
 
 
-def count_correct(model, images, labels, start, end, batch=1000):
+def count_correct(model, images, labels, start, end, batch=100):
     correct = 0
     with torch.no_grad():
         for first in range(start, end, batch):
@@ -513,7 +513,7 @@ def count_correct(model, images, labels, start, end, batch=1000):
     return correct
 
 
-def accuracy(model, images, labels, batch=1000):
+def accuracy(model, images, labels, batch=100):
     """Fraction classified correctly, without autograd, on every core this
     process may use: one thread per core, each on its own slice with one
     intra-op thread (slices scale with the cores where torch's intra-op
