@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "trainer/fashion_mnist.h"
-#include "worker/heap_tuning.h"
+#include "common/heap_tuning.h"
 #include "worker/parameter_sync.h"
 #include "worker/sync_settings.h"
 

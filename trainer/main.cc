@@ -19,7 +19,7 @@
 #include "common/tls/transport_security.h"
 #include "trainer/trainer.h"
 #include "trainer/worker_flags.h"
-#include "worker/heap_tuning.h"
+#include "common/heap_tuning.h"
 #include "worker/sync_settings.h"
 
 namespace {

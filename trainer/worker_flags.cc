@@ -153,7 +153,7 @@ ABSL_FLAG(bool, compute_only, false,
           "network. The compute-only reference of bench/network.sh.");
 ABSL_FLAG(bool, tune_heap, true,
           "Keep the training step's large buffers in the heap between steps "
-          "(glibc malloc thresholds; worker/heap_tuning.h) instead of mapping "
+          "(glibc malloc thresholds; common/heap_tuning.h) instead of mapping "
           "and faulting them in afresh each step. Settings given in "
           "GLIBC_TUNABLES or MALLOC_*_THRESHOLD_ win.");
 ABSL_FLAG(std::string, summary_json, "",

@@ -20,7 +20,7 @@ struct WorkerConfig {
   std::string summary_json;
   // Train without shards (Train with no ParameterSync).
   bool compute_only = false;
-  // Raise glibc's malloc thresholds first (worker/heap_tuning.h).
+  // Raise glibc's malloc thresholds first (common/heap_tuning.h).
   bool tune_heap = true;
   // The /metrics endpoint (common/flags/metrics_flags.h).
   MetricsEndpointSettings metrics;

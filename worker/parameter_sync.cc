@@ -21,6 +21,10 @@
 namespace gradwire {
 namespace {
 
+// How stale gradwire_worker_residual_norm may be (Prometheus scrapes every
+// few seconds).
+constexpr absl::Duration kResidualNormRefresh = absl::Seconds(1);
+
 double SecondsSince(absl::Time start) {
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
@@ -194,7 +198,12 @@ void ParameterSync::RecordStepMetrics(const SyncStats& before,
   timings.compress = stats_.compress_seconds - before.compress_seconds;
   timings.push = stats_.push_seconds - before.push_seconds;
   timings.pull = stats_.pull_seconds - before.pull_seconds;
-  metrics_->RecordStep(timings, plan_->ResidualNorm());
+  const absl::Time now = absl::Now();
+  if (now - residual_norm_at_ >= kResidualNormRefresh) {
+    residual_norm_ = plan_->ResidualNorm();
+    residual_norm_at_ = now;
+  }
+  metrics_->RecordStep(timings, residual_norm_);
 }
 
 absl::Status ParameterSync::GradientReady(size_t index, int epoch) {

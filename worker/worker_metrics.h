@@ -10,6 +10,8 @@
 //   gradwire_worker_steps_total, gradwire_worker_rpc_retries_total
 //   gradwire_worker_{step,reduce,compress,push,pull}_seconds  histograms
 //   gradwire_worker_residual_norm   L2 norm of the error-feedback residuals
+//                                   (ParameterSync refreshes it at most
+//                                   once a second)
 //   gradwire_worker_loss, gradwire_worker_samples_per_second,
 //   gradwire_worker_epoch           set by the training loop
 //

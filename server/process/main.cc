@@ -23,6 +23,7 @@
 #include "common/flags/metrics_flags.h"
 #include "common/flags/program.h"
 #include "common/flags/tls_flags.h"
+#include "common/heap_tuning.h"
 #include "common/port_file.h"
 #include "server/process/server_options.h"
 #include "server/process/shard_server.h"
@@ -247,6 +248,9 @@ int WaitForStopSignal(const sigset_t& signals) {
 
 int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   const uint32_t shard_id = static_cast<uint32_t>(options.shard_id);
+  // Each update of a chunk allocates and frees chunk-sized buffers (the
+  // candidate weights, the step's mean).
+  LogShardEventf(shard_id, "%s", TuneHeapForTraining().description);
   absl::StatusOr<std::unique_ptr<ShardServer>> server =
       ShardServer::Start(options);
   if (!server.ok()) {

@@ -1,6 +1,6 @@
 // TuneHeapForTraining: applies glibc's thresholds unless the environment
 // already sets them.
-#include "worker/heap_tuning.h"
+#include "common/heap_tuning.h"
 
 #include <cstdlib>
 #include <string>

@@ -1,11 +1,13 @@
 // Keeps the large, short-lived buffers of a training step in the heap.
 //
 // Each step of a libtorch model allocates and frees activations, gradients
-// and BLAS work buffers of a few MiB. glibc's malloc serves blocks above
-// its mmap threshold with fresh mappings and returns the top of the heap to
-// the system past its trim threshold, so every step pays page faults and
-// the kernel's zeroing of the same memory again: measured on the CNN with
-// OpenBLAS, two compute-only workers on 2 cores took 21-24 s for 150 steps
+// and BLAS work buffers of a few MiB, and a shard allocates chunk-sized
+// buffers for each update. gradwire-worker (unless --tune-heap=false),
+// gradwire-server and gradwire.tune_heap() call it. glibc's malloc serves
+// blocks above its mmap threshold with fresh mappings and returns the top of
+// the heap to the system past its trim threshold, so every step pays page
+// faults and the kernel's zeroing of the same memory again: measured on the CNN
+// with OpenBLAS, two compute-only workers on 2 cores took 21-24 s for 150 steps
 // with glibc's defaults and 7-8 s with both thresholds raised (raising
 // only one of them is slower still: setting either stops glibc's own
 // adjustment of the mmap threshold).
@@ -20,8 +22,8 @@
 //
 // Call it once, early, before the training loop; it affects the whole
 // process. Thread safety: mallopt may run beside other threads' mallocs.
-#ifndef GRADWIRE_WORKER_HEAP_TUNING_H_
-#define GRADWIRE_WORKER_HEAP_TUNING_H_
+#ifndef GRADWIRE_COMMON_HEAP_TUNING_H_
+#define GRADWIRE_COMMON_HEAP_TUNING_H_
 
 #include <cstddef>
 #include <string>
@@ -42,4 +44,4 @@ HeapTuning TuneHeapForTraining();
 
 }  // namespace gradwire
 
-#endif  // GRADWIRE_WORKER_HEAP_TUNING_H_
+#endif  // GRADWIRE_COMMON_HEAP_TUNING_H_

@@ -1,4 +1,4 @@
-#include "worker/heap_tuning.h"
+#include "common/heap_tuning.h"
 
 #include <cstdlib>
 #include <cstring>
