@@ -16,8 +16,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "trainer/fashion_mnist.h"
 #include "common/heap_tuning.h"
+#include "trainer/fashion_mnist.h"
 #include "worker/parameter_sync.h"
 #include "worker/sync_settings.h"
 

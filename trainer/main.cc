@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "common/flags/program.h"
 #include "common/format/human_bytes.h"
+#include "common/heap_tuning.h"
 #include "common/metrics/exposer.h"
 #include "common/metrics/process_metrics.h"
 #include "common/metrics/registry.h"
@@ -19,7 +20,6 @@
 #include "common/tls/transport_security.h"
 #include "trainer/trainer.h"
 #include "trainer/worker_flags.h"
-#include "common/heap_tuning.h"
 #include "worker/sync_settings.h"
 
 namespace {

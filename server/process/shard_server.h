@@ -37,8 +37,8 @@
 //
 // Metrics: the shard's (shard_metrics.h) and the process' own
 // (common/metrics/process_metrics.h), served at /metrics by an Exposer
-// (common/metrics/exposer.h) with its own threads; it keeps serving until the ShardServer is
-// destroyed, so a final scrape can follow Shutdown.
+// (common/metrics/exposer.h) with its own threads; it keeps serving until the
+// ShardServer is destroyed, so a final scrape can follow Shutdown.
 //
 // Thread safety: Start and Shutdown are called by one thread; port(),
 // metrics_port() and connect_address() are constant after Start.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -16,11 +15,6 @@ using SteadyClock = std::chrono::steady_clock;
 
 double SecondsSince(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
-}
-
-bool AllFinite(const std::vector<float>& values) {
-  return std::all_of(values.begin(), values.end(),
-                     [](float v) { return std::isfinite(v); });
 }
 
 // A BSP step's sum, each push already divided by `num_workers`, scaled to
