@@ -9,15 +9,25 @@
 
 #include "absl/strings/str_cat.h"
 
+// Sanitizers replace malloc with their own, which ignores mallopt.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define GRADWIRE_SANITIZED_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define GRADWIRE_SANITIZED_MALLOC 1
+#endif
+#endif
+
 namespace gradwire {
 namespace {
 
 // glibc's upper bound on M_MMAP_THRESHOLD on 64-bit targets
 // (DEFAULT_MMAP_THRESHOLD_MAX); mallopt refuses more.
-constexpr int kMaxMmapThresholdBytes = 32 << 20;
+[[maybe_unused]] constexpr int kMaxMmapThresholdBytes = 32 << 20;
 
 // Whether the environment already sets a malloc threshold for glibc.
-bool UserSetThresholds() {
+[[maybe_unused]] bool UserSetThresholds() {
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||
       std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr) {
     return true;
@@ -30,9 +40,19 @@ bool UserSetThresholds() {
 
 }  // namespace
 
+bool HeapTuningPossible() {
+#if defined(__GLIBC__) && !defined(GRADWIRE_SANITIZED_MALLOC)
+  return true;
+#else
+  return false;
+#endif
+}
+
 HeapTuning TuneHeapForTraining() {
   HeapTuning tuning;
-#if defined(__GLIBC__)
+#if defined(GRADWIRE_SANITIZED_MALLOC)
+  tuning.description = "heap: malloc is the sanitizer's, left as it is";
+#elif defined(__GLIBC__)
   if (UserSetThresholds()) {
     tuning.description = "heap: malloc thresholds from the environment";
     return tuning;

@@ -15,10 +15,11 @@
 // TuneHeapForTraining raises the mmap threshold to glibc's maximum (32 MiB
 // on 64-bit) and the trim threshold to kHeapTrimThresholdBytes, so that up
 // to that much freed memory stays mapped for the next step. It does
-// nothing where the C library is not glibc, or where the process was given
-// its own malloc settings (GLIBC_TUNABLES naming glibc.malloc.mmap_threshold
-// or glibc.malloc.trim_threshold, or MALLOC_MMAP_THRESHOLD_ /
-// MALLOC_TRIM_THRESHOLD_): those win.
+// nothing where the C library is not glibc, in sanitizer builds (their
+// malloc ignores mallopt; HeapTuningPossible() is false there), or where
+// the process was given its own malloc settings (GLIBC_TUNABLES naming
+// glibc.malloc.mmap_threshold or glibc.malloc.trim_threshold, or
+// MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_): those win.
 //
 // Call it once, early, before the training loop; it affects the whole
 // process. Thread safety: mallopt may run beside other threads' mallocs.
@@ -41,6 +42,10 @@ struct HeapTuning {
 };
 
 HeapTuning TuneHeapForTraining();
+
+// Whether TuneHeapForTraining can apply anything in this build: glibc's
+// malloc, not a sanitizer's.
+bool HeapTuningPossible();
 
 }  // namespace gradwire
 
