@@ -8,11 +8,14 @@
 # writes JSON.
 #
 #   bench/network.sh [--rate 10mbit|100mbit|1gbit|10gbit] [--steps N]
-#                    [--model cnn|mlp] [--bin DIR] [--json FILE]
+#                    [--model cnn|mlp] [--bin DIR] [--json FILE] [--no-dense]
 #
+# --no-dense skips the dense row (hundreds of steps of it take long on slow
+# links); its fields and the ratios against it are then null.
 # Dense: --compressor=none --value-type=fp32 --pull=dense. Top-K: the
 # `make demo` setting (--compressor=topk --ratio=0.01, error feedback, delta
-# pulls at the push's ratio with fp16 values, the defaults). Compute: both
+# pulls at the push's ratio with fp16 values, pull ahead: the defaults), and
+# again with --pull-ahead=false. Compute: both
 # workers at once, as in the other rows, each on its part of the data.
 # Seconds per step are the slower worker's training wall time over its
 # steps (no evaluation); bytes per step are what both workers pushed and
@@ -31,6 +34,7 @@ source "$here/../tests/cluster/topology.sh"
 BIN=build/bin
 rate=1gbit
 steps=40
+dense=1
 model=cnn
 json=build/bench-network.json
 while [[ $# -gt 0 ]]; do
@@ -45,6 +49,7 @@ while [[ $# -gt 0 ]]; do
     --model=*) model=${1#*=}; shift ;;
     --json) json=$2; shift 2 ;;
     --json=*) json=${1#*=}; shift ;;
+    --no-dense) dense=0; shift ;;
     *) echo "network.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -81,6 +86,19 @@ run() {
       }
       END { printf "%.4f %.0f\n", wall / n, bytes / n }' "$dir"/worker-*.json)
   echo "$name: $seconds_per_step s/step, $bytes_per_step bytes/step" >&2
+  # Where the slower worker's step time went (its summary's phases).
+  awk -v n="$steps" '
+    function field(key,   v) {
+      if (!match($0, "\"" key "\": [0-9.]+")) return 0
+      v = substr($0, RSTART, RLENGTH); sub(/.*: /, "", v); return v
+    }
+    /"wall_seconds"/ && field("wall_seconds") >= wall {
+      wall = field("wall_seconds")
+      line = sprintf("  per step: compress %.1f ms, push %.1f ms, pull %.1f ms (waited for %.1f ms)",
+        1000 * field("compress_seconds") / n, 1000 * field("push_seconds") / n,
+        1000 * field("pull_seconds") / n, 1000 * field("pull_wait_seconds") / n)
+    }
+    END { print line }' "$dir"/worker-*.json >&2
 }
 
 # compute: the same workers' steps without shards or network; sets
@@ -109,28 +127,51 @@ compute() {
 }
 
 compute
-run dense --compressor=none --value-type=fp32 --pull=dense
-dense_seconds=$seconds_per_step
-dense_bytes=$bytes_per_step
+if [[ $dense == 1 ]]; then
+  run dense --compressor=none --value-type=fp32 --pull=dense
+  dense_seconds=$seconds_per_step
+  dense_bytes=$bytes_per_step
+else
+  # Not run: the JSON says null, the ratios against it too.
+  dense_seconds=null
+  dense_bytes=null
+fi
 run topk --compressor=topk --ratio=0.01 --error-feedback --pull=delta
 topk_seconds=$seconds_per_step
 topk_bytes=$bytes_per_step
+# The same without pull ahead: every pull after the step's last push, and
+# the next forward pass after every pull.
+run topk-pull-after --compressor=topk --ratio=0.01 --error-feedback \
+  --pull=delta --pull-ahead=false
+pull_after_seconds=$seconds_per_step
 
-speedup=$(awk -v d="$dense_seconds" -v t="$topk_seconds" 'BEGIN { printf "%.2f", d / t }')
-byte_ratio=$(awk -v d="$dense_bytes" -v t="$topk_bytes" 'BEGIN { printf "%.1f", d / t }')
-overhead() { awk -v s="$1" -v c="$compute_seconds" 'BEGIN { printf "%.3f", s / c }'; }
+ratio() { [[ $1 == null ]] && { echo null; return; }; awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { printf f, a / b }'; }
+speedup=$(ratio "$dense_seconds" "$topk_seconds" "%.2f")
+byte_ratio=$(ratio "$dense_bytes" "$topk_bytes" "%.1f")
+overhead() { ratio "$1" "$compute_seconds" "%.3f"; }
 dense_overhead=$(overhead "$dense_seconds")
 topk_overhead=$(overhead "$topk_seconds")
+pull_after_overhead=$(overhead "$pull_after_seconds")
 delay="none"
 [[ $NETNS_HAVE_NETEM == 1 ]] && delay=$NETNS_DELAY
 mkdir -p "$(dirname "$json")"
-printf '{"link": "%s", "added_delay": "%s", "model": "%s", "steps": %s, "compute_seconds_per_step": %s, "dense_seconds_per_step": %s, "topk_seconds_per_step": %s, "dense_vs_compute": %s, "topk_vs_compute": %s, "speedup": %s, "dense_bytes_per_step": %s, "topk_bytes_per_step": %s, "bytes_ratio": %s}\n' \
+printf '{"link": "%s", "added_delay": "%s", "model": "%s", "steps": %s, "compute_seconds_per_step": %s, "dense_seconds_per_step": %s, "topk_seconds_per_step": %s, "topk_pull_after_seconds_per_step": %s, "dense_vs_compute": %s, "topk_vs_compute": %s, "topk_pull_after_vs_compute": %s, "speedup": %s, "dense_bytes_per_step": %s, "topk_bytes_per_step": %s, "bytes_ratio": %s}\n' \
   "$rate" "$delay" "$model" "$steps" "$compute_seconds" "$dense_seconds" \
-  "$topk_seconds" "$dense_overhead" "$topk_overhead" "$speedup" \
-  "$dense_bytes" "$topk_bytes" "$byte_ratio" >"$json"
+  "$topk_seconds" "$pull_after_seconds" "$dense_overhead" "$topk_overhead" \
+  "$pull_after_overhead" "$speedup" "$dense_bytes" "$topk_bytes" \
+  "$byte_ratio" >"$json"
 echo
 echo "link $rate (added delay: $delay), $model, 2 shards + 2 workers, $steps steps:"
 printf '  %-22s %10s s/step %14s bytes/step\n' "compute only" "$compute_seconds" 0
-printf '  %-22s %10s s/step %14s bytes/step %7sx compute\n' "dense fp32" "$dense_seconds" "$dense_bytes" "$dense_overhead"
+if [[ $dense == 1 ]]; then
+  printf '  %-22s %10s s/step %14s bytes/step %7sx compute\n' "dense fp32" "$dense_seconds" "$dense_bytes" "$dense_overhead"
+else
+  printf '  %-22s %10s\n' "dense fp32" "not run (--no-dense)"
+fi
 printf '  %-22s %10s s/step %14s bytes/step %7sx compute\n' "Top-K 1% + EF" "$topk_seconds" "$topk_bytes" "$topk_overhead"
-echo "  speed-up ${speedup}x, ${byte_ratio}x fewer bytes; wrote $json"
+printf '  %-22s %10s s/step %14s %17sx compute\n' "  without pull ahead" "$pull_after_seconds" "" "$pull_after_overhead"
+if [[ $dense == 1 ]]; then
+  echo "  speed-up ${speedup}x, ${byte_ratio}x fewer bytes; wrote $json"
+else
+  echo "  wrote $json"
+fi

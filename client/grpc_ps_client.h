@@ -31,8 +31,9 @@
 // successful call. These are serialized protobuf sizes, without gRPC and
 // HTTP/2 framing.
 //
-// Thread safety: one Init/Push/Pull at a time per client (PsClient's
-// contract); traffic(), num_shards() and address() are safe at any time.
+// Thread safety: Init, Push and Pull may run concurrently (PsClient's
+// contract: the stubs are thread-safe and the counters atomic); traffic(),
+// num_shards() and address() are safe at any time.
 #ifndef GRADWIRE_CLIENT_GRPC_PS_CLIENT_H_
 #define GRADWIRE_CLIENT_GRPC_PS_CLIENT_H_
 

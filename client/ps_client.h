@@ -32,7 +32,9 @@ struct TrafficStats {
 // (the implementation's options); retries on UNAVAILABLE are safe because
 // pushes carry the exactly-once key (worker, step, chunk).
 //
-// Thread safety: one call at a time per client.
+// Thread safety: calls may run concurrently from different threads (a
+// worker pulls the chunks it has pushed while it pushes others); each call
+// waits for its own answers only.
 class PsClient {
  public:
   virtual ~PsClient() = default;

@@ -120,6 +120,36 @@ class PySync {
     Check(status);
   }
 
+  void AwaitParameter(size_t index) {
+    ParameterSync& sync = get();
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      status = sync.AwaitParameter(index);
+    }
+    Check(status);
+  }
+
+  void AwaitWeights() {
+    ParameterSync& sync = get();
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      status = sync.AwaitWeights();
+    }
+    Check(status);
+  }
+
+  void SetPullAhead(bool on) {
+    ParameterSync& sync = get();
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      status = sync.SetPullAhead(on);
+    }
+    Check(status);
+  }
+
   void Close() {
     py::gil_scoped_release release;
     sync_.reset();
@@ -307,6 +337,16 @@ the deadline passes; the step can be retried.)doc")
            py::arg("epoch") = 0,
            "Pushes parameter `index`'s gradient now, on a background "
            "thread (overlap; called by the gradient hooks).")
+      .def("_await_parameter", &PySync::AwaitParameter, py::arg("index"),
+           "Blocks until parameter `index`'s pulled weights have landed "
+           "(pull ahead; called by the forward pre-hooks).")
+      .def("await_weights", &PySync::AwaitWeights,
+           R"doc(Blocks until the weights of the last step's pulls have all
+landed (with pull ahead, step() returns before they do). Call it before
+reading the parameters outside the model's forward pass: saving a
+checkpoint, copying weights. Raises gradwire.Error when a pull failed.)doc")
+      .def("_set_pull_ahead", &PySync::SetPullAhead, py::arg("on"),
+           "Turns pull ahead on or off between steps (see pull_ahead).")
       .def("close", &PySync::Close,
            "Waits for queued pushes and drops the shard connections.")
       .def_property_readonly(
@@ -382,6 +422,8 @@ void DefineStats(py::module_& m) {
       .def_readonly("compress_seconds", &SyncStats::compress_seconds)
       .def_readonly("push_seconds", &SyncStats::push_seconds)
       .def_readonly("pull_seconds", &SyncStats::pull_seconds)
+      .def_readonly("pull_wait_seconds", &SyncStats::pull_wait_seconds,
+                    "What of pull_seconds the training thread waited for.")
       .def("as_dict",
            [](const SyncStats& s) {
              py::dict d;
@@ -396,6 +438,7 @@ void DefineStats(py::module_& m) {
              d["compress_seconds"] = s.compress_seconds;
              d["push_seconds"] = s.push_seconds;
              d["pull_seconds"] = s.pull_seconds;
+             d["pull_wait_seconds"] = s.pull_wait_seconds;
              return d;
            })
       .def("__repr__", [](const SyncStats& s) {

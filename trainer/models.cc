@@ -28,7 +28,10 @@ MlpNet::MlpNet() {
 
 torch::Tensor MlpNet::forward(torch::Tensor x) {
   x = x.flatten(1);
-  return fc2_->forward(torch::relu(fc1_->forward(x)));
+  BeforeLayer(*fc1_);
+  x = torch::relu(fc1_->forward(x));
+  BeforeLayer(*fc2_);
+  return fc2_->forward(x);
 }
 
 CnnNet::CnnNet() {
@@ -42,11 +45,15 @@ CnnNet::CnnNet() {
 }
 
 torch::Tensor CnnNet::forward(torch::Tensor x) {
+  BeforeLayer(*conv1_);
   x = F::max_pool2d(torch::relu(conv1_->forward(x)),
                     F::MaxPool2dFuncOptions(2));
+  BeforeLayer(*conv2_);
   x = F::max_pool2d(torch::relu(conv2_->forward(x)),
                     F::MaxPool2dFuncOptions(2));
+  BeforeLayer(*fc1_);
   x = torch::relu(fc1_->forward(x.flatten(1)));
+  BeforeLayer(*fc2_);
   return fc2_->forward(x);
 }
 

@@ -19,6 +19,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,9 +35,26 @@ namespace gradwire {
 // threads at once is not supported while training.
 class Classifier : public torch::nn::Module {
  public:
+  // Called with each layer just before forward() runs it, in the order it
+  // runs them: a forward pre-hook. The trainer waits there for the layer's
+  // pulled weights (layer_gate.h).
+  using LayerHook = std::function<void(const torch::nn::Module& layer)>;
+
   // x: [B, 1, 28, 28] float on the module's device. Returns logits [B, 10].
   // Throws c10::Error on a shape mismatch (the trainer catches at its edge).
   virtual torch::Tensor forward(torch::Tensor x) = 0;
+
+  // Replaces the hook; an empty one removes it.
+  void set_layer_hook(LayerHook hook) { layer_hook_ = std::move(hook); }
+
+ protected:
+  // Every forward() calls this with each layer before running it.
+  void BeforeLayer(const torch::nn::Module& layer) {
+    if (layer_hook_) layer_hook_(layer);
+  }
+
+ private:
+  LayerHook layer_hook_;
 };
 
 // "mlp": flatten -> fc1 (784 -> 128) -> ReLU -> fc2 (128 -> 10).

@@ -18,6 +18,7 @@
 #include "common/precision.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/gradient_hooks.h"
+#include "trainer/layer_gate.h"
 #include "trainer/models.h"
 #include "trainer/progress.h"
 #include "worker/sync_settings.h"
@@ -153,13 +154,14 @@ class TrainingRun {
   // `hooks`: set when gradients are announced during backward().
   TrainingRun(const TrainerOptions& options, const SyncOptions& sync_options,
               const TrainingData& data, Classifier& model, ParameterSync* sync,
-              GradientHooks* hooks)
+              GradientHooks* hooks, LayerGate* gate)
       : options_(options),
         sync_options_(sync_options),
         data_(data),
         model_(model),
         sync_(sync),
         hooks_(hooks),
+        gate_(gate),
         progress_(options.label, options.interactive) {
     if (sync_ == nullptr) {
       // Compute only: the same steps, a local optimizer, no network.
@@ -203,6 +205,8 @@ class TrainingRun {
   ParameterSync* const sync_;
   std::unique_ptr<torch::optim::SGD> local_;
   GradientHooks* const hooks_;
+  // Set when each layer waits for its own pulled weights.
+  LayerGate* const gate_;
   uint64_t local_steps_ = 0;
   Progress progress_;
   Throughput throughput_;
@@ -212,6 +216,7 @@ class TrainingRun {
 absl::StatusOr<TrainingResult> TrainingRun::Run() {
   result_.resumed_at_step = StepsDone();
   result_.overlapped = hooks_ != nullptr;
+  result_.pulled_ahead = gate_ != nullptr;
   if (StepsDone() > 0 && !options_.quiet) {
     progress_.Line(absl::StrFormat("resuming at step %d", StepsDone()));
   }
@@ -224,6 +229,11 @@ absl::StatusOr<TrainingResult> TrainingRun::Run() {
        ++epoch) {
     if (absl::Status s = TrainEpoch(order, epoch, total_steps); !s.ok()) {
       return s;
+    }
+    // Evaluation and the summary read every weight: the last step's pulls
+    // land first.
+    if (sync_ != nullptr) {
+      if (absl::Status s = sync_->AwaitWeights(); !s.ok()) return s;
     }
     if (options_.evaluate) {
       result_.test_accuracy = Evaluate();
@@ -295,6 +305,9 @@ absl::StatusOr<double> TrainingRun::TrainStep(const torch::Tensor& index,
   torch::Tensor loss = torch::nn::functional::cross_entropy(
       model_.forward(data_.train.images.index_select(0, index)),
       data_.train.labels.index_select(0, index));
+  if (gate_ != nullptr) {
+    if (absl::Status s = gate_->TakeError(); !s.ok()) return s;
+  }
   if (hooks_ != nullptr) hooks_->set_epoch(epoch);
   loss.backward();
   if (hooks_ != nullptr) {
@@ -360,7 +373,12 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
     if (sync != nullptr && options.overlap && sync_options.local.size == 1) {
       hooks = std::make_unique<GradientHooks>((*model)->parameters(), sync);
     }
-    return TrainingRun(options, sync_options, *data, **model, sync, hooks.get())
+    std::unique_ptr<LayerGate> gate;
+    if (hooks != nullptr && sync_options.pull_ahead) {
+      gate = std::make_unique<LayerGate>(model->get(), sync);
+    }
+    return TrainingRun(options, sync_options, *data, **model, sync, hooks.get(),
+                       gate.get())
         .Run();
   } catch (const std::exception& e) {
     return absl::InternalError(
@@ -453,6 +471,8 @@ std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
   summary["compress_seconds"] = Rounded(r.sync.compress_seconds, 1e3);
   summary["push_seconds"] = Rounded(r.sync.push_seconds, 1e3);
   summary["pull_seconds"] = Rounded(r.sync.pull_seconds, 1e3);
+  summary["pull_wait_seconds"] = Rounded(r.sync.pull_wait_seconds, 1e3);
+  summary["pull_ahead"] = r.pulled_ahead;
   summary["reduce_seconds"] = Rounded(r.sync.reduce_seconds, 1e3);
   summary["weights_fingerprint"] = r.weights_fingerprint;
   nlohmann::ordered_json losses = nlohmann::ordered_json::array();

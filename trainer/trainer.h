@@ -60,6 +60,9 @@ struct TrainerOptions {
 struct TrainingResult {
   // Whether gradients were pushed during backward() (TrainerOptions::overlap).
   bool overlapped = false;
+  // Whether pulls ran ahead, each layer waiting for its own weights
+  // (SyncOptions::pull_ahead, layer_gate.h).
+  bool pulled_ahead = false;
   // Valid when evaluated (TrainerOptions::evaluate).
   bool evaluated = false;
   double test_accuracy = 0;

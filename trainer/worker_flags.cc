@@ -147,6 +147,10 @@ ABSL_FLAG(bool, overlap, true,
           "Push each parameter's gradient as soon as backward() has finished "
           "it, overlapping communication with the rest of the backward pass "
           "(with --local-size=1; the weights are the same either way).");
+ABSL_FLAG(bool, pull_ahead, true,
+          "With --overlap: pull each chunk's new weights as soon as its "
+          "gradient is pushed, on a thread of its own, and start the next "
+          "forward pass at once; each layer waits only for its own weights.");
 ABSL_FLAG(bool, compute_only, false,
           "Train alone, without shards: the same data, model and steps, each "
           "step a local torch SGD step at --lr and --momentum, nothing on the "
@@ -304,6 +308,7 @@ constexpr absl::string_view kWorkerFlags[] = {"shards",
                                               "step_delay_ms",
                                               "step_delay_every",
                                               "overlap",
+                                              "pull_ahead",
                                               "compute_only",
                                               "tune_heap",
                                               "summary_json",
@@ -319,6 +324,10 @@ absl::StatusOr<WorkerConfig> WorkerConfigFromFlags() {
   config.sync = *std::move(sync);
   if (absl::Status s = ReadTrainer(&config.trainer, config.sync); !s.ok())
     return s;
+  // Pulls run ahead only where pushes run during backward().
+  config.sync.pull_ahead = absl::GetFlag(FLAGS_pull_ahead) &&
+                           config.trainer.overlap &&
+                           config.sync.local.size == 1;
   config.summary_json = absl::GetFlag(FLAGS_summary_json);
   config.compute_only = absl::GetFlag(FLAGS_compute_only);
   config.tune_heap = absl::GetFlag(FLAGS_tune_heap);

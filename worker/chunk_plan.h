@@ -8,7 +8,9 @@
 //   for (uint64_t key : (*plan)->AllOwnedKeys()) { ... (*plan)->slot(key) }
 //
 // Thread safety: not thread-safe. ParameterSync hands the slots of the
-// chunks a PushPipeline works on to that thread until it drains.
+// chunks its push and pull pipelines (chunk_pipeline.h) work on to their
+// threads until they drain; a push reads a slot's residual, a pull writes
+// its version and epoch, and no chunk is in both at once.
 #ifndef GRADWIRE_WORKER_CHUNK_PLAN_H_
 #define GRADWIRE_WORKER_CHUNK_PLAN_H_
 

@@ -6,13 +6,13 @@
 #include "absl/time/clock.h"
 #include "client/grpc_ps_client.h"
 #include "common/consistency/consistency_rule.h"
+#include "worker/chunk_pipeline.h"
 #include "worker/chunk_plan.h"
 #include "worker/dense_equivalent.h"
 #include "worker/init_requests.h"
 #include "worker/local_group.h"
 #include "worker/node_broadcast.h"
 #include "worker/pulled_weights.h"
-#include "worker/push_pipeline.h"
 #include "worker/push_request_builder.h"
 #include "worker/torch_errors.h"
 #include "worker/training_defaults.h"
@@ -88,9 +88,30 @@ ParameterSync::ParameterSync(SyncOptions options,
       push_builder_(std::move(push_builder)),
       rule_(MakeConsistencyRule(options_.training.mode(),
                                 options_.training.staleness())),
-      metrics_(std::move(metrics)) {}
+      metrics_(std::move(metrics)) {
+  // Cannot fail: no step is under way.
+  SetPullAhead(options_.pull_ahead).IgnoreError();
+}
 
 ParameterSync::~ParameterSync() = default;
+
+absl::Status ParameterSync::SetPullAhead(bool on) {
+  if (step_announced_) {
+    return absl::FailedPreconditionError(
+        "pull ahead cannot change while a step's gradients are being pushed; "
+        "change it after Step()");
+  }
+  if (!on) {
+    absl::Status landed = AwaitWeights();
+    pull_pipeline_.reset();
+    return landed;
+  }
+  if (!pull_pipeline_) {
+    pull_pipeline_ = std::make_unique<ChunkPipeline>(
+        [this](const std::vector<uint64_t>& keys) { return PullAhead(keys); });
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ParameterSync::Register(
     const torch::OrderedDict<std::string, torch::Tensor>& parameters) {
@@ -132,7 +153,10 @@ absl::Status ParameterSync::InitShards() {
   plan_->ForgetVersions();
   return CatchTorch("gradwire register", [&]() -> absl::Status {
     torch::NoGradGuard no_grad;
-    if (absl::Status s = PullWeights(/*min_step=*/0); !s.ok()) return s;
+    if (absl::StatusOr<uint64_t> pulled = PullWeights(/*min_step=*/0);
+        !pulled.ok()) {
+      return pulled.status();
+    }
     return ShareInsideNode(*group_, *plan_);
   });
 }
@@ -143,17 +167,19 @@ absl::Status ParameterSync::Step(int epoch) {
     torch::NoGradGuard no_grad;
     const SyncStats before = stats_;
     const absl::Time step_start = absl::Now();
+    // The pulls of this step are in flight already when they were enqueued
+    // as the pushes went (GradientReady with pull ahead).
+    const bool pulled_ahead = step_announced_ && pull_pipeline_ != nullptr;
     if (absl::Status s =
             step_announced_ ? FinishOverlappedPush() : ReduceAndPush(epoch);
         !s.ok()) {
       return s;
     }
-    if (absl::Status s = PullWeights(rule_->MinStepToPull(step_)); !s.ok()) {
-      return s;
-    }
-    if (step_ + 1 > pulled_min_clock_) {
-      stats_.max_step_lead =
-          std::max(stats_.max_step_lead, step_ + 1 - pulled_min_clock_);
+    if (!pulled_ahead) {
+      absl::StatusOr<uint64_t> min_clock =
+          PullWeights(rule_->MinStepToPull(step_));
+      if (!min_clock.ok()) return min_clock.status();
+      NotePulled(step_, *min_clock);
     }
     const absl::Time share_start = absl::Now();
     if (absl::Status s = ShareInsideNode(*group_, *plan_); !s.ok()) return s;
@@ -166,6 +192,7 @@ absl::Status ParameterSync::Step(int epoch) {
 }
 
 absl::Status ParameterSync::ReduceAndPush(int epoch) {
+  if (absl::Status s = AwaitWeights(); !s.ok()) return s;
   const absl::Time start = absl::Now();
   for (const torch::Tensor& p : plan_->parameters()) {
     // A parameter outside this step's graph has no gradient: it pushes
@@ -198,6 +225,7 @@ void ParameterSync::RecordStepMetrics(const SyncStats& before,
   timings.compress = stats_.compress_seconds - before.compress_seconds;
   timings.push = stats_.push_seconds - before.push_seconds;
   timings.pull = stats_.pull_seconds - before.pull_seconds;
+  timings.pull_wait = stats_.pull_wait_seconds - before.pull_wait_seconds;
   const absl::Time now = absl::Now();
   if (now - residual_norm_at_ >= kResidualNormRefresh) {
     residual_norm_ = plan_->ResidualNorm();
@@ -224,14 +252,27 @@ absl::Status ParameterSync::GradientReady(size_t index, int epoch) {
         plan_->partition().tensors()[index].name, step_));
   }
   if (!pipeline_) {
-    pipeline_ = std::make_unique<PushPipeline>(
+    pipeline_ = std::make_unique<ChunkPipeline>(
         [this](const std::vector<uint64_t>& keys) {
-          return CompressAndPush(keys, overlap_epoch_, &overlap_timings_);
+          absl::Status pushed =
+              CompressAndPush(keys, overlap_epoch_, &overlap_timings_);
+          // The shards answer the pull of these chunks once the step's
+          // rule lets them: in BSP when every worker has pushed them,
+          // while this worker's backward pass goes on.
+          if (pushed.ok() && pull_pipeline_) pull_pipeline_->Enqueue(keys);
+          return pushed;
         });
   }
   if (!step_announced_) {
-    // The first announcement of a step: nothing is queued, the pipeline
-    // thread is idle, and these fields are the caller's to set.
+    // The first announcement of a step: the last step's pulls land first
+    // (their slots are about to be pushed from), then nothing is queued,
+    // the pipeline threads are idle, and these fields are the caller's to
+    // set.
+    if (absl::Status s = AwaitWeights(); !s.ok()) return s;
+    if (pull_pipeline_) {
+      pulls_in_flight_ = true;
+      pull_step_ = step_;
+    }
     step_announced_ = true;
     overlap_epoch_ = epoch;
     overlap_timings_ = PushTimings();
@@ -284,24 +325,79 @@ void ParameterSync::CountPushed(const PushTimings& timings) {
   stats_.retries = traffic.retries;
 }
 
-absl::Status ParameterSync::PullWeights(uint64_t min_step) {
+absl::StatusOr<uint64_t> ParameterSync::PullWeights(uint64_t min_step) {
   const absl::Time start = absl::Now();
   const std::vector<v1::PullRequest> requests = BuildPullRequests(
-      *plan_, options_.client.worker_id, options_.pull_deltas, min_step);
+      *plan_, plan_->AllOwnedKeys(), options_.client.worker_id,
+      options_.pull_deltas, min_step);
+  std::vector<v1::PullResponse> responses;
+  const absl::Status answered = client_->Pull(requests, &responses);
+  const absl::StatusOr<uint64_t> pulled =
+      answered.ok() ? ApplyPulledWeights(responses, plan_.get())
+                    : absl::StatusOr<uint64_t>(answered);
+  const double seconds = SecondsSince(start);
+  stats_.pull_seconds += seconds;
+  stats_.pull_wait_seconds += seconds;
+  stats_.pulled_bytes = client_->traffic().pull_bytes_received;
+  return pulled;
+}
+
+void ParameterSync::NotePulled(uint64_t step, uint64_t min_clock) {
+  if (step + 1 > min_clock) {
+    stats_.max_step_lead = std::max(stats_.max_step_lead, step + 1 - min_clock);
+  }
+}
+
+absl::Status ParameterSync::PullAhead(const std::vector<uint64_t>& keys) {
+  const absl::Time start = absl::Now();
+  const std::vector<v1::PullRequest> requests =
+      BuildPullRequests(*plan_, keys, options_.client.worker_id,
+                        options_.pull_deltas, rule_->MinStepToPull(pull_step_));
   std::vector<v1::PullResponse> responses;
   absl::Status pulled = client_->Pull(requests, &responses);
   if (pulled.ok()) {
-    absl::StatusOr<uint64_t> min_clock =
-        ApplyPulledWeights(responses, plan_.get());
-    if (min_clock.ok()) {
-      pulled_min_clock_ = *min_clock;
-    } else {
-      pulled = min_clock.status();
-    }
+    pulled = CatchTorch("gradwire pull", [&]() -> absl::Status {
+      // Grad mode is per thread: this one's must not record the writes.
+      torch::NoGradGuard no_grad;
+      absl::StatusOr<uint64_t> min_clock =
+          ApplyPulledWeights(responses, plan_.get());
+      if (!min_clock.ok()) return min_clock.status();
+      pull_tally_.min_clock = std::min(pull_tally_.min_clock, *min_clock);
+      return absl::OkStatus();
+    });
   }
-  stats_.pull_seconds += SecondsSince(start);
-  stats_.pulled_bytes = client_->traffic().pull_bytes_received;
+  pull_tally_.seconds += SecondsSince(start);
   return pulled;
+}
+
+absl::Status ParameterSync::AwaitParameter(size_t index) {
+  if (!plan_) return absl::FailedPreconditionError("Register first");
+  if (index >= plan_->parameters().size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("parameter index %d is outside [0, %d)", index,
+                        plan_->parameters().size()));
+  }
+  if (!pulls_in_flight_) return absl::OkStatus();
+  const absl::Time start = absl::Now();
+  absl::Status landed = pull_pipeline_->Await(plan_->OwnedKeys(index));
+  stats_.pull_wait_seconds += SecondsSince(start);
+  return landed;
+}
+
+absl::Status ParameterSync::AwaitWeights() {
+  if (!pulls_in_flight_) return absl::OkStatus();
+  const absl::Time start = absl::Now();
+  absl::Status landed = pull_pipeline_->Drain();
+  stats_.pull_wait_seconds += SecondsSince(start);
+  pulls_in_flight_ = false;
+  // The pull thread is idle: its tally is this thread's again.
+  stats_.pull_seconds += pull_tally_.seconds;
+  if (pull_tally_.min_clock != std::numeric_limits<uint64_t>::max()) {
+    NotePulled(pull_step_, pull_tally_.min_clock);
+  }
+  pull_tally_ = PullTally();
+  stats_.pulled_bytes = client_->traffic().pull_bytes_received;
+  return landed;
 }
 
 }  // namespace gradwire

@@ -27,7 +27,12 @@
 //     to the chunk's shard; shards in parallel.
 //  3. Pull the chunks, waiting for the step the consistency mode requires
 //     (common/consistency/consistency_rule.h); apply deltas to, or
-//     overwrite, the parameters in place (pulled_weights.h).
+//     overwrite, the parameters in place (pulled_weights.h). With pull
+//     ahead (SyncOptions::pull_ahead, with GradientReady) each chunk is
+//     pulled on a thread of its own as soon as it is pushed, and Step()
+//     returns without waiting: the loop awaits each parameter before it
+//     reads it (AwaitParameter), so the pulls overlap the rest of the
+//     backward pass and the start of the next forward pass.
 //  4. With local ranks: share the pulled weights inside the node
 //     (node_broadcast.h).
 // Register fills in the training config's defaults (training_defaults.h)
@@ -41,6 +46,7 @@
 #include <torch/ordered_dict.h>
 #include <torch/types.h>
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -53,11 +59,11 @@
 
 namespace gradwire {
 
+class ChunkPipeline;
 class ChunkPlan;
 class ConsistencyRule;
 class DenseEquivalent;
 class LocalGroup;
-class PushPipeline;
 class PushRequestBuilder;
 class WorkerMetrics;
 
@@ -78,7 +84,13 @@ struct SyncStats {
   double reduce_seconds = 0;
   double compress_seconds = 0;
   double push_seconds = 0;
+  // Pulls: the seconds of their RPCs (waiting for the step included) and of
+  // writing their weights; and the part of it the training thread waited
+  // for. Without pull ahead the two are equal; with it, pulls run on a
+  // thread of their own and only what the next forward pass had to wait
+  // for is pull_wait_seconds.
   double pull_seconds = 0;
+  double pull_wait_seconds = 0;
 };
 
 class ParameterSync {
@@ -131,6 +143,22 @@ class ParameterSync {
   // range. A failed push is returned by the next Step().
   absl::Status GradientReady(size_t index, int epoch = 0);
 
+  // With pull ahead (options.pull_ahead, SyncOptions), the pulls of the
+  // last Step() may still be in flight: AwaitParameter blocks until the
+  // new weights of parameter `index` (registration order) have landed, and
+  // AwaitWeights until every pull has. Both return at once when nothing is
+  // in flight, and both return a failed pull's error (the parameters may
+  // then hold a mix of old and new chunks; the next Step() fails too).
+  // INVALID_ARGUMENT for an index out of range.
+  absl::Status AwaitParameter(size_t index);
+  absl::Status AwaitWeights();
+  // Turns pull ahead on or off between steps (SyncOptions::pull_ahead is
+  // the setting at construction); off first awaits the pulls in flight and
+  // returns their error. FAILED_PRECONDITION between the first
+  // GradientReady of a step and its Step().
+  absl::Status SetPullAhead(bool on);
+  bool pull_ahead() const { return pull_pipeline_ != nullptr; }
+
   // The next step number (steps pushed so far, including resumed ones).
   uint64_t step() const { return step_; }
   // The options this object was built with, resolved.
@@ -165,10 +193,19 @@ class ParameterSync {
   // With overlap: pushes the parameters not announced and waits for every
   // push of this step.
   absl::Status FinishOverlappedPush();
+  // With pull ahead: pulls the chunks `keys`, pushed for step pull_step_,
+  // and writes their weights (on the pull pipeline's thread).
+  absl::Status PullAhead(const std::vector<uint64_t>& keys);
   // Adds one step's dense-equivalent bytes and the client's push traffic to
   // stats_.
   void CountPushed(const PushTimings& timings);
-  absl::Status PullWeights(uint64_t min_step);
+  // Pulls every chunk this local rank handles, waiting for clock
+  // `min_step`, and writes them; returns the smallest chunk clock
+  // answered.
+  absl::StatusOr<uint64_t> PullWeights(uint64_t min_step);
+  // Accounts for the pulls of step `step`, whose smallest chunk clock was
+  // `min_clock`, in stats_.max_step_lead.
+  void NotePulled(uint64_t step, uint64_t min_clock);
   // Exports one finished step (stats before it: `before`) to metrics_.
   void RecordStepMetrics(const SyncStats& before, double step_seconds);
 
@@ -185,19 +222,33 @@ class ParameterSync {
   std::unique_ptr<ChunkPlan> plan_;
   std::unique_ptr<DenseEquivalent> dense_equivalent_;
 
+  // Pull ahead: exists while it is on (SetPullAhead). Its
+  // jobs are enqueued by pipeline_'s job once their chunks are pushed; from
+  // the first announcement of a step until AwaitWeights, only its thread
+  // touches the pulled chunks' slots and parameters, pull_step_ and
+  // pull_tally_ (the client takes concurrent calls). AwaitWeights hands
+  // them back. Declared before pipeline_, whose queued jobs enqueue here
+  // until it is destroyed.
+  std::unique_ptr<ChunkPipeline> pull_pipeline_;
+  bool pulls_in_flight_ = false;
+  uint64_t pull_step_ = 0;  // The step the pulls in flight were pushed for.
+  struct PullTally {
+    double seconds = 0;
+    uint64_t min_clock = std::numeric_limits<uint64_t>::max();
+  };
+  PullTally pull_tally_;
+
   // Overlap (GradientReady): created on first use. While a step's pushes
   // are queued, only the pipeline thread touches the announced chunks'
   // slots, push_builder_, the client and overlap_timings_; Drain() hands
   // them back.
-  std::unique_ptr<PushPipeline> pipeline_;
+  std::unique_ptr<ChunkPipeline> pipeline_;
   std::vector<bool> announced_;  // Per parameter, this step.
   bool step_announced_ = false;
   int overlap_epoch_ = 0;
   PushTimings overlap_timings_;
 
   uint64_t step_ = 0;
-  // The smallest chunk clock the last pull answered (for max_step_lead).
-  uint64_t pulled_min_clock_ = 0;
   SyncStats stats_;
   // The residual norm gauge, recomputed at most once per
   // kResidualNormRefresh: a pass over every residual each step took ~3% of

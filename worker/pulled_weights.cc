@@ -55,6 +55,7 @@ absl::Status CheckDelta(const v1::ChunkWeights& weights, uint64_t epoch,
 }  // namespace
 
 std::vector<v1::PullRequest> BuildPullRequests(const ChunkPlan& plan,
+                                               absl::Span<const uint64_t> keys,
                                                uint32_t worker_id,
                                                bool allow_delta,
                                                uint64_t min_step) {
@@ -64,8 +65,8 @@ std::vector<v1::PullRequest> BuildPullRequests(const ChunkPlan& plan,
     request.set_allow_delta(allow_delta);
     request.set_allow_delta_chain(allow_delta);
   }
-  for (const ChunkSlot& slot : plan.slots()) {
-    if (!plan.OwnsLocally(slot.spec.key)) continue;
+  for (const uint64_t key : keys) {
+    const ChunkSlot& slot = plan.slots()[key];
     v1::ChunkPull* pull = requests[slot.spec.shard].add_chunks();
     pull->set_key(slot.spec.key);
     pull->set_have_version(slot.version);

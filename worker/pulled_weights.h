@@ -19,16 +19,19 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "worker/chunk_plan.h"
 
 namespace gradwire {
 
 // One request per shard (index = shard id) from `worker_id` for the chunks
-// of `plan` this local rank handles, at the versions and history epochs
-// their slots hold, waiting for clock `min_step`; `allow_delta` asks for
-// compressed deltas.
+// `keys` of `plan` (chunks this local rank handles), at the versions and
+// history epochs their slots hold, waiting for clock `min_step`;
+// `allow_delta` asks for compressed deltas. A shard none of `keys` lives on
+// gets an empty request (skipped by the client).
 std::vector<v1::PullRequest> BuildPullRequests(const ChunkPlan& plan,
+                                               absl::Span<const uint64_t> keys,
                                                uint32_t worker_id,
                                                bool allow_delta,
                                                uint64_t min_step);

@@ -17,7 +17,8 @@
 // copied to the host and compressed like CPU ones.
 //
 // Thread safety: not thread-safe; ParameterSync calls it from the training
-// thread, or from its PushPipeline's thread while that one owns the chunks.
+// thread, or from its push pipeline's thread while that one owns the
+// chunks.
 #ifndef GRADWIRE_WORKER_PUSH_REQUEST_BUILDER_H_
 #define GRADWIRE_WORKER_PUSH_REQUEST_BUILDER_H_
 

@@ -76,6 +76,16 @@ struct SyncOptions {
   float fold_scale = 1.0f;
   // Ask for compressed deltas on pulls (needs training.pull_encoding).
   bool pull_deltas = true;
+  // Pull ahead, with overlap (ParameterSync::GradientReady): each chunk's
+  // new weights are pulled on a background thread as soon as its gradient
+  // is pushed, and Step() returns without waiting for them, so that pulls
+  // overlap the rest of the backward pass and the next forward pass. The
+  // training loop must then call AwaitParameter(i) before it reads
+  // parameter i (the trainer's models do so before each layer, as a
+  // forward pre-hook does in Python) and AwaitWeights() before it reads
+  // them otherwise (evaluation, checkpoints). Off by default: a loop that
+  // reads its parameters without awaiting them would race with the pulls.
+  bool pull_ahead = false;
   // The connection to the shards, as GrpcPsClient takes it: this worker's
   // id, the deadlines of each RPC and of connecting, the retry policy, the
   // largest message (match the shards' --max-message-bytes), TLS and the

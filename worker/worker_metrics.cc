@@ -95,6 +95,7 @@ struct WorkerMetrics::Children {
   Histogram* compress_seconds = nullptr;
   Histogram* push_seconds = nullptr;
   Histogram* pull_seconds = nullptr;
+  Histogram* pull_wait_seconds = nullptr;
   Gauge* residual_norm = nullptr;
   Gauge* loss = nullptr;
   Gauge* samples_per_second = nullptr;
@@ -172,7 +173,10 @@ absl::Status WorkerMetrics::AddStepFamilies(metrics::Registry* registry,
           {&children->push_seconds, "gradwire_worker_push_seconds",
            "Push RPCs to all shards per step."},
           {&children->pull_seconds, "gradwire_worker_pull_seconds",
-           "Pull RPCs, waiting included, per step."}});
+           "Pull RPCs, waiting included, per step."},
+          {&children->pull_wait_seconds, "gradwire_worker_pull_wait_seconds",
+           "Time the training thread waited for pulled weights per step "
+           "(below pull_seconds when pulls run ahead)."}});
 }
 
 absl::Status WorkerMetrics::AddTrainingFamilies(metrics::Registry* registry,
@@ -217,6 +221,7 @@ void WorkerMetrics::RecordStep(const StepTimings& t, double residual_norm) {
   c.compress_seconds->Observe(t.compress);
   c.push_seconds->Observe(t.push);
   c.pull_seconds->Observe(t.pull);
+  c.pull_wait_seconds->Observe(t.pull_wait);
   c.residual_norm->Set(residual_norm);
 }
 

@@ -9,6 +9,8 @@
 //                                               same gradients
 //   gradwire_worker_steps_total, gradwire_worker_rpc_retries_total
 //   gradwire_worker_{step,reduce,compress,push,pull}_seconds  histograms
+//   gradwire_worker_pull_wait_seconds  what of the pulls the training
+//                                      thread waited for (pull ahead)
 //   gradwire_worker_residual_norm   L2 norm of the error-feedback residuals
 //                                   (ParameterSync refreshes it at most
 //                                   once a second)
@@ -43,6 +45,8 @@ struct StepTimings {
   double compress = 0;
   double push = 0;
   double pull = 0;
+  // The part of the pulls the training thread waited for.
+  double pull_wait = 0;
 };
 
 class WorkerMetrics {

@@ -236,6 +236,11 @@ FLAG_GROUPS = {
         ("overlap", parse_bool, True,
          "Push each gradient from a backward hook as soon as it is ready, "
          "hiding the push behind the rest of backward()."),
+        ("pull-ahead", parse_bool, True,
+         "--api=sync with --overlap: pull each parameter's weights as soon "
+         "as its gradient is pushed; step() returns at once and each layer "
+         "of the next forward pass waits for its own weights "
+         "(ParameterSync.pull_ahead)."),
         ("baseline", choice("none", "ddp"), "none",
          "ddp: train with torch DistributedDataParallel (gloo, dense fp32 "
          "all-reduce) instead of gradwire; --shards is ignored. Its byte "
@@ -619,6 +624,8 @@ class GradwireSync:
         self.sync = gradwire.ParameterSync(
             shards=[s for s in args.shards.split(",") if s], **options)
         self.sync.register(model.named_parameters(), overlap=args.overlap)
+        if args.overlap and args.pull_ahead:
+            self.sync.pull_ahead(model)
         self.forward = model
 
     @property
@@ -633,6 +640,10 @@ class GradwireSync:
 
     def step(self, epoch):
         self.sync.step(epoch)
+
+    def settle(self):
+        # With pull ahead the last step's pulls may still be landing.
+        self.sync.await_weights()
 
     def stats(self):
         return self.sync.stats.as_dict()
@@ -672,6 +683,9 @@ class GradwireOptimizer:
     def step(self, epoch):
         self.optimizer.step()
         self.next_step += 1
+
+    def settle(self):
+        pass
 
     def stats(self):
         return self.optimizer.stats.as_dict()
@@ -716,6 +730,9 @@ class DdpBaseline:
     def step(self, epoch):
         self.optimizer.step()
         self.next_step += 1
+
+    def settle(self):
+        pass
 
     def stats(self):
         dense = self.gradient_bytes * self.next_step
@@ -839,6 +856,7 @@ def train(args, data, exchange, progress):
                             stats["dense_equivalent_bytes"])
             if seconds > 10:
                 window_start, window_samples = time.monotonic(), 0
+        exchange.settle()
         train_seconds += time.monotonic() - epoch_start
         if epoch_losses:
             result["epoch_loss"].append(sum(epoch_losses) / len(epoch_losses))
@@ -901,7 +919,7 @@ def summary(args, result, stats):
     if "test_accuracy" in result:
         out["epoch_test_accuracy"] = [
             round(x, 6) for x in result["epoch_test_accuracy"]]
-    for phase in ("compress", "push", "pull", "reduce"):
+    for phase in ("compress", "push", "pull", "pull_wait", "reduce"):
         out[f"{phase}_seconds"] = round(stats.get(f"{phase}_seconds", 0.0), 3)
     out.update({
         "weights_fingerprint": result["weights_fingerprint"],

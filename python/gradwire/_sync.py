@@ -1,5 +1,7 @@
 """gradwire.ParameterSync: the C++ ParameterSync plus the gradient hooks that
-push each parameter's gradient as soon as backward() has finished it."""
+push each parameter's gradient as soon as backward() has finished it, and
+the forward pre-hooks that let each layer wait for its own pulled weights
+(pull ahead)."""
 
 import torch
 
@@ -77,12 +79,46 @@ class _GradientHooks:
         self._accumulators = []
 
 
+class _LayerGate:
+    """A forward pre-hook on every submodule of ``model`` that holds
+    registered parameters of its own: before the submodule runs, each of
+    them is awaited (``await_parameter(index)``), so that the forward pass
+    waits for each layer's pulled weights, not for the whole step's."""
+
+    def __init__(self, model, tensors, await_parameter):
+        index_of = {id(tensor): index for index, tensor in enumerate(tensors)}
+        self._handles = []
+        for module in model.modules():
+            indices = [index_of[id(p)]
+                       for p in module.parameters(recurse=False)
+                       if id(p) in index_of]
+            if not indices:
+                continue
+
+            def hook(_module, _inputs, indices=indices):
+                for index in indices:
+                    await_parameter(index)
+
+            self._handles.append(module.register_forward_pre_hook(hook))
+        if not self._handles:
+            raise ValueError(
+                "pull_ahead: the model holds none of the registered "
+                "parameters")
+
+    def remove(self):
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+
 class ParameterSync(_C.ParameterSync):
     __doc__ = _C.ParameterSync.__doc__
 
     def __init__(self, **options):
         super().__init__(**options)
         self._hooks = None
+        self._gate = None
+        self._tensors = []
         self._epoch = 0
 
     def register(self, parameters, *, overlap=True,
@@ -114,11 +150,35 @@ class ParameterSync(_C.ParameterSync):
         named = list(parameters.items()) if hasattr(parameters, "items") \
             else list(parameters)
         self._register(named)
+        self._tensors = [t for _, t in named]
         if overlap:
             self._hooks = _GradientHooks(
                 [t for _, t in named], [n for n, _ in named],
                 lambda index: self._gradient_ready(index, self._epoch),
                 backward_passes_per_step)
+        return self
+
+    def pull_ahead(self, model):
+        """Pulls each parameter's new weights as soon as its gradient is
+        pushed during backward() (needs ``register(..., overlap=True)``),
+        and lets step() return without waiting for them: a forward
+        pre-hook on every submodule of ``model`` that holds registered
+        parameters waits for that submodule's weights alone, so the pulls
+        overlap the rest of the backward pass and the first layers of the
+        next forward pass. The weights are the same as without it.
+
+        Parameters read outside ``model``'s forward pass (a checkpoint, a
+        copy) need ``await_weights()`` first. Raises ValueError when the
+        model holds none of the registered parameters."""
+        if self._hooks is None:
+            raise _C.Error(
+                "FAILED_PRECONDITION: pull_ahead needs "
+                "register(..., overlap=True): pulls follow the pushes "
+                "made during backward()")
+        if self._gate is not None:
+            self._gate.remove()
+        self._gate = _LayerGate(model, self._tensors, self._await_parameter)
+        self._set_pull_ahead(True)
         return self
 
     def set_epoch(self, epoch):
@@ -148,6 +208,9 @@ class ParameterSync(_C.ParameterSync):
         if self._hooks is not None:
             self._hooks.remove()
             self._hooks = None
+        if self._gate is not None:
+            self._gate.remove()
+            self._gate = None
         super().close()
 
     def __enter__(self):

@@ -1,5 +1,6 @@
 """gradwire.ParameterSync against real shard processes."""
 
+import threading
 import time
 
 import pytest
@@ -22,7 +23,7 @@ def batch(step, worker):
 
 
 def run_workers(shards, num_workers, steps, overlap=True, same_seed=False,
-                **options):
+                pull_ahead=False, **options):
     """Trains one model per worker thread through gradwire; returns the
     models and the final stats. Without `same_seed` each worker draws
     other initial weights (the first Init's win, whichever worker sent
@@ -37,12 +38,15 @@ def run_workers(shards, num_workers, steps, overlap=True, same_seed=False,
             num_workers=num_workers, **options)
         model = models[worker]
         sync.register(model.named_parameters(), overlap=overlap)
+        if pull_ahead:
+            sync.pull_ahead(model)
         for step in range(steps):
             points, labels = batch(step, worker)
             model.zero_grad()
             torch.nn.functional.cross_entropy(model(points),
                                               labels).backward()
             sync.step()
+        sync.await_weights()
         stats[worker] = sync.stats
         sync.close()
 
@@ -93,6 +97,77 @@ def test_overlap_gives_the_same_weights_as_no_overlap(start_shards):
                                 overlap=False, same_seed=True, **OPTIONS)
     for a, b in zip(weights(overlapped[0]), weights(sequential[0])):
         assert torch.equal(a, b)
+
+
+def test_pull_ahead_gives_the_same_weights(start_shards):
+    ahead, stats = run_workers(start_shards(2, 2), 2, steps=10,
+                               same_seed=True, pull_ahead=True, **OPTIONS)
+    after, _ = run_workers(start_shards(2, 2), 2, steps=10,
+                           same_seed=True, **OPTIONS)
+    for a, b in zip(weights(ahead[0]), weights(after[0])):
+        assert torch.equal(a, b)
+    for a, b in zip(weights(ahead[0]), weights(ahead[1])):
+        assert torch.equal(a, b)
+    for s in stats:
+        assert s.steps == 10
+        assert 0 <= s.pull_wait_seconds <= s.pull_seconds + 1e-3
+
+
+def test_pull_ahead_step_returns_before_the_peer_and_forward_waits(
+        start_shards):
+    """With pull ahead, step() returns while the BSP step still waits for
+    the other worker; the next forward pass waits in the module's pre-hook
+    until that worker has pushed."""
+    shards = start_shards(1, 2)
+    syncs, models = [], []
+    for worker in range(2):
+        sync = gradwire.ParameterSync(shards=[shards[0].address],
+                                      worker_id=worker, num_workers=2,
+                                      **OPTIONS)
+        model = make_model(seed=1)
+        sync.register(model.named_parameters(), overlap=True)
+        syncs.append(sync)
+        models.append(model)
+    syncs[0].pull_ahead(models[0])
+    points, labels = batch(0, 0)
+    torch.nn.functional.cross_entropy(models[0](points), labels).backward()
+    syncs[0].step()  # Worker 1 has not pushed: without pull ahead, blocks.
+    pushed_at = []
+
+    def peer():
+        time.sleep(0.5)
+        points, labels = batch(0, 1)
+        torch.nn.functional.cross_entropy(models[1](points),
+                                          labels).backward()
+        pushed_at.append(time.monotonic())
+        syncs[1].step()
+
+    thread = threading.Thread(target=peer)
+    thread.start()
+    models[0](points)  # Waits for worker 1's push in the pre-hooks.
+    forward_done = time.monotonic()
+    thread.join()
+    assert pushed_at and forward_done >= pushed_at[0]
+    syncs[0].await_weights()
+    for a, b in zip(weights(models[0]), weights(models[1])):
+        assert torch.equal(a, b)
+    for sync in syncs:
+        sync.close()
+
+
+def test_pull_ahead_needs_overlap_and_the_model(start_shards):
+    shards = start_shards(1, 1)
+    sync = gradwire.ParameterSync(shards=[shards[0].address], **OPTIONS)
+    model = make_model(seed=1)
+    sync.register(model.named_parameters(), overlap=False)
+    with pytest.raises(gradwire.Error, match="overlap=True"):
+        sync.pull_ahead(model)
+    sync.close()
+    sync = gradwire.ParameterSync(shards=[shards[0].address], **OPTIONS)
+    sync.register(model.named_parameters(), overlap=True)
+    with pytest.raises(ValueError, match="none of the registered"):
+        sync.pull_ahead(make_model(seed=2))
+    sync.close()
 
 
 def test_changing_a_pushed_gradient_raises(start_shards):

@@ -13,8 +13,9 @@
 // Traffic is counted as GrpcPsClient counts it (request.ByteSizeLong() sent,
 // response.ByteSizeLong() received); `retries` stays 0.
 //
-// Thread safety: as PsClient, one call at a time per client; any number of
-// clients may share shards from different threads (Shard is thread-safe).
+// Thread safety: as PsClient, calls may run concurrently (Shard is
+// thread-safe and the counters atomic); any number of clients may share
+// shards from different threads.
 #ifndef GRADWIRE_TESTS_WORKER_FAKE_PS_CLIENT_H_
 #define GRADWIRE_TESTS_WORKER_FAKE_PS_CLIENT_H_
 

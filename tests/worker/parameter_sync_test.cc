@@ -4,10 +4,12 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/fake_ps_client.h"
 
@@ -84,13 +86,20 @@ void RunWorkers(std::vector<std::shared_ptr<Shard>> shards,
       run.sync = std::move(*sync);
       run.status = run.sync->Register(run.parameters);
       for (int step = 0; step < steps && run.status.ok(); ++step) {
+        // The "forward pass": with pull ahead, each parameter is awaited
+        // before it is read.
+        for (size_t i = 0; i < run.parameters.size() && run.status.ok(); ++i) {
+          run.status = run.sync->AwaitParameter(i);
+        }
         for (auto& [name, p] : run.parameters)
           p.mutable_grad() = Gradient(p, w, step);
-        for (size_t i = run.parameters.size() - 1; overlap && i > 0; --i) {
+        for (size_t i = run.parameters.size() - 1;
+             overlap && run.status.ok() && i > 0; --i) {
           if (run.status = run.sync->GradientReady(i); !run.status.ok()) break;
         }
         if (run.status.ok()) run.status = run.sync->Step();
       }
+      if (run.status.ok()) run.status = run.sync->AwaitWeights();
     });
   }
   for (std::thread& t : threads) t.join();
@@ -290,6 +299,84 @@ TEST(ParameterSyncTest, OverlapPushesTheSameAndEndsWithTheSameWeights) {
     EXPECT_EQ(overlapped[w].sync->stats().dense_equivalent_bytes,
               plain[w].sync->stats().dense_equivalent_bytes);
   }
+}
+
+TEST(ParameterSyncTest, PullAheadEndsWithTheSameWeights) {
+  for (const bool deltas : {false, true}) {
+    WorkerRun plain[2];
+    RunWorkers(FakePsClient::MakeShards(2), "topk", deltas, 5, plain);
+    WorkerRun ahead[2];
+    RunWorkers(FakePsClient::MakeShards(2), "topk", deltas, 5, ahead,
+               /*overlap=*/true, 0.0f,
+               [](SyncOptions* options) { options->pull_ahead = true; });
+    for (int w = 0; w < 2; ++w) {
+      ASSERT_TRUE(plain[w].status.ok()) << plain[w].status;
+      ASSERT_TRUE(ahead[w].status.ok()) << ahead[w].status;
+      for (size_t i = 0; i < plain[w].parameters.size(); ++i) {
+        EXPECT_TRUE(torch::equal(plain[w].parameters[i].second,
+                                 ahead[w].parameters[i].second))
+            << plain[w].parameters[i].first << " deltas " << deltas;
+      }
+      const SyncStats& stats = ahead[w].sync->stats();
+      EXPECT_EQ(stats.steps, 5u);
+      // The same chunks, in more responses (one per batch of pushed
+      // chunks): only their headers add bytes.
+      const uint64_t plain_pulled = plain[w].sync->stats().pulled_bytes;
+      EXPECT_GE(stats.pulled_bytes, plain_pulled);
+      EXPECT_LE(stats.pulled_bytes, plain_pulled * 11 / 10);
+      EXPECT_LE(stats.pull_wait_seconds, stats.pull_seconds + 1e-3);
+      EXPECT_EQ(stats.max_step_lead, 0u);
+    }
+  }
+}
+
+// With pull ahead, Step() returns while the BSP step still waits for the
+// other worker, and a parameter's weights are held back until it is done.
+TEST(ParameterSyncTest, PullAheadStepReturnsBeforeThePeerAndAwaitWaits) {
+  auto shards = FakePsClient::MakeShards(2);
+  WorkerRun runs[2];
+  for (uint32_t w = 0; w < 2; ++w) {
+    SyncOptions options = Options(w, "none", /*deltas=*/false);
+    options.pull_ahead = true;
+    auto sync =
+        ParameterSync::Create(options, std::make_unique<FakePsClient>(shards));
+    ASSERT_TRUE(sync.ok()) << sync.status();
+    runs[w].sync = *std::move(sync);
+  }
+  // Register blocks for nobody: the first Init wins and pulls at step 0.
+  for (WorkerRun& run : runs)
+    ASSERT_TRUE(run.sync->Register(run.parameters).ok());
+  WorkerRun& first = runs[0];
+  for (auto& [name, p] : first.parameters) p.mutable_grad() = Gradient(p, 0, 0);
+  for (size_t i = first.parameters.size(); i-- > 0;) {
+    ASSERT_TRUE(first.sync->GradientReady(i).ok());
+  }
+  // Worker 1 has not pushed: without pull ahead this would block.
+  ASSERT_TRUE(first.sync->Step().ok());
+  const torch::Tensor before = first.parameters[0].second.clone();
+  std::atomic<bool> peer_pushed{false};
+  std::thread peer([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    WorkerRun& second = runs[1];
+    for (auto& [name, p] : second.parameters)
+      p.mutable_grad() = Gradient(p, 1, 0);
+    peer_pushed = true;
+    second.status = second.sync->Step();  // Without overlap: pulls here.
+  });
+  ASSERT_TRUE(first.sync->AwaitParameter(0).ok());
+  EXPECT_TRUE(peer_pushed.load());
+  peer.join();
+  ASSERT_TRUE(runs[1].status.ok()) << runs[1].status;
+  ASSERT_TRUE(first.sync->AwaitWeights().ok());
+  EXPECT_FALSE(torch::equal(before, first.parameters[0].second));
+  for (size_t i = 0; i < first.parameters.size(); ++i) {
+    EXPECT_TRUE(
+        torch::equal(first.parameters[i].second, runs[1].parameters[i].second))
+        << first.parameters[i].first;
+  }
+  EXPECT_GE(first.sync->stats().pull_wait_seconds, 0.1);
+  EXPECT_EQ(first.sync->AwaitParameter(2).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ParameterSyncTest, GradientReadyRefusesMisuse) {

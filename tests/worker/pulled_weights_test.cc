@@ -69,9 +69,9 @@ std::vector<v1::PullResponse> DeltaAnswer(float value, uint64_t version,
 
 // The one chunk's pull of the next request.
 v1::ChunkPull NextPull(const ChunkPlan& plan) {
-  const std::vector<v1::PullRequest> requests =
-      BuildPullRequests(plan, /*worker_id=*/3, /*allow_delta=*/true,
-                        /*min_step=*/5);
+  const std::vector<v1::PullRequest> requests = BuildPullRequests(
+      plan, plan.AllOwnedKeys(), /*worker_id=*/3, /*allow_delta=*/true,
+      /*min_step=*/5);
   EXPECT_EQ(requests.size(), 1u);
   EXPECT_EQ(requests[0].chunks_size(), 1);
   if (requests.size() != 1 || requests[0].chunks_size() != 1) return {};
@@ -180,9 +180,11 @@ TEST(PulledWeightsTest, AChainOfDeltasIsAddedInOrder) {
   EXPECT_EQ(parameter[2].item<float>(), 2.5f);
   EXPECT_EQ(parameter[3].item<float>(), 1.0f);
   EXPECT_EQ(NextPull(*plan).have_version(), 9u);
-  EXPECT_TRUE(BuildPullRequests(*plan, 3, /*allow_delta=*/true, 0)[0]
+  EXPECT_TRUE(BuildPullRequests(*plan, plan->AllOwnedKeys(), 3,
+                                /*allow_delta=*/true, 0)[0]
                   .allow_delta_chain());
-  EXPECT_FALSE(BuildPullRequests(*plan, 3, /*allow_delta=*/false, 0)[0]
+  EXPECT_FALSE(BuildPullRequests(*plan, plan->AllOwnedKeys(), 3,
+                                 /*allow_delta=*/false, 0)[0]
                    .allow_delta_chain());
 
   // A chain on dense weights, or a chain entry that does not decode, is
