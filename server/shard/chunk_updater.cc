@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -35,6 +36,7 @@ absl::Status ChunkUpdater::PreparePush(ChunkState* chunk, uint32_t worker,
                                        const CompressedChunk& gradient,
                                        PreparedUpdate* prepared) const {
   prepared->runs = false;
+  prepared->in_place = false;
   thread_local std::vector<float> dense;
   if (rule_.cadence() == UpdateCadence::kPerPush) {
     if (config_.optimizer->UpdatesOnlySelected(
@@ -50,6 +52,7 @@ absl::Status ChunkUpdater::PreparePush(ChunkState* chunk, uint32_t worker,
     return TryUpdate(chunk, dense, prepared);
   }
   if (!WouldCompleteStep(chunk, worker, step)) return absl::OkStatus();
+  if (PrepareInPlace(chunk, gradient, prepared)) return absl::OkStatus();
   // The step's mean as CompleteStep would make it, by the same operations
   // (AddToStepMean, then ScaleToMean), so that this is its update. Timed
   // by AddToStepMean when the push is applied.
@@ -61,6 +64,42 @@ absl::Status ChunkUpdater::PreparePush(ChunkState* chunk, uint32_t worker,
   AccumulateInto(gradient, 1.0f / config_.num_workers, absl::MakeSpan(dense));
   ScaleToMean(config_.num_workers, chunk->state.pending_pushes + 1, &dense);
   return TryUpdate(chunk, dense, prepared);
+}
+
+bool ChunkUpdater::PrepareInPlace(ChunkState* chunk,
+                                  const CompressedChunk& gradient,
+                                  PreparedUpdate* out) const {
+  const Optimizer& optimizer = *config_.optimizer;
+  const ChunkSnapshot& state = chunk->state;
+  if (!optimizer.KeepsNoElementState() ||
+      (gradient.encoding != Encoding::kSparse &&
+       gradient.encoding != Encoding::kRandomK) ||
+      state.pending_pushes + 1 < config_.num_workers ||
+      state.accumulator.size() != chunk->numel) {
+    return false;
+  }
+  const SteadyClock::time_point start = SteadyClock::now();
+  const uint64_t update = state.optimizer.updates;
+  // The sum without this push; then this push's elements, with their
+  // share added as AccumulateInto will add it.
+  bool finite =
+      optimizer.SgdUpdateFinite(state.weights, state.accumulator, update);
+  const Optimizer::SgdStep step = optimizer.SgdStepAt(update);
+  const float share = 1.0f / config_.num_workers;
+  for (size_t j = 0; finite && j < gradient.indices.size(); ++j) {
+    const uint32_t i = gradient.indices[j];
+    const float sum = share == 1.0f
+                          ? state.accumulator[i] + gradient.values[j]
+                          : state.accumulator[i] + share * gradient.values[j];
+    finite = std::isfinite(step.Next(state.weights[i], sum));
+  }
+  // Not finite somewhere: maybe only where this push's share changes it.
+  if (!finite) return false;
+  out->runs = true;
+  out->sparse = false;
+  out->in_place = true;
+  out->check_seconds = SecondsSince(start);
+  return true;
 }
 
 bool ChunkUpdater::WouldCompleteStep(ChunkState* chunk, uint32_t worker,
@@ -127,7 +166,13 @@ absl::Status ChunkUpdater::TryUpdateSelected(ChunkState* chunk,
 
 void ChunkUpdater::Commit(ChunkState* chunk, PreparedUpdate* prepared) const {
   ChunkSnapshot& state = chunk->state;
-  if (prepared->sparse) {
+  if (prepared->in_place) {
+    const SteadyClock::time_point start = SteadyClock::now();
+    config_.optimizer->ApplySgdAndClear(absl::MakeSpan(state.weights),
+                                        absl::MakeSpan(state.accumulator),
+                                        &state.optimizer);
+    metrics_->ObserveOptimizer(prepared->check_seconds + SecondsSince(start));
+  } else if (prepared->sparse) {
     for (size_t j = 0; j < prepared->indices.size(); ++j) {
       state.weights[prepared->indices[j]] = prepared->values[j];
     }
@@ -137,6 +182,7 @@ void ChunkUpdater::Commit(ChunkState* chunk, PreparedUpdate* prepared) const {
     std::swap(state.optimizer, prepared->optimizer);
   }
   prepared->runs = false;
+  prepared->in_place = false;
   ++state.version;
   updates_applied_->fetch_add(1, std::memory_order_relaxed);
   // BSP publishes every update (publish_every 1); ASP/SSP, where every push
@@ -206,7 +252,9 @@ absl::Status ChunkUpdater::CompleteStep(ChunkState* chunk, uint64_t next_clock,
     }
   }
   absl::Status status = absl::OkStatus();
+  bool cleared = false;
   if (prepared != nullptr && prepared->runs) {
+    cleared = prepared->in_place;  // The update cleared the sum.
     Commit(chunk, prepared);
   } else {
     // A step that a drop completed: nothing was prepared.
@@ -215,7 +263,9 @@ absl::Status ChunkUpdater::CompleteStep(ChunkState* chunk, uint64_t next_clock,
     status = TryUpdate(chunk, state.accumulator, &computed);
     if (status.ok()) Commit(chunk, &computed);
   }
-  std::fill(state.accumulator.begin(), state.accumulator.end(), 0.0f);
+  if (!cleared) {
+    std::fill(state.accumulator.begin(), state.accumulator.end(), 0.0f);
+  }
   state.pending_pushes = 0;
   state.clock = next_clock;
   return status;

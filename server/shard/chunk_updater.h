@@ -25,7 +25,14 @@
 // Cost on the normal path, per update: one copy of the chunk's weights and
 // optimizer state (the optimizer then runs on the copy, which is swapped
 // in, so nothing is copied back) and one scan of them; in BSP, the push that
-// completes a step also copies the step's sum once.
+// completes a step also copies the step's sum once. Except in BSP under
+// plain SGD (what the shards run by default, momentum being placed on the
+// workers), when the completing push is sparse and every worker pushed:
+// one pass checks that w - lr * (sum + wd * w) is finite everywhere (the
+// push's own elements, not yet in the sum, checked apart), and the
+// update then runs in place, clearing the sum in the same pass; nothing
+// is copied or allocated. Should the check find a value that is not
+// finite, the copy path above decides exactly.
 //
 // Sparse pushes cost O(selected elements), never O(chunk), wherever the
 // rules allow it:
@@ -79,6 +86,14 @@ struct PreparedUpdate {
   // `indices` become `values`, every other weight and the optimizer's
   // buffers stay, and the update count goes up by one.
   bool sparse = false;
+  // In place (BSP, the push that completes a step with every worker's
+  // push, sparse, under an optimizer that keeps no element state,
+  // Optimizer::KeepsNoElementState): the update was checked finite and
+  // nothing was computed aside; CompleteStep applies it from the step's
+  // sum to the weights in place, clearing the sum in the same pass.
+  bool in_place = false;
+  // In place: the seconds of the check, observed with the update's.
+  double check_seconds = 0;
   std::vector<float> weights;
   OptimizerState optimizer;
   std::vector<uint32_t> indices;
@@ -140,6 +155,12 @@ class ChunkUpdater {
   // finite.
   absl::Status TryUpdate(ChunkState* chunk, absl::Span<const float> gradient,
                          PreparedUpdate* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  // The in-place check of a BSP step's completing push (see above): true
+  // and *out set to run in place when the update is finite; false when
+  // this path does not apply or cannot tell, and the copy path decides.
+  bool PrepareInPlace(ChunkState* chunk, const CompressedChunk& gradient,
+                      PreparedUpdate* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
   // TryUpdate for a sparse gradient under an optimizer that updates only
   // the selected elements: O(selected elements).

@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -337,12 +338,62 @@ void Optimizer::ApplyAt(absl::Span<const float> weights,
 
 void Optimizer::ApplySgd(double lr, absl::Span<float> weights,
                          absl::Span<const float> gradient) const {
-  const float wd = static_cast<float>(settings_.weight_decay);
-  const float neg_lr = static_cast<float>(-lr);
-  for (size_t i = 0; i < weights.size(); ++i) {
-    const float g = gradient[i] + wd * weights[i];
-    weights[i] += neg_lr * g;
+  const SgdStep step{static_cast<float>(-lr),
+                     static_cast<float>(settings_.weight_decay)};
+  float* w = weights.data();
+  const float* g = gradient.data();
+  for (size_t i = 0; i < weights.size(); ++i) w[i] = step.Next(w[i], g[i]);
+}
+
+bool Optimizer::KeepsNoElementState() const {
+  return settings_.kind == Kind::kSgd ||
+         (settings_.kind == Kind::kMomentum && settings_.momentum == 0.0);
+}
+
+Optimizer::SgdStep Optimizer::SgdStepAt(uint64_t update) const {
+  assert(KeepsNoElementState());
+  return SgdStep{static_cast<float>(-LearningRateAt(settings_, update)),
+                 static_cast<float>(settings_.weight_decay)};
+}
+
+bool Optimizer::SgdUpdateFinite(absl::Span<const float> weights,
+                                absl::Span<const float> gradient,
+                                uint64_t update) const {
+  assert(weights.size() == gradient.size());
+  const SgdStep step = SgdStepAt(update);
+  const float* w = weights.data();
+  const float* g = gradient.data();
+  // Exponent bits all ones: inf or NaN. An OR over a block, not a branch
+  // per element, so that the loop vectorises; a block at a time, so that
+  // an overflow stops the scan.
+  constexpr uint32_t kExponent = 0x7f800000u;
+  constexpr size_t kBlock = 4096;
+  for (size_t begin = 0; begin < weights.size(); begin += kBlock) {
+    const size_t end = std::min(weights.size(), begin + kBlock);
+    uint32_t non_finite = 0;
+    for (size_t i = begin; i < end; ++i) {
+      const float next = step.Next(w[i], g[i]);
+      uint32_t bits;
+      std::memcpy(&bits, &next, sizeof(bits));
+      non_finite |= static_cast<uint32_t>((bits & kExponent) == kExponent);
+    }
+    if (non_finite != 0) return false;
   }
+  return true;
+}
+
+void Optimizer::ApplySgdAndClear(absl::Span<float> weights,
+                                 absl::Span<float> gradient,
+                                 OptimizerState* state) const {
+  assert(weights.size() == gradient.size());
+  const SgdStep step = SgdStepAt(state->updates);
+  float* w = weights.data();
+  float* g = gradient.data();
+  for (size_t i = 0; i < weights.size(); ++i) {
+    w[i] = step.Next(w[i], g[i]);
+    g[i] = 0.0f;
+  }
+  ++state->updates;
 }
 
 void Optimizer::ApplyMomentum(double lr, absl::Span<float> weights,

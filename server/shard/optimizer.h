@@ -201,6 +201,35 @@ class Optimizer {
   // state is the one Apply would leave.
   void FinishSelectedUpdate(OptimizerState* state) const;
 
+  // Whether Apply keeps no per-element state: kSgd, or kMomentum at
+  // momentum 0. Each weight then moves by w += -lr * (g + wd * w) alone
+  // (SgdStep), so a shard can check an update's values without keeping
+  // them and then apply it in place (ApplySgdAndClear).
+  bool KeepsNoElementState() const;
+
+  // One element of such an update, as Apply computes it, bit for bit.
+  struct SgdStep {
+    float neg_lr;
+    float weight_decay;
+    float Next(float weight, float gradient) const {
+      return weight + neg_lr * (gradient + weight_decay * weight);
+    }
+  };
+  // The step of update number `update`. Precondition: KeepsNoElementState.
+  SgdStep SgdStepAt(uint64_t update) const;
+
+  // Whether Apply would leave every weight finite with `gradient`, for
+  // update number `update`; reads, writes nothing. Precondition:
+  // KeepsNoElementState; equal sizes.
+  bool SgdUpdateFinite(absl::Span<const float> weights,
+                       absl::Span<const float> gradient, uint64_t update) const;
+
+  // Apply with `gradient` under such a rule, zeroing `gradient` in the same
+  // pass (a BSP step's sum, which starts the next step at zero).
+  // Precondition: KeepsNoElementState; equal sizes.
+  void ApplySgdAndClear(absl::Span<float> weights, absl::Span<float> gradient,
+                        OptimizerState* state) const;
+
   const OptimizerSettings& settings() const { return settings_; }
 
  private:

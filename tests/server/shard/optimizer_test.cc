@@ -63,6 +63,62 @@ TEST(OptimizerTest, SgdOneStep) {
   EXPECT_TRUE(state.second_moment.empty());
 }
 
+// The shard's in-place BSP path: the check and the clearing update agree
+// with Apply bit for bit, under weight decay and a schedule, for every
+// rule that keeps no element state.
+TEST(OptimizerTest, InPlaceSgdEqualsApplyBitForBit) {
+  OptimizerSettings sgd = Sgd(0.37);
+  sgd.weight_decay = 0.013;
+  sgd.schedule = Schedule::kCosine;
+  sgd.total_updates = 7;
+  sgd.warmup_updates = 2;
+  OptimizerSettings momentum_zero = sgd;
+  momentum_zero.kind = Kind::kMomentum;
+  momentum_zero.momentum = 0.0;
+  for (const OptimizerSettings& settings : {sgd, momentum_zero}) {
+    const Optimizer optimizer(settings);
+    ASSERT_TRUE(optimizer.KeepsNoElementState());
+    std::vector<float> applied = {1.0f, -2.5f, 3.25e-3f, 7.0f, -0.0f};
+    std::vector<float> in_place = applied;
+    OptimizerState applied_state, in_place_state;
+    for (int update = 0; update < 9; ++update) {
+      std::vector<float> g(applied.size());
+      for (size_t i = 0; i < g.size(); ++i) {
+        g[i] = std::sin(1.7f * update + 0.3f * i) * (i + 1);
+      }
+      EXPECT_TRUE(
+          optimizer.SgdUpdateFinite(in_place, g, in_place_state.updates));
+      optimizer.Apply(absl::MakeSpan(applied), g, &applied_state);
+      optimizer.ApplySgdAndClear(absl::MakeSpan(in_place), absl::MakeSpan(g),
+                                 &in_place_state);
+      EXPECT_EQ(in_place, applied) << "update " << update;
+      EXPECT_EQ(g, std::vector<float>(g.size(), 0.0f));
+      EXPECT_EQ(in_place_state.updates, applied_state.updates);
+      EXPECT_TRUE(in_place_state.first_moment.empty());
+    }
+  }
+  EXPECT_FALSE(
+      Optimizer(OptimizerSettings{Kind::kMomentum}).KeepsNoElementState());
+  OptimizerSettings adam;
+  adam.kind = Kind::kAdam;
+  EXPECT_FALSE(Optimizer(adam).KeepsNoElementState());
+}
+
+TEST(OptimizerTest, SgdUpdateFiniteFindsAnOverflowAnywhere) {
+  const Optimizer optimizer(Sgd(1.0));
+  // More than one block of the check, the overflow in the last.
+  std::vector<float> w(10000, 1.0f);
+  std::vector<float> g(10000, 0.5f);
+  EXPECT_TRUE(optimizer.SgdUpdateFinite(w, g, 0));
+  w[9999] = 3e38f;
+  g[9999] = -3e38f;  // 3e38 + 3e38 overflows to inf.
+  EXPECT_FALSE(optimizer.SgdUpdateFinite(w, g, 0));
+  g[9999] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(optimizer.SgdUpdateFinite(w, g, 0));
+  g[9999] = 3e38f;  // Back to 0: finite.
+  EXPECT_TRUE(optimizer.SgdUpdateFinite(w, g, 0));
+}
+
 TEST(OptimizerTest, SgdWeightDecayIsAddedToTheGradient) {
   OptimizerSettings s = Sgd(0.1);
   s.weight_decay = 0.01;

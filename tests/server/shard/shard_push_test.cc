@@ -144,6 +144,37 @@ TEST(ShardNonFiniteUpdateTest, BspPushThatCompletesAnOverflowingStep) {
   EXPECT_EQ(Weights(*shard, kKeyA, kNumelA)[0], kHuge);
 }
 
+// The same with sparse pushes, which under SGD complete a step in place
+// (checked first): a sum that overflows before the completing push, and one
+// that overflows only with it, are refused alike and change nothing; a
+// completing push that brings the mean back to finite is taken.
+TEST(ShardNonFiniteUpdateTest, BspSparsePushThatCompletesAnOverflowingStep) {
+  const std::string first(1, '\0');  // Element 0.
+  for (const float earlier : {-kHuge, 0.0f}) {
+    auto shard =
+        StartShard(SgdAtOne(2, v1::CONSISTENCY_MODE_BSP), HugeChunkA());
+    ASSERT_TRUE(
+        Push(
+            *shard,
+            PushRequest(1, 0, {{kKeyA, HandSparse(kNumelA, first, {earlier})}}))
+            .ok());
+    const uint64_t digest = shard->StateDigest();
+    v1::PushResponse response;
+    const absl::Status s = shard->Push(
+        PushRequest(0, 0, {{kKeyA, HandSparse(kNumelA, first, {-kHuge})}}),
+        &response);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition)
+        << s << " after " << earlier;
+    EXPECT_EQ(shard->StateDigest(), digest);
+    const v1::ChunkAck ack = PushOne(
+        *shard,
+        PushRequest(0, 0, {{kKeyA, HandSparse(kNumelA, first, {-earlier})}}));
+    EXPECT_EQ(ack.version(), 1u);
+    EXPECT_EQ(ack.clock(), 1u);
+    EXPECT_EQ(Weights(*shard, kKeyA, kNumelA)[0], kHuge);
+  }
+}
+
 // A step completed by a drop has no push to refuse: it completes without
 // its update (weights, optimizer state and version unchanged).
 TEST(ShardNonFiniteUpdateTest, BspStepCompletedByADropSkipsTheUpdate) {
@@ -164,6 +195,36 @@ TEST(ShardNonFiniteUpdateTest, BspStepCompletedByADropSkipsTheUpdate) {
 }
 
 // ---------------------------------------------------------------- BSP
+
+// Sparse pushes complete a step in place; the weights are those of the
+// mean's SGD step computed in the same float operations, bit for bit.
+TEST(ShardPushTest, BspSparseStepsInPlaceEqualTheMeansSgdBitForBit) {
+  auto shard = StartShard(Config(2, v1::CONSISTENCY_MODE_BSP));
+  std::vector<float> expected = InitialWeights(kKeyA, kNumelA);
+  // Elements 0 and 6 from worker 0, 6 and 7 from worker 1.
+  // Gap coding: the first index, then each index minus the one before
+  // minus 1.
+  const std::string gaps[2] = {std::string("\x00\x05", 2),
+                               std::string("\x06\x00", 2)};
+  const uint32_t indices[2][2] = {{0, 6}, {6, 7}};
+  for (uint64_t step = 0; step < 3; ++step) {
+    std::vector<float> sum(kNumelA, 0.0f);
+    for (uint32_t worker : {1u, 0u}) {
+      const std::vector<float> values = {0.25f + step + worker,
+                                         -1.5f * (step + 1)};
+      PushOne(
+          *shard,
+          PushRequest(worker, step,
+                      {{kKeyA, HandSparse(kNumelA, gaps[worker], values)}}));
+      for (int j = 0; j < 2; ++j) sum[indices[worker][j]] += 0.5f * values[j];
+    }
+    for (uint64_t i = 0; i < kNumelA; ++i) {
+      expected[i] =
+          expected[i] + -kLearningRate * (sum[i] + 0.0f * expected[i]);
+    }
+    EXPECT_EQ(Weights(*shard, kKeyA, kNumelA), expected) << "step " << step;
+  }
+}
 
 TEST(ShardPushTest, BspAppliesTheMeanOnlyWhenEveryWorkerPushed) {
   auto shard = StartShard(Config(3, v1::CONSISTENCY_MODE_BSP));
