@@ -176,8 +176,12 @@ absl::Status ParameterSync::Step(int epoch) {
       return s;
     }
     if (!pulled_ahead) {
+      const absl::Time pull_start = absl::Now();
       absl::StatusOr<uint64_t> min_clock =
           PullWeights(rule_->MinStepToPull(step_));
+      const double pull_seconds = SecondsSince(pull_start);
+      stats_.pull_seconds += pull_seconds;
+      stats_.pull_wait_seconds += pull_seconds;
       if (!min_clock.ok()) return min_clock.status();
       NotePulled(step_, *min_clock);
     }
@@ -326,7 +330,6 @@ void ParameterSync::CountPushed(const PushTimings& timings) {
 }
 
 absl::StatusOr<uint64_t> ParameterSync::PullWeights(uint64_t min_step) {
-  const absl::Time start = absl::Now();
   const std::vector<v1::PullRequest> requests = BuildPullRequests(
       *plan_, plan_->AllOwnedKeys(), options_.client.worker_id,
       options_.pull_deltas, min_step);
@@ -335,9 +338,6 @@ absl::StatusOr<uint64_t> ParameterSync::PullWeights(uint64_t min_step) {
   const absl::StatusOr<uint64_t> pulled =
       answered.ok() ? ApplyPulledWeights(responses, plan_.get())
                     : absl::StatusOr<uint64_t>(answered);
-  const double seconds = SecondsSince(start);
-  stats_.pull_seconds += seconds;
-  stats_.pull_wait_seconds += seconds;
   stats_.pulled_bytes = client_->traffic().pull_bytes_received;
   return pulled;
 }

@@ -80,7 +80,8 @@ struct SyncStats {
   // saw it: step + 1 - the smallest chunk clock pulled (0 in BSP; at most
   // the staleness in SSP).
   uint64_t max_step_lead = 0;
-  // Seconds spent in each phase, summed over steps.
+  // Seconds spent in each phase, summed over steps (Register's first pull
+  // is not a step's).
   double reduce_seconds = 0;
   double compress_seconds = 0;
   double push_seconds = 0;
