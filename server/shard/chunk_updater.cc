@@ -70,28 +70,30 @@ bool ChunkUpdater::PrepareInPlace(ChunkState* chunk,
                                   const CompressedChunk& gradient,
                                   PreparedUpdate* out) const {
   const Optimizer& optimizer = *config_.optimizer;
-  const ChunkSnapshot& state = chunk->state;
+  // (chunk->state is named in full: clang's lock analysis loses a
+  // reference to it.)
   if (!optimizer.KeepsNoElementState() ||
       (gradient.encoding != Encoding::kSparse &&
        gradient.encoding != Encoding::kRandomK) ||
-      state.pending_pushes + 1 < config_.num_workers ||
-      state.accumulator.size() != chunk->numel) {
+      chunk->state.pending_pushes + 1 < config_.num_workers ||
+      chunk->state.accumulator.size() != chunk->numel) {
     return false;
   }
   const SteadyClock::time_point start = SteadyClock::now();
-  const uint64_t update = state.optimizer.updates;
+  const uint64_t update = chunk->state.optimizer.updates;
   // The sum without this push; then this push's elements, with their
   // share added as AccumulateInto will add it.
-  bool finite =
-      optimizer.SgdUpdateFinite(state.weights, state.accumulator, update);
+  bool finite = optimizer.SgdUpdateFinite(chunk->state.weights,
+                                          chunk->state.accumulator, update);
   const Optimizer::SgdStep step = optimizer.SgdStepAt(update);
   const float share = 1.0f / config_.num_workers;
   for (size_t j = 0; finite && j < gradient.indices.size(); ++j) {
     const uint32_t i = gradient.indices[j];
-    const float sum = share == 1.0f
-                          ? state.accumulator[i] + gradient.values[j]
-                          : state.accumulator[i] + share * gradient.values[j];
-    finite = std::isfinite(step.Next(state.weights[i], sum));
+    const float sum =
+        share == 1.0f
+            ? chunk->state.accumulator[i] + gradient.values[j]
+            : chunk->state.accumulator[i] + share * gradient.values[j];
+    finite = std::isfinite(step.Next(chunk->state.weights[i], sum));
   }
   // Not finite somewhere: maybe only where this push's share changes it.
   if (!finite) return false;
