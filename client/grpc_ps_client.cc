@@ -5,10 +5,12 @@
 #include <thread>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/shard_channel.h"
 #include "gradwire/v1/parameter_server.grpc.pb.h"
@@ -41,6 +43,33 @@ class ShardConnection {
   const std::string address_;
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::ParameterServer::Stub> stub_;
+};
+
+// The contexts of the attempts in flight, so that CancelCalls can reach
+// them; once cancelled, every later attempt is refused before it starts.
+class InFlightCalls {
+ public:
+  // False after CancelAll: the attempt must not start.
+  bool Add(grpc::ClientContext* context) {
+    absl::MutexLock lock(&mu_);
+    if (cancelled_) return false;
+    contexts_.insert(context);
+    return true;
+  }
+  void Remove(grpc::ClientContext* context) {
+    absl::MutexLock lock(&mu_);
+    contexts_.erase(context);
+  }
+  void CancelAll() {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    for (grpc::ClientContext* context : contexts_) context->TryCancel();
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_set<grpc::ClientContext*> contexts_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 namespace {
@@ -88,16 +117,22 @@ absl::Status CallWithRetries(const ShardConnection& shard,
                              const ClientOptions& options, const RpcKind& kind,
                              StubMethod<Request, Response> method,
                              const Request& request, Response* response,
-                             std::atomic<uint64_t>* retries) {
+                             std::atomic<uint64_t>* retries,
+                             InFlightCalls* calls) {
   const uint64_t request_bytes = request.ByteSizeLong();
   grpc::Status status;
   int attempt = 1;
   for (;; ++attempt) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + kind.timeout));
+    if (!calls->Add(&context)) {
+      return shard.Error(absl::StatusCode::kCancelled,
+                         absl::StrCat(kind.name, ": the client was cancelled"));
+    }
     kind.bytes_sent->fetch_add(request_bytes, std::memory_order_relaxed);
     response->Clear();
     status = (shard.stub()->*method)(&context, request, response);
+    calls->Remove(&context);
     if (status.ok()) {
       kind.bytes_received->fetch_add(response->ByteSizeLong(),
                                      std::memory_order_relaxed);
@@ -156,7 +191,11 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Connect(
 
 GrpcPsClient::GrpcPsClient(ClientOptions options,
                            std::vector<std::unique_ptr<ShardConnection>> shards)
-    : options_(std::move(options)), shards_(std::move(shards)) {}
+    : options_(std::move(options)),
+      shards_(std::move(shards)),
+      calls_(std::make_unique<InFlightCalls>()) {}
+
+void GrpcPsClient::CancelCalls() { calls_->CancelAll(); }
 
 GrpcPsClient::~GrpcPsClient() = default;
 
@@ -222,7 +261,8 @@ absl::Status GrpcPsClient::Init(const std::vector<v1::InitRequest>& requests,
   return ForEachShard(*active, [&](uint32_t shard) {
     return CallWithRetries(*shards_[shard], options_, kind,
                            &v1::ParameterServer::Stub::Init, requests[shard],
-                           &(*responses)[shard], &counters_.retries);
+                           &(*responses)[shard], &counters_.retries,
+                           calls_.get());
   });
 }
 
@@ -236,7 +276,8 @@ absl::Status GrpcPsClient::Push(const std::vector<v1::PushRequest>& requests,
   return ForEachShard(*active, [&](uint32_t shard) {
     return CallWithRetries(*shards_[shard], options_, kind,
                            &v1::ParameterServer::Stub::Push, requests[shard],
-                           &(*responses)[shard], &counters_.retries);
+                           &(*responses)[shard], &counters_.retries,
+                           calls_.get());
   });
 }
 
@@ -250,7 +291,8 @@ absl::Status GrpcPsClient::Pull(const std::vector<v1::PullRequest>& requests,
   return ForEachShard(*active, [&](uint32_t shard) {
     return CallWithRetries(*shards_[shard], options_, kind,
                            &v1::ParameterServer::Stub::Pull, requests[shard],
-                           &(*responses)[shard], &counters_.retries);
+                           &(*responses)[shard], &counters_.retries,
+                           calls_.get());
   });
 }
 

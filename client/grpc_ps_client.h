@@ -55,6 +55,8 @@ namespace gradwire {
 // One shard's channel and stub; defined in grpc_ps_client.cc so that this
 // header stays free of gRPC.
 class ShardConnection;
+// The RPC attempts in flight, for CancelCalls; defined in grpc_ps_client.cc.
+class InFlightCalls;
 
 class GrpcPsClient final : public PsClient {
  public:
@@ -86,6 +88,10 @@ class GrpcPsClient final : public PsClient {
                     std::vector<v1::PullResponse>* responses) override;
 
   TrafficStats traffic() const override;
+
+  // Every attempt in flight ends at once with CANCELLED, and every later
+  // call fails with CANCELLED before anything is sent (no retry).
+  void CancelCalls() override;
 
  private:
   // Counters behind TrafficStats, updated by the per-shard threads.
@@ -120,6 +126,8 @@ class GrpcPsClient final : public PsClient {
 
   // Atomic; safe to read at any time.
   Counters counters_;
+  // Thread-safe.
+  const std::unique_ptr<InFlightCalls> calls_;
 };
 
 }  // namespace gradwire

@@ -50,6 +50,12 @@ class PsClient {
 
   // Totals since construction.
   virtual TrafficStats traffic() const = 0;
+
+  // For teardown: makes the calls in flight end now (CANCELLED) and every
+  // later call fail, so that nothing waits out its deadline (a BSP pull
+  // may wait minutes for a worker that is gone). An implementation that
+  // cannot cancel lets its calls run to their deadlines.
+  virtual void CancelCalls() {}
 };
 
 }  // namespace gradwire

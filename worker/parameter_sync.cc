@@ -93,7 +93,14 @@ ParameterSync::ParameterSync(SyncOptions options,
   SetPullAhead(options_.pull_ahead).IgnoreError();
 }
 
-ParameterSync::~ParameterSync() = default;
+ParameterSync::~ParameterSync() {
+  // Pushes still queued and pulls still in flight would otherwise be
+  // waited for up to their deadlines (a BSP pull waits for the slowest
+  // worker, minutes by default) by the pipelines' destructors. Their
+  // answers are no longer wanted: the pushes carry exactly-once keys, so
+  // a cancelled one is either applied or not, never twice.
+  if (step_announced_ || pulls_in_flight_) client_->CancelCalls();
+}
 
 absl::Status ParameterSync::SetPullAhead(bool on) {
   if (step_announced_) {

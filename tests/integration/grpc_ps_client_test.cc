@@ -471,6 +471,41 @@ TEST_F(GrpcPsClientTest, RetriesRunOutWithUnavailable) {
             push[0].ByteSizeLong() + 4 * push[1].ByteSizeLong());
 }
 
+// A BSP pull that waits for a worker that never pushes ends at once when
+// the client is cancelled, and later calls fail before anything is sent.
+TEST_F(GrpcPsClientTest, CancelCallsEndsAWaitingPullAndRefusesLaterCalls) {
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  for (uint32_t shard = 0; shard < kNumShards; ++shard) {
+    servers.push_back(StartShard(shard, /*num_workers=*/2));
+    ASSERT_NE(servers.back(), nullptr);
+  }
+  std::unique_ptr<GrpcPsClient> client = Connect(servers, Options(0));
+  ASSERT_NE(client, nullptr);
+  std::vector<v1::InitResponse> init;
+  ASSERT_TRUE(client->Init(InitRequests(0, 2), &init).ok());
+  std::vector<v1::PushResponse> acks;
+  ASSERT_TRUE(client->Push(PushRequests(0, 0), &acks).ok());
+  absl::Status pulled;
+  absl::Time ended;
+  std::thread puller([&] {
+    std::vector<v1::PullResponse> responses;
+    // Step 1 needs worker 1's push, which never comes: 10 s deadline.
+    pulled = client->Pull(PullRequests(0, 1), &responses);
+    ended = absl::Now();
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  const absl::Time cancelled = absl::Now();
+  client->CancelCalls();
+  puller.join();
+  EXPECT_EQ(pulled.code(), absl::StatusCode::kCancelled) << pulled;
+  EXPECT_LT(ended - cancelled, absl::Seconds(2));
+  const uint64_t sent = client->traffic().push_bytes_sent;
+  const absl::Status pushed = client->Push(PushRequests(0, 1), &acks);
+  EXPECT_EQ(pushed.code(), absl::StatusCode::kCancelled) << pushed;
+  EXPECT_THAT(pushed.message(), HasSubstr("cancelled"));
+  EXPECT_EQ(client->traffic().push_bytes_sent, sent);
+}
+
 TEST_F(GrpcPsClientTest, ConnectToADeadAddressIsUnavailableWithinTheTimeout) {
   auto live = StartShard(0, 1);
   ASSERT_NE(live, nullptr);
