@@ -90,64 +90,29 @@ class PySync {
 
   void Register(const py::handle& parameters) {
     ParameterSync::NamedTensors named = ReadNamedTensors(parameters);
-    ParameterSync& sync = get();
-    absl::Status status;
-    {
-      py::gil_scoped_release release;
-      status = sync.Register(named);
-    }
-    Check(status);
+    Released([&](ParameterSync& sync) { return sync.Register(named); });
     registered_ = named.size();
   }
 
   void Step(int epoch) {
-    ParameterSync& sync = get();
-    absl::Status status;
-    {
-      py::gil_scoped_release release;
-      status = sync.Step(epoch);
-    }
-    Check(status);
+    Released([&](ParameterSync& sync) { return sync.Step(epoch); });
   }
 
   void GradientReady(size_t index, int epoch) {
-    ParameterSync& sync = get();
-    absl::Status status;
-    {
-      py::gil_scoped_release release;
-      status = sync.GradientReady(index, epoch);
-    }
-    Check(status);
+    Released(
+        [&](ParameterSync& sync) { return sync.GradientReady(index, epoch); });
   }
 
   void AwaitParameter(size_t index) {
-    ParameterSync& sync = get();
-    absl::Status status;
-    {
-      py::gil_scoped_release release;
-      status = sync.AwaitParameter(index);
-    }
-    Check(status);
+    Released([&](ParameterSync& sync) { return sync.AwaitParameter(index); });
   }
 
   void AwaitWeights() {
-    ParameterSync& sync = get();
-    absl::Status status;
-    {
-      py::gil_scoped_release release;
-      status = sync.AwaitWeights();
-    }
-    Check(status);
+    Released([](ParameterSync& sync) { return sync.AwaitWeights(); });
   }
 
   void SetPullAhead(bool on) {
-    ParameterSync& sync = get();
-    absl::Status status;
-    {
-      py::gil_scoped_release release;
-      status = sync.SetPullAhead(on);
-    }
-    Check(status);
+    Released([&](ParameterSync& sync) { return sync.SetPullAhead(on); });
   }
 
   void Close() {
@@ -158,6 +123,19 @@ class PySync {
   size_t registered() const { return registered_; }
 
  private:
+  // Runs `call` on the sync without the GIL (it may block on the network,
+  // and the pull thread's hooks need none) and raises its error.
+  template <typename Call>
+  void Released(Call call) {
+    ParameterSync& sync = get();
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      status = call(sync);
+    }
+    Check(status);
+  }
+
   std::unique_ptr<ParameterSync> sync_;
   size_t registered_ = 0;
 };

@@ -110,7 +110,9 @@ def test_pull_ahead_gives_the_same_weights(start_shards):
         assert torch.equal(a, b)
     for s in stats:
         assert s.steps == 10
-        assert 0 <= s.pull_wait_seconds <= s.pull_seconds + 1e-3
+        # The pull thread's time, and what the training thread waited for
+        # (which also holds thread wake-ups: no order between the two).
+        assert s.pull_seconds > 0 and s.pull_wait_seconds >= 0
 
 
 def test_pull_ahead_step_returns_before_the_peer_and_forward_waits(

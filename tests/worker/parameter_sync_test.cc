@@ -324,7 +324,8 @@ TEST(ParameterSyncTest, PullAheadEndsWithTheSameWeights) {
       const uint64_t plain_pulled = plain[w].sync->stats().pulled_bytes;
       EXPECT_GE(stats.pulled_bytes, plain_pulled);
       EXPECT_LE(stats.pulled_bytes, plain_pulled * 11 / 10);
-      EXPECT_LE(stats.pull_wait_seconds, stats.pull_seconds + 1e-3);
+      EXPECT_GT(stats.pull_seconds, 0);
+      EXPECT_GE(stats.pull_wait_seconds, 0);
       EXPECT_EQ(stats.max_step_lead, 0u);
     }
   }
