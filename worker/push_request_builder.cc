@@ -146,10 +146,12 @@ absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,
   const absl::Span<const float> gradient_values =
       HostChunk(host, offset, spec.numel);
   absl::Span<const float> values = gradient_values;
+  CompressContext compress_context = context;
   if (momentum_.enabled()) {
     if (absl::Status s =
             AccumulateVelocity(momentum_, options_.non_finite, values,
-                               &slot->velocity, &slot->momentum_input, &values);
+                               &slot->velocity, &slot->momentum_input, &values,
+                               &compress_context.input_known_finite);
         !s.ok()) {
       return s;
     }
@@ -159,9 +161,10 @@ absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,
                                         &slot->scratch);
   }
   absl::Status compressed =
-      error_feedback_ ? compressor_->CompressWithFeedback(
-                            values, context, &slot->feedback, &slot->scratch)
-                      : compressor_->Compress(values, context, &slot->scratch);
+      error_feedback_
+          ? compressor_->CompressWithFeedback(values, compress_context,
+                                              &slot->feedback, &slot->scratch)
+          : compressor_->Compress(values, compress_context, &slot->scratch);
   if (compressed.ok() && momentum_.enabled()) {
     MaskSentVelocity(momentum_, slot->scratch, absl::MakeSpan(slot->velocity));
   }

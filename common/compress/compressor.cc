@@ -57,13 +57,16 @@ absl::Status Compressor::CompressWithFeedback(absl::Span<const float> gradient,
                                               const CompressContext& ctx,
                                               FeedbackState* state,
                                               CompressedChunk* out) const {
-  if (absl::Status s = CheckFinite(gradient); !s.ok()) return s;
+  if (absl::Status s = CheckFinite(gradient, ctx); !s.ok()) return s;
   state->Resize(gradient.size(), /*with_velocity=*/false);
   std::vector<float>& r = state->residual;
   const NonFinitePolicy policy = options_.non_finite;
   for (size_t i = 0; i < r.size(); ++i)
     r[i] += SanitizeValue(gradient[i], policy);
-  if (absl::Status s = Compress(r, ctx, out); !s.ok()) return s;
+  // The sum may overflow where the gradient did not: Compress checks it.
+  CompressContext sum_ctx = ctx;
+  sum_ctx.input_known_finite = false;
+  if (absl::Status s = Compress(r, sum_ctx, out); !s.ok()) return s;
   SubtractFrom(*out, absl::MakeSpan(r));
   return absl::OkStatus();
 }

@@ -111,6 +111,11 @@ struct CompressContext {
   uint64_t chunk_key = 0;
   uint64_t step = 0;
   int epoch = 0;
+  // The caller has seen every input value finite while it computed them
+  // (AccumulateVelocity does), so that the compressor's own pass over the
+  // input under kReject is skipped. Never set it on a guess: a non-finite
+  // value would then be compressed.
+  bool input_known_finite = false;
 };
 
 // Error-feedback state of one chunk, owned by the caller (one per chunk).
@@ -164,6 +169,11 @@ class Compressor {
   // Returns INVALID_ARGUMENT naming the first non-finite element of `input`
   // when the policy is kReject and there is one; OK otherwise.
   absl::Status CheckFinite(absl::Span<const float> input) const;
+  // The same, OK at once when ctx.input_known_finite.
+  absl::Status CheckFinite(absl::Span<const float> input,
+                           const CompressContext& ctx) const {
+    return ctx.input_known_finite ? absl::OkStatus() : CheckFinite(input);
+  }
 
  private:
   CompressorOptions options_;

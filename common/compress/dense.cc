@@ -17,7 +17,7 @@ class DenseCompressor final : public Compressor {
   absl::Status Compress(absl::Span<const float> input,
                         const CompressContext& ctx,
                         CompressedChunk* out) const override {
-    if (absl::Status s = CheckFinite(input); !s.ok()) return s;
+    if (absl::Status s = CheckFinite(input, ctx); !s.ok()) return s;
     StartChunk(input.size(), out);
     compress_kernels::Kernels().round_dense(input.data(), zero_non_finite(),
                                             out->precision, input.size(),
@@ -32,7 +32,7 @@ class DenseCompressor final : public Compressor {
                                     const CompressContext& ctx,
                                     FeedbackState* state,
                                     CompressedChunk* out) const override {
-    if (absl::Status s = CheckFinite(gradient); !s.ok()) return s;
+    if (absl::Status s = CheckFinite(gradient, ctx); !s.ok()) return s;
     state->Resize(gradient.size(), /*with_velocity=*/false);
     StartChunk(gradient.size(), out);
     const bool finite = compress_kernels::Kernels().dense_feedback(

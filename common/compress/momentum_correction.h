@@ -52,13 +52,17 @@ struct MomentumCorrectionOptions {
 // on first use), and `*input` set to what the compressor should take: u, or
 // g + m * u into `*scratch` with Nesterov. Non-finite elements of `gradient`
 // are refused (INVALID_ARGUMENT, nothing changed) under kReject and read as
-// zero under kZero.
+// zero under kZero. `*input_finite` (when not null) says whether every
+// value of `*input` is finite (false where u overflowed), found in the
+// pass that wrote it: with it true the compressor need not scan the input
+// again (CompressContext::input_known_finite).
 absl::Status AccumulateVelocity(const MomentumCorrectionOptions& options,
                                 NonFinitePolicy non_finite,
                                 absl::Span<const float> gradient,
                                 std::vector<float>* velocity,
                                 std::vector<float>* scratch,
-                                absl::Span<const float>* input);
+                                absl::Span<const float>* input,
+                                bool* input_finite = nullptr);
 
 // Masking after the chunk was compressed into `sent`: zeroes `velocity` at
 // every coordinate `sent` carries, when it is a sparse encoding (kSparse,

@@ -23,7 +23,7 @@ class QsgdCompressor final : public Compressor {
   absl::Status Compress(absl::Span<const float> input,
                         const CompressContext& ctx,
                         CompressedChunk* out) const override {
-    if (absl::Status s = CheckFinite(input); !s.ok()) return s;
+    if (absl::Status s = CheckFinite(input, ctx); !s.ok()) return s;
     StartChunk(input.size(), out);
     const compress_kernels::KernelTable& kernels = compress_kernels::Kernels();
     ForEachBucket(
@@ -49,7 +49,7 @@ class QsgdCompressor final : public Compressor {
                                     const CompressContext& ctx,
                                     FeedbackState* state,
                                     CompressedChunk* out) const override {
-    if (absl::Status s = CheckFinite(gradient); !s.ok()) return s;
+    if (absl::Status s = CheckFinite(gradient, ctx); !s.ok()) return s;
     const uint64_t n = gradient.size();
     state->Resize(n, /*with_velocity=*/false);
     const compress_kernels::KernelTable& kernels = compress_kernels::Kernels();

@@ -26,7 +26,7 @@ void StartChunk(uint64_t numel, ValuePrecision precision,
 absl::Status Sparsifier::Compress(absl::Span<const float> input,
                                   const CompressContext& ctx,
                                   CompressedChunk* out) const {
-  if (absl::Status s = CheckFinite(input); !s.ok()) return s;
+  if (absl::Status s = CheckFinite(input, ctx); !s.ok()) return s;
   std::vector<float> sanitized;
   if (zero_non_finite() && !AllFinite(input)) {
     // Rare path: copy only when a non-finite element is really there.
@@ -46,7 +46,7 @@ absl::Status Sparsifier::CompressWithFeedback(absl::Span<const float> gradient,
                                               const CompressContext& ctx,
                                               FeedbackState* state,
                                               CompressedChunk* out) const {
-  if (absl::Status s = CheckFinite(gradient); !s.ok()) return s;
+  if (absl::Status s = CheckFinite(gradient, ctx); !s.ok()) return s;
   state->Resize(gradient.size(), UsesVelocity());
   StartChunk(gradient.size(), options().precision, out);
   AccumulateAndSelect(gradient, ctx, state, out);

@@ -63,6 +63,44 @@ TEST(MomentumCorrectionTest, NonFiniteGradientChangesNothing) {
   EXPECT_FLOAT_EQ(u[1], 0.9f);
 }
 
+// The pass that writes the compressor's input says whether all of it is
+// finite, and the compressor then skips its own scan: a velocity that
+// overflowed is still refused by the compressor, a finite one is taken.
+TEST(MomentumCorrectionTest, TheInputsFinitenessComesWithTheVelocityPass) {
+  for (const bool nesterov : {false, true}) {
+    MomentumCorrectionOptions options;
+    options.momentum = 0.9f;
+    options.nesterov = nesterov;
+    std::vector<float> u, scratch;
+    absl::Span<const float> input;
+    bool finite = false;
+    std::vector<float> g(100, 1.0f);
+    ASSERT_TRUE(AccumulateVelocity(options, NonFinitePolicy::kReject, g, &u,
+                                   &scratch, &input, &finite)
+                    .ok());
+    EXPECT_TRUE(finite);
+    // Finite gradients whose velocity overflows at the last element.
+    u[99] = 3e38f;
+    g[99] = 3e38f;
+    ASSERT_TRUE(AccumulateVelocity(options, NonFinitePolicy::kReject, g, &u,
+                                   &scratch, &input, &finite)
+                    .ok());
+    EXPECT_FALSE(finite) << "nesterov " << nesterov;
+    CompressorOptions topk;
+    topk.name = "topk";
+    topk.ratio = 0.1;
+    auto compressor = MakeCompressor(topk);
+    ASSERT_TRUE(compressor.ok());
+    CompressContext ctx;
+    ctx.input_known_finite = finite;
+    FeedbackState state;
+    CompressedChunk out;
+    EXPECT_EQ(
+        (*compressor)->CompressWithFeedback(input, ctx, &state, &out).code(),
+        absl::StatusCode::kInvalidArgument);
+  }
+}
+
 TEST(MomentumCorrectionTest, SparsePushesMaskTheVelocityWhereTheySent) {
   MomentumCorrectionOptions options;
   options.momentum = 0.9f;
