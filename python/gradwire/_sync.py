@@ -22,7 +22,7 @@ class _GradientHooks:
         if passes < 1:
             raise ValueError(
                 f"backward_passes_per_step: {passes} must be >= 1")
-        self._tensors = tensors
+        self.tensors = tensors  # Registration order.
         self._names = names
         self._on_ready = on_ready
         self._passes = passes
@@ -43,7 +43,7 @@ class _GradientHooks:
         def hook(*_):
             self._counts[index] += 1
             if self._counts[index] == self._passes:
-                self._versions[index] = self._tensors[index].grad._version
+                self._versions[index] = self.tensors[index].grad._version
                 self._on_ready(index)
             elif self._counts[index] > self._passes:
                 raise _C.Error(
@@ -58,7 +58,7 @@ class _GradientHooks:
         for index, version in enumerate(self._versions):
             if version is None:
                 continue
-            grad = self._tensors[index].grad
+            grad = self.tensors[index].grad
             if grad is None or grad._version != version:
                 raise _C.Error(
                     f"FAILED_PRECONDITION: the gradient of "
@@ -118,7 +118,6 @@ class ParameterSync(_C.ParameterSync):
         super().__init__(**options)
         self._hooks = None
         self._gate = None
-        self._tensors = []
         self._epoch = 0
 
     def register(self, parameters, *, overlap=True,
@@ -150,7 +149,6 @@ class ParameterSync(_C.ParameterSync):
         named = list(parameters.items()) if hasattr(parameters, "items") \
             else list(parameters)
         self._register(named)
-        self._tensors = [t for _, t in named]
         if overlap:
             self._hooks = _GradientHooks(
                 [t for _, t in named], [n for n, _ in named],
@@ -177,7 +175,8 @@ class ParameterSync(_C.ParameterSync):
                 "made during backward()")
         if self._gate is not None:
             self._gate.remove()
-        self._gate = _LayerGate(model, self._tensors, self._await_parameter)
+        self._gate = _LayerGate(model, self._hooks.tensors,
+                                self._await_parameter)
         self._set_pull_ahead(True)
         return self
 

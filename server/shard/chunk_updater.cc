@@ -89,10 +89,8 @@ bool ChunkUpdater::PrepareInPlace(ChunkState* chunk,
   const float share = 1.0f / config_.num_workers;
   for (size_t j = 0; finite && j < gradient.indices.size(); ++j) {
     const uint32_t i = gradient.indices[j];
-    const float sum =
-        share == 1.0f
-            ? chunk->state.accumulator[i] + gradient.values[j]
-            : chunk->state.accumulator[i] + share * gradient.values[j];
+    // AccumulateInto adds v alone at a share of 1: 1 * v is v exactly.
+    const float sum = chunk->state.accumulator[i] + share * gradient.values[j];
     finite = std::isfinite(step.Next(chunk->state.weights[i], sum));
   }
   // Not finite somewhere: maybe only where this push's share changes it.
