@@ -352,6 +352,10 @@ TEST(ParameterSyncTest, PullAheadStepReturnsBeforeThePeerAndAwaitWaits) {
   for (size_t i = first.parameters.size(); i-- > 0;) {
     ASSERT_TRUE(first.sync->GradientReady(i).ok());
   }
+  // Not while the step's gradients are being pushed; nothing changes.
+  EXPECT_EQ(first.sync->SetPullAhead(false).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(first.sync->pull_ahead());
   // Worker 1 has not pushed: without pull ahead this would block.
   ASSERT_TRUE(first.sync->Step().ok());
   const torch::Tensor before = first.parameters[0].second.clone();
