@@ -2,20 +2,21 @@
 // in process and over loopback gRPC, against the same bytes over plain
 // loopback TCP measured in the same run.
 //
-//   gradwire-bench-server [--quick] [--numel=25000000] [--density=0.01]
-//                         [--pushers=1,2,8] [--modes=asp,bsp] [--rounds=4]
+//   gradwire-bench-server [--quick] [--numel=25000000] [--compressor=topk]
+//                         [--density=0.01] [--pushers=1,2,8] [--modes=asp,bsp]
+//                         [--rounds=4]
 //                         [--paths=in_process,grpc] [--json=FILE]
 //
 // The model (--numel parameters, one tensor) is cut into 4 MiB chunks and
 // placed on one shard with plain SGD. Each pusher is a worker id with one
-// thread and pre-built pushes, one PushRequest per chunk (Top-K fp16 at
-// --density): one request per chunk rather than all chunks in one request,
-// because chunks are independent on the shard (each has its own lock) and
-// separate requests let concurrent pushes use that parallelism. ASP applies
-// every push at once with no barrier, so its rows are the shard's
-// aggregation throughput; BSP sums the pushes of a step and runs the
-// optimizer once per chunk and step, with the pushers meeting at a barrier
-// after each round.
+// thread and pre-built pushes, one PushRequest per chunk (by default Top-K
+// fp16 at --density; --compressor=none or fp16 for dense pushes): one request
+// per chunk rather than all chunks in one request, because chunks are
+// independent on the shard (each has its own lock) and separate requests let
+// concurrent pushes use that parallelism. ASP applies every push at once with
+// no barrier, so its rows are the shard's aggregation throughput; BSP sums the
+// pushes of a step and runs the optimizer once per chunk and step, with the
+// pushers meeting at a barrier after each round.
 //
 // Rates are wall-clock. On a machine shared with other work, the CPU share a
 // path wins depends on its threads (the scheduler favours threads that
@@ -43,6 +44,7 @@
 #include "bench/server_workload.h"
 #include "bench/timing.h"
 #include "common/flags/program.h"
+#include "common/heap_tuning.h"
 
 namespace gradwire::bench {
 namespace {
@@ -216,11 +218,13 @@ absl::Status MeasurePusherCount(const ServerBenchConfig& config,
   return absl::OkStatus();
 }
 
-ServerRunInfo RunInfo(const Workload& workload) {
+ServerRunInfo RunInfo(const ServerBenchConfig& config,
+                      const Workload& workload) {
   ServerRunInfo info;
   info.host = CurrentHost();
   info.numel = workload.numel;
   info.num_chunks = workload.num_chunks;
+  info.compressor = config.compressor;
   info.density = workload.density;
   const PusherLoad& first = workload.pushers.front();
   info.bytes_per_push =
@@ -235,6 +239,9 @@ int Fail(const absl::Status& status) {
 }
 
 int Main(const ServerBenchConfig& config) {
+  // The shard measured here gets the heap gradwire-server gives it: without
+  // this, every chunk-sized buffer of a dense push is a fresh mapping.
+  std::printf("%s\n", TuneHeapForTraining().description.c_str());
   const uint32_t max_pushers =
       *std::max_element(config.pushers.begin(), config.pushers.end());
   const auto build_start = std::chrono::steady_clock::now();
@@ -244,11 +251,12 @@ int Main(const ServerBenchConfig& config) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                     build_start)
           .count();
-  const ServerRunInfo info = RunInfo(*workload);
+  const ServerRunInfo info = RunInfo(config, *workload);
   std::printf(
       "host %s (%s, %u hardware threads, kernels %s)\n"
-      "%llu parameters in %llu chunks on 1 shard, SGD; pushes: topk %g, fp16 "
-      "values, one chunk per request, %.0f bytes each; built in %.1f s "
+      "%llu parameters in %llu chunks on 1 shard, SGD; pushes: %s carrying "
+      "%g of the elements, one chunk per request, %.0f bytes each; built in "
+      "%.1f s "
       "(untimed)\n"
       "rounds: every pusher pushes every chunk once; ms: median per timed "
       "call; MB/s: serialized PushRequest bytes; Msel/s: selected elements "
@@ -259,8 +267,8 @@ int Main(const ServerBenchConfig& config) {
       info.host.hostname.c_str(), info.host.cpu_model.c_str(),
       info.host.hardware_threads, info.host.instruction_set.c_str(),
       static_cast<unsigned long long>(info.numel),
-      static_cast<unsigned long long>(info.num_chunks), info.density,
-      info.bytes_per_push, build_seconds);
+      static_cast<unsigned long long>(info.num_chunks), info.compressor.c_str(),
+      info.density, info.bytes_per_push, build_seconds);
   std::vector<ServerResultRow> rows;
   PrintServerTableHeader(stdout);
   for (uint32_t pushers : config.pushers) {
@@ -287,7 +295,8 @@ int main(int argc, char** argv) {
       "concurrent pushers, in process and over loopback gRPC, against the "
       "same bytes over a raw loopback TCP socket.\n"
       "Usage: gradwire-bench-server [--quick] [--numel=25000000] "
-      "[--density=0.01] [--pushers=1,2,8] [--modes=asp,bsp] [--rounds=4] "
+      "[--compressor=topk] [--density=0.01] [--pushers=1,2,8] "
+      "[--modes=asp,bsp] [--rounds=4] "
       "[--paths=in_process,grpc] [--json=FILE]",
       flag_names};
   gradwire::ParseFlagsOrExit(program, argc, argv);

@@ -8,7 +8,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/compress/registry.h"
 
 ABSL_FLAG(bool, quick, false,
           "CI smoke run: 2.5M parameters, 1 round, timed calls for 0.1 s per "
@@ -20,9 +22,13 @@ ABSL_FLAG(uint64_t, numel, 25'000'000,
 ABSL_FLAG(uint64_t, partition_bytes, uint64_t{4} << 20,
           "largest chunk in bytes of float32 (a positive multiple of 4); every "
           "push carries one chunk");
+ABSL_FLAG(std::string, compressor, "topk",
+          "what each push carries, with fp16 values where the compressor "
+          "has a precision: topk (at --density), none (dense fp32), fp16 "
+          "or bf16 (dense), or any other compressor name gradwire knows");
 ABSL_FLAG(double, density, 0.01,
-          "fraction of each chunk's elements a push carries (Top-K, fp16 "
-          "values), in (0, 1]");
+          "fraction of each chunk's elements a sparsifier's push carries, in "
+          "(0, 1]; ignored by dense compressors");
 ABSL_FLAG(std::string, pushers, "1,2,8",
           "comma-separated numbers of concurrent pushers (one worker id and "
           "one thread each)");
@@ -48,10 +54,19 @@ namespace gradwire::bench {
 namespace {
 
 // Every flag of this benchmark, in --help order.
-constexpr absl::string_view kFlagNames[] = {
-    "quick", "numel", "partition_bytes", "density",  "pushers",
-    "modes", "paths", "rounds",          "min_reps", "seconds_per_measurement",
-    "json",  "seed"};
+constexpr absl::string_view kFlagNames[] = {"quick",
+                                            "numel",
+                                            "partition_bytes",
+                                            "compressor",
+                                            "density",
+                                            "pushers",
+                                            "modes",
+                                            "paths",
+                                            "rounds",
+                                            "min_reps",
+                                            "seconds_per_measurement",
+                                            "json",
+                                            "seed"};
 
 constexpr uint64_t kQuickNumel = 2'500'000;
 // Enough repetitions for the sub-millisecond tcp rows of --quick.
@@ -122,6 +137,14 @@ absl::Status ParseSizes(bool quick, ServerBenchConfig* config) {
     return absl::InvalidArgumentError(
         absl::StrCat("--partition_bytes: ", config->partition_bytes,
                      " is not a positive multiple of 4 below 4 GiB"));
+  }
+  config->compressor = absl::GetFlag(FLAGS_compressor);
+  const std::vector<std::string> names = CompressorNames();
+  if (std::find(names.begin(), names.end(), config->compressor) ==
+      names.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--compressor: '", config->compressor, "' is not one of ",
+                     absl::StrJoin(names, ", ")));
   }
   config->density = absl::GetFlag(FLAGS_density);
   if (!(config->density > 0 && config->density <= 1)) {

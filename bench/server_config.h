@@ -23,7 +23,10 @@ struct ServerBenchConfig {
   uint64_t numel = 25'000'000;
   // Largest chunk in bytes (the partition's partition_bytes).
   uint64_t partition_bytes = uint64_t{4} << 20;
-  // Fraction of each chunk a push carries (Top-K), in (0, 1].
+  // The compressor of every push (a registry name; fp16 values where it has
+  // a precision).
+  std::string compressor = "topk";
+  // Fraction of each chunk a sparsifier's push carries, in (0, 1].
   double density = 0.01;
   // Concurrent pusher counts to measure, each >= 1, in the order given.
   std::vector<uint32_t> pushers;

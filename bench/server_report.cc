@@ -11,7 +11,8 @@ namespace {
 
 constexpr char kNotes[] =
     "One shard, plain SGD, no pull compressor. Each push carries one chunk "
-    "(Top-K at `density`, fp16 values, delta-varint indices), pre-built "
+    "compressed by `compressor` (Top-K: at `density`, fp16 values, "
+    "delta-varint indices; none: dense fp32; fp16: dense fp16), pre-built "
     "before timing. In a round every pusher pushes every chunk once at a "
     "fresh step; seconds: median of the timed calls of `rounds` rounds, "
     "after one warm-up call. asp: every push runs the optimizer on its chunk "
@@ -24,7 +25,8 @@ constexpr char kNotes[] =
     "requests, "
     "length-prefixed, over one loopback TCP connection per pusher to a "
     "reader that discards them (the bound). dense_equiv_gb_per_s = "
-    "selected_per_s / density * 4 / 1e9; vs_tcp = payload bytes/s / tcp "
+    "selected_per_s / density * 4 / 1e9 (density: the fraction of elements "
+    "the pushes carry, 1 when dense); vs_tcp = payload bytes/s / tcp "
     "payload bytes/s at the same pusher count; cpu_cores: CPUs this "
     "process kept busy over the measurement (on a shared machine a path with "
     "more runnable threads, or threads that sleep between requests, wins "
@@ -97,6 +99,7 @@ absl::Status WriteServerJson(const std::string& path, const ServerRunInfo& info,
   const Json report = {{"host", HostJson(info.host)},
                        {"numel", info.numel},
                        {"num_chunks", info.num_chunks},
+                       {"compressor", info.compressor},
                        {"density", Rounded(info.density, "%.6g")},
                        {"bytes_per_push", Rounded(info.bytes_per_push, "%.6g")},
                        {"notes", kNotes},

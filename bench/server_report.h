@@ -50,6 +50,8 @@ struct ServerRunInfo {
   HostInfo host;
   uint64_t numel = 0;
   uint64_t num_chunks = 0;
+  // The pushes' compressor and the fraction of elements they carry.
+  std::string compressor;
   double density = 0.0;
   // Serialized bytes of one push (one chunk), averaged over the workload.
   double bytes_per_push = 0.0;
@@ -60,7 +62,8 @@ struct ServerRunInfo {
 void PrintServerTableHeader(std::FILE* out);
 void PrintServerTableRow(const ServerResultRow& row, std::FILE* out);
 
-// Writes {"host", "numel", "num_chunks", "density", "bytes_per_push",
+// Writes {"host", "numel", "num_chunks", "compressor", "density",
+// "bytes_per_push",
 // "notes", "results": [{"pushers", "path", "mode", "selected_per_s",
 // "dense_equiv_gb_per_s", "vs_tcp", "payload_bytes_per_s", "cpu_cores",
 // "selected_per_cpu_s", "seconds", "reps", "rounds", "stage_us_per_push":

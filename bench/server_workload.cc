@@ -33,8 +33,9 @@ v1::TrainingConfig TrainingConfigFor(const Partition& partition) {
 }
 
 // Builds pusher `worker`'s requests, one per chunk, into `*load`.
-absl::Status BuildPusher(const Partition& partition, const Compressor& topk,
-                         uint64_t seed, uint32_t worker, PusherLoad* load) {
+absl::Status BuildPusher(const Partition& partition,
+                         const Compressor& compressor, uint64_t seed,
+                         uint32_t worker, PusherLoad* load) {
   std::vector<float> gradient;
   CompressedChunk chunk;
   for (const ChunkSpec& spec : partition.ChunksOfShard(0)) {
@@ -43,7 +44,8 @@ absl::Status BuildPusher(const Partition& partition, const Compressor& topk,
                           absl::MakeSpan(gradient));
     CompressContext context;
     context.chunk_key = spec.key;
-    if (absl::Status s = topk.Compress(gradient, context, &chunk); !s.ok()) {
+    if (absl::Status s = compressor.Compress(gradient, context, &chunk);
+        !s.ok()) {
       return s;
     }
     v1::PushRequest& request = load->requests.emplace_back();
@@ -76,18 +78,20 @@ absl::StatusOr<Workload> BuildWorkload(const ServerBenchConfig& config,
   absl::StatusOr<Partition> partition =
       Partition::Build({{kTensorName, config.numel}}, options);
   if (!partition.ok()) return partition.status();
-  CompressorOptions topk_options;
-  topk_options.name = "topk";
-  topk_options.ratio = config.density;
-  topk_options.precision = ValuePrecision::kFp16;
-  absl::StatusOr<std::unique_ptr<Compressor>> topk =
-      MakeCompressor(topk_options);
-  if (!topk.ok()) return topk.status();
+  CompressorOptions push_options;
+  push_options.name = config.compressor;
+  push_options.ratio = config.density;
+  // "none" is the dense fp32 exchange; everything else sends fp16 where it
+  // has a precision to choose.
+  push_options.precision = config.compressor == "none" ? ValuePrecision::kFp32
+                                                       : ValuePrecision::kFp16;
+  absl::StatusOr<std::unique_ptr<Compressor>> compressor =
+      MakeCompressor(push_options);
+  if (!compressor.ok()) return compressor.status();
 
   Workload workload;
   workload.numel = config.numel;
   workload.num_chunks = partition->num_chunks();
-  workload.density = config.density;
   if (absl::Status s = BuildZeroInit(TrainingConfigFor(*partition), *partition,
                                      0, kTensorName, &workload.init);
       !s.ok()) {
@@ -95,13 +99,16 @@ absl::StatusOr<Workload> BuildWorkload(const ServerBenchConfig& config,
   }
   workload.pushers.resize(max_pushers);
   for (uint32_t w = 0; w < max_pushers; ++w) {
-    absl::Status s =
-        BuildPusher(*partition, **topk, config.seed, w, &workload.pushers[w]);
+    absl::Status s = BuildPusher(*partition, **compressor, config.seed, w,
+                                 &workload.pushers[w]);
     if (!s.ok()) {
       return absl::InternalError(
           absl::StrCat("building the pushes of pusher ", w, ": ", s.message()));
     }
   }
+  // What the pushes carry, measured: 1 for a dense compressor.
+  workload.density = static_cast<double>(workload.pushers[0].selected) /
+                     static_cast<double>(workload.numel);
   return workload;
 }
 

@@ -1,5 +1,5 @@
 // The pre-built traffic of gradwire-bench-server: one shard's Init and, for
-// each pusher, one Top-K PushRequest per chunk, plus the same requests
+// each pusher, one PushRequest per chunk, plus the same requests
 // serialized and length-prefixed for the raw TCP bound. Everything here is
 // built once, before any timed region.
 #ifndef GRADWIRE_BENCH_SERVER_WORKLOAD_H_
@@ -42,8 +42,10 @@ struct Workload {
 
 // Partitions config.numel parameters (one tensor, config.partition_bytes, one
 // shard) and builds the Init and `max_pushers` pushers' requests: for each
-// (pusher, chunk) a distinct pseudo-random gradient, compressed by topk at
-// config.density with fp16 values and encoded by the wire codec. Errors come
+// (pusher, chunk) a distinct pseudo-random gradient, compressed by
+// config.compressor (at config.density for a sparsifier; fp16 values except
+// for "none") and encoded by the wire codec. Workload::density is the
+// fraction of elements the pushes carry. Errors come
 // from the partition, the compressor or the codec.
 absl::StatusOr<Workload> BuildWorkload(const ServerBenchConfig& config,
                                        uint32_t max_pushers);

@@ -1,5 +1,6 @@
 // Values in a precision on the wire: the value-type enum, and arrays of
 // fp32 / fp16 / bf16 values written, checked and read.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -56,10 +57,26 @@ inline float BitsToFloat(uint32_t u) {
 template <int Width>
 int64_t FirstAllOnesExponent(const uint8_t* src, size_t n,
                              uint32_t exponent_mask) {
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t bits =
-        Width == 2 ? LoadLE16(src + 2 * i) : LoadLE32(src + 4 * i);
-    if ((bits & exponent_mask) == exponent_mask) return static_cast<int64_t>(i);
+  // A branch-free OR over each block, so that the loop vectorises (a dense
+  // 4 MiB chunk is checked on every push); the block that has one is then
+  // searched element by element.
+  constexpr size_t kBlock = 1024;
+  const auto bits_at = [src](size_t i) -> uint32_t {
+    return Width == 2 ? LoadLE16(src + 2 * i) : LoadLE32(src + 4 * i);
+  };
+  for (size_t begin = 0; begin < n; begin += kBlock) {
+    const size_t end = std::min(n, begin + kBlock);
+    uint32_t any = 0;
+    for (size_t i = begin; i < end; ++i) {
+      any |=
+          static_cast<uint32_t>((bits_at(i) & exponent_mask) == exponent_mask);
+    }
+    if (any == 0) continue;
+    for (size_t i = begin; i < end; ++i) {
+      if ((bits_at(i) & exponent_mask) == exponent_mask) {
+        return static_cast<int64_t>(i);
+      }
+    }
   }
   return -1;
 }

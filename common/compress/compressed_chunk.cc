@@ -41,9 +41,15 @@ void ForEachBucketElement(const CompressedChunk& c, float whole, Value&& value,
 template <typename F>
 void ForEachElement(const CompressedChunk& c, F&& f) {
   switch (c.encoding) {
-    case Encoding::kDense:
-      for (uint64_t i = 0; i < c.numel; ++i) f(i, c.values[i]);
+    case Encoding::kDense: {
+      // The values through a local pointer: a store through f could
+      // otherwise be the vector's own pointer, reloaded every element,
+      // and the loop would not vectorise.
+      const float* values = c.values.data();
+      const uint64_t numel = c.numel;
+      for (uint64_t i = 0; i < numel; ++i) f(i, values[i]);
       return;
+    }
     case Encoding::kSparse:
     case Encoding::kRandomK:
       for (size_t j = 0; j < c.indices.size(); ++j)
@@ -113,7 +119,8 @@ void DecompressInto(const CompressedChunk& chunk, absl::Span<float> out) {
       chunk.encoding == Encoding::kRandomK) {
     std::fill(out.begin(), out.end(), 0.0f);
   }
-  ForEachElement(chunk, [&](uint64_t i, float v) { out[i] = v; });
+  float* target = out.data();
+  ForEachElement(chunk, [target](uint64_t i, float v) { target[i] = v; });
 }
 
 void AccumulateInto(const CompressedChunk& chunk, float weight,
@@ -128,11 +135,12 @@ void AccumulateInto(const CompressedChunk& chunk, float weight,
     }
     return;
   }
+  float* sum = accumulator.data();
   if (weight == 1.0f) {
-    ForEachElement(chunk, [&](uint64_t i, float v) { accumulator[i] += v; });
+    ForEachElement(chunk, [sum](uint64_t i, float v) { sum[i] += v; });
   } else {
-    ForEachElement(chunk,
-                   [&](uint64_t i, float v) { accumulator[i] += weight * v; });
+    ForEachElement(
+        chunk, [sum, weight](uint64_t i, float v) { sum[i] += weight * v; });
   }
 }
 
@@ -141,7 +149,8 @@ void SubtractFrom(const CompressedChunk& chunk, absl::Span<float> residual) {
     ForEachSelected(chunk, residual.data(), [](float& r, float v) { r -= v; });
     return;
   }
-  ForEachElement(chunk, [&](uint64_t i, float v) { residual[i] -= v; });
+  float* target = residual.data();
+  ForEachElement(chunk, [target](uint64_t i, float v) { target[i] -= v; });
 }
 
 namespace {

@@ -45,6 +45,14 @@ absl::Status ChunkUpdater::PreparePush(ChunkState* chunk, uint32_t worker,
          gradient.encoding == Encoding::kRandomK)) {
       return TryUpdateSelected(chunk, gradient, prepared);
     }
+    if (gradient.encoding == Encoding::kDense &&
+        gradient.values.size() == chunk->numel) {
+      // Dense: the decoded values are the gradient, with no copy.
+      if (PrepareDenseInPlace(chunk, gradient.values, prepared)) {
+        return absl::OkStatus();
+      }
+      return TryUpdate(chunk, gradient.values, prepared);
+    }
     const SteadyClock::time_point start = SteadyClock::now();
     dense.resize(chunk->numel);
     DecompressInto(gradient, absl::MakeSpan(dense));
@@ -72,21 +80,33 @@ bool ChunkUpdater::PrepareInPlace(ChunkState* chunk,
   const Optimizer& optimizer = *config_.optimizer;
   // (chunk->state is named in full: clang's lock analysis loses a
   // reference to it.)
-  if (!optimizer.KeepsNoElementState() ||
-      (gradient.encoding != Encoding::kSparse &&
-       gradient.encoding != Encoding::kRandomK) ||
+  const bool sparse = gradient.encoding == Encoding::kSparse ||
+                      gradient.encoding == Encoding::kRandomK;
+  const bool dense = gradient.encoding == Encoding::kDense &&
+                     gradient.values.size() == chunk->numel;
+  if (!optimizer.KeepsNoElementState() || !(sparse || dense) ||
       chunk->state.pending_pushes + 1 < config_.num_workers ||
       chunk->state.accumulator.size() != chunk->numel) {
     return false;
   }
   const SteadyClock::time_point start = SteadyClock::now();
   const uint64_t update = chunk->state.optimizer.updates;
+  const float share = 1.0f / config_.num_workers;
+  if (dense) {
+    // Every element of the sum changes: one pass over both.
+    if (!optimizer.SgdUpdateFinite(chunk->state.weights,
+                                   chunk->state.accumulator, gradient.values,
+                                   share, update)) {
+      return false;
+    }
+    MarkInPlace(SecondsSince(start), {}, out);
+    return true;
+  }
   // The sum without this push; then this push's elements, with their
   // share added as AccumulateInto will add it.
   bool finite = optimizer.SgdUpdateFinite(chunk->state.weights,
                                           chunk->state.accumulator, update);
   const Optimizer::SgdStep step = optimizer.SgdStepAt(update);
-  const float share = 1.0f / config_.num_workers;
   for (size_t j = 0; finite && j < gradient.indices.size(); ++j) {
     const uint32_t i = gradient.indices[j];
     // AccumulateInto adds v alone at a share of 1: 1 * v is v exactly.
@@ -95,11 +115,32 @@ bool ChunkUpdater::PrepareInPlace(ChunkState* chunk,
   }
   // Not finite somewhere: maybe only where this push's share changes it.
   if (!finite) return false;
+  MarkInPlace(SecondsSince(start), {}, out);
+  return true;
+}
+
+bool ChunkUpdater::PrepareDenseInPlace(ChunkState* chunk,
+                                       absl::Span<const float> gradient,
+                                       PreparedUpdate* out) const {
+  const Optimizer& optimizer = *config_.optimizer;
+  if (!optimizer.KeepsNoElementState()) return false;
+  const SteadyClock::time_point start = SteadyClock::now();
+  if (!optimizer.SgdUpdateFinite(chunk->state.weights, gradient,
+                                 chunk->state.optimizer.updates)) {
+    return false;
+  }
+  MarkInPlace(SecondsSince(start), gradient, out);
+  return true;
+}
+
+void ChunkUpdater::MarkInPlace(double check_seconds,
+                               absl::Span<const float> gradient,
+                               PreparedUpdate* out) {
   out->runs = true;
   out->sparse = false;
   out->in_place = true;
-  out->check_seconds = SecondsSince(start);
-  return true;
+  out->in_place_gradient = gradient;
+  out->check_seconds = check_seconds;
 }
 
 bool ChunkUpdater::WouldCompleteStep(ChunkState* chunk, uint32_t worker,
@@ -168,9 +209,14 @@ void ChunkUpdater::Commit(ChunkState* chunk, PreparedUpdate* prepared) const {
   ChunkSnapshot& state = chunk->state;
   if (prepared->in_place) {
     const SteadyClock::time_point start = SteadyClock::now();
-    config_.optimizer->ApplySgdAndClear(absl::MakeSpan(state.weights),
-                                        absl::MakeSpan(state.accumulator),
-                                        &state.optimizer);
+    if (prepared->in_place_gradient.empty()) {
+      config_.optimizer->ApplySgdAndClear(absl::MakeSpan(state.weights),
+                                          absl::MakeSpan(state.accumulator),
+                                          &state.optimizer);
+    } else {
+      config_.optimizer->Apply(absl::MakeSpan(state.weights),
+                               prepared->in_place_gradient, &state.optimizer);
+    }
     metrics_->ObserveOptimizer(prepared->check_seconds + SecondsSince(start));
   } else if (prepared->sparse) {
     for (size_t j = 0; j < prepared->indices.size(); ++j) {
@@ -183,6 +229,7 @@ void ChunkUpdater::Commit(ChunkState* chunk, PreparedUpdate* prepared) const {
   }
   prepared->runs = false;
   prepared->in_place = false;
+  prepared->in_place_gradient = {};
   ++state.version;
   updates_applied_->fetch_add(1, std::memory_order_relaxed);
   // BSP publishes every update (publish_every 1); ASP/SSP, where every push

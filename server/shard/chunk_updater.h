@@ -25,14 +25,18 @@
 // Cost on the normal path, per update: one copy of the chunk's weights and
 // optimizer state (the optimizer then runs on the copy, which is swapped
 // in, so nothing is copied back) and one scan of them; in BSP, the push that
-// completes a step also copies the step's sum once. Except in BSP under
-// plain SGD (what the shards run by default, momentum being placed on the
-// workers), when the completing push is sparse and every worker pushed:
-// one pass checks that w - lr * (sum + wd * w) is finite everywhere (the
-// push's own elements, not yet in the sum, checked apart), and the
-// update then runs in place, clearing the sum in the same pass; nothing
-// is copied or allocated. Should the check find a value that is not
-// finite, the copy path above decides exactly.
+// completes a step also copies the step's sum once. Except under plain SGD
+// (what the shards run by default, momentum being placed on the workers),
+// which keeps no per-element state:
+//   - BSP, when every worker pushed: one pass checks that
+//     w - lr * (sum + wd * w) is finite everywhere (a sparse completing
+//     push's own elements, not yet in the sum, checked apart; a dense
+//     one's added in the same pass), and the update then runs in place,
+//     clearing the sum in the same pass;
+//   - ASP/SSP, a dense push: one pass checks w - lr * (g + wd * w), and
+//     the update runs in place from the decoded values.
+// Nothing is copied or allocated then. Should the check find a value that
+// is not finite, the copy path above decides exactly.
 //
 // Sparse pushes cost O(selected elements), never O(chunk), wherever the
 // rules allow it:
@@ -86,12 +90,16 @@ struct PreparedUpdate {
   // `indices` become `values`, every other weight and the optimizer's
   // buffers stay, and the update count goes up by one.
   bool sparse = false;
-  // In place (BSP, the push that completes a step with every worker's
-  // push, sparse, under an optimizer that keeps no element state,
-  // Optimizer::KeepsNoElementState): the update was checked finite and
-  // nothing was computed aside; CompleteStep applies it from the step's
-  // sum to the weights in place, clearing the sum in the same pass.
+  // In place, under an optimizer that keeps no element state
+  // (Optimizer::KeepsNoElementState): the update was checked finite and
+  // nothing was computed aside. Either BSP, the push (sparse or dense)
+  // that completes a step with every worker's push: CompleteStep applies
+  // the step's sum to the weights in place, clearing the sum in the same
+  // pass; or a dense ASP/SSP push: Commit applies `in_place_gradient`.
   bool in_place = false;
+  // In place from a push's own dense values (they outlive the update):
+  // empty for the BSP step's sum.
+  absl::Span<const float> in_place_gradient;
   // In place: the seconds of the check, observed with the update's.
   double check_seconds = 0;
   std::vector<float> weights;
@@ -162,6 +170,15 @@ class ChunkUpdater {
   bool PrepareInPlace(ChunkState* chunk, const CompressedChunk& gradient,
                       PreparedUpdate* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  // The same for a dense ASP/SSP push: true and *out set to apply
+  // `gradient` in place when the optimizer keeps no element state and
+  // every new weight is finite; false otherwise, and TryUpdate decides.
+  bool PrepareDenseInPlace(ChunkState* chunk, absl::Span<const float> gradient,
+                           PreparedUpdate* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  static void MarkInPlace(double check_seconds,
+                          absl::Span<const float> gradient,
+                          PreparedUpdate* out);
   // TryUpdate for a sparse gradient under an optimizer that updates only
   // the selected elements: O(selected elements).
   absl::Status TryUpdateSelected(ChunkState* chunk,

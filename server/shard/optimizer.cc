@@ -356,23 +356,22 @@ Optimizer::SgdStep Optimizer::SgdStepAt(uint64_t update) const {
                  static_cast<float>(settings_.weight_decay)};
 }
 
-bool Optimizer::SgdUpdateFinite(absl::Span<const float> weights,
-                                absl::Span<const float> gradient,
-                                uint64_t update) const {
-  assert(weights.size() == gradient.size());
-  const SgdStep step = SgdStepAt(update);
-  const float* w = weights.data();
-  const float* g = gradient.data();
-  // Exponent bits all ones: inf or NaN. An OR over a block, not a branch
-  // per element, so that the loop vectorises; a block at a time, so that
-  // an overflow stops the scan.
+namespace {
+
+// Whether step.Next(weights[i], gradient(i)) is finite for every i. Exponent
+// bits all ones: inf or NaN. An OR over a block, not a branch per element,
+// so that the loop vectorises; a block at a time, so that an overflow stops
+// the scan.
+template <typename Gradient>
+bool AllNextFinite(const Optimizer::SgdStep& step, const float* w, size_t n,
+                   Gradient gradient) {
   constexpr uint32_t kExponent = 0x7f800000u;
   constexpr size_t kBlock = 4096;
-  for (size_t begin = 0; begin < weights.size(); begin += kBlock) {
-    const size_t end = std::min(weights.size(), begin + kBlock);
+  for (size_t begin = 0; begin < n; begin += kBlock) {
+    const size_t end = std::min(n, begin + kBlock);
     uint32_t non_finite = 0;
     for (size_t i = begin; i < end; ++i) {
-      const float next = step.Next(w[i], g[i]);
+      const float next = step.Next(w[i], gradient(i));
       uint32_t bits;
       std::memcpy(&bits, &next, sizeof(bits));
       non_finite |= static_cast<uint32_t>((bits & kExponent) == kExponent);
@@ -380,6 +379,33 @@ bool Optimizer::SgdUpdateFinite(absl::Span<const float> weights,
     if (non_finite != 0) return false;
   }
   return true;
+}
+
+}  // namespace
+
+bool Optimizer::SgdUpdateFinite(absl::Span<const float> weights,
+                                absl::Span<const float> gradient,
+                                uint64_t update) const {
+  assert(weights.size() == gradient.size());
+  const float* g = gradient.data();
+  return AllNextFinite(SgdStepAt(update), weights.data(), weights.size(),
+                       [g](size_t i) { return g[i]; });
+}
+
+bool Optimizer::SgdUpdateFinite(absl::Span<const float> weights,
+                                absl::Span<const float> sum,
+                                absl::Span<const float> addend, float share,
+                                uint64_t update) const {
+  assert(weights.size() == sum.size() && sum.size() == addend.size());
+  const float* s = sum.data();
+  const float* a = addend.data();
+  if (share == 1.0f) {
+    // AccumulateInto adds v itself at a share of 1.
+    return AllNextFinite(SgdStepAt(update), weights.data(), weights.size(),
+                         [s, a](size_t i) { return s[i] + a[i]; });
+  }
+  return AllNextFinite(SgdStepAt(update), weights.data(), weights.size(),
+                       [s, a, share](size_t i) { return s[i] + share * a[i]; });
 }
 
 void Optimizer::ApplySgdAndClear(absl::Span<float> weights,

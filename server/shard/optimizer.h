@@ -224,6 +224,15 @@ class Optimizer {
   bool SgdUpdateFinite(absl::Span<const float> weights,
                        absl::Span<const float> gradient, uint64_t update) const;
 
+  // The same for the gradient sum[i] + share * addend[i], each element
+  // computed as AccumulateInto adds a dense push to a step's sum (a BSP
+  // step's sum with the dense push that completes it, before it is added).
+  // Precondition: KeepsNoElementState; equal sizes.
+  bool SgdUpdateFinite(absl::Span<const float> weights,
+                       absl::Span<const float> sum,
+                       absl::Span<const float> addend, float share,
+                       uint64_t update) const;
+
   // Apply with `gradient` under such a rule, zeroing `gradient` in the same
   // pass (a BSP step's sum, which starts the next step at zero).
   // Precondition: KeepsNoElementState; equal sizes.

@@ -401,6 +401,33 @@ TEST(CodecTest, ValueTypeMapping) {
 // ---------------------------------------------------------------------------
 // Non-finite values under both policies.
 
+// The check runs a block of values at a time: the first non-finite value is
+// found wherever it is, at either edge of a block and past the first, and
+// the output is left as it was.
+TEST(CodecTest, FirstNonFiniteValueIsNamedInAnyBlock) {
+  constexpr uint64_t kLong = 5000;
+  const float inf = std::numeric_limits<float>::infinity();
+  for (ValuePrecision p : kAllPrecisions) {
+    for (const uint64_t position : {0, 1023, 1024, 2047, 4999}) {
+      CompressedChunk c = MakeDense(kLong, p);
+      c.values[position] = -inf;
+      if (position + 1000 < kLong) c.values[position + 1000] = inf;
+      v1::ChunkData wire;
+      ASSERT_TRUE(EncodeChunk(c, &wire).ok());
+      CompressedChunk decoded = MakeSparse(100, 4, p);
+      const CompressedChunk before = decoded;
+      const absl::Status s = DecodeChunk(wire, OptionsFor(kLong), &decoded);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(s.message(),
+                  HasSubstr(absl::StrCat("dense value at position ", position,
+                                         " is -inf")))
+          << PrecisionName(p);
+      EXPECT_EQ(decoded.values, before.values);
+      EXPECT_EQ(decoded.indices, before.indices);
+    }
+  }
+}
+
 TEST(CodecTest, NanBecomesZeroUnderZeroPolicy) {
   for (ValuePrecision p : kAllPrecisions) {
     CompressedChunk c = MakeSparse(100, 4, p);

@@ -119,6 +119,37 @@ TEST(OptimizerTest, SgdUpdateFiniteFindsAnOverflowAnywhere) {
   EXPECT_TRUE(optimizer.SgdUpdateFinite(w, g, 0));
 }
 
+// With an addend: the gradient is sum + share * addend, each element as
+// AccumulateInto adds a dense push to a step's sum.
+TEST(OptimizerTest, SgdUpdateFiniteWithAnAddendChecksTheSum) {
+  const Optimizer optimizer(Sgd(1.0));
+  std::vector<float> w(10000, 1.0f);
+  std::vector<float> sum(10000, 0.25f);
+  std::vector<float> addend(10000, 0.5f);
+  // At lr 1 a weight moves to w - g, with w = 3e38 at the last element.
+  for (const float share : {1.0f, 0.5f}) {
+    EXPECT_TRUE(optimizer.SgdUpdateFinite(w, sum, addend, share, 0));
+    w[9999] = 3e38f;
+    sum[9999] = 1.5e38f;  // 3e38 - 1.5e38: finite.
+    EXPECT_TRUE(optimizer.SgdUpdateFinite(w, sum, sum, 0.0f, 0));
+    // g = 1.5e38 - 3e38 with the addend: 3e38 + 1.5e38 overflows.
+    addend[9999] = -3e38f / share;
+    EXPECT_FALSE(optimizer.SgdUpdateFinite(w, sum, addend, share, 0))
+        << "share " << share;
+    // Overflows with the sum alone (3e38 + 0.5e38), not with the addend
+    // (g = 0).
+    sum[9999] = -0.5e38f;
+    EXPECT_FALSE(optimizer.SgdUpdateFinite(w, sum, sum, 0.0f, 0));
+    addend[9999] = 0.5e38f / share;
+    EXPECT_TRUE(optimizer.SgdUpdateFinite(w, sum, addend, share, 0));
+    addend[9999] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_FALSE(optimizer.SgdUpdateFinite(w, sum, addend, share, 0));
+    w[9999] = 1.0f;
+    sum[9999] = 0.25f;
+    addend[9999] = 0.5f;
+  }
+}
+
 TEST(OptimizerTest, SgdWeightDecayIsAddedToTheGradient) {
   OptimizerSettings s = Sgd(0.1);
   s.weight_decay = 0.01;

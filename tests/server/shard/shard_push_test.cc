@@ -124,24 +124,31 @@ TEST(ShardNonFiniteUpdateTest, AdamStateThatWouldOverflowIsRefused) {
 
 // BSP: the push that completes the step is refused when the step's update
 // would not be finite; the step stays open with the other pushes summed.
+// Under SGD a dense completing push is checked in place: a sum that
+// overflows before it, and one that overflows only with it, alike.
 TEST(ShardNonFiniteUpdateTest, BspPushThatCompletesAnOverflowingStep) {
-  auto shard = StartShard(SgdAtOne(2, v1::CONSISTENCY_MODE_BSP), HugeChunkA());
-  ASSERT_TRUE(
-      Push(*shard, PushRequest(1, 0, {{kKeyA, Spike(-kHuge, kNumelA)}})).ok());
-  const uint64_t digest = shard->StateDigest();
-  v1::PushResponse response;
-  const absl::Status s = shard->Push(
-      PushRequest(0, 0, {{kKeyA, Spike(-kHuge, kNumelA)}}), &response);
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-  EXPECT_THAT(s.message(), HasSubstr("chunk 7"));
-  EXPECT_EQ(shard->StateDigest(), digest);
-  // A push that keeps the mean finite completes the step: mean 0 at [0].
-  const v1::ChunkAck ack =
-      PushOne(*shard, PushRequest(0, 0, {{kKeyA, Spike(kHuge, kNumelA)}}));
-  EXPECT_FALSE(ack.duplicate());
-  EXPECT_EQ(ack.version(), 1u);
-  EXPECT_EQ(ack.clock(), 1u);
-  EXPECT_EQ(Weights(*shard, kKeyA, kNumelA)[0], kHuge);
+  for (const float earlier : {-kHuge, 0.0f}) {
+    auto shard =
+        StartShard(SgdAtOne(2, v1::CONSISTENCY_MODE_BSP), HugeChunkA());
+    ASSERT_TRUE(
+        Push(*shard, PushRequest(1, 0, {{kKeyA, Spike(earlier, kNumelA)}}))
+            .ok());
+    const uint64_t digest = shard->StateDigest();
+    v1::PushResponse response;
+    const absl::Status s = shard->Push(
+        PushRequest(0, 0, {{kKeyA, Spike(-kHuge, kNumelA)}}), &response);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition)
+        << s << " after " << earlier;
+    EXPECT_THAT(s.message(), HasSubstr("chunk 7"));
+    EXPECT_EQ(shard->StateDigest(), digest);
+    // A push that keeps the mean finite completes the step: mean 0 at [0].
+    const v1::ChunkAck ack =
+        PushOne(*shard, PushRequest(0, 0, {{kKeyA, Spike(-earlier, kNumelA)}}));
+    EXPECT_FALSE(ack.duplicate());
+    EXPECT_EQ(ack.version(), 1u);
+    EXPECT_EQ(ack.clock(), 1u);
+    EXPECT_EQ(Weights(*shard, kKeyA, kNumelA)[0], kHuge);
+  }
 }
 
 // The same with sparse pushes, which under SGD complete a step in place
@@ -223,6 +230,41 @@ TEST(ShardPushTest, BspSparseStepsInPlaceEqualTheMeansSgdBitForBit) {
           expected[i] + -kLearningRate * (sum[i] + 0.0f * expected[i]);
     }
     EXPECT_EQ(Weights(*shard, kKeyA, kNumelA), expected) << "step " << step;
+  }
+}
+
+// Dense pushes under SGD are applied in place too (ASP: each push; BSP: the
+// step's sum with the completing push); the weights are those of the same
+// float operations done aside, bit for bit, with weight decay.
+TEST(ShardPushTest, DenseStepsInPlaceEqualSgdBitForBit) {
+  for (const auto mode : {v1::CONSISTENCY_MODE_ASP, v1::CONSISTENCY_MODE_BSP}) {
+    v1::TrainingConfig config = Config(2, mode);
+    config.mutable_optimizer()->set_weight_decay(0.01f);
+    auto shard = StartShard(config);
+    const float neg_lr = -kLearningRate;
+    const float decay = 0.01f;
+    std::vector<float> expected = InitialWeights(kKeyA, kNumelA);
+    for (uint64_t step = 0; step < 3; ++step) {
+      std::vector<float> sum(kNumelA, 0.0f);
+      for (uint32_t worker : {1u, 0u}) {
+        const std::vector<float> g = Gradient(worker, step, kNumelA);
+        PushOne(*shard, PushRequest(worker, step, {{kKeyA, DenseData(g)}}));
+        for (uint64_t i = 0; i < kNumelA; ++i) {
+          if (mode == v1::CONSISTENCY_MODE_ASP) {
+            expected[i] = expected[i] + neg_lr * (g[i] + decay * expected[i]);
+          } else {
+            sum[i] += 0.5f * g[i];
+          }
+        }
+      }
+      if (mode == v1::CONSISTENCY_MODE_BSP) {
+        for (uint64_t i = 0; i < kNumelA; ++i) {
+          expected[i] = expected[i] + neg_lr * (sum[i] + decay * expected[i]);
+        }
+      }
+      EXPECT_EQ(Weights(*shard, kKeyA, kNumelA), expected)
+          << "step " << step << " mode " << mode;
+    }
   }
 }
 
