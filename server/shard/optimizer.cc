@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/vector_clones.h"
 
 namespace gradwire {
 namespace {
@@ -336,34 +337,35 @@ void Optimizer::ApplyAt(absl::Span<const float> weights,
 // operation, with scalars cast to float where PyTorch's float kernels do, so
 // the results agree with PyTorch to float rounding.
 
-void Optimizer::ApplySgd(double lr, absl::Span<float> weights,
-                         absl::Span<const float> gradient) const {
-  const SgdStep step{static_cast<float>(-lr),
-                     static_cast<float>(settings_.weight_decay)};
-  float* w = weights.data();
-  const float* g = gradient.data();
-  for (size_t i = 0; i < weights.size(); ++i) w[i] = step.Next(w[i], g[i]);
-}
-
-bool Optimizer::KeepsNoElementState() const {
-  return settings_.kind == Kind::kSgd ||
-         (settings_.kind == Kind::kMomentum && settings_.momentum == 0.0);
-}
-
-Optimizer::SgdStep Optimizer::SgdStepAt(uint64_t update) const {
-  assert(KeepsNoElementState());
-  return SgdStep{static_cast<float>(-LearningRateAt(settings_, update)),
-                 static_cast<float>(settings_.weight_decay)};
-}
-
 namespace {
+
+using SgdStep = Optimizer::SgdStep;
+
+// The loops of plain SGD over a whole chunk, in wide vectors where the CPU
+// has them (common/vector_clones.h): element-wise, so every clone gives the
+// same bits.
+
+// w[i] = step.Next(w[i], g[i]).
+GRADWIRE_VECTOR_CLONES void SgdLoop(SgdStep step, float* w, const float* g,
+                                    size_t n) {
+  for (size_t i = 0; i < n; ++i) w[i] = step.Next(w[i], g[i]);
+}
+
+// The same, zeroing g.
+GRADWIRE_VECTOR_CLONES void SgdAndClearLoop(SgdStep step, float* w, float* g,
+                                            size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    w[i] = step.Next(w[i], g[i]);
+    g[i] = 0.0f;
+  }
+}
 
 // Whether step.Next(weights[i], gradient(i)) is finite for every i. Exponent
 // bits all ones: inf or NaN. An OR over a block, not a branch per element,
 // so that the loop vectorises; a block at a time, so that an overflow stops
 // the scan.
 template <typename Gradient>
-bool AllNextFinite(const Optimizer::SgdStep& step, const float* w, size_t n,
+bool AllNextFinite(const SgdStep& step, const float* w, size_t n,
                    Gradient gradient) {
   constexpr uint32_t kExponent = 0x7f800000u;
   constexpr size_t kBlock = 4096;
@@ -381,15 +383,52 @@ bool AllNextFinite(const Optimizer::SgdStep& step, const float* w, size_t n,
   return true;
 }
 
+GRADWIRE_VECTOR_CLONES bool SgdFinite(SgdStep step, const float* w,
+                                      const float* g, size_t n) {
+  return AllNextFinite(step, w, n, [g](size_t i) { return g[i]; });
+}
+
+// With the gradient sum[i] + share * addend[i] (sum[i] + addend[i] at a
+// share of 1, as AccumulateInto adds it).
+GRADWIRE_VECTOR_CLONES bool SgdWithAddendFinite(SgdStep step, const float* w,
+                                                const float* sum,
+                                                const float* addend,
+                                                float share, size_t n) {
+  if (share == 1.0f) {
+    return AllNextFinite(
+        step, w, n, [sum, addend](size_t i) { return sum[i] + addend[i]; });
+  }
+  return AllNextFinite(step, w, n, [sum, addend, share](size_t i) {
+    return sum[i] + share * addend[i];
+  });
+}
+
 }  // namespace
+
+void Optimizer::ApplySgd(double lr, absl::Span<float> weights,
+                         absl::Span<const float> gradient) const {
+  const SgdStep step{static_cast<float>(-lr),
+                     static_cast<float>(settings_.weight_decay)};
+  SgdLoop(step, weights.data(), gradient.data(), weights.size());
+}
+
+bool Optimizer::KeepsNoElementState() const {
+  return settings_.kind == Kind::kSgd ||
+         (settings_.kind == Kind::kMomentum && settings_.momentum == 0.0);
+}
+
+Optimizer::SgdStep Optimizer::SgdStepAt(uint64_t update) const {
+  assert(KeepsNoElementState());
+  return SgdStep{static_cast<float>(-LearningRateAt(settings_, update)),
+                 static_cast<float>(settings_.weight_decay)};
+}
 
 bool Optimizer::SgdUpdateFinite(absl::Span<const float> weights,
                                 absl::Span<const float> gradient,
                                 uint64_t update) const {
   assert(weights.size() == gradient.size());
-  const float* g = gradient.data();
-  return AllNextFinite(SgdStepAt(update), weights.data(), weights.size(),
-                       [g](size_t i) { return g[i]; });
+  return SgdFinite(SgdStepAt(update), weights.data(), gradient.data(),
+                   weights.size());
 }
 
 bool Optimizer::SgdUpdateFinite(absl::Span<const float> weights,
@@ -397,28 +436,16 @@ bool Optimizer::SgdUpdateFinite(absl::Span<const float> weights,
                                 absl::Span<const float> addend, float share,
                                 uint64_t update) const {
   assert(weights.size() == sum.size() && sum.size() == addend.size());
-  const float* s = sum.data();
-  const float* a = addend.data();
-  if (share == 1.0f) {
-    // AccumulateInto adds v itself at a share of 1.
-    return AllNextFinite(SgdStepAt(update), weights.data(), weights.size(),
-                         [s, a](size_t i) { return s[i] + a[i]; });
-  }
-  return AllNextFinite(SgdStepAt(update), weights.data(), weights.size(),
-                       [s, a, share](size_t i) { return s[i] + share * a[i]; });
+  return SgdWithAddendFinite(SgdStepAt(update), weights.data(), sum.data(),
+                             addend.data(), share, weights.size());
 }
 
 void Optimizer::ApplySgdAndClear(absl::Span<float> weights,
                                  absl::Span<float> gradient,
                                  OptimizerState* state) const {
   assert(weights.size() == gradient.size());
-  const SgdStep step = SgdStepAt(state->updates);
-  float* w = weights.data();
-  float* g = gradient.data();
-  for (size_t i = 0; i < weights.size(); ++i) {
-    w[i] = step.Next(w[i], g[i]);
-    g[i] = 0.0f;
-  }
+  SgdAndClearLoop(SgdStepAt(state->updates), weights.data(), gradient.data(),
+                  weights.size());
   ++state->updates;
 }
 
