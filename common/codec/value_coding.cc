@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/base/config.h"
 #include "absl/strings/string_view.h"
 #include "common/codec/codec.h"
@@ -55,9 +56,10 @@ inline float BitsToFloat(uint32_t u) {
 // Position of the first of `n` little-endian words of `Width` bytes at `src`
 // whose exponent bits (`exponent_mask`) are all set, i.e. a NaN or infinity;
 // -1 when there is none.
+// Inlined into each vector clone below, so that each is built for its width.
 template <int Width>
-int64_t FirstAllOnesExponent(const uint8_t* src, size_t n,
-                             uint32_t exponent_mask) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline int64_t FirstAllOnesExponent(
+    const uint8_t* src, size_t n, uint32_t exponent_mask) {
   // A branch-free OR over each block, so that the loop vectorises (a dense
   // 4 MiB chunk is checked on every push); the block that has one is then
   // searched element by element.

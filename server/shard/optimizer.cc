@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/str_format.h"
 #include "common/vector_clones.h"
 
@@ -364,9 +365,12 @@ GRADWIRE_VECTOR_CLONES void SgdAndClearLoop(SgdStep step, float* w, float* g,
 // bits all ones: inf or NaN. An OR over a block, not a branch per element,
 // so that the loop vectorises; a block at a time, so that an overflow stops
 // the scan.
+// Inlined into each vector clone that calls it, so that each is built for
+// its width.
 template <typename Gradient>
-bool AllNextFinite(const SgdStep& step, const float* w, size_t n,
-                   Gradient gradient) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool AllNextFinite(const SgdStep& step,
+                                                       const float* w, size_t n,
+                                                       Gradient gradient) {
   constexpr uint32_t kExponent = 0x7f800000u;
   constexpr size_t kBlock = 4096;
   for (size_t begin = 0; begin < n; begin += kBlock) {
