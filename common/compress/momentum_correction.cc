@@ -3,8 +3,48 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "common/vector_clones.h"
 
 namespace gradwire {
+namespace {
+
+// Whether `value` is inf or NaN (its exponent bits all ones), as a 0/1
+// integer that a loop can OR without a branch, so that it vectorises.
+inline uint32_t NonFiniteBit(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+}
+
+// The passes over a whole gradient, in wide vectors where the CPU has them
+// (common/vector_clones.h; element-wise, no fused multiply-adds: the same
+// bits in every clone). Each returns whether every value it wrote is
+// finite, found in the same pass.
+
+// u = m * u + g.
+GRADWIRE_VECTOR_CLONES bool UpdateVelocity(float m, NonFinitePolicy policy,
+                                           const float* g, size_t n, float* u) {
+  uint32_t non_finite = 0;
+  for (size_t i = 0; i < n; ++i) {
+    u[i] = m * u[i] + SanitizeValue(g[i], policy);
+    non_finite |= NonFiniteBit(u[i]);
+  }
+  return non_finite == 0;
+}
+
+// x = g + m * u (Nesterov's look-ahead).
+GRADWIRE_VECTOR_CLONES bool NesterovInput(float m, NonFinitePolicy policy,
+                                          const float* g, const float* u,
+                                          size_t n, float* x) {
+  uint32_t non_finite = 0;
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = SanitizeValue(g[i], policy) + m * u[i];
+    non_finite |= NonFiniteBit(x[i]);
+  }
+  return non_finite == 0;
+}
+
+}  // namespace
 
 absl::Status AccumulateVelocity(const MomentumCorrectionOptions& options,
                                 NonFinitePolicy non_finite,
@@ -20,36 +60,19 @@ absl::Status AccumulateVelocity(const MomentumCorrectionOptions& options,
   }
   const size_t n = gradient.size();
   if (velocity->size() != n) velocity->assign(n, 0.0f);
-  const float m = options.momentum;
-  float* u = velocity->data();
-  // Whether a value written is inf or NaN (its exponent bits all ones),
-  // ORed without a branch so that the loops vectorise: the input's
-  // finiteness comes with the pass that writes it.
-  uint32_t non_finite_written = 0;
-  const auto note = [&non_finite_written](float value) {
-    uint32_t bits;
-    std::memcpy(&bits, &value, sizeof(bits));
-    non_finite_written |=
-        static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-  };
-  for (size_t i = 0; i < n; ++i) {
-    u[i] = m * u[i] + SanitizeValue(gradient[i], non_finite);
-    note(u[i]);
-  }
+  const bool finite = UpdateVelocity(options.momentum, non_finite,
+                                     gradient.data(), n, velocity->data());
   if (!options.nesterov) {
     *input = *velocity;
-    if (input_finite != nullptr) *input_finite = non_finite_written == 0;
+    if (input_finite != nullptr) *input_finite = finite;
     return absl::OkStatus();
   }
   scratch->resize(n);
-  float* x = scratch->data();
-  non_finite_written = 0;
-  for (size_t i = 0; i < n; ++i) {
-    x[i] = SanitizeValue(gradient[i], non_finite) + m * u[i];
-    note(x[i]);
-  }
+  const bool look_ahead_finite =
+      NesterovInput(options.momentum, non_finite, gradient.data(),
+                    velocity->data(), n, scratch->data());
+  if (input_finite != nullptr) *input_finite = look_ahead_finite;
   *input = *scratch;
-  if (input_finite != nullptr) *input_finite = non_finite_written == 0;
   return absl::OkStatus();
 }
 
