@@ -33,7 +33,8 @@ constexpr char kNotes[] =
     "more of it); selected_per_cpu_s = selected_per_s / cpu_cores. "
     "stage_us_per_push: the "
     "shard's own clock of each push (gradwire_shard_push_stage_seconds_total) "
-    "over every push of the row, warm-up included: parse and respond are the "
+    "over the pushes of the timed calls (the warm-up call excluded): parse and "
+    "respond are the "
     "gRPC service's (absent in process), decode is the chunks' decoding and "
     "validation, lock_wait the chunk locks, update judging and applying "
     "(aggregation, optimizer), journal the write-ahead log (off here).";
