@@ -53,11 +53,21 @@ absl::Status ChunkUpdater::PreparePush(ChunkState* chunk, uint32_t worker,
       }
       return TryUpdate(chunk, gradient.values, prepared);
     }
+    // Quantized (QSGD, 1-bit), or sparse under weight decay: decoded to a
+    // dense gradient. Under plain SGD into this push's own buffer, which
+    // the in-place update reads when the push is applied (every chunk of a
+    // push is prepared before any is applied); otherwise into one buffer
+    // per thread, which TryUpdate has read before it returns.
+    const bool in_place = config_.optimizer->KeepsNoElementState();
+    std::vector<float>& decoded = in_place ? prepared->values : dense;
     const SteadyClock::time_point start = SteadyClock::now();
-    dense.resize(chunk->numel);
-    DecompressInto(gradient, absl::MakeSpan(dense));
+    decoded.resize(chunk->numel);
+    DecompressInto(gradient, absl::MakeSpan(decoded));
     metrics_->ObserveAggregation(SecondsSince(start));
-    return TryUpdate(chunk, dense, prepared);
+    if (in_place && PrepareDenseInPlace(chunk, decoded, prepared)) {
+      return absl::OkStatus();
+    }
+    return TryUpdate(chunk, decoded, prepared);
   }
   if (!WouldCompleteStep(chunk, worker, step)) return absl::OkStatus();
   if (PrepareInPlace(chunk, gradient, prepared)) return absl::OkStatus();
@@ -84,7 +94,9 @@ bool ChunkUpdater::PrepareInPlace(ChunkState* chunk,
                       gradient.encoding == Encoding::kRandomK;
   const bool dense = gradient.encoding == Encoding::kDense &&
                      gradient.values.size() == chunk->numel;
-  if (!optimizer.KeepsNoElementState() || !(sparse || dense) ||
+  const bool quantized = gradient.encoding == Encoding::kQsgd ||
+                         gradient.encoding == Encoding::kSign;
+  if (!optimizer.KeepsNoElementState() || !(sparse || dense || quantized) ||
       chunk->state.pending_pushes + 1 < config_.num_workers ||
       chunk->state.accumulator.size() != chunk->numel) {
     return false;
@@ -92,11 +104,18 @@ bool ChunkUpdater::PrepareInPlace(ChunkState* chunk,
   const SteadyClock::time_point start = SteadyClock::now();
   const uint64_t update = chunk->state.optimizer.updates;
   const float share = 1.0f / config_.num_workers;
-  if (dense) {
-    // Every element of the sum changes: one pass over both.
+  if (dense || quantized) {
+    // Every element of the sum changes: one pass over both. A quantized
+    // push is decoded first, to the values AccumulateInto will add.
+    absl::Span<const float> values = gradient.values;
+    if (quantized) {
+      out->values.resize(chunk->numel);
+      DecompressInto(gradient, absl::MakeSpan(out->values));
+      values = out->values;
+    }
     if (!optimizer.SgdUpdateFinite(chunk->state.weights,
-                                   chunk->state.accumulator, gradient.values,
-                                   share, update)) {
+                                   chunk->state.accumulator, values, share,
+                                   update)) {
       return false;
     }
     MarkInPlace(SecondsSince(start), {}, out);

@@ -30,11 +30,13 @@
 // which keeps no per-element state:
 //   - BSP, when every worker pushed: one pass checks that
 //     w - lr * (sum + wd * w) is finite everywhere (a sparse completing
-//     push's own elements, not yet in the sum, checked apart; a dense
-//     one's added in the same pass), and the update then runs in place,
-//     clearing the sum in the same pass;
-//   - ASP/SSP, a dense push: one pass checks w - lr * (g + wd * w), and
-//     the update runs in place from the decoded values.
+//     push's own elements, not yet in the sum, checked apart; a dense or
+//     quantized one's, decoded first, added in the same pass), and the
+//     update then runs in place, clearing the sum in the same pass;
+//   - ASP/SSP, a push that moves every weight (dense, quantized, or sparse
+//     under weight decay): one pass checks w - lr * (g + wd * w), and the
+//     update runs in place from the decoded values (a dense push's own, or
+//     the push's decoded copy in PreparedUpdate::values).
 // Nothing is copied or allocated then. Should the check find a value that
 // is not finite, the copy path above decides exactly.
 //
@@ -92,19 +94,24 @@ struct PreparedUpdate {
   bool sparse = false;
   // In place, under an optimizer that keeps no element state
   // (Optimizer::KeepsNoElementState): the update was checked finite and
-  // nothing was computed aside. Either BSP, the push (sparse or dense)
-  // that completes a step with every worker's push: CompleteStep applies
-  // the step's sum to the weights in place, clearing the sum in the same
-  // pass; or a dense ASP/SSP push: Commit applies `in_place_gradient`.
+  // no new weights were computed aside. Either BSP, the push (of any
+  // encoding) that completes a step with every worker's push: CompleteStep
+  // applies the step's sum to the weights in place, clearing the sum in
+  // the same pass; or an ASP/SSP push that moves every weight: Commit
+  // applies `in_place_gradient`.
   bool in_place = false;
-  // In place from a push's own dense values (they outlive the update):
-  // empty for the BSP step's sum.
+  // In place from a push's own dense values, or from `values` when the
+  // push was decoded there (both outlive the update): empty for the BSP
+  // step's sum.
   absl::Span<const float> in_place_gradient;
   // In place: the seconds of the check, observed with the update's.
   double check_seconds = 0;
   std::vector<float> weights;
   OptimizerState optimizer;
   std::vector<uint32_t> indices;
+  // Sparse: the new weights at `indices`. In place: the push decoded to a
+  // dense gradient, when it was not dense on the wire (QSGD, 1-bit, or
+  // sparse under weight decay).
   std::vector<float> values;
 };
 

@@ -182,6 +182,31 @@ TEST(ShardNonFiniteUpdateTest, BspSparsePushThatCompletesAnOverflowingStep) {
   }
 }
 
+// A quantized push is decoded before the in-place check: one whose update
+// would overflow is refused, in ASP and as the push completing a BSP step,
+// and changes nothing.
+TEST(ShardNonFiniteUpdateTest, QsgdPushThatWouldOverflowIsRefused) {
+  std::vector<float> spike(kNumelA, 0.0f);
+  spike[0] = -kHuge;  // The norm; element 0 decodes to -kHuge exactly.
+  const v1::ChunkData data = CompressedData("qsgd", spike);
+  ASSERT_EQ(Decoded(data, kNumelA)[0], -kHuge);
+  for (const auto mode : {v1::CONSISTENCY_MODE_ASP, v1::CONSISTENCY_MODE_BSP}) {
+    const uint32_t workers = mode == v1::CONSISTENCY_MODE_BSP ? 2 : 1;
+    auto shard = StartShard(SgdAtOne(workers, mode), HugeChunkA());
+    if (workers == 2) {
+      ASSERT_TRUE(Push(*shard, PushRequest(1, 0, {{kKeyA, data}})).ok());
+    }
+    const uint64_t digest = shard->StateDigest();
+    v1::PushResponse response;
+    const absl::Status s =
+        shard->Push(PushRequest(0, 0, {{kKeyA, data}}), &response);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition)
+        << s << " mode " << mode;
+    EXPECT_THAT(s.message(), HasSubstr("not finite"));
+    EXPECT_EQ(shard->StateDigest(), digest);
+  }
+}
+
 // A step completed by a drop has no push to refuse: it completes without
 // its update (weights, optimizer state and version unchanged).
 TEST(ShardNonFiniteUpdateTest, BspStepCompletedByADropSkipsTheUpdate) {
@@ -233,40 +258,49 @@ TEST(ShardPushTest, BspSparseStepsInPlaceEqualTheMeansSgdBitForBit) {
   }
 }
 
-// Dense pushes under SGD are applied in place too (ASP: each push; BSP: the
-// step's sum with the completing push); the weights are those of the same
-// float operations done aside, bit for bit, with weight decay.
-TEST(ShardPushTest, DenseStepsInPlaceEqualSgdBitForBit) {
+// Under plain SGD every push that moves the whole chunk is applied in place
+// (ASP: a dense or quantized push, or a sparse one under weight decay; BSP:
+// the step's sum with the completing push, whatever its encoding). The
+// weights are those of the same float operations on the decoded values
+// done aside, bit for bit, with weight decay, for every encoding.
+class ShardInPlaceSgdTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ShardInPlaceSgdTest, StepsEqualSgdOnTheDecodedValuesBitForBit) {
+  constexpr float kDecay = 0.01f;
   for (const auto mode : {v1::CONSISTENCY_MODE_ASP, v1::CONSISTENCY_MODE_BSP}) {
     v1::TrainingConfig config = Config(2, mode);
-    config.mutable_optimizer()->set_weight_decay(0.01f);
+    config.mutable_optimizer()->set_weight_decay(kDecay);
     auto shard = StartShard(config);
     const float neg_lr = -kLearningRate;
-    const float decay = 0.01f;
     std::vector<float> expected = InitialWeights(kKeyA, kNumelA);
+    const auto sgd = [&](const std::vector<float>& g) {
+      for (uint64_t i = 0; i < kNumelA; ++i) {
+        expected[i] = expected[i] + neg_lr * (g[i] + kDecay * expected[i]);
+      }
+    };
     for (uint64_t step = 0; step < 3; ++step) {
       std::vector<float> sum(kNumelA, 0.0f);
       for (uint32_t worker : {1u, 0u}) {
-        const std::vector<float> g = Gradient(worker, step, kNumelA);
-        PushOne(*shard, PushRequest(worker, step, {{kKeyA, DenseData(g)}}));
-        for (uint64_t i = 0; i < kNumelA; ++i) {
-          if (mode == v1::CONSISTENCY_MODE_ASP) {
-            expected[i] = expected[i] + neg_lr * (g[i] + decay * expected[i]);
-          } else {
-            sum[i] += 0.5f * g[i];
-          }
+        const v1::ChunkData data =
+            CompressedData(GetParam(), Gradient(worker, step, kNumelA));
+        const std::vector<float> g = Decoded(data, kNumelA);
+        PushOne(*shard, PushRequest(worker, step, {{kKeyA, data}}));
+        if (mode == v1::CONSISTENCY_MODE_ASP) {
+          sgd(g);
+        } else {
+          for (uint64_t i = 0; i < kNumelA; ++i) sum[i] += 0.5f * g[i];
         }
       }
-      if (mode == v1::CONSISTENCY_MODE_BSP) {
-        for (uint64_t i = 0; i < kNumelA; ++i) {
-          expected[i] = expected[i] + neg_lr * (sum[i] + decay * expected[i]);
-        }
-      }
+      if (mode == v1::CONSISTENCY_MODE_BSP) sgd(sum);
       EXPECT_EQ(Weights(*shard, kKeyA, kNumelA), expected)
-          << "step " << step << " mode " << mode;
+          << GetParam() << " step " << step << " mode " << mode;
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Encodings, ShardInPlaceSgdTest,
+                         ::testing::Values("none", "fp16", "topk", "qsgd",
+                                           "onebit"));
 
 TEST(ShardPushTest, BspAppliesTheMeanOnlyWhenEveryWorkerPushed) {
   auto shard = StartShard(Config(3, v1::CONSISTENCY_MODE_BSP));
