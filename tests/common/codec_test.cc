@@ -264,17 +264,45 @@ TEST(CodecTest, SparseExtremeIndicesRoundTrip) {
 
 TEST(CodecTest, QsgdLevelWidths) {
   const std::pair<uint32_t, int> widths[] = {
-      {1, 1}, {2, 2}, {3, 2}, {4, 3}, {255, 8}, {256, 9}, {65535, 16}};
+      {1, 1},   {2, 2},   {3, 2},     {4, 3},     {17, 5},     {100, 7},
+      {255, 8}, {256, 9}, {1500, 11}, {5000, 13}, {20000, 15}, {65535, 16}};
   for (const auto& [levels, bits] : widths) {
     SCOPED_TRACE(absl::StrCat("levels=", levels));
     EXPECT_EQ(QsgdBitsPerLevel(levels), bits);
-    for (uint64_t numel : {1, 3, 8, 13, 1000}) {
+    for (uint64_t numel : {1, 3, 8, 13, 1000, 4099}) {
       ExpectRoundTrip(MakeQsgd(numel, levels));
       v1::ChunkData wire;
       ASSERT_TRUE(EncodeChunk(MakeQsgd(numel, levels), &wire).ok());
       EXPECT_EQ(wire.qsgd().level_codes().size(), (numel * bits + 7) / 8);
       EXPECT_EQ(wire.qsgd().signs().size(), (numel + 7) / 8);
     }
+  }
+}
+
+// The codes are unpacked a word at a time and then byte by byte at the end:
+// a code over the levels is named at its position in either part.
+TEST(CodecTest, QsgdCodeOverLevelsIsFoundAnywhere) {
+  constexpr uint64_t kLong = 4099;
+  constexpr uint32_t kLevels = 300;  // 9 bits: codes up to 511 fit.
+  for (const uint64_t position :
+       {uint64_t{0}, uint64_t{1}, uint64_t{2000}, kLong - 2, kLong - 1}) {
+    CompressedChunk c = MakeQsgd(kLong, kLevels);
+    v1::ChunkData wire;
+    ASSERT_TRUE(EncodeChunk(c, &wire).ok());
+    // Code 511 (all nine bits set) at `position`.
+    std::string* codes = wire.mutable_qsgd()->mutable_level_codes();
+    for (uint64_t bit = position * 9; bit < position * 9 + 9; ++bit) {
+      (*codes)[bit / 8] =
+          static_cast<char>((*codes)[bit / 8] | (1 << (bit % 8)));
+    }
+    CompressedChunk decoded = MakeQsgd(5, 3);
+    const CompressedChunk before = decoded;
+    const absl::Status s = DecodeChunk(wire, OptionsFor(kLong), &decoded);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(),
+                HasSubstr(absl::StrCat("qsgd level code 511 at position ",
+                                       position, " exceeds levels 300")));
+    EXPECT_EQ(decoded.levels, before.levels);
   }
 }
 
