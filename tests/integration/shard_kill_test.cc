@@ -6,11 +6,13 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -41,6 +43,20 @@ uint64_t MaxVersion(const ServerProcess& shard) {
   v1::ShardInfo info;
   if (!stub->GetInfo(&context, v1::GetInfoRequest(), &info).ok()) return 0;
   return info.max_version();
+}
+
+// Whether `dir` holds a complete checkpoint (they are written under a
+// temporary name and renamed to checkpoint-<sequence>.gwck).
+bool HasCheckpoint(const std::string& dir) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (absl::StartsWith(name, "checkpoint-") &&
+        absl::EndsWith(name, ".gwck")) {
+      return true;
+    }
+  }
+  return false;
 }
 
 class ShardKillTest : public ::testing::Test {
@@ -106,12 +122,17 @@ class ShardKillTest : public ::testing::Test {
   }
 
   void KillAndRestartShard0(const std::string& run) {
+    // The checkpoint after update 40 is written beside the training; wait
+    // for it on disk too, or a fast shard is killed before it lands.
+    const std::string dir = absl::StrCat(dir_.path(), "/", run, "-shard-0");
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (MaxVersion(*shards_[0]) < kKillAfterUpdates &&
-           absl::Now() < deadline) {
+    while (
+        (MaxVersion(*shards_[0]) < kKillAfterUpdates || !HasCheckpoint(dir)) &&
+        absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(5));
     }
     ASSERT_GE(MaxVersion(*shards_[0]), kKillAfterUpdates);
+    ASSERT_TRUE(HasCheckpoint(dir)) << "no checkpoint in " << dir;
     shards_[0]->Signal(SIGKILL);
     ASSERT_EQ(shards_[0]->Wait(absl::Seconds(10)).value_or(-1), 128 + SIGKILL);
     // Down for a moment: the worker's calls fail and are retried.
