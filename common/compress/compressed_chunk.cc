@@ -148,6 +148,32 @@ GRADWIRE_VECTOR_CLONES void QsgdBucketInto(const uint16_t* levels,
   }
 }
 
+// The same values added to a step's sum at `weight` (1 * v is v exactly, so
+// one formula serves every weight).
+GRADWIRE_VECTOR_CLONES void QsgdBucketAdd(const uint16_t* levels,
+                                          const uint64_t* negative, float norm,
+                                          float num_levels, float weight,
+                                          uint64_t begin, uint64_t end,
+                                          float* sum) {
+  for (uint64_t i = begin; i < end; ++i) {
+    const float magnitude = norm * (static_cast<float>(levels[i]) / num_levels);
+    sum[i] +=
+        weight *
+        FlipSignIf(magnitude,
+                   static_cast<uint32_t>((negative[i >> 6] >> (i & 63)) & 1u));
+  }
+}
+
+GRADWIRE_VECTOR_CLONES void SignBucketAdd(const uint64_t* positive, float scale,
+                                          float weight, uint64_t begin,
+                                          uint64_t end, float* sum) {
+  for (uint64_t i = begin; i < end; ++i) {
+    sum[i] +=
+        weight * FlipSignIf(scale, static_cast<uint32_t>(
+                                       ~(positive[i >> 6] >> (i & 63)) & 1u));
+  }
+}
+
 GRADWIRE_VECTOR_CLONES void SignBucketInto(const uint64_t* positive,
                                            float scale, uint64_t begin,
                                            uint64_t end, float* out) {
@@ -229,6 +255,21 @@ void AccumulateInto(const CompressedChunk& chunk, float weight,
     return;
   }
   float* sum = accumulator.data();
+  if (chunk.encoding == Encoding::kQsgd) {
+    return ForEachBucket(
+        chunk, chunk.norm, [&](float norm, uint64_t begin, uint64_t end) {
+          QsgdBucketAdd(chunk.levels.data(), chunk.negative_bits.data(), norm,
+                        static_cast<float>(chunk.num_levels), weight, begin,
+                        end, sum);
+        });
+  }
+  if (chunk.encoding == Encoding::kSign) {
+    return ForEachBucket(chunk, chunk.scale,
+                         [&](float scale, uint64_t begin, uint64_t end) {
+                           SignBucketAdd(chunk.positive_bits.data(), scale,
+                                         weight, begin, end, sum);
+                         });
+  }
   if (weight == 1.0f) {
     ForEachElement(chunk, [sum](uint64_t i, float v) { sum[i] += v; });
   } else {
