@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/str_format.h"
 #include "common/vector_clones.h"
 
@@ -20,37 +21,37 @@ inline float FlipSignIf(float x, uint32_t negate) {
   return x;
 }
 
-inline uint32_t BitAt(const std::vector<uint64_t>& bits, uint64_t i) {
-  return static_cast<uint32_t>((bits[i >> 6] >> (i & 63)) & 1u);
-}
-
-// Decoded value of element i of a QSGD chunk whose bucket has `norm`.
-inline float QsgdValue(const CompressedChunk& c, float norm, uint64_t i) {
+// Element i of a QSGD chunk whose bucket has `norm`: the one formula every
+// decoding uses (the worker subtracted exactly this from its residual).
+// Inlined into the vector clones below, so that each is built for its
+// width.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline float QsgdElement(const uint16_t* levels,
+                                                      const uint64_t* negative,
+                                                      float norm,
+                                                      float num_levels,
+                                                      uint64_t i) {
   // level / s <= 1 first, so a norm near FLT_MAX cannot overflow.
-  const float magnitude = norm * (static_cast<float>(c.levels[i]) /
-                                  static_cast<float>(c.num_levels));
-  return FlipSignIf(magnitude, BitAt(c.negative_bits, i));
+  const float magnitude = norm * (static_cast<float>(levels[i]) / num_levels);
+  return FlipSignIf(magnitude,
+                    static_cast<uint32_t>((negative[i >> 6] >> (i & 63)) & 1u));
 }
 
-inline float SignValue(const CompressedChunk& c, float scale, uint64_t i) {
-  return FlipSignIf(scale, BitAt(c.positive_bits, i) ^ 1u);
+// Element i of a sign chunk whose bucket has `scale`.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline float SignElement(const uint64_t* positive,
+                                                      float scale, uint64_t i) {
+  return FlipSignIf(
+      scale, static_cast<uint32_t>(~(positive[i >> 6] >> (i & 63)) & 1u));
 }
 
-// Calls f(index, value(chunk, bucket scale, index)) for every element of a
-// QSGD or sign chunk, bucket by bucket; `whole` is the scale of a chunk
-// without buckets.
-template <typename Value, typename F>
-void ForEachBucketElement(const CompressedChunk& c, float whole, Value&& value,
-                          F&& f) {
-  if (c.bucket_size == 0) {
-    for (uint64_t i = 0; i < c.numel; ++i) f(i, value(c, whole, i));
-    return;
-  }
+// Calls each(scale, begin, end) for each bucket of a QSGD or sign chunk;
+// `whole` is the scale of a chunk without buckets.
+template <typename Each>
+void ForEachBucket(const CompressedChunk& c, float whole, Each&& each) {
+  if (c.bucket_size == 0) return each(whole, 0, c.numel);
   for (uint64_t b = 0; b < c.bucket_scales.size(); ++b) {
     const uint64_t begin = b * c.bucket_size;
-    const uint64_t end = std::min<uint64_t>(c.numel, begin + c.bucket_size);
-    const float scale = c.bucket_scales[b];
-    for (uint64_t i = begin; i < end; ++i) f(i, value(c, scale, i));
+    each(c.bucket_scales[b], begin,
+         std::min<uint64_t>(c.numel, begin + c.bucket_size));
   }
 }
 
@@ -72,11 +73,22 @@ void ForEachElement(const CompressedChunk& c, F&& f) {
       for (size_t j = 0; j < c.indices.size(); ++j)
         f(c.indices[j], c.values[j]);
       return;
-    case Encoding::kQsgd:
-      ForEachBucketElement(c, c.norm, QsgdValue, f);
+    case Encoding::kQsgd: {
+      const float num_levels = static_cast<float>(c.num_levels);
+      ForEachBucket(c, c.norm, [&](float norm, uint64_t begin, uint64_t end) {
+        for (uint64_t i = begin; i < end; ++i) {
+          f(i, QsgdElement(c.levels.data(), c.negative_bits.data(), norm,
+                           num_levels, i));
+        }
+      });
       return;
+    }
     case Encoding::kSign:
-      ForEachBucketElement(c, c.scale, SignValue, f);
+      ForEachBucket(c, c.scale, [&](float scale, uint64_t begin, uint64_t end) {
+        for (uint64_t i = begin; i < end; ++i) {
+          f(i, SignElement(c.positive_bits.data(), scale, i));
+        }
+      });
       return;
   }
 }
@@ -134,43 +146,26 @@ void CompressedChunk::Clear() {
 namespace {
 
 // One bucket of a quantized chunk, elements [begin, end), decoded into `out`
-// by the formulas of QsgdValue and SignValue, in wide vectors where the CPU
-// has them (common/vector_clones.h; element-wise: the same bits in every
-// clone). A shard decodes every QSGD and 1-bit push this way.
+// (Into) or added to a step's sum at `weight` (Add; 1 * v is v exactly, so
+// one formula serves every weight), in wide vectors where the CPU has them
+// (common/vector_clones.h; element-wise: the same bits in every clone). A
+// shard decodes every QSGD and 1-bit push this way.
 GRADWIRE_VECTOR_CLONES void QsgdBucketInto(const uint16_t* levels,
                                            const uint64_t* negative, float norm,
                                            float num_levels, uint64_t begin,
                                            uint64_t end, float* out) {
   for (uint64_t i = begin; i < end; ++i) {
-    const float magnitude = norm * (static_cast<float>(levels[i]) / num_levels);
-    out[i] = FlipSignIf(
-        magnitude, static_cast<uint32_t>((negative[i >> 6] >> (i & 63)) & 1u));
+    out[i] = QsgdElement(levels, negative, norm, num_levels, i);
   }
 }
 
-// The same values added to a step's sum at `weight` (1 * v is v exactly, so
-// one formula serves every weight).
 GRADWIRE_VECTOR_CLONES void QsgdBucketAdd(const uint16_t* levels,
                                           const uint64_t* negative, float norm,
                                           float num_levels, float weight,
                                           uint64_t begin, uint64_t end,
                                           float* sum) {
   for (uint64_t i = begin; i < end; ++i) {
-    const float magnitude = norm * (static_cast<float>(levels[i]) / num_levels);
-    sum[i] +=
-        weight *
-        FlipSignIf(magnitude,
-                   static_cast<uint32_t>((negative[i >> 6] >> (i & 63)) & 1u));
-  }
-}
-
-GRADWIRE_VECTOR_CLONES void SignBucketAdd(const uint64_t* positive, float scale,
-                                          float weight, uint64_t begin,
-                                          uint64_t end, float* sum) {
-  for (uint64_t i = begin; i < end; ++i) {
-    sum[i] +=
-        weight * FlipSignIf(scale, static_cast<uint32_t>(
-                                       ~(positive[i >> 6] >> (i & 63)) & 1u));
+    sum[i] += weight * QsgdElement(levels, negative, norm, num_levels, i);
   }
 }
 
@@ -178,20 +173,15 @@ GRADWIRE_VECTOR_CLONES void SignBucketInto(const uint64_t* positive,
                                            float scale, uint64_t begin,
                                            uint64_t end, float* out) {
   for (uint64_t i = begin; i < end; ++i) {
-    out[i] = FlipSignIf(
-        scale, static_cast<uint32_t>(~(positive[i >> 6] >> (i & 63)) & 1u));
+    out[i] = SignElement(positive, scale, i);
   }
 }
 
-// Calls into(scale, begin, end) for each bucket of a QSGD or sign chunk;
-// `whole` is the scale of a chunk without buckets.
-template <typename Into>
-void ForEachBucket(const CompressedChunk& c, float whole, Into&& into) {
-  if (c.bucket_size == 0) return into(whole, 0, c.numel);
-  for (uint64_t b = 0; b < c.bucket_scales.size(); ++b) {
-    const uint64_t begin = b * c.bucket_size;
-    into(c.bucket_scales[b], begin,
-         std::min<uint64_t>(c.numel, begin + c.bucket_size));
+GRADWIRE_VECTOR_CLONES void SignBucketAdd(const uint64_t* positive, float scale,
+                                          float weight, uint64_t begin,
+                                          uint64_t end, float* sum) {
+  for (uint64_t i = begin; i < end; ++i) {
+    sum[i] += weight * SignElement(positive, scale, i);
   }
 }
 
