@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/optional.h"
+#include "common/codec/chunk_view.h"
 #include "common/compress/compressed_chunk.h"
 #include "common/compress/compressor.h"
 #include "common/precision.h"
@@ -83,6 +84,10 @@ struct DecodeOptions {
 // indices are regenerated with RandomIndexSet. On error returns
 // INVALID_ARGUMENT saying what is wrong and where, and `*out` is untouched.
 absl::Status DecodeChunk(const v1::ChunkData& in, const DecodeOptions& options,
+                         CompressedChunk* out);
+// The same for a chunk read in place (chunk_view.h), with the same checks
+// and messages: fields in several pieces are read as if they were one.
+absl::Status DecodeChunk(const ChunkDataView& in, const DecodeOptions& options,
                          CompressedChunk* out);
 
 }  // namespace gradwire

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "common/codec/chunk_view.h"
 #include "common/compress/compressed_chunk.h"
 #include "common/compress/compressor.h"
 #include "common/precision.h"
@@ -52,24 +53,25 @@ void WriteValues(const std::vector<float>& values, ValuePrecision precision,
 
 // Value `i` of the little-endian array at `src`.
 float LoadValue(const uint8_t* src, size_t i, ValuePrecision precision);
+// Value `i` of the little-endian array in `bytes`.
+float LoadValue(const WireBytes& bytes, size_t i, ValuePrecision precision);
 
 // Resolves the value type of `what` (e.g. "dense").
 absl::Status CheckValueType(absl::string_view what, v1::ValueType value_type,
                             ValuePrecision* precision);
 
 // Checks that `bytes` holds exactly `count` values of `precision`.
-absl::Status CheckValuesLength(absl::string_view what, absl::string_view bytes,
+absl::Status CheckValuesLength(absl::string_view what, const WireBytes& bytes,
                                uint64_t count, ValuePrecision precision);
 
-// Position of the first non-finite value in `bytes`, or -1 when there is
-// none or when the policy replaces them anyway.
-int64_t FirstRejectedValue(absl::string_view bytes, ValuePrecision precision,
-                           NonFinitePolicy policy);
-
-// Fills `*out` with the values in `bytes`; non-finite ones become 0 under
-// kZero (under kReject the caller has already refused them).
-void ReadValues(absl::string_view bytes, ValuePrecision precision,
-                NonFinitePolicy policy, std::vector<float>* out);
+// Converts the values in `bytes` into `dst` (room for all of them), piece
+// by piece (no copy of the pieces into one buffer first): under kReject
+// stops at the first NaN or infinity and returns its position (`dst` then
+// holds some of the values before it); under kZero replaces each by 0.
+// Returns -1 when every value was written. A value split between two
+// pieces counts as any other.
+int64_t ReadCheckedValues(const WireBytes& bytes, ValuePrecision precision,
+                          NonFinitePolicy policy, float* dst);
 
 // ---------------------------------------------------------------------------
 // Bit vectors (bit_coding.cc): bit i % 8 of byte i / 8 on the wire; bit

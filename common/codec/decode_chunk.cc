@@ -1,8 +1,9 @@
-// DecodeChunk: gradwire.v1.ChunkData -> CompressedChunk, trusting nothing
-// (codec.h).
+// DecodeChunk: gradwire.v1.ChunkData (or a view of one) -> CompressedChunk,
+// trusting nothing (codec.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/base/config.h"
@@ -23,86 +24,125 @@ using codec_internal::CheckBitLength;
 using codec_internal::CheckValuesLength;
 using codec_internal::CheckValueType;
 using codec_internal::DecodeSparseIndices;
-using codec_internal::FirstRejectedValue;
 using codec_internal::Invalid;
 using codec_internal::LoadValue;
 using codec_internal::ReadBits;
-using codec_internal::ReadValues;
+using codec_internal::ReadCheckedValues;
 
-// One function per payload: validate everything, then write.
+// Where the fields that are read as one array (indices, bits, level codes,
+// bucket scales) are copied when they arrived in more than one piece: per
+// thread, reused from call to call. Values are read piece by piece instead.
+struct FlatScratch {
+  std::string indices;
+  std::string bits;
+  std::string level_codes;
+  std::string bucket_scales;
+};
 
-absl::Status DecodeDense(const v1::DenseValues& in, uint64_t numel,
-                         const DecodeOptions& options, CompressedChunk* out) {
-  ValuePrecision precision;
-  absl::Status status = CheckValueType("dense", in.value_type(), &precision);
-  if (!status.ok()) return status;
-  status = CheckValuesLength("dense", in.values(), numel, precision);
-  if (!status.ok()) return status;
+FlatScratch& Scratch() {
+  thread_local FlatScratch scratch;
+  return scratch;
+}
+
+// The `bytes.size() / width` values of `what` ("dense", ...), checked per
+// `policy` and converted into this thread's buffer, which `*decoded` then
+// points to: decoded aside, so that `*out` is untouched when one is
+// refused. INVALID_ARGUMENT naming the first refused value.
+absl::Status ReadValuesAside(absl::string_view what, const WireBytes& bytes,
+                             ValuePrecision precision, NonFinitePolicy policy,
+                             std::vector<float>** decoded) {
+  thread_local std::vector<float> buffer;
+  const size_t n = bytes.size() / BytesPerValue(precision);
+  // Resized only when the size changes: every element is written below, and
+  // a chunk-sized buffer zero-filled on every decode would cost a pass.
+  if (buffer.size() != n) buffer.resize(n);
   const int64_t bad =
-      FirstRejectedValue(in.values(), precision, options.non_finite);
+      ReadCheckedValues(bytes, precision, policy, buffer.data());
   if (bad >= 0) {
-    return Invalid("dense value at position %d is %g, not finite", bad,
-                   LoadValue(Bytes(in.values()), bad, precision));
+    return Invalid("%s value at position %d is %g, not finite", what, bad,
+                   LoadValue(bytes, bad, precision));
   }
-  out->Clear();
-  out->encoding = Encoding::kDense;
-  out->numel = numel;
-  out->precision = precision;
-  ReadValues(in.values(), precision, options.non_finite, &out->values);
+  *decoded = &buffer;
   return absl::OkStatus();
 }
 
-absl::Status DecodeSparse(const v1::SparseValues& in, uint64_t numel,
+// Clears `*out` and makes `*decoded` its values; `*decoded` gets the buffer
+// `*out` held, with its size, for the next decode on this thread (a caller
+// that decodes into chunks it reuses then never zero-fills one).
+void TakeValues(std::vector<float>* decoded, CompressedChunk* out) {
+  std::vector<float> previous;
+  previous.swap(out->values);
+  out->Clear();
+  out->values.swap(*decoded);
+  decoded->swap(previous);
+}
+
+// One function per payload: validate everything, then write.
+
+absl::Status DecodeDense(const DenseValuesView& in, uint64_t numel,
+                         const DecodeOptions& options, CompressedChunk* out) {
+  ValuePrecision precision;
+  absl::Status status = CheckValueType("dense", in.value_type, &precision);
+  if (!status.ok()) return status;
+  status = CheckValuesLength("dense", in.values, numel, precision);
+  if (!status.ok()) return status;
+  std::vector<float>* values;
+  status = ReadValuesAside("dense", in.values, precision, options.non_finite,
+                           &values);
+  if (!status.ok()) return status;
+  TakeValues(values, out);
+  out->encoding = Encoding::kDense;
+  out->numel = numel;
+  out->precision = precision;
+  return absl::OkStatus();
+}
+
+absl::Status DecodeSparse(const SparseValuesView& in, uint64_t numel,
                           const DecodeOptions& options, CompressedChunk* out) {
-  const uint64_t nnz = in.nnz();
+  const uint64_t nnz = in.nnz;
   if (nnz > numel) return Invalid("sparse nnz %d exceeds numel %d", nnz, numel);
   ValuePrecision precision;
-  absl::Status status = CheckValueType("sparse", in.value_type(), &precision);
+  absl::Status status = CheckValueType("sparse", in.value_type, &precision);
   if (!status.ok()) return status;
-  status = CheckValuesLength("sparse", in.values(), nnz, precision);
+  status = CheckValuesLength("sparse", in.values, nnz, precision);
   if (!status.ok()) return status;
   // Decoded aside, so that `*out` is untouched when anything is bad; the
   // swap below hands `*out` this thread's buffer and keeps its old one.
   thread_local std::vector<uint32_t> indices;
-  status = DecodeSparseIndices(in.indices(), nnz, numel, &indices);
+  status = DecodeSparseIndices(in.indices.Flatten(&Scratch().indices), nnz,
+                               numel, &indices);
   if (!status.ok()) return status;
-  const int64_t bad =
-      FirstRejectedValue(in.values(), precision, options.non_finite);
-  if (bad >= 0) {
-    return Invalid("sparse value at position %d is %g, not finite", bad,
-                   LoadValue(Bytes(in.values()), bad, precision));
-  }
-  out->Clear();
+  std::vector<float>* values;
+  status = ReadValuesAside("sparse", in.values, precision, options.non_finite,
+                           &values);
+  if (!status.ok()) return status;
+  TakeValues(values, out);
   out->encoding = Encoding::kSparse;
   out->numel = numel;
   out->precision = precision;
   out->indices.swap(indices);
-  ReadValues(in.values(), precision, options.non_finite, &out->values);
   return absl::OkStatus();
 }
 
-absl::Status DecodeRandomK(const v1::RandomKValues& in, uint64_t numel,
+absl::Status DecodeRandomK(const RandomKValuesView& in, uint64_t numel,
                            const DecodeOptions& options, CompressedChunk* out) {
-  const uint64_t k = in.k();
+  const uint64_t k = in.k;
   if (k > numel) return Invalid("random-k k %d exceeds numel %d", k, numel);
   ValuePrecision precision;
-  absl::Status status = CheckValueType("random-k", in.value_type(), &precision);
+  absl::Status status = CheckValueType("random-k", in.value_type, &precision);
   if (!status.ok()) return status;
-  status = CheckValuesLength("random-k", in.values(), k, precision);
+  status = CheckValuesLength("random-k", in.values, k, precision);
   if (!status.ok()) return status;
-  const int64_t bad =
-      FirstRejectedValue(in.values(), precision, options.non_finite);
-  if (bad >= 0) {
-    return Invalid("random-k value at position %d is %g, not finite", bad,
-                   LoadValue(Bytes(in.values()), bad, precision));
-  }
-  out->Clear();
+  std::vector<float>* values;
+  status = ReadValuesAside("random-k", in.values, precision, options.non_finite,
+                           &values);
+  if (!status.ok()) return status;
+  TakeValues(values, out);
   out->encoding = Encoding::kRandomK;
   out->numel = numel;
   out->precision = precision;
-  out->seed = in.seed();
-  out->indices = RandomIndexSet(in.seed(), numel, k);
-  ReadValues(in.values(), precision, options.non_finite, &out->values);
+  out->seed = in.seed;
+  out->indices = RandomIndexSet(in.seed, numel, k);
   return absl::OkStatus();
 }
 
@@ -209,8 +249,9 @@ absl::Status CheckBucketScales(absl::string_view payload,
                    whole);
   }
   const uint64_t buckets = BucketCount(numel, bucket_size);
-  absl::Status status = CheckValuesLength(
-      absl::StrCat(payload, " bucket"), bytes, buckets, ValuePrecision::kFp32);
+  absl::Status status =
+      CheckValuesLength(absl::StrCat(payload, " bucket"), WireBytes(bytes),
+                        buckets, ValuePrecision::kFp32);
   if (!status.ok()) return status;
   for (uint64_t b = 0; b < buckets; ++b) {
     float kept = 0.0f;
@@ -227,62 +268,70 @@ void ReadBucketScales(uint32_t bucket_size, absl::string_view bytes,
                       NonFinitePolicy policy, CompressedChunk* out) {
   out->bucket_size = bucket_size;
   if (bucket_size != 0) {
-    ReadValues(bytes, ValuePrecision::kFp32, policy, &out->bucket_scales);
+    // CheckBucketScales refused what kReject refuses.
+    out->bucket_scales.resize(bytes.size() / sizeof(float));
+    ReadCheckedValues(WireBytes(bytes), ValuePrecision::kFp32, policy,
+                      out->bucket_scales.data());
   }
 }
 
-absl::Status DecodeQsgd(const v1::QsgdValues& in, uint64_t numel,
+absl::Status DecodeQsgd(const QsgdValuesView& in, uint64_t numel,
                         const DecodeOptions& options, CompressedChunk* out) {
-  const uint32_t levels = in.levels();
+  const uint32_t levels = in.levels;
   if (levels < 1 || levels > 65535) {
     return Invalid("qsgd levels %d are outside [1, 65535]", levels);
   }
   float norm = 0.0f;
   absl::Status status =
-      CheckScale("qsgd norm", in.norm(), options.non_finite, &norm);
+      CheckScale("qsgd norm", in.norm, options.non_finite, &norm);
   if (!status.ok()) return status;
-  status =
-      CheckBucketScales("qsgd", "norm", in.bucket_size(), in.bucket_norms(),
-                        in.norm(), numel, options.non_finite);
+  FlatScratch& scratch = Scratch();
+  const absl::string_view bucket_norms =
+      in.bucket_norms.Flatten(&scratch.bucket_scales);
+  status = CheckBucketScales("qsgd", "norm", in.bucket_size, bucket_norms,
+                             in.norm, numel, options.non_finite);
   if (!status.ok()) return status;
-  status = CheckBitLength("qsgd signs", in.signs(), numel);
+  const absl::string_view signs = in.signs.Flatten(&scratch.bits);
+  status = CheckBitLength("qsgd signs", signs, numel);
   if (!status.ok()) return status;
   // Unpacked aside, so that a bad code leaves `*out` untouched; swapped in
   // (the buffers of both are kept for the next decode on this thread).
   thread_local std::vector<uint16_t> codes;
-  status = ReadLevelCodes(in.level_codes(), numel, levels, &codes);
+  status = ReadLevelCodes(in.level_codes.Flatten(&scratch.level_codes), numel,
+                          levels, &codes);
   if (!status.ok()) return status;
   out->Clear();
   out->encoding = Encoding::kQsgd;
   out->numel = numel;
   out->norm = norm;
   out->num_levels = levels;
-  ReadBucketScales(in.bucket_size(), in.bucket_norms(), options.non_finite,
-                   out);
-  ReadBits(in.signs(), numel, &out->negative_bits);
+  ReadBucketScales(in.bucket_size, bucket_norms, options.non_finite, out);
+  ReadBits(signs, numel, &out->negative_bits);
   out->levels.swap(codes);
   return absl::OkStatus();
 }
 
-absl::Status DecodeSign(const v1::SignValues& in, uint64_t numel,
+absl::Status DecodeSign(const SignValuesView& in, uint64_t numel,
                         const DecodeOptions& options, CompressedChunk* out) {
   float scale = 0.0f;
   absl::Status status =
-      CheckScale("sign scale", in.scale(), options.non_finite, &scale);
+      CheckScale("sign scale", in.scale, options.non_finite, &scale);
   if (!status.ok()) return status;
-  status =
-      CheckBucketScales("sign", "scale", in.bucket_size(), in.bucket_scales(),
-                        in.scale(), numel, options.non_finite);
+  FlatScratch& scratch = Scratch();
+  const absl::string_view bucket_scales =
+      in.bucket_scales.Flatten(&scratch.bucket_scales);
+  status = CheckBucketScales("sign", "scale", in.bucket_size, bucket_scales,
+                             in.scale, numel, options.non_finite);
   if (!status.ok()) return status;
-  status = CheckBitLength("sign bits", in.bits(), numel);
+  const absl::string_view bits = in.bits.Flatten(&scratch.bits);
+  status = CheckBitLength("sign bits", bits, numel);
   if (!status.ok()) return status;
   out->Clear();
   out->encoding = Encoding::kSign;
   out->numel = numel;
   out->scale = scale;
-  ReadBucketScales(in.bucket_size(), in.bucket_scales(), options.non_finite,
-                   out);
-  ReadBits(in.bits(), numel, &out->positive_bits);
+  ReadBucketScales(in.bucket_size, bucket_scales, options.non_finite, out);
+  ReadBits(bits, numel, &out->positive_bits);
   return absl::OkStatus();
 }
 
@@ -303,26 +352,31 @@ absl::Status CheckNumel(uint64_t numel, const DecodeOptions& options) {
 
 }  // namespace
 
-absl::Status DecodeChunk(const v1::ChunkData& in, const DecodeOptions& options,
+absl::Status DecodeChunk(const ChunkDataView& in, const DecodeOptions& options,
                          CompressedChunk* out) {
-  const uint64_t numel = in.numel();
+  const uint64_t numel = in.numel;
   absl::Status status = CheckNumel(numel, options);
   if (!status.ok()) return status;
-  switch (in.payload_case()) {
+  switch (in.payload) {
     case v1::ChunkData::kDense:
-      return DecodeDense(in.dense(), numel, options, out);
+      return DecodeDense(in.dense, numel, options, out);
     case v1::ChunkData::kSparse:
-      return DecodeSparse(in.sparse(), numel, options, out);
+      return DecodeSparse(in.sparse, numel, options, out);
     case v1::ChunkData::kRandomK:
-      return DecodeRandomK(in.random_k(), numel, options, out);
+      return DecodeRandomK(in.random_k, numel, options, out);
     case v1::ChunkData::kQsgd:
-      return DecodeQsgd(in.qsgd(), numel, options, out);
+      return DecodeQsgd(in.qsgd, numel, options, out);
     case v1::ChunkData::kSign:
-      return DecodeSign(in.sign(), numel, options, out);
+      return DecodeSign(in.sign, numel, options, out);
     case v1::ChunkData::PAYLOAD_NOT_SET:
       break;
   }
   return Invalid("chunk has no payload");
+}
+
+absl::Status DecodeChunk(const v1::ChunkData& in, const DecodeOptions& options,
+                         CompressedChunk* out) {
+  return DecodeChunk(ViewOf(in), options, out);
 }
 
 }  // namespace gradwire

@@ -96,6 +96,37 @@ void ConvertValues(const uint8_t* src, size_t n, NonFinitePolicy policy,
   }
 }
 
+// Calls fn(src, count, first) for each run of whole values of `width` bytes
+// in `bytes`, in order: `count` values at `src`, the first being value
+// `first` of the array. A value split between two pieces is assembled
+// aside and passed as a run of one. Stops when fn returns false.
+template <typename Fn>
+void ForEachValueRun(const WireBytes& bytes, size_t width, Fn fn) {
+  uint8_t split[4];
+  size_t split_bytes = 0;
+  size_t index = 0;
+  for (absl::string_view piece : bytes.pieces()) {
+    const uint8_t* src = Bytes(piece);
+    size_t left = piece.size();
+    if (split_bytes > 0) {
+      const size_t take = std::min(width - split_bytes, left);
+      std::memcpy(split + split_bytes, src, take);
+      split_bytes += take;
+      src += take;
+      left -= take;
+      if (split_bytes < width) continue;
+      if (!fn(split, size_t{1}, index)) return;
+      ++index;
+      split_bytes = 0;
+    }
+    const size_t whole = left / width;
+    if (whole > 0 && !fn(src, whole, index)) return;
+    index += whole;
+    split_bytes = left - whole * width;
+    std::memcpy(split, src + whole * width, split_bytes);
+  }
+}
+
 }  // namespace
 
 void WriteValues(const std::vector<float>& values, ValuePrecision precision,
@@ -134,6 +165,13 @@ float LoadValue(const uint8_t* src, size_t i, ValuePrecision precision) {
   return BitsToFloat(LoadLE32(src + 4 * i));
 }
 
+float LoadValue(const WireBytes& bytes, size_t i, ValuePrecision precision) {
+  const size_t width = BytesPerValue(precision);
+  uint8_t value[4];
+  bytes.CopyOut(i * width, width, value);
+  return LoadValue(value, 0, precision);
+}
+
 absl::Status CheckValueType(absl::string_view what, v1::ValueType value_type,
                             ValuePrecision* precision) {
   const absl::optional<ValuePrecision> resolved = FromWire(value_type);
@@ -148,7 +186,7 @@ absl::Status CheckValueType(absl::string_view what, v1::ValueType value_type,
   return absl::OkStatus();
 }
 
-absl::Status CheckValuesLength(absl::string_view what, absl::string_view bytes,
+absl::Status CheckValuesLength(absl::string_view what, const WireBytes& bytes,
                                uint64_t count, ValuePrecision precision) {
   const uint64_t expected = count * BytesPerValue(precision);
   if (bytes.size() != expected) {
@@ -171,30 +209,23 @@ GRADWIRE_VECTOR_CLONES int64_t FirstNonFinite32(const uint8_t* src, size_t n) {
   return FirstAllOnesExponent<4>(src, n, 0x7f800000u);
 }
 
-}  // namespace
-
-int64_t FirstRejectedValue(absl::string_view bytes, ValuePrecision precision,
-                           NonFinitePolicy policy) {
-  if (policy != NonFinitePolicy::kReject) return -1;
-  const size_t n = bytes.size() / BytesPerValue(precision);
+// Position of the first non-finite value among the `n` at `src`, or -1.
+int64_t FirstNonFinite(const uint8_t* src, size_t n, ValuePrecision precision) {
   switch (precision) {
     case ValuePrecision::kFp16:
-      return FirstNonFinite16(Bytes(bytes), n, 0x7c00u);
+      return FirstNonFinite16(src, n, 0x7c00u);
     case ValuePrecision::kBf16:
-      return FirstNonFinite16(Bytes(bytes), n, 0x7f80u);
+      return FirstNonFinite16(src, n, 0x7f80u);
     case ValuePrecision::kFp32:
       break;
   }
-  return FirstNonFinite32(Bytes(bytes), n);
+  return FirstNonFinite32(src, n);
 }
 
-void ReadValues(absl::string_view bytes, ValuePrecision precision,
-                NonFinitePolicy policy, std::vector<float>* out) {
-  const size_t n = bytes.size() / BytesPerValue(precision);
-  out->resize(n);
-  if (n == 0) return;
-  const uint8_t* src = Bytes(bytes);
-  float* dst = out->data();
+// Converts the `n` values at `src` into `dst`, which under kReject were
+// checked finite.
+void ReadRun(const uint8_t* src, size_t n, ValuePrecision precision,
+             NonFinitePolicy policy, float* dst) {
   switch (precision) {
     case ValuePrecision::kFp16:
       if (policy == NonFinitePolicy::kReject) {
@@ -227,6 +258,34 @@ void ReadValues(absl::string_view bytes, ValuePrecision precision,
         return BitsToFloat(LoadLE32(p + 4 * i));
       },
       dst);
+}
+
+}  // namespace
+
+int64_t ReadCheckedValues(const WireBytes& bytes, ValuePrecision precision,
+                          NonFinitePolicy policy, float* dst) {
+  // Block by block, each checked and then converted while it is in the
+  // first-level cache: one pass over the received bytes, however cold.
+  constexpr size_t kBlock = 1024;
+  const size_t width = BytesPerValue(precision);
+  int64_t rejected = -1;
+  ForEachValueRun(
+      bytes, width, [&](const uint8_t* src, size_t n, size_t first) {
+        for (size_t begin = 0; begin < n; begin += kBlock) {
+          const size_t count = std::min(kBlock, n - begin);
+          const uint8_t* block = src + begin * width;
+          if (policy == NonFinitePolicy::kReject) {
+            const int64_t at = FirstNonFinite(block, count, precision);
+            if (at >= 0) {
+              rejected = static_cast<int64_t>(first + begin) + at;
+              return false;
+            }
+          }
+          ReadRun(block, count, precision, policy, dst + first + begin);
+        }
+        return true;
+      });
+  return rejected;
 }
 
 }  // namespace codec_internal

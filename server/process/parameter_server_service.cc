@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/codec/push_wire.h"
 #include "common/tls/bearer_token.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
@@ -70,6 +71,61 @@ grpc::Status ParseRequest(const grpc::ByteBuffer& bytes, const char* method,
       grpc::StatusCode::INVALID_ARGUMENT,
       absl::StrFormat("%s: the %d request bytes are not a valid %s", method,
                       size, Request::descriptor()->full_name()));
+}
+
+// A Push as the shard reads it: the received slices, and the request read in
+// place from them (common/codec/push_wire.h), so that no gradient byte is
+// copied before the codec decodes it.
+struct ReceivedPush {
+  std::vector<grpc::Slice> slices;
+  PushView view;
+  uint32_t worker_id() const { return view.worker_id; }
+  // The message it stands for, for the messages that name it.
+  static const google::protobuf::Descriptor* descriptor() {
+    return v1::PushRequest::descriptor();
+  }
+};
+
+// Steps 3 for a message of type `Request`: its chunk entries counted, then
+// parsed.
+template <typename Request>
+grpc::Status Parse(const grpc::ByteBuffer& bytes, const char* method,
+                   uint64_t max_chunk_entries, Request* request) {
+  grpc::Status status = CheckChunkEntries<Request>(bytes, max_chunk_entries);
+  if (status.ok()) status = ParseRequest(bytes, method, request);
+  return status;
+}
+
+// The same for a Push, in one pass over the received slices.
+grpc::Status Parse(const grpc::ByteBuffer& bytes, const char* method,
+                   uint64_t max_chunk_entries, ReceivedPush* push) {
+  // Dump takes a reference to each slice; it copies no bytes.
+  if (!bytes.Dump(&push->slices).ok()) {
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        "the request's slices could not be read");
+  }
+  WireBytes wire;
+  for (const grpc::Slice& slice : push->slices) {
+    wire.Append(absl::string_view(reinterpret_cast<const char*>(slice.begin()),
+                                  slice.size()));
+  }
+  const absl::Status status =
+      ParsePushRequest(wire, max_chunk_entries, &push->view);
+  if (absl::IsResourceExhausted(status)) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrFormat("PushRequest names more than %d chunks, the most this "
+                        "shard accepts (--max-chunks)",
+                        max_chunk_entries));
+  }
+  if (!status.ok()) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrFormat("%s: the %d request bytes are not a valid %s (%s)",
+                        method, wire.size(), push->descriptor()->full_name(),
+                        status.message()));
+  }
+  return grpc::Status::OK;
 }
 
 template <typename Response>
@@ -162,30 +218,25 @@ grpc::ServerUnaryReactor* ParameterServerService::Serve(
   }
   // The request buffer lives until Finish; the work reads it from a pool
   // thread.
-  pool->Submit(
-      [this, context, request, response, reactor, work, caller = *caller]() {
-        constexpr bool kPush = std::is_same_v<Request, v1::PushRequest>;
-        PushStageClock clock(&shard_->metrics());
-        Request parsed;
-        Response answer;
-        grpc::Status status =
-            CheckChunkEntries<Request>(*request, max_chunk_entries_);
-        if (status.ok()) {
-          status = ParseRequest(*request, Request::descriptor()->name().c_str(),
-                                &parsed);
-        }
-        if constexpr (!std::is_same_v<Request, v1::GetInfoRequest>) {
-          if (status.ok()) status = Authorize(caller, parsed.worker_id());
-        }
-        if constexpr (kPush) clock.Lap(PushStage::kParse);
-        if (status.ok())
-          status = work(context, parsed, request->Length(), &answer);
-        // The shard times its own stages.
-        if constexpr (kPush) clock = PushStageClock(&shard_->metrics());
-        if (status.ok()) status = SerializeResponse(answer, response);
-        if constexpr (kPush) clock.Lap(PushStage::kRespond);
-        reactor->Finish(status);
-      });
+  pool->Submit([this, context, request, response, reactor, work,
+                caller = *caller]() {
+    constexpr bool kPush = std::is_same_v<Request, ReceivedPush>;
+    PushStageClock clock(&shard_->metrics());
+    Request parsed;
+    Response answer;
+    grpc::Status status = Parse(*request, Request::descriptor()->name().c_str(),
+                                max_chunk_entries_, &parsed);
+    if constexpr (!std::is_same_v<Request, v1::GetInfoRequest>) {
+      if (status.ok()) status = Authorize(caller, parsed.worker_id());
+    }
+    if constexpr (kPush) clock.Lap(PushStage::kParse);
+    if (status.ok()) status = work(context, parsed, request->Length(), &answer);
+    // The shard times its own stages.
+    if constexpr (kPush) clock = PushStageClock(&shard_->metrics());
+    if (status.ok()) status = SerializeResponse(answer, response);
+    if constexpr (kPush) clock.Lap(PushStage::kRespond);
+    reactor->Finish(status);
+  });
   return reactor;
 }
 
@@ -209,11 +260,11 @@ grpc::ServerUnaryReactor* ParameterServerService::Init(
 grpc::ServerUnaryReactor* ParameterServerService::Push(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return Serve<v1::PushRequest, v1::PushResponse>(
+  return Serve<ReceivedPush, v1::PushResponse>(
       context, request, response, &handlers_,
-      [this](grpc::CallbackServerContext*, const v1::PushRequest& push,
+      [this](grpc::CallbackServerContext*, const ReceivedPush& push,
              size_t request_bytes, v1::PushResponse* answer) {
-        const absl::Status status = shard_->Push(push, answer);
+        const absl::Status status = shard_->Push(push.view, answer);
         if (status.ok() && activity_ != nullptr) {
           activity_->Heard(push.worker_id(), absl::Now());
         }

@@ -23,7 +23,9 @@
 //      and Pull, as the shard would); then the bytes are parsed here, so
 //      bytes that are not a valid message are INVALID_ARGUMENT naming the
 //      message type and the size, not gRPC's INTERNAL with an empty
-//      message.
+//      message. A Push is read in place instead (common/codec/push_wire.h):
+//      its chunks point into the received slices, which the call holds
+//      until it finishes, and its entries are counted as they are read.
 //   4. Shard call; absl::Status becomes grpc::Status (same code and
 //      message). Pull turns the call's deadline into Shard::Pull's: it waits
 //      in slices of kPullWaitSlice, so that a cancelled call or a server

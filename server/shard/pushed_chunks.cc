@@ -13,51 +13,93 @@ namespace {
 // Matches one pushed chunk to its chunk and decodes it into `*gradient`:
 // FAILED_PRECONDITION when this shard does not own it, INVALID_ARGUMENT when
 // it does not decode.
-absl::Status DecodeOne(const v1::ChunkGradient& pushed, const ChunkMap& chunks,
+absl::Status DecodeOne(const ChunkGradientView& pushed, const ChunkMap& chunks,
                        uint32_t shard_id, ChunkState** chunk,
                        CompressedChunk* gradient) {
-  const auto it = chunks.find(pushed.key());
+  const auto it = chunks.find(pushed.key);
   if (it == chunks.end()) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "chunk %d is not owned by shard %d", pushed.key(), shard_id));
+        "chunk %d is not owned by shard %d", pushed.key, shard_id));
   }
   *chunk = it->second.get();
   DecodeOptions decode;
   decode.expected_numel = (*chunk)->numel;
-  if (absl::Status s = DecodeChunk(pushed.gradient(), decode, gradient);
+  if (absl::Status s = DecodeChunk(pushed.gradient, decode, gradient);
       !s.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("chunk %d: %s", pushed.key(), s.message()));
+        absl::StrFormat("chunk %d: %s", pushed.key, s.message()));
   }
   return absl::OkStatus();
 }
 
+// This thread's decoded gradients, kept between pushes.
+struct GradientPool {
+  std::vector<CompressedChunk> chunks;
+  size_t bytes = 0;
+};
+
+GradientPool& Pool() {
+  thread_local GradientPool pool;
+  return pool;
+}
+
+size_t BufferBytes(const CompressedChunk& chunk) {
+  return chunk.values.capacity() * sizeof(float) +
+         chunk.indices.capacity() * sizeof(uint32_t) +
+         chunk.levels.capacity() * sizeof(uint16_t) +
+         (chunk.negative_bits.capacity() + chunk.positive_bits.capacity()) *
+             sizeof(uint64_t) +
+         chunk.bucket_scales.capacity() * sizeof(float);
+}
+
+// A gradient to decode into: one from the pool when there is one.
+void TakeFromPool(CompressedChunk* gradient) {
+  GradientPool& pool = Pool();
+  if (pool.chunks.empty()) return;
+  pool.bytes -= BufferBytes(pool.chunks.back());
+  *gradient = std::move(pool.chunks.back());
+  pool.chunks.pop_back();
+}
+
 }  // namespace
 
-absl::Status DecodePushedChunks(const v1::PushRequest& request,
-                                const ChunkMap& chunks, uint32_t shard_id,
+void RecyclePushedChunks(std::vector<PushedChunk>* pushed) {
+  GradientPool& pool = Pool();
+  for (PushedChunk& item : *pushed) {
+    const size_t bytes = BufferBytes(item.gradient);
+    if (bytes == 0 || pool.bytes + bytes > kPooledGradientBytes) continue;
+    pool.bytes += bytes;
+    pool.chunks.push_back(std::move(item.gradient));
+  }
+  pushed->clear();
+}
+
+absl::Status DecodePushedChunks(const PushView& request, const ChunkMap& chunks,
+                                uint32_t shard_id,
                                 std::vector<PushedChunk>* pushed,
                                 PushOutcome* outcome) {
   // First, before anything is allocated per entry: a push of millions of
   // (empty) entries must cost no more than one naming every chunk.
-  if (static_cast<uint64_t>(request.chunks_size()) > chunks.size()) {
+  const size_t entries = request.chunks.size();
+  if (entries > chunks.size()) {
     *outcome = PushOutcome::kInvalid;
     return absl::InvalidArgumentError(
-        absl::StrFormat("push names %d chunks; shard %d owns %d",
-                        request.chunks_size(), shard_id, chunks.size()));
+        absl::StrFormat("push names %d chunks; shard %d owns %d", entries,
+                        shard_id, chunks.size()));
   }
-  pushed->assign(request.chunks_size(), PushedChunk());
+  pushed->assign(entries, PushedChunk());
   absl::flat_hash_set<uint64_t> seen;
-  seen.reserve(request.chunks_size());
-  for (int i = 0; i < request.chunks_size(); ++i) {
-    const v1::ChunkGradient& chunk = request.chunks(i);
-    if (!seen.insert(chunk.key()).second) {
+  seen.reserve(entries);
+  for (size_t i = 0; i < entries; ++i) {
+    const ChunkGradientView& chunk = request.chunks[i];
+    if (!seen.insert(chunk.key).second) {
       *outcome = PushOutcome::kInvalid;
       return absl::InvalidArgumentError(
-          absl::StrFormat("chunk %d appears twice in one push", chunk.key()));
+          absl::StrFormat("chunk %d appears twice in one push", chunk.key));
     }
     PushedChunk& item = (*pushed)[i];
-    item.request_index = i;
+    item.request_index = static_cast<int>(i);
+    TakeFromPool(&item.gradient);
     if (absl::Status s =
             DecodeOne(chunk, chunks, shard_id, &item.chunk, &item.gradient);
         !s.ok()) {

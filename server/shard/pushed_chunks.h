@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/codec/push_wire.h"
 #include "common/compress/compressed_chunk.h"
 #include "common/consistency/consistency_rule.h"
 #include "gradwire/v1/parameter_server.pb.h"
@@ -38,10 +39,17 @@ struct PushedChunk {
 // checked before any per-entry work; a chunk twice; or one that does not
 // decode) or kNotOwned (FAILED_PRECONDITION: a chunk this shard does not
 // hold). The error names the chunk.
-absl::Status DecodePushedChunks(const v1::PushRequest& request,
-                                const ChunkMap& chunks, uint32_t shard_id,
+absl::Status DecodePushedChunks(const PushView& request, const ChunkMap& chunks,
+                                uint32_t shard_id,
                                 std::vector<PushedChunk>* pushed,
                                 PushOutcome* outcome);
+
+// Gives the decoded gradients of `pushed` back to this thread's pool, which
+// DecodePushedChunks decodes the next push into: their buffers are then
+// reused at their size instead of allocated and zero-filled again (a dense
+// chunk is megabytes). The pool keeps at most kPooledGradientBytes.
+void RecyclePushedChunks(std::vector<PushedChunk>* pushed);
+inline constexpr size_t kPooledGradientBytes = size_t{64} << 20;
 
 // The chunks of `pushed`, in its order.
 std::vector<ChunkState*> ChunksOf(const std::vector<PushedChunk>& pushed);

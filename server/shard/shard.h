@@ -93,6 +93,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/codec/push_wire.h"
 #include "common/compress/compressor.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "server/shard/chunk_state.h"
@@ -178,6 +179,9 @@ class Shard {
 
   // Validates the whole request, then applies it atomically (see above).
   absl::Status Push(const v1::PushRequest& request, v1::PushResponse* response);
+  // The same for a push read in place from its received bytes
+  // (common/codec/push_wire.h); its `wire` is what the journal records.
+  absl::Status Push(const PushView& request, v1::PushResponse* response);
 
   // Waits until each chunk's clock reaches min_step (DEADLINE_EXCEEDED if
   // `deadline` passes first), then answers dense weights or deltas (deltas
@@ -281,7 +285,7 @@ class Shard {
   absl::Status CheckPulledChunks(const v1::PullRequest& request) const;
   // Push without the counting and the wait for durability (shard_push.cc);
   // fills *result on every return.
-  absl::Status ValidateAndApply(const v1::PushRequest& request,
+  absl::Status ValidateAndApply(const PushView& request,
                                 v1::PushResponse* response, PushResult* result);
   // After an accepted Init of a dropped worker: back into every chunk's live
   // set, journaled as the Init; sets *journal_ticket when journaled

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "server/shard/chunk_updater.h"
@@ -38,21 +39,21 @@ absl::Status Refuse(PushOutcome* outcome, PushOutcome why,
 
 // What a push must get right before its chunks are looked at; `config` is
 // null before Init.
-absl::Status CheckSender(const ShardConfig* config,
-                         const v1::PushRequest& request, PushOutcome* outcome) {
+absl::Status CheckSender(const ShardConfig* config, const PushView& request,
+                         PushOutcome* outcome) {
   if (config == nullptr) {
     return Refuse(
         outcome, PushOutcome::kNotInitialized,
         absl::FailedPreconditionError("shard is not initialised: Init first"));
   }
-  const uint32_t worker = request.worker_id();
+  const uint32_t worker = request.worker_id;
   if (worker >= config->num_workers) {
     return Refuse(
         outcome, PushOutcome::kUnknownWorker,
         absl::OutOfRangeError(absl::StrFormat("worker id %d is outside [0, %d)",
                                               worker, config->num_workers)));
   }
-  if (request.chunks().empty()) {
+  if (request.chunks.empty()) {
     return Refuse(outcome, PushOutcome::kInvalid,
                   absl::InvalidArgumentError("push carries no chunks"));
   }
@@ -121,6 +122,13 @@ PushOutcome ApplyJudged(const ChunkUpdater& updater, uint32_t worker,
 
 absl::Status Shard::Push(const v1::PushRequest& request,
                          v1::PushResponse* response) {
+  // The journal records the serialized request.
+  const std::string wire =
+      journal_ != nullptr ? request.SerializeAsString() : std::string();
+  return Push(ViewOf(request, wire), response);
+}
+
+absl::Status Shard::Push(const PushView& request, v1::PushResponse* response) {
   PushResult result;
   absl::Status status = ValidateAndApply(request, response, &result);
   // After the chunk locks are released: concurrent pushes share one write.
@@ -132,15 +140,15 @@ absl::Status Shard::Push(const v1::PushRequest& request,
   metrics_->CountPush(result.outcome);
   if (result.outcome == PushOutcome::kNonFiniteUpdate) {
     LogShardEventf(options_.shard_id, "refused a push of worker %d step %d: %s",
-                   request.worker_id(), request.step(), status.message());
+                   request.worker_id, request.step, status.message());
   }
   if (result.rejoined) {
-    RecordRejoin(request.worker_id(), request.step(), "a push");
+    RecordRejoin(request.worker_id, request.step, "a push");
   }
   return status;
 }
 
-absl::Status Shard::ValidateAndApply(const v1::PushRequest& request,
+absl::Status Shard::ValidateAndApply(const PushView& request,
                                      v1::PushResponse* response,
                                      PushResult* result) {
   // config_ may be read only once initialized() said so.
@@ -152,31 +160,32 @@ absl::Status Shard::ValidateAndApply(const v1::PushRequest& request,
   PushStageClock clock(metrics_);
   // Phase 1, no locks: decode and validate every chunk.
   std::vector<PushedChunk> pushed;
+  // On every return, once the chunk locks (taken below) are released.
+  const absl::Cleanup recycle = [&pushed] { RecyclePushedChunks(&pushed); };
   if (absl::Status s = DecodePushedChunks(request, chunks_, options_.shard_id,
                                           &pushed, &result->outcome);
       !s.ok()) {
     return s;
   }
-  // Serialized outside the locks; journaled only if something is applied.
+  // Copied out of the received pieces outside the locks; journaled only if
+  // something is applied.
   std::string record;
-  if (journal_ != nullptr) record = request.SerializeAsString();
+  if (journal_ != nullptr) record = request.wire.ToString();
   // Phase 2, under every chunk's lock: judge the steps, then apply.
-  const uint32_t worker = request.worker_id();
+  const uint32_t worker = request.worker_id;
   clock.Lap(PushStage::kDecode);
   ChunkLocks locks(ChunksOf(pushed));
   clock.Lap(PushStage::kLockWait);
-  if (absl::Status s =
-          JudgeSteps(*config->rule, worker, request.step(), &pushed);
+  if (absl::Status s = JudgeSteps(*config->rule, worker, request.step, &pushed);
       !s.ok()) {
     return Refuse(&result->outcome, PushOutcome::kStepOutOfRange, s);
   }
-  if (absl::Status s =
-          PrepareUpdates(*updater_, worker, request.step(), &pushed);
+  if (absl::Status s = PrepareUpdates(*updater_, worker, request.step, &pushed);
       !s.ok()) {
     return Refuse(&result->outcome, PushOutcome::kNonFiniteUpdate, s);
   }
   workers_->HeardPush(worker, absl::GetCurrentTimeNanos());
-  result->outcome = ApplyJudged(*updater_, worker, request.step(), pushed,
+  result->outcome = ApplyJudged(*updater_, worker, request.step, pushed,
                                 response, &result->rejoined);
   if (journal_ != nullptr && result->outcome == PushOutcome::kAccepted) {
     // Under the chunk locks, so each chunk's records are in apply order.

@@ -4,8 +4,11 @@
 // Input (shard_fuzz_util.h): a setup byte picks the consistency mode (BSP,
 // ASP, SSP with staleness 2), two or three workers, and dense or delta
 // pulls of a shard with three small chunks. Then records, by op byte % 3:
-//   0  raw push:  a length-prefixed serialized v1::PushRequest (its bytes
-//                 are also parsed and sent as a v1::PullRequest);
+//   0  raw push:  a length-prefixed serialized v1::PushRequest, also read
+//                 in place (push_wire.h) from pieces of 1 + length % 32
+//                 bytes, which must accept exactly what protobuf accepts
+//                 and give the same fields (its bytes are also parsed and
+//                 sent as a v1::PullRequest);
 //   1  made push: worker, step, chunk mask, encoding and value-seed bytes,
 //                 built into a valid push of compressed gradients;
 //   2  pull:      worker, chunk, have_version, min_step and flag bytes
@@ -28,6 +31,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -35,6 +39,7 @@
 
 #include "absl/time/time.h"
 #include "common/codec/codec.h"
+#include "common/codec/push_wire.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "server/shard/shard.h"
 #include "tests/fuzz/shard_fuzz_util.h"
@@ -78,8 +83,19 @@ class PushHarness {
         case 0: {
           v1::PushRequest request;
           const absl::string_view bytes = input.Message();
-          if (request.ParseFromArray(bytes.data(),
-                                     static_cast<int>(bytes.size()))) {
+          const size_t piece_size = 1 + bytes.size() % 32;
+          const bool parsed = request.ParseFromArray(
+              bytes.data(), static_cast<int>(bytes.size()));
+          WireBytes pieces;
+          for (size_t at = 0; at < bytes.size(); at += piece_size) {
+            pieces.Append(bytes.substr(at, piece_size));
+          }
+          PushView view;
+          const absl::Status in_place = ParsePushRequest(
+              pieces, std::numeric_limits<uint64_t>::max(), &view);
+          Check(in_place.ok() == parsed);
+          if (parsed) {
+            Check(view == ViewOf(request));
             CheckedPush(request);
           }
           // The same bytes as a Pull: repeated keys, many entries, any
