@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/aliased_request.h"
 #include "grpcpp/grpcpp.h"
 #include "server/process/parameter_server_service.h"
 #include "server/shard/shard.h"
@@ -126,7 +128,7 @@ class GrpcTarget final : public PushTarget {
       return absl::UnavailableError(
           absl::StrCat("cannot connect to the gRPC server at ", address));
     }
-    stubs_.push_back(v1::ParameterServer::NewStub(channel));
+    stubs_.push_back(std::make_unique<AliasedPushStub>(std::move(channel)));
     return absl::OkStatus();
   }
 
@@ -135,7 +137,8 @@ class GrpcTarget final : public PushTarget {
   ParameterServerService service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
-  std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs_;
+  // The worker's Push: the request's bulk bytes are sent, not copied.
+  std::vector<std::unique_ptr<AliasedPushStub>> stubs_;
 };
 
 // The first error, preferring one that is not a consequence of another.

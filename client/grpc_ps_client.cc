@@ -6,12 +6,14 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "client/aliased_request.h"
 #include "client/shard_channel.h"
 #include "gradwire/v1/parameter_server.grpc.pb.h"
 #include "grpcpp/client_context.h"
@@ -25,12 +27,14 @@ class ShardConnection {
       : shard_id_(shard_id),
         address_(std::move(address)),
         channel_(CreateShardChannel(address_, options)),
-        stub_(v1::ParameterServer::NewStub(channel_)) {}
+        stub_(v1::ParameterServer::NewStub(channel_)),
+        push_stub_(channel_) {}
 
   uint32_t shard_id() const { return shard_id_; }
   const std::string& address() const { return address_; }
   grpc::Channel* channel() const { return channel_.get(); }
   v1::ParameterServer::Stub* stub() const { return stub_.get(); }
+  const AliasedPushStub& push_stub() const { return push_stub_; }
 
   // "shard 1 (10.0.0.7:7000): <message>" with `code`.
   absl::Status Error(absl::StatusCode code, absl::string_view message) const {
@@ -43,6 +47,7 @@ class ShardConnection {
   const std::string address_;
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::ParameterServer::Stub> stub_;
+  const AliasedPushStub push_stub_;
 };
 
 // The contexts of the attempts in flight, so that CancelCalls can reach
@@ -74,9 +79,10 @@ class InFlightCalls {
 
 namespace {
 
-template <typename Request, typename Response>
-using StubMethod = grpc::Status (v1::ParameterServer::Stub::*)(
-    grpc::ClientContext*, const Request&, Response*);
+// One attempt of an RPC on a shard: its call with a fresh context.
+template <typename Response>
+using Attempt =
+    absl::FunctionRef<grpc::Status(grpc::ClientContext*, Response*)>;
 
 // One RPC kind: its name for messages, its deadline, and its byte counters.
 struct RpcKind {
@@ -111,13 +117,13 @@ void WaitBeforeRetry(const ShardConnection& shard, absl::Duration backoff) {
   absl::SleepFor(until - absl::Now());
 }
 
-// Calls `method` on `shard`, retrying UNAVAILABLE (see the header).
+// Sends `request` to `shard` with `call`, retrying UNAVAILABLE (see the
+// header).
 template <typename Request, typename Response>
 absl::Status CallWithRetries(const ShardConnection& shard,
                              const ClientOptions& options, const RpcKind& kind,
-                             StubMethod<Request, Response> method,
-                             const Request& request, Response* response,
-                             std::atomic<uint64_t>* retries,
+                             const Request& request, Attempt<Response> call,
+                             Response* response, std::atomic<uint64_t>* retries,
                              InFlightCalls* calls) {
   const uint64_t request_bytes = request.ByteSizeLong();
   grpc::Status status;
@@ -131,7 +137,7 @@ absl::Status CallWithRetries(const ShardConnection& shard,
     }
     kind.bytes_sent->fetch_add(request_bytes, std::memory_order_relaxed);
     response->Clear();
-    status = (shard.stub()->*method)(&context, request, response);
+    status = call(&context, response);
     calls->Remove(&context);
     if (status.ok()) {
       kind.bytes_received->fetch_add(response->ByteSizeLong(),
@@ -259,10 +265,14 @@ absl::Status GrpcPsClient::Init(const std::vector<v1::InitRequest>& requests,
   const RpcKind kind{"Init", options_.rpc_timeout, &counters_.init_bytes_sent,
                      &counters_.init_bytes_received};
   return ForEachShard(*active, [&](uint32_t shard) {
-    return CallWithRetries(*shards_[shard], options_, kind,
-                           &v1::ParameterServer::Stub::Init, requests[shard],
-                           &(*responses)[shard], &counters_.retries,
-                           calls_.get());
+    const ShardConnection& connection = *shards_[shard];
+    const v1::InitRequest& request = requests[shard];
+    return CallWithRetries<v1::InitRequest, v1::InitResponse>(
+        connection, options_, kind, request,
+        [&](grpc::ClientContext* context, v1::InitResponse* response) {
+          return connection.stub()->Init(context, request, response);
+        },
+        &(*responses)[shard], &counters_.retries, calls_.get());
   });
 }
 
@@ -274,10 +284,15 @@ absl::Status GrpcPsClient::Push(const std::vector<v1::PushRequest>& requests,
   const RpcKind kind{"Push", options_.rpc_timeout, &counters_.push_bytes_sent,
                      &counters_.push_bytes_received};
   return ForEachShard(*active, [&](uint32_t shard) {
-    return CallWithRetries(*shards_[shard], options_, kind,
-                           &v1::ParameterServer::Stub::Push, requests[shard],
-                           &(*responses)[shard], &counters_.retries,
-                           calls_.get());
+    const ShardConnection& connection = *shards_[shard];
+    const v1::PushRequest& request = requests[shard];
+    // The bulk bytes go out from `request` itself (AliasedPushStub).
+    return CallWithRetries<v1::PushRequest, v1::PushResponse>(
+        connection, options_, kind, request,
+        [&](grpc::ClientContext* context, v1::PushResponse* response) {
+          return connection.push_stub().Push(context, request, response);
+        },
+        &(*responses)[shard], &counters_.retries, calls_.get());
   });
 }
 
@@ -289,10 +304,14 @@ absl::Status GrpcPsClient::Pull(const std::vector<v1::PullRequest>& requests,
   const RpcKind kind{"Pull", options_.pull_timeout, &counters_.pull_bytes_sent,
                      &counters_.pull_bytes_received};
   return ForEachShard(*active, [&](uint32_t shard) {
-    return CallWithRetries(*shards_[shard], options_, kind,
-                           &v1::ParameterServer::Stub::Pull, requests[shard],
-                           &(*responses)[shard], &counters_.retries,
-                           calls_.get());
+    const ShardConnection& connection = *shards_[shard];
+    const v1::PullRequest& request = requests[shard];
+    return CallWithRetries<v1::PullRequest, v1::PullResponse>(
+        connection, options_, kind, request,
+        [&](grpc::ClientContext* context, v1::PullResponse* response) {
+          return connection.stub()->Pull(context, request, response);
+        },
+        &(*responses)[shard], &counters_.retries, calls_.get());
   });
 }
 

@@ -69,9 +69,12 @@ absl::Status CheckValuesLength(absl::string_view what, const WireBytes& bytes,
 // stops at the first NaN or infinity and returns its position (`dst` then
 // holds some of the values before it); under kZero replaces each by 0.
 // Returns -1 when every value was written. A value split between two
-// pieces counts as any other.
+// pieces counts as any other. When every value was written and
+// `max_magnitude` is set, *max_magnitude is the largest |value| under
+// kReject (0 for none) and +infinity (unknown) under kZero.
 int64_t ReadCheckedValues(const WireBytes& bytes, ValuePrecision precision,
-                          NonFinitePolicy policy, float* dst);
+                          NonFinitePolicy policy, float* dst,
+                          float* max_magnitude = nullptr);
 
 // ---------------------------------------------------------------------------
 // Bit vectors (bit_coding.cc): bit i % 8 of byte i / 8 on the wire; bit

@@ -46,18 +46,20 @@ FlatScratch& Scratch() {
 
 // The `bytes.size() / width` values of `what` ("dense", ...), checked per
 // `policy` and converted into this thread's buffer, which `*decoded` then
-// points to: decoded aside, so that `*out` is untouched when one is
-// refused. INVALID_ARGUMENT naming the first refused value.
+// points to, and their largest magnitude (ReadCheckedValues): decoded
+// aside, so that `*out` is untouched when one is refused.
+// INVALID_ARGUMENT naming the first refused value.
 absl::Status ReadValuesAside(absl::string_view what, const WireBytes& bytes,
                              ValuePrecision precision, NonFinitePolicy policy,
-                             std::vector<float>** decoded) {
+                             std::vector<float>** decoded,
+                             float* max_magnitude) {
   thread_local std::vector<float> buffer;
   const size_t n = bytes.size() / BytesPerValue(precision);
   // Resized only when the size changes: every element is written below, and
   // a chunk-sized buffer zero-filled on every decode would cost a pass.
   if (buffer.size() != n) buffer.resize(n);
   const int64_t bad =
-      ReadCheckedValues(bytes, precision, policy, buffer.data());
+      ReadCheckedValues(bytes, precision, policy, buffer.data(), max_magnitude);
   if (bad >= 0) {
     return Invalid("%s value at position %d is %g, not finite", what, bad,
                    LoadValue(bytes, bad, precision));
@@ -87,10 +89,12 @@ absl::Status DecodeDense(const DenseValuesView& in, uint64_t numel,
   status = CheckValuesLength("dense", in.values, numel, precision);
   if (!status.ok()) return status;
   std::vector<float>* values;
+  float max_magnitude;
   status = ReadValuesAside("dense", in.values, precision, options.non_finite,
-                           &values);
+                           &values, &max_magnitude);
   if (!status.ok()) return status;
   TakeValues(values, out);
+  out->max_magnitude = max_magnitude;
   out->encoding = Encoding::kDense;
   out->numel = numel;
   out->precision = precision;
@@ -113,10 +117,12 @@ absl::Status DecodeSparse(const SparseValuesView& in, uint64_t numel,
                                numel, &indices);
   if (!status.ok()) return status;
   std::vector<float>* values;
+  float max_magnitude;
   status = ReadValuesAside("sparse", in.values, precision, options.non_finite,
-                           &values);
+                           &values, &max_magnitude);
   if (!status.ok()) return status;
   TakeValues(values, out);
+  out->max_magnitude = max_magnitude;
   out->encoding = Encoding::kSparse;
   out->numel = numel;
   out->precision = precision;
@@ -134,10 +140,12 @@ absl::Status DecodeRandomK(const RandomKValuesView& in, uint64_t numel,
   status = CheckValuesLength("random-k", in.values, k, precision);
   if (!status.ok()) return status;
   std::vector<float>* values;
+  float max_magnitude;
   status = ReadValuesAside("random-k", in.values, precision, options.non_finite,
-                           &values);
+                           &values, &max_magnitude);
   if (!status.ok()) return status;
   TakeValues(values, out);
+  out->max_magnitude = max_magnitude;
   out->encoding = Encoding::kRandomK;
   out->numel = numel;
   out->precision = precision;

@@ -2,6 +2,7 @@
 // fp32 / fp16 / bf16 values written, checked and read.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -53,35 +54,24 @@ inline float BitsToFloat(uint32_t u) {
   return f;
 }
 
-// Position of the first of `n` little-endian words of `Width` bytes at `src`
-// whose exponent bits (`exponent_mask`) are all set, i.e. a NaN or infinity;
-// -1 when there is none.
+// The largest magnitude field (word & magnitude_mask: every bit but the
+// sign) of the `n` little-endian words of `Width` bytes at `src`. In the
+// IEEE formats the integer order of these fields is the order of |value|,
+// and a NaN or infinity has the largest: at least the exponent mask. One
+// integer max per element, so that the loop vectorises (a dense 4 MiB
+// chunk is checked on every push) and gives both the finite check and the
+// largest |value| that the shard's bound needs.
 // Inlined into each vector clone below, so that each is built for its width.
 template <int Width>
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline int64_t FirstAllOnesExponent(
-    const uint8_t* src, size_t n, uint32_t exponent_mask) {
-  // A branch-free OR over each block, so that the loop vectorises (a dense
-  // 4 MiB chunk is checked on every push); the block that has one is then
-  // searched element by element.
-  constexpr size_t kBlock = 1024;
-  const auto bits_at = [src](size_t i) -> uint32_t {
-    return Width == 2 ? LoadLE16(src + 2 * i) : LoadLE32(src + 4 * i);
-  };
-  for (size_t begin = 0; begin < n; begin += kBlock) {
-    const size_t end = std::min(n, begin + kBlock);
-    uint32_t any = 0;
-    for (size_t i = begin; i < end; ++i) {
-      any |=
-          static_cast<uint32_t>((bits_at(i) & exponent_mask) == exponent_mask);
-    }
-    if (any == 0) continue;
-    for (size_t i = begin; i < end; ++i) {
-      if ((bits_at(i) & exponent_mask) == exponent_mask) {
-        return static_cast<int64_t>(i);
-      }
-    }
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint32_t MaxMagnitudeBits(
+    const uint8_t* src, size_t n, uint32_t magnitude_mask) {
+  uint32_t largest = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t bits =
+        Width == 2 ? LoadLE16(src + 2 * i) : LoadLE32(src + 4 * i);
+    largest = std::max(largest, bits & magnitude_mask);
   }
-  return -1;
+  return largest;
 }
 
 // Converts `n` values with `load(src, i)`, zeroing non-finite ones under
@@ -198,28 +188,61 @@ absl::Status CheckValuesLength(absl::string_view what, const WireBytes& bytes,
 
 namespace {
 
-// The checks in wide vectors where the CPU has them (integer compares only:
-// every clone finds the same position).
-GRADWIRE_VECTOR_CLONES int64_t FirstNonFinite16(const uint8_t* src, size_t n,
-                                                uint32_t exponent_mask) {
-  return FirstAllOnesExponent<2>(src, n, exponent_mask);
+// The scans in wide vectors where the CPU has them (integer operations
+// only: every clone gives the same result).
+GRADWIRE_VECTOR_CLONES uint32_t MaxMagnitudeBits16(const uint8_t* src,
+                                                   size_t n) {
+  return MaxMagnitudeBits<2>(src, n, 0x7fffu);
 }
 
-GRADWIRE_VECTOR_CLONES int64_t FirstNonFinite32(const uint8_t* src, size_t n) {
-  return FirstAllOnesExponent<4>(src, n, 0x7f800000u);
+GRADWIRE_VECTOR_CLONES uint32_t MaxMagnitudeBits32(const uint8_t* src,
+                                                   size_t n) {
+  return MaxMagnitudeBits<4>(src, n, 0x7fffffffu);
+}
+
+// The exponent mask of `precision`: a magnitude field at or above it is a
+// NaN or an infinity.
+uint32_t ExponentMask(ValuePrecision precision) {
+  switch (precision) {
+    case ValuePrecision::kFp16:
+      return 0x7c00u;
+    case ValuePrecision::kBf16:
+      return 0x7f80u;
+    case ValuePrecision::kFp32:
+      break;
+  }
+  return 0x7f800000u;
+}
+
+uint32_t MaxMagnitudeBits(const uint8_t* src, size_t n,
+                          ValuePrecision precision) {
+  return precision == ValuePrecision::kFp32 ? MaxMagnitudeBits32(src, n)
+                                            : MaxMagnitudeBits16(src, n);
 }
 
 // Position of the first non-finite value among the `n` at `src`, or -1.
 int64_t FirstNonFinite(const uint8_t* src, size_t n, ValuePrecision precision) {
+  const uint32_t exponent = ExponentMask(precision);
+  const size_t width = BytesPerValue(precision);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t bits =
+        width == 2 ? LoadLE16(src + 2 * i) : LoadLE32(src + 4 * i);
+    if ((bits & exponent) == exponent) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+// The value whose magnitude field is `bits`.
+float MagnitudeOf(uint32_t bits, ValuePrecision precision) {
   switch (precision) {
     case ValuePrecision::kFp16:
-      return FirstNonFinite16(src, n, 0x7c00u);
+      return HalfBitsToFloat(static_cast<uint16_t>(bits));
     case ValuePrecision::kBf16:
-      return FirstNonFinite16(src, n, 0x7f80u);
+      return Bf16BitsToFloat(static_cast<uint16_t>(bits));
     case ValuePrecision::kFp32:
       break;
   }
-  return FirstNonFinite32(src, n);
+  return BitsToFloat(bits);
 }
 
 // Converts the `n` values at `src` into `dst`, which under kReject were
@@ -263,28 +286,40 @@ void ReadRun(const uint8_t* src, size_t n, ValuePrecision precision,
 }  // namespace
 
 int64_t ReadCheckedValues(const WireBytes& bytes, ValuePrecision precision,
-                          NonFinitePolicy policy, float* dst) {
+                          NonFinitePolicy policy, float* dst,
+                          float* max_magnitude) {
   // Block by block, each checked and then converted while it is in the
   // first-level cache: one pass over the received bytes, however cold.
   constexpr size_t kBlock = 1024;
   const size_t width = BytesPerValue(precision);
+  const uint32_t exponent = ExponentMask(precision);
+  const bool reject = policy == NonFinitePolicy::kReject;
+  uint32_t largest = 0;
   int64_t rejected = -1;
   ForEachValueRun(
       bytes, width, [&](const uint8_t* src, size_t n, size_t first) {
         for (size_t begin = 0; begin < n; begin += kBlock) {
           const size_t count = std::min(kBlock, n - begin);
           const uint8_t* block = src + begin * width;
-          if (policy == NonFinitePolicy::kReject) {
-            const int64_t at = FirstNonFinite(block, count, precision);
-            if (at >= 0) {
-              rejected = static_cast<int64_t>(first + begin) + at;
+          if (reject) {
+            const uint32_t block_largest =
+                MaxMagnitudeBits(block, count, precision);
+            if (block_largest >= exponent) {
+              rejected = static_cast<int64_t>(first + begin) +
+                         FirstNonFinite(block, count, precision);
               return false;
             }
+            largest = std::max(largest, block_largest);
           }
           ReadRun(block, count, precision, policy, dst + first + begin);
         }
         return true;
       });
+  if (max_magnitude != nullptr) {
+    // Under kZero the values were not scanned: no bound is known.
+    *max_magnitude = reject ? MagnitudeOf(largest, precision)
+                            : std::numeric_limits<float>::infinity();
+  }
   return rejected;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "absl/base/attributes.h"
 #include "absl/strings/str_format.h"
@@ -131,6 +132,7 @@ void CompressedChunk::Clear() {
   numel = 0;
   precision = ValuePrecision::kFp32;
   values.clear();
+  max_magnitude = std::numeric_limits<float>::infinity();
   indices.clear();
   seed = 0;
   norm = 0.0f;

@@ -5,6 +5,7 @@
 #define GRADWIRE_COMMON_COMPRESS_COMPRESSED_CHUNK_H_
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,6 +38,12 @@ struct CompressedChunk {
 
   // kDense, kSparse, kRandomK.
   std::vector<float> values;
+  // kDense, kSparse, kRandomK: a bound on |values| (no value's magnitude is
+  // larger), or +infinity when none is known. The codec's validating
+  // decoder sets the exact largest magnitude, found in the pass that checks
+  // the values finite; compressors leave it unknown. A shard proves an
+  // update finite from it and a bound on the weights, without a pass.
+  float max_magnitude = std::numeric_limits<float>::infinity();
   // kSparse and kRandomK.
   std::vector<uint32_t> indices;
   // kRandomK.

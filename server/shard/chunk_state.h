@@ -4,6 +4,7 @@
 #define GRADWIRE_SERVER_SHARD_CHUNK_STATE_H_
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <vector>
@@ -64,6 +65,21 @@ struct ChunkState {
   // ASP/SSP with a pull compressor: each pulling worker's replica, by
   // worker id (worker_replicas.h). Not part of snapshots.
   absl::flat_hash_map<uint32_t, WorkerReplica> replicas ABSL_GUARDED_BY(mu);
+  // No weight's magnitude exceeds weight_bound while state.version is
+  // weight_bound_version. The in-place SGD updates find it in the pass
+  // that writes the weights; every other update moves the version past it,
+  // and a new or restored chunk has none (+infinity). It lets the next
+  // dense update prove itself finite without a pass (chunk_updater.h).
+  float weight_bound ABSL_GUARDED_BY(mu) =
+      std::numeric_limits<float>::infinity();
+  uint64_t weight_bound_version ABSL_GUARDED_BY(mu) = 0;
+  // BSP: no element of state.accumulator (the step's sum) exceeds this in
+  // magnitude. 0 when a step's update cleared the sum, grown by each push
+  // added to it (by the bound its decoder found; +infinity, unknown, for a
+  // push without one), and unknown for a new or restored chunk until its
+  // first step completes.
+  float step_sum_bound ABSL_GUARDED_BY(mu) =
+      std::numeric_limits<float>::infinity();
 };
 
 // Publishes the chunk's pull delta at its version and clock now

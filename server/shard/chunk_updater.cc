@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -29,7 +30,30 @@ void ScaleToMean(uint32_t num_workers, uint32_t pushers,
   for (float& value : *sum) value *= scale;
 }
 
+// A bound on |sum[i] + share * v[i]| for |sum[i]| <= sum_bound and
+// |v[i]| <= value_bound, each computed in float as AccumulateInto does: the
+// exact bound, raised by a relative 2^-20 that covers the two roundings.
+// +infinity when either bound is unknown or it overflows.
+float AddedBound(float sum_bound, float share, float value_bound) {
+  const double exact =
+      static_cast<double>(sum_bound) + static_cast<double>(share) * value_bound;
+  const double raised = exact * (1.0 + 0x1p-20);
+  if (!(raised < std::numeric_limits<float>::max())) {
+    return std::numeric_limits<float>::infinity();
+  }
+  return static_cast<float>(raised);
+}
+
 }  // namespace
+
+bool ChunkUpdater::ProvenFinite(const ChunkState& chunk,
+                                float gradient_bound) const {
+  // (chunk.state is named in full: clang's lock analysis loses a reference
+  // to it.)
+  return chunk.weight_bound_version == chunk.state.version &&
+         config_.optimizer->SgdStepAt(chunk.state.optimizer.updates)
+             .FiniteWithin(chunk.weight_bound, gradient_bound);
+}
 
 absl::Status ChunkUpdater::PreparePush(ChunkState* chunk, uint32_t worker,
                                        uint64_t step,
@@ -48,7 +72,8 @@ absl::Status ChunkUpdater::PreparePush(ChunkState* chunk, uint32_t worker,
     if (gradient.encoding == Encoding::kDense &&
         gradient.values.size() == chunk->numel) {
       // Dense: the decoded values are the gradient, with no copy.
-      if (PrepareDenseInPlace(chunk, gradient.values, prepared)) {
+      if (PrepareDenseInPlace(chunk, gradient.values, gradient.max_magnitude,
+                              prepared)) {
         return absl::OkStatus();
       }
       return TryUpdate(chunk, gradient.values, prepared);
@@ -64,7 +89,9 @@ absl::Status ChunkUpdater::PreparePush(ChunkState* chunk, uint32_t worker,
     decoded.resize(chunk->numel);
     DecompressInto(gradient, absl::MakeSpan(decoded));
     metrics_->ObserveAggregation(SecondsSince(start));
-    if (in_place && PrepareDenseInPlace(chunk, decoded, prepared)) {
+    if (in_place &&
+        PrepareDenseInPlace(chunk, decoded,
+                            std::numeric_limits<float>::infinity(), prepared)) {
       return absl::OkStatus();
     }
     return TryUpdate(chunk, decoded, prepared);
@@ -104,6 +131,13 @@ bool ChunkUpdater::PrepareInPlace(ChunkState* chunk,
   const SteadyClock::time_point start = SteadyClock::now();
   const uint64_t update = chunk->state.optimizer.updates;
   const float share = 1.0f / config_.num_workers;
+  // The step's gradient is the sum plus this push's share: proven finite
+  // from the bounds (a quantized push has none) or checked in a pass.
+  if (ProvenFinite(*chunk, AddedBound(chunk->step_sum_bound, share,
+                                      gradient.max_magnitude))) {
+    MarkInPlace(SecondsSince(start), {}, out);
+    return true;
+  }
   if (dense || quantized) {
     // Every element of the sum changes: one pass over both. A quantized
     // push is decoded first, to the values AccumulateInto will add.
@@ -140,11 +174,16 @@ bool ChunkUpdater::PrepareInPlace(ChunkState* chunk,
 
 bool ChunkUpdater::PrepareDenseInPlace(ChunkState* chunk,
                                        absl::Span<const float> gradient,
+                                       float gradient_bound,
                                        PreparedUpdate* out) const {
   const Optimizer& optimizer = *config_.optimizer;
   if (!optimizer.KeepsNoElementState()) return false;
   const SteadyClock::time_point start = SteadyClock::now();
-  if (!optimizer.SgdUpdateFinite(chunk->state.weights, gradient,
+  // Proven from the bounds when the weights have a current one (the last
+  // update was in place): no pass. Otherwise, or when the bounds leave
+  // room for an overflow, the pass decides.
+  if (!ProvenFinite(*chunk, gradient_bound) &&
+      !optimizer.SgdUpdateFinite(chunk->state.weights, gradient,
                                  chunk->state.optimizer.updates)) {
     return false;
   }
@@ -226,15 +265,18 @@ absl::Status ChunkUpdater::TryUpdateSelected(ChunkState* chunk,
 
 void ChunkUpdater::Commit(ChunkState* chunk, PreparedUpdate* prepared) const {
   ChunkSnapshot& state = chunk->state;
-  if (prepared->in_place) {
+  const bool in_place = prepared->in_place;
+  float weight_bound = 0.0f;
+  if (in_place) {
     const SteadyClock::time_point start = SteadyClock::now();
     if (prepared->in_place_gradient.empty()) {
-      config_.optimizer->ApplySgdAndClear(absl::MakeSpan(state.weights),
-                                          absl::MakeSpan(state.accumulator),
-                                          &state.optimizer);
+      weight_bound = config_.optimizer->ApplySgdAndClear(
+          absl::MakeSpan(state.weights), absl::MakeSpan(state.accumulator),
+          &state.optimizer);
     } else {
-      config_.optimizer->Apply(absl::MakeSpan(state.weights),
-                               prepared->in_place_gradient, &state.optimizer);
+      weight_bound = config_.optimizer->ApplySgdBounded(
+          absl::MakeSpan(state.weights), prepared->in_place_gradient,
+          &state.optimizer);
     }
     metrics_->ObserveOptimizer(prepared->check_seconds + SecondsSince(start));
   } else if (prepared->sparse) {
@@ -250,6 +292,10 @@ void ChunkUpdater::Commit(ChunkState* chunk, PreparedUpdate* prepared) const {
   prepared->in_place = false;
   prepared->in_place_gradient = {};
   ++state.version;
+  if (in_place) {
+    chunk->weight_bound = weight_bound;
+    chunk->weight_bound_version = state.version;
+  }
   updates_applied_->fetch_add(1, std::memory_order_relaxed);
   // BSP publishes every update (publish_every 1); ASP/SSP, where every push
   // is an update, once per publish_every so that one compression serves
@@ -284,8 +330,10 @@ void ChunkUpdater::AddToStepMean(ChunkState* chunk,
   const SteadyClock::time_point start = SteadyClock::now();
   // Average over the workers: each push adds its share of the mean.
   state.accumulator.resize(chunk->numel, 0.0f);
-  AccumulateInto(gradient, 1.0f / config_.num_workers,
-                 absl::MakeSpan(state.accumulator));
+  const float share = 1.0f / config_.num_workers;
+  AccumulateInto(gradient, share, absl::MakeSpan(state.accumulator));
+  chunk->step_sum_bound =
+      AddedBound(chunk->step_sum_bound, share, gradient.max_magnitude);
   metrics_->ObserveAggregation(SecondsSince(start));
   ++state.pending_pushes;
 }
@@ -332,6 +380,7 @@ absl::Status ChunkUpdater::CompleteStep(ChunkState* chunk, uint64_t next_clock,
   if (!cleared) {
     std::fill(state.accumulator.begin(), state.accumulator.end(), 0.0f);
   }
+  chunk->step_sum_bound = 0.0f;
   state.pending_pushes = 0;
   state.clock = next_clock;
   return status;

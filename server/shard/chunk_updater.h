@@ -36,7 +36,16 @@
 //   - ASP/SSP, a push that moves every weight (dense, quantized, or sparse
 //     under weight decay): one pass checks w - lr * (g + wd * w), and the
 //     update runs in place from the decoded values (a dense push's own, or
-//     the push's decoded copy in PreparedUpdate::values).
+//     the push's decoded copy in PreparedUpdate::values). A dense push
+//     after an in-place update skips the pass: that update found a bound
+//     on the new weights (ChunkState::weight_bound) in the pass that wrote
+//     them, the decoder found the largest |value| of the push
+//     (CompressedChunk::max_magnitude) in the pass that checked them
+//     finite, and the two bounds prove every new weight finite
+//     (Optimizer::SgdStep::FiniteWithin) unless they come near float's
+//     range, when the pass decides as before. A BSP step's completing push
+//     skips its check the same way, with a bound on the step's sum that
+//     each push added to it grows (ChunkState::step_sum_bound).
 // Nothing is copied or allocated then. Should the check find a value that
 // is not finite, the copy path above decides exactly.
 //
@@ -178,11 +187,17 @@ class ChunkUpdater {
                       PreparedUpdate* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
   // The same for a dense ASP/SSP push: true and *out set to apply
-  // `gradient` in place when the optimizer keeps no element state and
-  // every new weight is finite; false otherwise, and TryUpdate decides.
+  // `gradient` (no |value| above `gradient_bound`, +infinity when unknown)
+  // in place when the optimizer keeps no element state and every new
+  // weight is finite; false otherwise, and TryUpdate decides.
   bool PrepareDenseInPlace(ChunkState* chunk, absl::Span<const float> gradient,
-                           PreparedUpdate* out) const
+                           float gradient_bound, PreparedUpdate* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  // Whether the chunk's weight bound, current for its version, and
+  // `gradient_bound` prove the next SGD update finite with no pass
+  // (Optimizer::SgdStep::FiniteWithin). Precondition: KeepsNoElementState.
+  bool ProvenFinite(const ChunkState& chunk, float gradient_bound) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   static void MarkInPlace(double check_seconds,
                           absl::Span<const float> gradient,
                           PreparedUpdate* out);

@@ -352,13 +352,46 @@ GRADWIRE_VECTOR_CLONES void SgdLoop(SgdStep step, float* w, const float* g,
   for (size_t i = 0; i < n; ++i) w[i] = step.Next(w[i], g[i]);
 }
 
-// The same, zeroing g.
-GRADWIRE_VECTOR_CLONES void SgdAndClearLoop(SgdStep step, float* w, float* g,
-                                            size_t n) {
+// The magnitude field of `value` (every bit but the sign): for floats the
+// integer order of these fields is the order of |value|, so the largest
+// is found with integer max, which vectorises where a float max (with its
+// NaN rules) does not.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint32_t MagnitudeBits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits & 0x7fffffffu;
+}
+
+float MagnitudeFromBits(uint32_t bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+// w[i] = step.Next(w[i], g[i]), returning the largest MagnitudeBits of the
+// new weights.
+GRADWIRE_VECTOR_CLONES uint32_t SgdBoundedLoop(SgdStep step, float* w,
+                                               const float* g, size_t n) {
+  uint32_t largest = 0;
   for (size_t i = 0; i < n; ++i) {
-    w[i] = step.Next(w[i], g[i]);
-    g[i] = 0.0f;
+    const float next = step.Next(w[i], g[i]);
+    w[i] = next;
+    largest = std::max(largest, MagnitudeBits(next));
   }
+  return largest;
+}
+
+// The same, zeroing g.
+GRADWIRE_VECTOR_CLONES uint32_t SgdAndClearLoop(SgdStep step, float* w,
+                                                float* g, size_t n) {
+  uint32_t largest = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float next = step.Next(w[i], g[i]);
+    w[i] = next;
+    g[i] = 0.0f;
+    largest = std::max(largest, MagnitudeBits(next));
+  }
+  return largest;
 }
 
 // Whether step.Next(weights[i], gradient(i)) is finite for every i. Exponent
@@ -416,6 +449,23 @@ void Optimizer::ApplySgd(double lr, absl::Span<float> weights,
   SgdLoop(step, weights.data(), gradient.data(), weights.size());
 }
 
+bool Optimizer::SgdStep::FiniteWithin(float weight_bound,
+                                      float gradient_bound) const {
+  // In exact arithmetic |Next(w, g)| and each of its intermediates are at
+  // most B = W + |lr| * (G + wd * W). Each of Next's four float operations
+  // rounds by a relative 2^-24 at most, so no float intermediate exceeds
+  // 2 * B; B below 2^126 keeps that far under float's largest value (just
+  // under 2^128), where an operation would overflow. (NaN needs an
+  // infinity first: finite operands give none.)
+  const double w = weight_bound;
+  const double g = gradient_bound;
+  if (!(w >= 0.0 && g >= 0.0)) return false;  // A NaN bound.
+  const double bound =
+      w + std::fabs(static_cast<double>(neg_lr)) *
+              (g + std::fabs(static_cast<double>(weight_decay)) * w);
+  return bound < 0x1p126;  // False for an infinite bound.
+}
+
 bool Optimizer::KeepsNoElementState() const {
   return settings_.kind == Kind::kSgd ||
          (settings_.kind == Kind::kMomentum && settings_.momentum == 0.0);
@@ -444,13 +494,26 @@ bool Optimizer::SgdUpdateFinite(absl::Span<const float> weights,
                              addend.data(), share, weights.size());
 }
 
-void Optimizer::ApplySgdAndClear(absl::Span<float> weights,
-                                 absl::Span<float> gradient,
+float Optimizer::ApplySgdBounded(absl::Span<float> weights,
+                                 absl::Span<const float> gradient,
                                  OptimizerState* state) const {
   assert(weights.size() == gradient.size());
-  SgdAndClearLoop(SgdStepAt(state->updates), weights.data(), gradient.data(),
-                  weights.size());
+  const uint32_t largest =
+      SgdBoundedLoop(SgdStepAt(state->updates), weights.data(), gradient.data(),
+                     weights.size());
   ++state->updates;
+  return MagnitudeFromBits(largest);
+}
+
+float Optimizer::ApplySgdAndClear(absl::Span<float> weights,
+                                  absl::Span<float> gradient,
+                                  OptimizerState* state) const {
+  assert(weights.size() == gradient.size());
+  const uint32_t largest =
+      SgdAndClearLoop(SgdStepAt(state->updates), weights.data(),
+                      gradient.data(), weights.size());
+  ++state->updates;
+  return MagnitudeFromBits(largest);
 }
 
 void Optimizer::ApplyMomentum(double lr, absl::Span<float> weights,

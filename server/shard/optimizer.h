@@ -214,6 +214,11 @@ class Optimizer {
     float Next(float weight, float gradient) const {
       return weight + neg_lr * (gradient + weight_decay * weight);
     }
+    // Whether Next(w, g) is finite for every |w| <= weight_bound and
+    // |g| <= gradient_bound, proven from the two bounds alone (no pass over
+    // the values). False when the bounds leave room for an overflow, or
+    // are not finite: it then proves nothing either way.
+    bool FiniteWithin(float weight_bound, float gradient_bound) const;
   };
   // The step of update number `update`. Precondition: KeepsNoElementState.
   SgdStep SgdStepAt(uint64_t update) const;
@@ -233,11 +238,19 @@ class Optimizer {
                        absl::Span<const float> addend, float share,
                        uint64_t update) const;
 
-  // Apply with `gradient` under such a rule, zeroing `gradient` in the same
-  // pass (a BSP step's sum, which starts the next step at zero).
-  // Precondition: KeepsNoElementState; equal sizes.
-  void ApplySgdAndClear(absl::Span<float> weights, absl::Span<float> gradient,
+  // Apply under such a rule, in the same pass finding the largest |new
+  // weight| and returning it: the weight bound of the next update's
+  // FiniteWithin. Bit for bit Apply's weights.
+  // Precondition: KeepsNoElementState; equal sizes; the update was checked
+  // finite (else the returned value is not finite either).
+  float ApplySgdBounded(absl::Span<float> weights,
+                        absl::Span<const float> gradient,
                         OptimizerState* state) const;
+
+  // The same, zeroing `gradient` in the same pass (a BSP step's sum, which
+  // starts the next step at zero).
+  float ApplySgdAndClear(absl::Span<float> weights, absl::Span<float> gradient,
+                         OptimizerState* state) const;
 
   const OptimizerSettings& settings() const { return settings_; }
 

@@ -456,6 +456,44 @@ TEST(CodecTest, FirstNonFiniteValueIsNamedInAnyBlock) {
   }
 }
 
+// The decoder finds the largest |value| in the pass that checks them:
+// exact wherever it lies (first and last of a block, either sign), 0 for
+// zeros of either sign; unknown (+inf) under kZero and for what a
+// compressor made.
+TEST(CodecTest, DecodedValuesCarryTheirLargestMagnitude) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(MakeDense(10, ValuePrecision::kFp32).max_magnitude, inf);
+  for (ValuePrecision p : kAllPrecisions) {
+    for (const uint64_t position : {0, 1023, 1024, 4999}) {
+      for (const float largest : {-1000.0f, 1000.0f}) {
+        CompressedChunk c = MakeDense(5000, p);
+        c.values[position] = largest;
+        v1::ChunkData wire;
+        ASSERT_TRUE(EncodeChunk(c, &wire).ok());
+        CompressedChunk decoded;
+        ASSERT_TRUE(DecodeChunk(wire, OptionsFor(5000), &decoded).ok());
+        EXPECT_EQ(decoded.max_magnitude, 1000.0f)
+            << PrecisionName(p) << " at " << position;
+        DecodeOptions zero_policy = OptionsFor(5000);
+        zero_policy.non_finite = NonFinitePolicy::kZero;
+        ASSERT_TRUE(DecodeChunk(wire, zero_policy, &decoded).ok());
+        EXPECT_EQ(decoded.max_magnitude, inf) << PrecisionName(p);
+      }
+    }
+    CompressedChunk sparse = MakeSparse(100, 4, p);
+    sparse.values = {0.5f, -0.0f, -3.0f, 2.0f};
+    v1::ChunkData wire;
+    ASSERT_TRUE(EncodeChunk(sparse, &wire).ok());
+    CompressedChunk decoded;
+    ASSERT_TRUE(DecodeChunk(wire, OptionsFor(100), &decoded).ok());
+    EXPECT_EQ(decoded.max_magnitude, 3.0f) << PrecisionName(p);
+    sparse.values = {0.0f, -0.0f, 0.0f, -0.0f};
+    ASSERT_TRUE(EncodeChunk(sparse, &wire).ok());
+    ASSERT_TRUE(DecodeChunk(wire, OptionsFor(100), &decoded).ok());
+    EXPECT_EQ(decoded.max_magnitude, 0.0f) << PrecisionName(p);
+  }
+}
+
 TEST(CodecTest, NanBecomesZeroUnderZeroPolicy) {
   for (ValuePrecision p : kAllPrecisions) {
     CompressedChunk c = MakeSparse(100, 4, p);

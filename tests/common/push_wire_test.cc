@@ -198,6 +198,9 @@ TEST(PushWireTest, ChunksDecodeFromPiecesAsFromTheMessage) {
                 .ok());
         EXPECT_TRUE(SameChunk(from_view, from_message))
             << "numel " << numel << ", pieces of " << piece << ", chunk " << i;
+        // The largest magnitude too, found as the values are checked.
+        EXPECT_EQ(from_view.max_magnitude, from_message.max_magnitude)
+            << "numel " << numel << ", pieces of " << piece << ", chunk " << i;
         EXPECT_TRUE(SameChunk(from_view, chunks[i]))
             << "numel " << numel << ", pieces of " << piece << ", chunk " << i;
       }

@@ -1,5 +1,6 @@
 #include "server/shard/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -40,6 +41,12 @@ std::vector<float> ApplyAll(const OptimizerSettings& settings,
     optimizer.Apply(absl::MakeSpan(weights), g, state);
   }
   return weights;
+}
+
+float LargestMagnitude(const std::vector<float>& values) {
+  float largest = 0.0f;
+  for (const float v : values) largest = std::max(largest, std::fabs(v));
+  return largest;
 }
 
 void ExpectNear(const std::vector<float>& actual,
@@ -89,9 +96,10 @@ TEST(OptimizerTest, InPlaceSgdEqualsApplyBitForBit) {
       EXPECT_TRUE(
           optimizer.SgdUpdateFinite(in_place, g, in_place_state.updates));
       optimizer.Apply(absl::MakeSpan(applied), g, &applied_state);
-      optimizer.ApplySgdAndClear(absl::MakeSpan(in_place), absl::MakeSpan(g),
-                                 &in_place_state);
+      const float bound = optimizer.ApplySgdAndClear(
+          absl::MakeSpan(in_place), absl::MakeSpan(g), &in_place_state);
       EXPECT_EQ(in_place, applied) << "update " << update;
+      EXPECT_EQ(bound, LargestMagnitude(applied)) << "update " << update;
       EXPECT_EQ(g, std::vector<float>(g.size(), 0.0f));
       EXPECT_EQ(in_place_state.updates, applied_state.updates);
       EXPECT_TRUE(in_place_state.first_moment.empty());
@@ -102,6 +110,69 @@ TEST(OptimizerTest, InPlaceSgdEqualsApplyBitForBit) {
   OptimizerSettings adam;
   adam.kind = Kind::kAdam;
   EXPECT_FALSE(Optimizer(adam).KeepsNoElementState());
+}
+
+// The dense ASP path: ApplySgdBounded writes Apply's bits and returns the
+// largest |new weight|, across blocks and with negative and zero weights.
+TEST(OptimizerTest, SgdBoundedEqualsApplyAndFindsTheLargestWeight) {
+  OptimizerSettings settings = Sgd(0.25);
+  settings.weight_decay = 0.01;
+  const Optimizer optimizer(settings);
+  std::vector<float> applied(5000);
+  for (size_t i = 0; i < applied.size(); ++i) {
+    applied[i] = std::cos(0.37f * i) * (i % 7 == 0 ? -3.0f : 1.0f);
+  }
+  applied[4321] = -0.0f;
+  std::vector<float> bounded = applied;
+  OptimizerState applied_state, bounded_state;
+  for (int update = 0; update < 4; ++update) {
+    std::vector<float> g(applied.size());
+    for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.11f * i + update);
+    g[4999 - update] = -40.0f;  // The largest new weight moves between calls.
+    optimizer.Apply(absl::MakeSpan(applied), g, &applied_state);
+    const float bound =
+        optimizer.ApplySgdBounded(absl::MakeSpan(bounded), g, &bounded_state);
+    EXPECT_EQ(bounded, applied) << "update " << update;
+    EXPECT_EQ(bound, LargestMagnitude(applied)) << "update " << update;
+    EXPECT_EQ(bounded_state.updates, applied_state.updates);
+  }
+}
+
+// FiniteWithin proves only what holds: wherever it says finite, the
+// extreme weights and gradients the bounds allow give finite results; near
+// float's range, or with a bound that is not finite, it proves nothing.
+TEST(OptimizerTest, SgdBoundsProveFiniteOnlyFarFromOverflow) {
+  OptimizerSettings settings = Sgd(1.0);
+  settings.weight_decay = 0.5;
+  const Optimizer optimizer(settings);
+  const Optimizer::SgdStep step = optimizer.SgdStepAt(0);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(step.FiniteWithin(0.0f, 0.0f));
+  EXPECT_TRUE(step.FiniteWithin(10.0f, 1e6f));
+  EXPECT_FALSE(step.FiniteWithin(inf, 1.0f));
+  EXPECT_FALSE(step.FiniteWithin(1.0f, inf));
+  EXPECT_FALSE(step.FiniteWithin(nan, 1.0f));
+  EXPECT_FALSE(step.FiniteWithin(1.0f, nan));
+  // 3e38 - (3e38 + 0.5 * 3e38) would not be finite; nor is it proven.
+  EXPECT_FALSE(std::isfinite(step.Next(3e38f, 3e38f)));
+  EXPECT_FALSE(step.FiniteWithin(3e38f, 3e38f));
+  // Every pair of bounds on a grid up to float's range: a proof holds at
+  // each corner, the worst cases of the bounds.
+  int proven = 0;
+  for (float w = 1.0f; std::isfinite(w); w *= 7.5f) {
+    for (float g = 1.0f; std::isfinite(g); g *= 7.5f) {
+      if (!step.FiniteWithin(w, g)) continue;
+      ++proven;
+      for (const float ws : {w, -w}) {
+        for (const float gs : {g, -g}) {
+          EXPECT_TRUE(std::isfinite(step.Next(ws, gs)))
+              << "w " << ws << " g " << gs;
+        }
+      }
+    }
+  }
+  EXPECT_GT(proven, 100);
 }
 
 TEST(OptimizerTest, SgdUpdateFiniteFindsAnOverflowAnywhere) {

@@ -87,6 +87,51 @@ TEST(ShardNonFiniteUpdateTest, AspPushThatWouldOverflowAWeightIsRefused) {
   EXPECT_EQ(Weights(*shard, kKeyA, kNumelA)[0], kHuge - 1.0f);
 }
 
+// A dense ASP push after an in-place update may be proven finite from the
+// weights' bound and the push's largest value, without the pass; where the
+// bounds cannot prove it, the pass still decides.
+TEST(ShardNonFiniteUpdateTest, DenseAspPushBeyondTheBoundsIsStillChecked) {
+  auto shard = StartShard(SgdAtOne(1, v1::CONSISTENCY_MODE_ASP), HugeChunkA());
+  // In place: the weights' bound is now kHuge - 1.
+  EXPECT_EQ(PushOne(*shard, PushRequest(0, 0, {{kKeyA, Spike(1.0f, kNumelA)}}))
+                .version(),
+            1u);
+  const uint64_t digest = shard->StateDigest();
+  v1::PushResponse response;
+  const absl::Status s = shard->Push(
+      PushRequest(0, 1, {{kKeyA, Spike(-kHuge, kNumelA)}}), &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(shard->StateDigest(), digest);
+  // Near the range but finite: not proven by the bounds, passed by the pass.
+  EXPECT_EQ(PushOne(*shard, PushRequest(0, 1, {{kKeyA, Spike(1e38f, kNumelA)}}))
+                .version(),
+            2u);
+  EXPECT_EQ(Weights(*shard, kKeyA, kNumelA)[0], (kHuge - 1.0f) - 1e38f);
+}
+
+// The weights' bound holds only for the version whose in-place update
+// found it: a sparse update then moves a weight far past it, and a dense
+// push that the stale bound would have proven finite is refused.
+TEST(ShardNonFiniteUpdateTest, WeightBoundOfAnOlderVersionProvesNothing) {
+  auto shard = StartShard(SgdAtOne(1, v1::CONSISTENCY_MODE_ASP));
+  // In place: every weight of A is small, and so is the bound.
+  PushOne(*shard, PushRequest(0, 0, {{kKeyA, Spike(0.5f, kNumelA)}}));
+  // Sparse, updating element 0 alone: it becomes about 3e38.
+  PushOne(*shard,
+          PushRequest(
+              0, 1,
+              {{kKeyA, HandSparse(kNumelA, std::string(1, '\0'), {-kHuge})}}));
+  ASSERT_GT(Weights(*shard, kKeyA, kNumelA)[0], 2.9e38f);
+  // 5e37 more overflows; the stale bound (about 1) and 5e37 would have
+  // proven it finite.
+  const uint64_t digest = shard->StateDigest();
+  v1::PushResponse response;
+  const absl::Status s = shard->Push(
+      PushRequest(0, 2, {{kKeyA, Spike(-5e37f, kNumelA)}}), &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(shard->StateDigest(), digest);
+}
+
 TEST(ShardNonFiniteUpdateTest, MultiChunkPushIsRefusedWhole) {
   auto shard = StartShard(SgdAtOne(1, v1::CONSISTENCY_MODE_ASP), HugeChunkA());
   const uint64_t digest = shard->StateDigest();
@@ -148,6 +193,40 @@ TEST(ShardNonFiniteUpdateTest, BspPushThatCompletesAnOverflowingStep) {
     EXPECT_EQ(ack.version(), 1u);
     EXPECT_EQ(ack.clock(), 1u);
     EXPECT_EQ(Weights(*shard, kKeyA, kNumelA)[0], kHuge);
+  }
+}
+
+// The same after a step completed in place, when the weights and the
+// step's sum have bounds: the bounds cannot prove these pushes finite, so
+// the pass still refuses them, dense or sparse.
+TEST(ShardNonFiniteUpdateTest, BspStepAfterAnInPlaceStepIsStillChecked) {
+  const std::string first(1, '\0');  // Element 0.
+  for (const bool sparse : {false, true}) {
+    for (const float earlier : {-kHuge, 0.0f}) {
+      const auto spike = [&](float value) {
+        return sparse ? HandSparse(kNumelA, first, {value})
+                      : Spike(value, kNumelA);
+      };
+      auto shard =
+          StartShard(SgdAtOne(2, v1::CONSISTENCY_MODE_BSP), HugeChunkA());
+      for (uint32_t worker : {0u, 1u}) {
+        PushOne(*shard, PushRequest(worker, 0, {{kKeyA, spike(0.0f)}}));
+      }
+      ASSERT_EQ(Weights(*shard, kKeyA, kNumelA)[0], kHuge);
+      ASSERT_TRUE(
+          Push(*shard, PushRequest(1, 1, {{kKeyA, spike(earlier)}})).ok());
+      const uint64_t digest = shard->StateDigest();
+      v1::PushResponse response;
+      const absl::Status s =
+          shard->Push(PushRequest(0, 1, {{kKeyA, spike(-kHuge)}}), &response);
+      EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition)
+          << s << " after " << earlier << (sparse ? ", sparse" : ", dense");
+      EXPECT_EQ(shard->StateDigest(), digest);
+      const v1::ChunkAck ack =
+          PushOne(*shard, PushRequest(0, 1, {{kKeyA, spike(-earlier)}}));
+      EXPECT_EQ(ack.version(), 2u);
+      EXPECT_EQ(Weights(*shard, kKeyA, kNumelA)[0], kHuge);
+    }
   }
 }
 
