@@ -36,6 +36,7 @@
 #include "bench/load_workload.h"
 #include "common/flags/command_line.h"
 #include "common/flags/program.h"
+#include "common/lock_checks.h"
 #include "common/process/child_process.h"
 
 namespace gradwire::bench {
@@ -216,6 +217,7 @@ LoadBenchConfig ParseCommandLineOrExit(int argc, char** argv) {
 }  // namespace gradwire::bench
 
 int main(int argc, char** argv) {
+  gradwire::DisableMutexDeadlockDetection();
   gradwire::bench::LoadBenchConfig config =
       gradwire::bench::ParseCommandLineOrExit(argc, argv);
   return gradwire::bench::Main(config);

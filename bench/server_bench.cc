@@ -45,6 +45,7 @@
 #include "bench/timing.h"
 #include "common/flags/program.h"
 #include "common/heap_tuning.h"
+#include "common/lock_checks.h"
 
 namespace gradwire::bench {
 namespace {
@@ -302,6 +303,7 @@ int Main(const ServerBenchConfig& config) {
 }  // namespace gradwire::bench
 
 int main(int argc, char** argv) {
+  gradwire::DisableMutexDeadlockDetection();
   const std::vector<absl::string_view> flag_names = gradwire::JoinFlagNames(
       {gradwire::bench::ServerBenchFlagNames(), gradwire::kDryRunFlagNames});
   const gradwire::ProgramFlags program = {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/heap_tuning.h"
+#include "common/lock_checks.h"
 #include "trainer/fashion_mnist.h"
 #include "worker/parameter_sync.h"
 #include "worker/sync_settings.h"
@@ -433,6 +434,7 @@ void DefineStats(py::module_& m) {
 PYBIND11_MODULE(_C, m) {
   using namespace gradwire;
   m.doc() = "gradwire's C++ engine (compression, codec, gRPC client).";
+  DisableMutexDeadlockDetection();
   // torch must be imported first: its module registers the Tensor type
   // that the casters convert to and from.
   py::module_::import("torch");

@@ -13,6 +13,7 @@
 #include "common/flags/program.h"
 #include "common/format/human_bytes.h"
 #include "common/heap_tuning.h"
+#include "common/lock_checks.h"
 #include "common/metrics/exposer.h"
 #include "common/metrics/process_metrics.h"
 #include "common/metrics/registry.h"
@@ -156,6 +157,7 @@ int Run(gradwire::WorkerConfig& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gradwire::DisableMutexDeadlockDetection();
   gradwire::WorkerConfig config = ConfigOrExit(argc, argv);
   return Run(config);
 }

@@ -24,6 +24,7 @@
 #include "common/flags/program.h"
 #include "common/flags/tls_flags.h"
 #include "common/heap_tuning.h"
+#include "common/lock_checks.h"
 #include "common/port_file.h"
 #include "server/process/server_options.h"
 #include "server/process/shard_server.h"
@@ -291,6 +292,7 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
 }  // namespace gradwire
 
 int main(int argc, char** argv) {
+  gradwire::DisableMutexDeadlockDetection();
   const sigset_t stop_signals = gradwire::BlockStopSignals();
   const gradwire::ServerOptions options =
       gradwire::ParseCommandLineOrExit(argc, argv);
