@@ -296,6 +296,8 @@ void RegisterCodec() {
       new CompressedChunk(SparseChunk(ValuePrecision::kFp32));
   static const CompressedChunk* dense16 =
       new CompressedChunk(DenseChunk(ValuePrecision::kFp16));
+  static const CompressedChunk* dense32 =
+      new CompressedChunk(DenseChunk(ValuePrecision::kFp32));
   benchmark::RegisterBenchmark(
       "codec/encode/sparse_1pct_fp16",
       [](benchmark::State& s) { Encode(s, *sparse16); });
@@ -314,6 +316,9 @@ void RegisterCodec() {
   benchmark::RegisterBenchmark(
       "codec/decode/dense_fp16",
       [](benchmark::State& s) { Decode(s, *dense16); });
+  benchmark::RegisterBenchmark(
+      "codec/decode/dense_fp32",
+      [](benchmark::State& s) { Decode(s, *dense32); });
 }
 
 }  // namespace

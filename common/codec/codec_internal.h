@@ -67,7 +67,8 @@ absl::Status CheckValuesLength(absl::string_view what, const WireBytes& bytes,
 // Converts the values in `bytes` into `dst` (room for all of them), piece
 // by piece (no copy of the pieces into one buffer first): under kReject
 // stops at the first NaN or infinity and returns its position (`dst` then
-// holds some of the values before it); under kZero replaces each by 0.
+// holds some of the values, up to the block of 1,024 that holds it); under
+// kZero replaces each by 0.
 // Returns -1 when every value was written. A value split between two
 // pieces counts as any other. When every value was written and
 // `max_magnitude` is set, *max_magnitude is the largest |value| under
