@@ -157,6 +157,27 @@ absl::Status CallWithRetries(const ShardConnection& shard,
                      message);
 }
 
+template <typename Request, typename Response>
+using StubMethod = grpc::Status (v1::ParameterServer::Stub::*)(
+    grpc::ClientContext*, const Request&, Response*);
+
+// CallWithRetries through the generated stub's `method`.
+template <typename Request, typename Response>
+absl::Status CallStubWithRetries(const ShardConnection& shard,
+                                 const ClientOptions& options,
+                                 const RpcKind& kind,
+                                 StubMethod<Request, Response> method,
+                                 const Request& request, Response* response,
+                                 std::atomic<uint64_t>* retries,
+                                 InFlightCalls* calls) {
+  return CallWithRetries<Request, Response>(
+      shard, options, kind, request,
+      [&](grpc::ClientContext* context, Response* out) {
+        return (shard.stub()->*method)(context, request, out);
+      },
+      response, retries, calls);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Connect(
@@ -265,14 +286,10 @@ absl::Status GrpcPsClient::Init(const std::vector<v1::InitRequest>& requests,
   const RpcKind kind{"Init", options_.rpc_timeout, &counters_.init_bytes_sent,
                      &counters_.init_bytes_received};
   return ForEachShard(*active, [&](uint32_t shard) {
-    const ShardConnection& connection = *shards_[shard];
-    const v1::InitRequest& request = requests[shard];
-    return CallWithRetries<v1::InitRequest, v1::InitResponse>(
-        connection, options_, kind, request,
-        [&](grpc::ClientContext* context, v1::InitResponse* response) {
-          return connection.stub()->Init(context, request, response);
-        },
-        &(*responses)[shard], &counters_.retries, calls_.get());
+    return CallStubWithRetries(*shards_[shard], options_, kind,
+                               &v1::ParameterServer::Stub::Init,
+                               requests[shard], &(*responses)[shard],
+                               &counters_.retries, calls_.get());
   });
 }
 
@@ -304,14 +321,10 @@ absl::Status GrpcPsClient::Pull(const std::vector<v1::PullRequest>& requests,
   const RpcKind kind{"Pull", options_.pull_timeout, &counters_.pull_bytes_sent,
                      &counters_.pull_bytes_received};
   return ForEachShard(*active, [&](uint32_t shard) {
-    const ShardConnection& connection = *shards_[shard];
-    const v1::PullRequest& request = requests[shard];
-    return CallWithRetries<v1::PullRequest, v1::PullResponse>(
-        connection, options_, kind, request,
-        [&](grpc::ClientContext* context, v1::PullResponse* response) {
-          return connection.stub()->Pull(context, request, response);
-        },
-        &(*responses)[shard], &counters_.retries, calls_.get());
+    return CallStubWithRetries(*shards_[shard], options_, kind,
+                               &v1::ParameterServer::Stub::Pull,
+                               requests[shard], &(*responses)[shard],
+                               &counters_.retries, calls_.get());
   });
 }
 
