@@ -32,13 +32,19 @@ inline __mmask16 AtLeast(__m512 x, __m512 threshold) {
   return _mm512_cmp_ps_mask(_mm512_abs_ps(x), threshold, _CMP_GE_OQ);
 }
 
-// Appends first + i + (each set lane of `mask`) to out, in lane order.
-inline size_t Emit(__mmask16 mask, uint32_t base, uint32_t* out) {
-  const __m512i lane =
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i index = _mm512_add_epi32(_mm512_set1_epi32(base), lane);
-  _mm512_mask_compressstoreu_epi32(out, mask, index);
-  return static_cast<size_t>(__builtin_popcount(mask));
+// Appends base + (each set lane of `mask`) to out, in lane order, one lane
+// at a time. Few lanes pass a selection threshold, and AVX-512's compress
+// is slow where it matters: AMD's Zen 4 microcodes the masked
+// compress-store at over a hundred cycles (the collecting loops ran slower
+// than the portable ones), and a compress into a register then a full
+// store still lost to this loop (`gradwire-bench-kernels
+// --benchmark_filter=collect`, docs/benchmarks/compress.md).
+inline size_t Emit(uint32_t mask, uint32_t base, uint32_t* out) {
+  size_t count = 0;
+  for (; mask != 0; mask &= mask - 1) {
+    out[count++] = base + static_cast<uint32_t>(__builtin_ctz(mask));
+  }
+  return count;
 }
 
 size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
@@ -48,15 +54,27 @@ size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
   const __m512 t = _mm512_set1_ps(threshold);
   size_t count = 0;
   size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    const __m512 gv = Sanitized(_mm512_loadu_ps(g + i), zero_non_finite);
-    const __m512 v =
-        _mm512_add_ps(_mm512_loadu_ps(r + i), _mm512_mul_ps(s, gv));
-    _mm512_storeu_ps(r + i, v);
-    const __mmask16 mask = AtLeast(v, t);
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    const __m512 g0 = Sanitized(_mm512_loadu_ps(g + i), zero_non_finite);
+    const __m512 g1 =
+        Sanitized(_mm512_loadu_ps(g + i + kLanes), zero_non_finite);
+    const __m512 v0 =
+        _mm512_add_ps(_mm512_loadu_ps(r + i), _mm512_mul_ps(s, g0));
+    const __m512 v1 =
+        _mm512_add_ps(_mm512_loadu_ps(r + i + kLanes), _mm512_mul_ps(s, g1));
+    _mm512_storeu_ps(r + i, v0);
+    _mm512_storeu_ps(r + i + kLanes, v1);
+    const uint32_t mask = AtLeast(v0, t) | (uint32_t{AtLeast(v1, t)} << kLanes);
     if (mask != 0) {
-      _mm512_mask_compressstoreu_ps(values + count, mask, v);
-      count += Emit(mask, first + static_cast<uint32_t>(i), out + count);
+      // One lane at a time, as Emit, with its value beside it.
+      float sums[2 * kLanes];
+      _mm512_storeu_ps(sums, v0);
+      _mm512_storeu_ps(sums + kLanes, v1);
+      for (uint32_t left = mask; left != 0; left &= left - 1) {
+        const auto lane = static_cast<uint32_t>(__builtin_ctz(left));
+        values[count] = sums[lane];
+        out[count++] = first + static_cast<uint32_t>(i) + lane;
+      }
     }
   }
   return count + PortableKernels().accumulate_and_collect(

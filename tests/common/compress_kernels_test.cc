@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/compress/kernels.h"
@@ -90,6 +91,24 @@ TEST(CompressKernelsTest, PortableTableIsAlwaysThere) {
   }
 }
 
+// The collecting kernels write nothing past the room for n elements that
+// their contract gives them (a vector store of a whole register at the
+// append position would): the slots after it hold a guard pattern that
+// must survive the call.
+constexpr size_t kGuard = 64;
+constexpr uint32_t kGuardBits = 0xdeadbeefu;
+const float kGuardValue = -12345.5f;
+
+template <typename T>
+bool GuardIntact(const std::vector<T>& buffer, size_t n) {
+  const T guard = std::is_same_v<T, float> ? static_cast<T>(kGuardValue)
+                                           : static_cast<T>(kGuardBits);
+  for (size_t i = n; i < buffer.size(); ++i) {
+    if (buffer[i] != guard) return false;
+  }
+  return true;
+}
+
 TEST(CompressKernelsTest, AccumulateAndCollectMatchesPortable) {
   for (const KernelTable* t : VectorTables()) {
     for (size_t n : kLengths) {
@@ -100,14 +119,17 @@ TEST(CompressKernelsTest, AccumulateAndCollectMatchesPortable) {
               for (float scale : {1.0f, 0.37f}) {
                 std::vector<float> r_want(n + offset, 0.25f);
                 std::vector<float> r_got = r_want;
-                std::vector<uint32_t> want(n + 1), got(n + 1);
-                std::vector<float> want_values(n + 1), got_values(n + 1);
+                std::vector<uint32_t> want(n + 1), got(n + kGuard, kGuardBits);
+                std::vector<float> want_values(n + 1);
+                std::vector<float> got_values(n + kGuard, kGuardValue);
                 const size_t nw = PortableKernels().accumulate_and_collect(
                     g.data() + offset, scale, zero, r_want.data() + offset, n,
                     threshold, 7, want.data(), want_values.data());
                 const size_t ng = t->accumulate_and_collect(
                     g.data() + offset, scale, zero, r_got.data() + offset, n,
                     threshold, 7, got.data(), got_values.data());
+                ASSERT_TRUE(GuardIntact(got, n) && GuardIntact(got_values, n))
+                    << "wrote past room for n: " << Where(*t, name, n, offset);
                 want.resize(nw);
                 got.resize(ng);
                 want_values.resize(nw);
@@ -132,11 +154,14 @@ TEST(CompressKernelsTest, CollectAtLeastMatchesPortable) {
       for (size_t offset : kOffsets) {
         for (const auto& [name, x] : Inputs(n + offset, n * 17 + offset)) {
           for (float threshold : {0.0f, 0.5f, 1.0f, 2.5f, kInf}) {
-            std::vector<uint32_t> want(n + 1), got(n + 1);
+            std::vector<uint32_t> want(n + 1), got(n + kGuard, kGuardBits);
             want.resize(PortableKernels().collect_at_least(
                 x.data() + offset, n, threshold, 3, want.data()));
-            got.resize(t->collect_at_least(x.data() + offset, n, threshold, 3,
-                                           got.data()));
+            const size_t ng = t->collect_at_least(x.data() + offset, n,
+                                                  threshold, 3, got.data());
+            ASSERT_TRUE(GuardIntact(got, n))
+                << "wrote past room for n: " << Where(*t, name, n, offset);
+            got.resize(ng);
             ASSERT_EQ(got, want) << Where(*t, name, n, offset);
           }
         }
