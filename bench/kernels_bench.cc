@@ -4,7 +4,9 @@
 //     instruction set this CPU and build have (portable, avx2, avx512);
 //   - the wire codec: a Top-K 1% chunk (10,486 of 1M, fp16 values, gap
 //     varint indices) and a dense fp16 chunk, encoded and decoded with
-//     validation (common/codec/codec.h), as a shard decodes every push.
+//     validation (common/codec/codec.h), as a shard decodes every push;
+//   - a shard's pull delta, Top-K 1% of its weights against their shadow,
+//     with the difference materialised and fused (publish/...).
 // bytes_per_second counts the floats the loop reads (4 bytes each) for the
 // kernels and the encoded bytes for the codec; compare rows of one run.
 //
@@ -14,13 +16,16 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "common/codec/codec.h"
 #include "common/compress/compressed_chunk.h"
+#include "common/compress/compressor.h"
 #include "common/compress/kernels.h"
+#include "common/compress/registry.h"
 
 namespace gradwire {
 namespace {
@@ -74,6 +79,19 @@ void CollectAtLeast(benchmark::State& state, const KernelTable* k) {
         b.r.data(), kNumel, kOnePercentThreshold, 0, b.indices.data()));
   }
   SetFloatsRead(state, 1);
+}
+
+void DifferenceAndCollect(benchmark::State& state, const KernelTable* k) {
+  Buffers b;
+  // r - g of two unit normals has sd sqrt(2): scaled, the threshold keeps
+  // about 1% again.
+  const float threshold = kOnePercentThreshold * std::sqrt(2.0f);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        k->difference_and_collect(b.r.data(), b.g.data(), kNumel, threshold, 0,
+                                  b.indices.data(), b.values.data()));
+  }
+  SetFloatsRead(state, 2);
 }
 
 void DenseFeedbackFp16(benchmark::State& state, const KernelTable* k) {
@@ -270,6 +288,8 @@ void RegisterKernels(const std::string& isa, const KernelTable* k) {
   add("accumulate_and_collect",
       [k](benchmark::State& s) { AccumulateAndCollect(s, k); });
   add("collect_at_least", [k](benchmark::State& s) { CollectAtLeast(s, k); });
+  add("difference_and_collect",
+      [k](benchmark::State& s) { DifferenceAndCollect(s, k); });
   add("dense_feedback_fp16",
       [k](benchmark::State& s) { DenseFeedbackFp16(s, k); });
   add("round_dense_fp16",
@@ -287,6 +307,45 @@ void RegisterKernels(const std::string& isa, const KernelTable* k) {
   add("float_to_half", [k](benchmark::State& s) { FloatToHalf(s, k); });
   add("half_to_float", [k](benchmark::State& s) { HalfToFloat(s, k); });
   add("all_finite", [k](benchmark::State& s) { AllFinite(s, k); });
+}
+
+// A shard's pull delta (published_deltas.h): Top-K 1% with fp16 values of
+// its weights against the shadow its workers hold, one chunk. "materialised"
+// writes the difference into a buffer and compresses that, as shards did
+// before CompressDifference; "fused" is CompressDifference.
+void PublishDelta(benchmark::State& state, bool fused) {
+  CompressorOptions options;
+  options.name = "topk";
+  options.ratio = 0.01;
+  options.precision = ValuePrecision::kFp16;
+  const std::unique_ptr<Compressor> topk = std::move(*MakeCompressor(options));
+  const std::vector<float> weights = Gaussian(kNumel, 3);
+  const std::vector<float> step = Gaussian(kNumel, 4);
+  std::vector<float> shadow(kNumel);
+  for (size_t i = 0; i < kNumel; ++i) shadow[i] = weights[i] - 1e-3f * step[i];
+  std::vector<float> difference(kNumel);
+  CompressedChunk delta;
+  for (auto _ : state) {
+    if (fused) {
+      benchmark::DoNotOptimize(
+          topk->CompressDifference(weights, shadow, {}, &delta).ok());
+    } else {
+      for (size_t i = 0; i < kNumel; ++i) {
+        difference[i] = weights[i] - shadow[i];
+      }
+      benchmark::DoNotOptimize(topk->Compress(difference, {}, &delta).ok());
+    }
+  }
+  SetFloatsRead(state, 2);
+}
+
+void RegisterPublish() {
+  benchmark::RegisterBenchmark(
+      "publish/topk_1pct_fp16/materialised",
+      [](benchmark::State& s) { PublishDelta(s, /*fused=*/false); });
+  benchmark::RegisterBenchmark(
+      "publish/topk_1pct_fp16/fused",
+      [](benchmark::State& s) { PublishDelta(s, /*fused=*/true); });
 }
 
 void RegisterCodec() {
@@ -336,6 +395,7 @@ int main(int argc, char** argv) {
     }
   }
   gradwire::RegisterCodec();
+  gradwire::RegisterPublish();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   benchmark::RunSpecifiedBenchmarks();

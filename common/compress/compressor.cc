@@ -53,6 +53,17 @@ absl::Status Compressor::CheckFinite(absl::Span<const float> input) const {
                       name(), *it, it - input.begin(), input.size()));
 }
 
+absl::Status Compressor::CompressDifference(absl::Span<const float> a,
+                                            absl::Span<const float> b,
+                                            const CompressContext& ctx,
+                                            CompressedChunk* out) const {
+  thread_local std::vector<float> difference;
+  difference.resize(a.size());
+  float* d = difference.data();
+  for (size_t i = 0; i < a.size(); ++i) d[i] = a[i] - b[i];
+  return Compress(difference, ctx, out);
+}
+
 absl::Status Compressor::CompressWithFeedback(absl::Span<const float> gradient,
                                               const CompressContext& ctx,
                                               FeedbackState* state,

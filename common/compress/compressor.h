@@ -148,6 +148,17 @@ class Compressor {
                                 const CompressContext& ctx,
                                 CompressedChunk* out) const = 0;
 
+  // Compresses the element-wise difference a - b (one float subtraction
+  // per element; a and b have the same size) exactly as Compress would
+  // compress it, with the same result and the same errors. The default
+  // writes the difference into a per-thread buffer first; Top-K finds its
+  // candidates in the subtracting pass instead. A shard publishes pull
+  // deltas this way: its weights against the shadow its workers hold.
+  virtual absl::Status CompressDifference(absl::Span<const float> a,
+                                          absl::Span<const float> b,
+                                          const CompressContext& ctx,
+                                          CompressedChunk* out) const;
+
   // Error feedback: g' = g + r; c = C(g'); r = g' - D(c). On return
   // D(*out) + state->residual equals g' exactly for sparsifiers and within
   // float rounding for quantizers. On error (non-finite `gradient` under

@@ -66,6 +66,17 @@ struct KernelTable {
   size_t (*collect_at_least)(const float* x, size_t n, float threshold,
                              uint32_t first, uint32_t* out);
 
+  // For i in [0, n): v = a[i] - b[i] (one float subtraction); writes
+  // first + i to `out` and v to `values` when |v| is not below threshold:
+  // |v| >= threshold, or v (or the threshold) is NaN, so that no NaN goes
+  // unseen. Returns how many, in increasing order; `out` and `values` must
+  // have room for n.
+  // Compresses a difference (a shard's weights against the shadow its
+  // workers hold) without a buffer for it.
+  size_t (*difference_and_collect)(const float* a, const float* b, size_t n,
+                                   float threshold, uint32_t first,
+                                   uint32_t* out, float* values);
+
   // Dense error feedback: for i in [0, n), v = r[i] + g'[i] (g' as above),
   // q = v rounded to `precision`, values[i] = q, r[i] = v - q. A store to
   // r[i] that would not change its bits may be skipped. Returns whether

@@ -37,6 +37,12 @@ inline __m256 Sanitized(__m256 x, bool zero_non_finite) {
                          : x;
 }
 
+// Not |x| < threshold: at least it, or NaN on either side.
+inline unsigned NotBelow(__m256 x, __m256 threshold) {
+  return static_cast<unsigned>(
+      _mm256_movemask_ps(_mm256_cmp_ps(Abs(x), threshold, _CMP_NLT_UQ)));
+}
+
 inline unsigned AtLeast(__m256 x, __m256 threshold) {
   return static_cast<unsigned>(
       _mm256_movemask_ps(_mm256_cmp_ps(Abs(x), threshold, _CMP_GE_OQ)));
@@ -103,6 +109,35 @@ size_t CollectAtLeast(const float* x, size_t n, float threshold, uint32_t first,
   return count + PortableKernels().collect_at_least(
                      x + i, n - i, threshold, first + static_cast<uint32_t>(i),
                      out + count);
+}
+
+size_t DifferenceAndCollect(const float* a, const float* b, size_t n,
+                            float threshold, uint32_t first, uint32_t* out,
+                            float* values) {
+  const __m256 t = _mm256_set1_ps(threshold);
+  size_t count = 0;
+  size_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    const __m256 v0 =
+        _mm256_sub_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+    const __m256 v1 = _mm256_sub_ps(_mm256_loadu_ps(a + i + kLanes),
+                                    _mm256_loadu_ps(b + i + kLanes));
+    const unsigned mask = NotBelow(v0, t) | (NotBelow(v1, t) << kLanes);
+    if (mask != 0) {
+      float differences[2 * kLanes];
+      _mm256_storeu_ps(differences, v0);
+      _mm256_storeu_ps(differences + kLanes, v1);
+      for (unsigned left = mask; left != 0; left &= left - 1) {
+        const auto lane = static_cast<uint32_t>(__builtin_ctz(left));
+        values[count] = differences[lane];
+        out[count++] = first + static_cast<uint32_t>(i) + lane;
+      }
+    }
+  }
+  return count + PortableKernels().difference_and_collect(
+                     a + i, b + i, n - i, threshold,
+                     first + static_cast<uint32_t>(i), out + count,
+                     values + count);
 }
 
 // See kernels_avx512.cc: saturate like FloatToHalfBits, then convert.
@@ -436,6 +471,7 @@ constexpr KernelTable kAvx2 = {
     InstructionSet::kAvx2,
     AccumulateAndCollect,
     CollectAtLeast,
+    DifferenceAndCollect,
     DenseFeedback,
     RoundDense,
     SignBits,

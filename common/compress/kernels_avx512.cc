@@ -28,6 +28,11 @@ inline __m512 Sanitized(__m512 x, bool zero_non_finite) {
   return zero_non_finite ? _mm512_maskz_mov_ps(FiniteMask(x), x) : x;
 }
 
+// Not |x| < threshold: at least it, or NaN on either side.
+inline __mmask16 NotBelow(__m512 x, __m512 threshold) {
+  return _mm512_cmp_ps_mask(_mm512_abs_ps(x), threshold, _CMP_NLT_UQ);
+}
+
 inline __mmask16 AtLeast(__m512 x, __m512 threshold) {
   return _mm512_cmp_ps_mask(_mm512_abs_ps(x), threshold, _CMP_GE_OQ);
 }
@@ -104,6 +109,36 @@ size_t CollectAtLeast(const float* x, size_t n, float threshold, uint32_t first,
   return count + PortableKernels().collect_at_least(
                      x + i, n - i, threshold, first + static_cast<uint32_t>(i),
                      out + count);
+}
+
+size_t DifferenceAndCollect(const float* a, const float* b, size_t n,
+                            float threshold, uint32_t first, uint32_t* out,
+                            float* values) {
+  const __m512 t = _mm512_set1_ps(threshold);
+  size_t count = 0;
+  size_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    const __m512 v0 =
+        _mm512_sub_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i));
+    const __m512 v1 = _mm512_sub_ps(_mm512_loadu_ps(a + i + kLanes),
+                                    _mm512_loadu_ps(b + i + kLanes));
+    const uint32_t mask =
+        NotBelow(v0, t) | (uint32_t{NotBelow(v1, t)} << kLanes);
+    if (mask != 0) {
+      float differences[2 * kLanes];
+      _mm512_storeu_ps(differences, v0);
+      _mm512_storeu_ps(differences + kLanes, v1);
+      for (uint32_t left = mask; left != 0; left &= left - 1) {
+        const auto lane = static_cast<uint32_t>(__builtin_ctz(left));
+        values[count] = differences[lane];
+        out[count++] = first + static_cast<uint32_t>(i) + lane;
+      }
+    }
+  }
+  return count + PortableKernels().difference_and_collect(
+                     a + i, b + i, n - i, threshold,
+                     first + static_cast<uint32_t>(i), out + count,
+                     values + count);
 }
 
 // v rounded to fp16 and back, for finite v: saturated to +-65504 like
@@ -506,6 +541,7 @@ constexpr KernelTable kAvx512 = {
     InstructionSet::kAvx512,
     AccumulateAndCollect,
     CollectAtLeast,
+    DifferenceAndCollect,
     DenseFeedback,
     RoundDense,
     SignBits,

@@ -72,6 +72,35 @@ size_t CollectAtLeast(const float* x, size_t n, float threshold, uint32_t first,
   return count;
 }
 
+size_t DifferenceAndCollect(const float* a, const float* b, size_t n,
+                            float threshold, uint32_t first, uint32_t* out,
+                            float* values) {
+  size_t count = 0;
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    int any = 0;
+    for (size_t j = 0; j < kBlock; ++j) {
+      any |= !(std::fabs(a[i + j] - b[i + j]) < threshold);
+    }
+    if (!any) continue;
+    for (size_t j = 0; j < kBlock; ++j) {
+      const float v = a[i + j] - b[i + j];
+      if (!(std::fabs(v) < threshold)) {
+        values[count] = v;
+        out[count++] = first + static_cast<uint32_t>(i + j);
+      }
+    }
+  }
+  for (; i < n; ++i) {
+    const float v = a[i] - b[i];
+    if (!(std::fabs(v) < threshold)) {
+      values[count] = v;
+      out[count++] = first + static_cast<uint32_t>(i);
+    }
+  }
+  return count;
+}
+
 bool DenseFeedback(const float* g, bool zero_non_finite,
                    ValuePrecision precision, float* r, size_t n,
                    float* values) {
@@ -216,6 +245,7 @@ constexpr KernelTable kPortable = {
     InstructionSet::kPortable,
     AccumulateAndCollect,
     CollectAtLeast,
+    DifferenceAndCollect,
     DenseFeedback,
     RoundDense,
     SignBits,

@@ -140,6 +140,18 @@ void AccumulateAndCollect(absl::Span<const float> gradient, float scale,
       });
 }
 
+void DifferenceAndCollect(absl::Span<const float> a, absl::Span<const float> b,
+                          float threshold, std::vector<uint32_t>* indices,
+                          std::vector<float>* values) {
+  const auto& collect = compress_kernels::Kernels().difference_and_collect;
+  CollectInSlices(
+      a.size(), indices, values,
+      [&](uint32_t first, size_t length, uint32_t* out, float* out_values) {
+        return collect(a.data() + first, b.data() + first, length, threshold,
+                       first, out, out_values);
+      });
+}
+
 void KeepLargest(absl::Span<const float> x, uint64_t k,
                  std::vector<uint32_t>* candidates) {
   if (k >= candidates->size()) return;

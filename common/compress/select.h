@@ -57,6 +57,14 @@ void AccumulateAndCollect(absl::Span<const float> gradient, float scale,
                           float threshold, std::vector<uint32_t>* indices,
                           std::vector<float>* values);
 
+// Indices i where |a[i] - b[i]| is not below threshold (at least it, or
+// NaN), in increasing order, and the difference at each in `values` (same
+// order), without a buffer for the whole difference. a and b have the same
+// size.
+void DifferenceAndCollect(absl::Span<const float> a, absl::Span<const float> b,
+                          float threshold, std::vector<uint32_t>* indices,
+                          std::vector<float>* values);
+
 // Keeps, out of `candidates` (increasing indices into x, none at a NaN), the
 // k with the largest |x|, ties broken towards the lower index, in increasing
 // order. Keeps all of them when k >= candidates->size(). O(candidates).

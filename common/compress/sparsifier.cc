@@ -45,6 +45,21 @@ absl::Status Sparsifier::Compress(absl::Span<const float> input,
   return absl::OkStatus();
 }
 
+absl::Status Sparsifier::CompressDifference(absl::Span<const float> a,
+                                            absl::Span<const float> b,
+                                            const CompressContext& ctx,
+                                            CompressedChunk* out) const {
+  StartChunk(a.size(), options().precision, out);
+  if (!SelectDifference(a, b, ctx, out)) {
+    return Compressor::CompressDifference(a, b, ctx, out);
+  }
+  // Every value is a finite difference (SelectDifference's promise).
+  compress_kernels::Kernels().round_dense(
+      out->values.data(), /*zero_non_finite=*/false, options().precision,
+      out->values.size(), out->values.data());
+  return absl::OkStatus();
+}
+
 absl::Status Sparsifier::CompressWithFeedback(absl::Span<const float> gradient,
                                               const CompressContext& ctx,
                                               FeedbackState* state,

@@ -25,6 +25,12 @@ class Sparsifier : public Compressor {
                                     const CompressContext& ctx,
                                     FeedbackState* state,
                                     CompressedChunk* out) const final;
+  // SelectDifference's fused pass where the subclass has one (Top-K), the
+  // default otherwise.
+  absl::Status CompressDifference(absl::Span<const float> a,
+                                  absl::Span<const float> b,
+                                  const CompressContext& ctx,
+                                  CompressedChunk* out) const final;
 
  protected:
   // Chooses the positions to send from the finite input `x`: fills
@@ -42,6 +48,19 @@ class Sparsifier : public Compressor {
                                    const CompressContext& ctx,
                                    FeedbackState* state,
                                    CompressedChunk* out) const;
+
+  // Selects from a - b as Select would from the materialised difference,
+  // without it: fills out->indices, out->encoding and out->values (the
+  // differences at the indices, not yet rounded) and returns true; or
+  // returns false, leaving `out` to be overwritten, where the difference
+  // needs the general path (a non-finite element, a rare re-selection).
+  // The default returns false.
+  virtual bool SelectDifference(absl::Span<const float> a,
+                                absl::Span<const float> b,
+                                const CompressContext& ctx,
+                                CompressedChunk* out) const {
+    return false;
+  }
 
   // Whether AccumulateAndSelect uses state->velocity.
   virtual bool UsesVelocity() const { return false; }

@@ -1,4 +1,6 @@
 // Exact Top-K by magnitude.
+#include <algorithm>
+
 #include "common/compress/builtin.h"
 #include "common/compress/select.h"
 #include "common/compress/sparsifier.h"
@@ -7,6 +9,7 @@ namespace gradwire {
 namespace {
 
 using select_internal::AccumulateAndCollect;
+using select_internal::DifferenceAndCollect;
 using select_internal::KeepLargestCandidates;
 using select_internal::TopK;
 using select_internal::TopKCandidateThreshold;
@@ -21,6 +24,26 @@ class TopKCompressor final : public Sparsifier {
               CompressedChunk* out) const override {
     out->encoding = Encoding::kSparse;
     TopK(x, TargetCount(x.size()), &out->indices);
+  }
+
+  // TopK's steps on a - b, the difference computed where it is read: the
+  // same sampled threshold, the same candidates, the same cut. A non-finite
+  // difference (infinite, or NaN from a NaN input) is never below the
+  // threshold, so it is seen among the candidates; it and a short candidate
+  // list go the general way, which refuses or re-selects as Compress does.
+  bool SelectDifference(absl::Span<const float> a, absl::Span<const float> b,
+                        const CompressContext& ctx,
+                        CompressedChunk* out) const override {
+    const uint64_t n = a.size();
+    const uint64_t k = std::min<uint64_t>(TargetCount(n), n);
+    if (k == n) return false;
+    out->encoding = Encoding::kSparse;
+    const float threshold =
+        TopKCandidateThreshold(n, k, [&](uint64_t i) { return a[i] - b[i]; });
+    DifferenceAndCollect(a, b, threshold, &out->indices, &out->values);
+    if (out->indices.size() < k || !AllFinite(out->values)) return false;
+    KeepLargestCandidates(k, &out->indices, &out->values);
+    return true;
   }
 
   // One pass over memory: the threshold is sampled from g + r before the

@@ -15,17 +15,14 @@ bool PublishedDeltas::Publish(const Compressor& compressor, uint64_t chunk_key,
                               uint64_t version, uint64_t clock,
                               absl::Span<const float> weights,
                               absl::Span<float> shadow) {
-  thread_local std::vector<float> difference;
   thread_local CompressedChunk delta;
-  difference.resize(weights.size());
-  for (size_t i = 0; i < weights.size(); ++i) {
-    difference[i] = weights[i] - shadow[i];
-  }
   CompressContext context;
   context.chunk_key = chunk_key;
   context.step = version;
   v1::ChunkData data;
-  if (!compressor.Compress(difference, context, &delta).ok() ||
+  // Top-K finds its candidates while it subtracts: no pass writes the
+  // difference and none reads it back.
+  if (!compressor.CompressDifference(weights, shadow, context, &delta).ok() ||
       !EncodeChunk(delta, &data).ok()) {
     return false;
   }

@@ -66,6 +66,13 @@ std::vector<const KernelTable*> VectorTables() {
   return tables;
 }
 
+// The portable table and every vector one.
+std::vector<const KernelTable*> AllTables() {
+  std::vector<const KernelTable*> tables = {&PortableKernels()};
+  for (const KernelTable* t : VectorTables()) tables.push_back(t);
+  return tables;
+}
+
 // Lengths around every vector width, and one long enough for the kernels'
 // streaming stores (8 MiB of output).
 const size_t kLengths[] = {0,  1,  7,  8,  9,   15,  16,   17,  31,
@@ -167,6 +174,65 @@ TEST(CompressKernelsTest, CollectAtLeastMatchesPortable) {
         }
       }
     }
+  }
+}
+
+TEST(CompressKernelsTest, DifferenceAndCollectMatchesPortable) {
+  for (const KernelTable* t : VectorTables()) {
+    for (size_t n : kLengths) {
+      for (size_t offset : kOffsets) {
+        const auto as = Inputs(n + offset, n * 13 + offset);
+        const auto bs = Inputs(n + offset, n * 29 + offset + 1);
+        for (size_t which = 0; which < as.size(); ++which) {
+          const std::string& name = as[which].first;
+          const std::vector<float>& a = as[which].second;
+          // Against an unrelated input of the same kind, and against a
+          // copy of itself (every difference zero, or NaN where a is not
+          // finite).
+          for (const std::vector<float>* b : {&bs[which].second, &a}) {
+            for (float threshold : {0.0f, 0.7f, 1.5f, kInf, kNaN}) {
+              std::vector<uint32_t> want(n + 1), got(n + kGuard, kGuardBits);
+              std::vector<float> want_values(n + 1);
+              std::vector<float> got_values(n + kGuard, kGuardValue);
+              const size_t nw = PortableKernels().difference_and_collect(
+                  a.data() + offset, b->data() + offset, n, threshold, 5,
+                  want.data(), want_values.data());
+              const size_t ng = t->difference_and_collect(
+                  a.data() + offset, b->data() + offset, n, threshold, 5,
+                  got.data(), got_values.data());
+              ASSERT_TRUE(GuardIntact(got, n) && GuardIntact(got_values, n))
+                  << "wrote past room for n: " << Where(*t, name, n, offset);
+              want.resize(nw);
+              got.resize(ng);
+              want_values.resize(nw);
+              got_values.resize(ng);
+              ASSERT_EQ(got, want) << Where(*t, name, n, offset);
+              ASSERT_EQ(Bits(got_values), Bits(want_values))
+                  << Where(*t, name, n, offset);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The portable version itself against the contract, element by element:
+// every index whose difference is not below the threshold, NaN included.
+TEST(CompressKernelsTest, DifferenceAndCollectKeepsEveryNaN) {
+  const std::vector<float> a = {1.0f, kNaN, 3.0f, kInf, -kInf, 0.5f, 2.0f};
+  const std::vector<float> b = {0.0f, 0.0f, kNaN, kInf, 1.0f, 0.0f, -1.0f};
+  std::vector<uint32_t> out(a.size());
+  std::vector<float> values(a.size());
+  for (const KernelTable* t : AllTables()) {
+    const size_t count = t->difference_and_collect(
+        a.data(), b.data(), a.size(), 1.0f, 100, out.data(), values.data());
+    out.resize(count);
+    // 1 - 0 = 1 reaches 1; NaN, NaN, inf - inf = NaN, -inf, 3 all count;
+    // 0.5 does not.
+    EXPECT_EQ(out, (std::vector<uint32_t>{100, 101, 102, 103, 104, 106}))
+        << InstructionSetName(t->isa);
+    out.resize(a.size());
   }
 }
 
