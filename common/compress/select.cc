@@ -1,6 +1,7 @@
 #include "common/compress/select.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -91,14 +92,16 @@ std::pair<uint32_t, uint64_t> KthLargestKey(absl::Span<const uint32_t> keys,
   return {kth, above};
 }
 
-const std::vector<uint32_t>& SortedSamplePositions(uint64_t n, uint64_t wanted,
-                                                   uint64_t sample_size) {
-  thread_local std::vector<uint32_t> positions;
+namespace {
+
+// Draws the sample positions of (n, wanted) into *positions, sorted.
+void DrawSortedPositions(uint64_t n, uint64_t wanted, uint64_t sample_size,
+                         std::vector<uint32_t>* positions) {
   thread_local std::vector<uint32_t> scratch;
-  positions.resize(sample_size);
+  positions->resize(sample_size);
   scratch.resize(sample_size);
   SplitMix64 rng(SampleSeed(n, wanted));
-  for (uint32_t& p : positions) p = static_cast<uint32_t>(rng.Below(n));
+  for (uint32_t& p : *positions) p = static_cast<uint32_t>(rng.Below(n));
   // Least-significant-digit radix sort, 11 bits a pass: linear where
   // std::sort would cost more than the reads it makes local.
   constexpr int kDigitBits = 11;
@@ -106,14 +109,53 @@ const std::vector<uint32_t>& SortedSamplePositions(uint64_t n, uint64_t wanted,
   for (int shift = 0; shift < 32 && (n - 1) >> shift != 0;
        shift += kDigitBits) {
     uint32_t start[kDigits + 1] = {};
-    for (uint32_t p : positions) ++start[((p >> shift) & (kDigits - 1)) + 1];
+    for (uint32_t p : *positions) ++start[((p >> shift) & (kDigits - 1)) + 1];
     for (uint32_t d = 0; d < kDigits; ++d) start[d + 1] += start[d];
-    for (uint32_t p : positions) {
+    for (uint32_t p : *positions) {
       scratch[start[(p >> shift) & (kDigits - 1)]++] = p;
     }
-    positions.swap(scratch);
+    positions->swap(scratch);
   }
-  return positions;
+}
+
+}  // namespace
+
+const std::vector<uint32_t>& SortedSamplePositions(uint64_t n, uint64_t wanted,
+                                                   uint64_t sample_size) {
+  // The positions depend on (n, wanted, sample_size) alone, and a worker or
+  // shard asks for the same few (one per chunk size) on every step, so the
+  // small ones are kept: drawing 4,096 positions costs about as much as
+  // reading them. Larger samples (DGC's 1% of a big chunk) are drawn afresh
+  // into a buffer of their own, so that the kept ones stay small (at most
+  // kKept * kMaxKeptSize * 4 bytes, 512 KiB, per thread).
+  struct Kept {
+    bool valid = false;
+    uint64_t n = 0;
+    uint64_t wanted = 0;
+    std::vector<uint32_t> positions;
+  };
+  constexpr size_t kKept = 8;
+  constexpr uint64_t kMaxKeptSize = 16384;
+  if (sample_size > kMaxKeptSize) {
+    thread_local std::vector<uint32_t> drawn;
+    DrawSortedPositions(n, wanted, sample_size, &drawn);
+    return drawn;
+  }
+  thread_local std::array<Kept, kKept> kept;
+  thread_local size_t next = 0;
+  for (const Kept& entry : kept) {
+    if (entry.valid && entry.n == n && entry.wanted == wanted &&
+        entry.positions.size() == sample_size) {
+      return entry.positions;
+    }
+  }
+  Kept& entry = kept[next];
+  next = (next + 1) % kKept;
+  DrawSortedPositions(n, wanted, sample_size, &entry.positions);
+  entry.n = n;
+  entry.wanted = wanted;
+  entry.valid = true;
+  return entry.positions;
 }
 
 void CollectAtLeast(absl::Span<const float> x, float threshold,

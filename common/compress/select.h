@@ -32,12 +32,10 @@ inline uint64_t SampleSeed(uint64_t n, uint64_t wanted) {
   return MixSeed(n, wanted, 0x73616d706c65ull);
 }
 
-// From this many elements on, EstimateThreshold reads its sample in
-// increasing position order.
-inline constexpr uint64_t kSortedSampleMinElements = uint64_t{1} << 21;
-
 // The `sample_size` positions SplitMix64(SampleSeed(n, wanted)).Below(n)
-// draws, sorted (a per-thread buffer, valid until the thread's next call).
+// draws, sorted, as EstimateThreshold reads them. The list of a small
+// sample is kept per thread and returned again for the same arguments.
+// Valid until the thread's next call.
 const std::vector<uint32_t>& SortedSamplePositions(uint64_t n, uint64_t wanted,
                                                    uint64_t sample_size);
 

@@ -24,21 +24,17 @@ float EstimateThreshold(uint64_t n, uint64_t wanted, uint64_t sample_size,
     sample.resize(n);
     for (uint64_t i = 0; i < n; ++i) sample[i] = MagnitudeKey(sample_value(i));
     sample_size = n;
-  } else if (n >= kSortedSampleMinElements) {
-    // The same positions, read in increasing order: at this size random
-    // reads miss the caches and the TLB, increasing ones stream. The k-th
-    // largest of the sample does not depend on the order it was read in.
+  } else {
+    // The drawn positions, read in increasing order from a per-thread list
+    // (drawn once per chunk size): the reads are independent of each other
+    // and of the generator, so many miss the caches at once, and in
+    // increasing order they share pages. The k-th largest of the sample
+    // does not depend on the order it was read in.
     const std::vector<uint32_t>& positions =
         SortedSamplePositions(n, wanted, sample_size);
     sample.resize(sample_size);
     for (uint64_t j = 0; j < sample_size; ++j) {
       sample[j] = MagnitudeKey(sample_value(positions[j]));
-    }
-  } else {
-    SplitMix64 rng(SampleSeed(n, wanted));
-    sample.resize(sample_size);
-    for (uint64_t j = 0; j < sample_size; ++j) {
-      sample[j] = MagnitudeKey(sample_value(rng.Below(n)));
     }
   }
   const uint64_t rank = std::min<uint64_t>(

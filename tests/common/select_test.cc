@@ -29,25 +29,47 @@ TEST(SelectTest, SortedSamplePositionsAreTheDrawnOnesInOrder) {
   }
 }
 
-// Above kSortedSampleMinElements the sample is read in increasing order;
-// the threshold is the one the draw order gives.
+// Small samples are kept per thread: asked for in turn, more of them than
+// are kept, each comes back as drawn, whether kept or drawn again.
+TEST(SelectTest, KeptSamplePositionsAreTheDrawnOnes) {
+  const uint64_t sizes[] = {1, 4096, 16384};
+  for (int round = 0; round < 3; ++round) {
+    for (uint64_t n = 5000; n < 5000 + 12 * 7919; n += 7919) {
+      for (uint64_t size : sizes) {
+        std::vector<uint32_t> want = Drawn(n, n / 100, size);
+        std::sort(want.begin(), want.end());
+        ASSERT_EQ(SortedSamplePositions(n, n / 100, size), want)
+            << n << " " << size << " round " << round;
+      }
+    }
+  }
+}
+
+// The sample is read in increasing position order; the threshold is the
+// one the draw order gives, at every size.
 TEST(SelectTest, ThresholdDoesNotDependOnTheReadOrder) {
-  const uint64_t n = kSortedSampleMinElements + 12345;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
-  std::vector<float> x(n);
-  for (float& v : x) v = normal(rng);
-  for (uint64_t wanted : {uint64_t{1}, n / 1000, n / 100, n / 2}) {
-    const uint64_t size = 50000;
-    std::vector<float> sample;
-    for (uint32_t p : Drawn(n, wanted, size)) sample.push_back(std::fabs(x[p]));
-    const uint64_t rank = std::max<uint64_t>(1, wanted * size / n);
-    std::nth_element(sample.begin(), sample.begin() + (rank - 1), sample.end(),
-                     std::greater<float>());
-    EXPECT_EQ(
-        EstimateThreshold(n, wanted, size, [&](uint64_t i) { return x[i]; }),
-        sample[rank - 1])
-        << wanted;
+  for (uint64_t n :
+       {uint64_t{5000}, uint64_t{1} << 20, (uint64_t{1} << 21) + 12345}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = normal(rng);
+    for (uint64_t wanted : {uint64_t{1}, n / 1000, n / 100, n / 2}) {
+      for (uint64_t size : {uint64_t{4096}, uint64_t{50000}}) {
+        if (size >= n) continue;
+        std::vector<float> sample;
+        for (uint32_t p : Drawn(n, wanted, size)) {
+          sample.push_back(std::fabs(x[p]));
+        }
+        const uint64_t rank = std::max<uint64_t>(1, wanted * size / n);
+        std::nth_element(sample.begin(), sample.begin() + (rank - 1),
+                         sample.end(), std::greater<float>());
+        EXPECT_EQ(EstimateThreshold(n, wanted, size,
+                                    [&](uint64_t i) { return x[i]; }),
+                  sample[rank - 1])
+            << n << " " << wanted << " " << size;
+      }
+    }
   }
 }
 
