@@ -39,6 +39,8 @@ struct ChunkState {
     // A new chunk, or a restored one (a new history epoch, whose workers
     // all pull dense first): the shadow is at the chunk's version.
     published.Reset(state.version, state.clock);
+    // A restored step's sum may be non-zero anywhere.
+    step_positions_known = state.accumulator.empty();
   }
 
   // What the consistency rule reads to move the clock (consistency_rule.h).
@@ -80,7 +82,21 @@ struct ChunkState {
   // first step completes.
   float step_sum_bound ABSL_GUARDED_BY(mu) =
       std::numeric_limits<float>::infinity();
+  // BSP: while step_positions_known, state.accumulator is zero everywhere
+  // but at step_positions (repeats allowed): the selected elements of the
+  // step's pushes so far, all of them sparse, and together fewer than
+  // numel / kMaxStepPositionsShare. A dense or quantized push, or too many
+  // positions, makes them unknown until the step's update clears the sum.
+  // A step that completes with them known under an optimizer that updates
+  // only selected elements costs O(positions), not O(numel)
+  // (chunk_updater.h). Not part of snapshots.
+  std::vector<uint32_t> step_positions ABSL_GUARDED_BY(mu);
+  bool step_positions_known ABSL_GUARDED_BY(mu) = false;
 };
+
+// Beyond numel / this many positions a step's sum is treated as dense: a
+// pass over the chunk then costs about what the scattered positions would.
+inline constexpr uint64_t kMaxStepPositionsShare = 8;
 
 // Publishes the chunk's pull delta at its version and clock now
 // (published_deltas.h), when the version moved since the last

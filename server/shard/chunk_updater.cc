@@ -55,6 +55,12 @@ bool ChunkUpdater::ProvenFinite(const ChunkState& chunk,
              .FiniteWithin(chunk.weight_bound, gradient_bound);
 }
 
+bool ChunkUpdater::StepIsSparse(const ChunkState& chunk) const {
+  const Optimizer& optimizer = *config_.optimizer;
+  return chunk.step_positions_known && optimizer.KeepsNoElementState() &&
+         optimizer.UpdatesOnlySelected(chunk.state.optimizer.updates);
+}
+
 absl::Status ChunkUpdater::PreparePush(ChunkState* chunk, uint32_t worker,
                                        uint64_t step,
                                        const CompressedChunk& gradient,
@@ -156,10 +162,23 @@ bool ChunkUpdater::PrepareInPlace(ChunkState* chunk,
     return true;
   }
   // The sum without this push; then this push's elements, with their
-  // share added as AccumulateInto will add it.
-  bool finite = optimizer.SgdUpdateFinite(chunk->state.weights,
-                                          chunk->state.accumulator, update);
+  // share added as AccumulateInto will add it. Where the sum is known to
+  // be zero but at the step's positions, only those: a zero leaves a
+  // finite weight as it is.
   const Optimizer::SgdStep step = optimizer.SgdStepAt(update);
+  bool finite = true;
+  if (StepIsSparse(*chunk)) {
+    for (const uint32_t i : chunk->step_positions) {
+      if (!std::isfinite(step.Next(chunk->state.weights[i],
+                                   chunk->state.accumulator[i]))) {
+        finite = false;
+        break;
+      }
+    }
+  } else {
+    finite = optimizer.SgdUpdateFinite(chunk->state.weights,
+                                       chunk->state.accumulator, update);
+  }
   for (size_t j = 0; finite && j < gradient.indices.size(); ++j) {
     const uint32_t i = gradient.indices[j];
     // AccumulateInto adds v alone at a share of 1: 1 * v is v exactly.
@@ -269,7 +288,16 @@ void ChunkUpdater::Commit(ChunkState* chunk, PreparedUpdate* prepared) const {
   float weight_bound = 0.0f;
   if (in_place) {
     const SteadyClock::time_point start = SteadyClock::now();
-    if (prepared->in_place_gradient.empty()) {
+    if (prepared->in_place_gradient.empty() && StepIsSparse(*chunk)) {
+      // The step's sum is zero but at its positions: O(positions). The
+      // other weights keep their bound, when it is current.
+      const float touched = config_.optimizer->ApplySgdAtAndClear(
+          absl::MakeSpan(state.weights), absl::MakeSpan(state.accumulator),
+          chunk->step_positions, &state.optimizer);
+      weight_bound = chunk->weight_bound_version == state.version
+                         ? std::max(chunk->weight_bound, touched)
+                         : std::numeric_limits<float>::infinity();
+    } else if (prepared->in_place_gradient.empty()) {
       weight_bound = config_.optimizer->ApplySgdAndClear(
           absl::MakeSpan(state.weights), absl::MakeSpan(state.accumulator),
           &state.optimizer);
@@ -334,6 +362,19 @@ void ChunkUpdater::AddToStepMean(ChunkState* chunk,
   AccumulateInto(gradient, share, absl::MakeSpan(state.accumulator));
   chunk->step_sum_bound =
       AddedBound(chunk->step_sum_bound, share, gradient.max_magnitude);
+  if (chunk->step_positions_known) {
+    std::vector<uint32_t>& positions = chunk->step_positions;
+    const bool sparse = gradient.encoding == Encoding::kSparse ||
+                        gradient.encoding == Encoding::kRandomK;
+    if (sparse && positions.size() + gradient.indices.size() <
+                      chunk->numel / kMaxStepPositionsShare) {
+      positions.insert(positions.end(), gradient.indices.begin(),
+                       gradient.indices.end());
+    } else {
+      chunk->step_positions_known = false;
+      positions.clear();
+    }
+  }
   metrics_->ObserveAggregation(SecondsSince(start));
   ++state.pending_pushes;
 }
@@ -381,6 +422,8 @@ absl::Status ChunkUpdater::CompleteStep(ChunkState* chunk, uint64_t next_clock,
     std::fill(state.accumulator.begin(), state.accumulator.end(), 0.0f);
   }
   chunk->step_sum_bound = 0.0f;
+  chunk->step_positions.clear();
+  chunk->step_positions_known = true;
   state.pending_pushes = 0;
   state.clock = next_clock;
   return status;

@@ -51,8 +51,14 @@
 //
 // Sparse pushes cost O(selected elements), never O(chunk), wherever the
 // rules allow it:
-//   - BSP: a push adds its selected elements into the step's sum; only the
-//     push that completes the step runs the (dense) optimizer on the mean.
+//   - BSP: a push adds its selected elements into the step's sum and their
+//     positions to the step's list (ChunkState::step_positions). Under an
+//     optimizer that moves only the elements a gradient selects (plain SGD
+//     without weight decay), the push that completes the step checks and
+//     updates the weights at those positions alone, clearing the sum there;
+//     a weight elsewhere would take a step of zero, which leaves it as it
+//     is. After a dense or quantized push, or beyond numel / 8 positions,
+//     the step runs over the chunk as above.
 //   - ASP/SSP under an optimizer that moves only the elements a gradient
 //     selects (plain SGD without weight decay, which is what the shards run
 //     in these modes by default: momentum is placed on the workers; and
@@ -197,6 +203,11 @@ class ChunkUpdater {
   // `gradient_bound` prove the next SGD update finite with no pass
   // (Optimizer::SgdStep::FiniteWithin). Precondition: KeepsNoElementState.
   bool ProvenFinite(const ChunkState& chunk, float gradient_bound) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
+  // Whether the chunk's BSP step sum is zero but at its known positions and
+  // the optimizer moves only the elements a gradient selects, so that the
+  // step's check and update cost O(positions) (ChunkState::step_positions).
+  bool StepIsSparse(const ChunkState& chunk) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   static void MarkInPlace(double check_seconds,
                           absl::Span<const float> gradient,

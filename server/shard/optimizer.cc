@@ -516,6 +516,24 @@ float Optimizer::ApplySgdAndClear(absl::Span<float> weights,
   return MagnitudeFromBits(largest);
 }
 
+float Optimizer::ApplySgdAtAndClear(absl::Span<float> weights,
+                                    absl::Span<float> gradient,
+                                    absl::Span<const uint32_t> positions,
+                                    OptimizerState* state) const {
+  assert(weights.size() == gradient.size());
+  assert(UpdatesOnlySelected(state->updates));
+  const SgdStep step = SgdStepAt(state->updates);
+  uint32_t largest = 0;
+  for (const uint32_t i : positions) {
+    const float next = step.Next(weights[i], gradient[i]);
+    weights[i] = next;
+    gradient[i] = 0.0f;
+    largest = std::max(largest, MagnitudeBits(next));
+  }
+  ++state->updates;
+  return MagnitudeFromBits(largest);
+}
+
 void Optimizer::ApplyMomentum(double lr, absl::Span<float> weights,
                               absl::Span<const float> gradient,
                               OptimizerState* state) const {

@@ -252,6 +252,19 @@ class Optimizer {
   float ApplySgdAndClear(absl::Span<float> weights, absl::Span<float> gradient,
                          OptimizerState* state) const;
 
+  // ApplySgdAndClear for a gradient that may be non-zero only at
+  // `positions` (repeats allowed): each position's weight takes its step
+  // and its gradient is zeroed; every other weight stays as the dense rule
+  // would leave it, bit for bit (a zero gradient leaves a weight as it is
+  // under such a rule, and a repeated position sees its gradient already
+  // zeroed). Returns the largest |new weight| at the positions, 0 for none.
+  // Precondition: KeepsNoElementState and UpdatesOnlySelected(updates);
+  // every position < weights.size() == gradient.size().
+  float ApplySgdAtAndClear(absl::Span<float> weights,
+                           absl::Span<float> gradient,
+                           absl::Span<const uint32_t> positions,
+                           OptimizerState* state) const;
+
   const OptimizerSettings& settings() const { return settings_; }
 
  private:

@@ -1,9 +1,11 @@
 // Shard::Push: consistency modes, exactly-once, every refusal path and the
 // atomicity of multi-chunk pushes, and the SGD update through the shard.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/consistency/worker_progress.h"
@@ -334,6 +336,138 @@ TEST(ShardPushTest, BspSparseStepsInPlaceEqualTheMeansSgdBitForBit) {
           expected[i] + -kLearningRate * (sum[i] + 0.0f * expected[i]);
     }
     EXPECT_EQ(Weights(*shard, kKeyA, kNumelA), expected) << "step " << step;
+  }
+}
+
+// A sparse fp32 chunk of `numel` with `values` at the increasing `indices`.
+v1::ChunkData SparseData(uint64_t numel, const std::vector<uint32_t>& indices,
+                         const std::vector<float>& values) {
+  CompressedChunk chunk;
+  chunk.encoding = Encoding::kSparse;
+  chunk.numel = numel;
+  chunk.indices = indices;
+  chunk.values = values;
+  v1::ChunkData data;
+  EXPECT_TRUE(EncodeChunk(chunk, &data).ok());
+  return data;
+}
+
+// Under SGD without weight decay a BSP step of sparse pushes is checked and
+// applied at its pushes' positions alone (ChunkState::step_positions). The
+// weights are the dense rule's, bit for bit, over steps that overlap at
+// some positions, cancel to zero at one, hold signed zero weights, and mix
+// in a dense push (after which the step runs over the chunk) and a push of
+// more positions than the list keeps.
+TEST(ShardPushTest, BspSparseStepsAtTheirPositionsEqualTheDenseRuleBitForBit) {
+  constexpr uint64_t kNumel = 4096;
+  std::vector<float> expected = InitialWeights(kKeyA, kNumel);
+  expected[100] = -0.0f;
+  expected[101] = 0.0f;
+  auto shard =
+      StartShard(Config(2, v1::CONSISTENCY_MODE_BSP), {{kKeyA, expected}});
+  // Every `spacing`-th position or so, per worker.
+  const auto sparse_gradient = [&](uint32_t worker, uint64_t step,
+                                   uint32_t spacing) {
+    std::vector<uint32_t> indices;
+    std::vector<float> values;
+    for (uint32_t i = 0; i < kNumel; ++i) {
+      // Both workers share every 3rd position of their picks.
+      if ((i * 7 + step * 13 + (i % 3 == 0 ? 0 : worker * 5)) % spacing == 0) {
+        indices.push_back(i);
+        values.push_back(Gradient(worker, step, kNumel)[i] + 0.125f);
+      }
+    }
+    if (step == 2) {
+      // Opposite values at element 17 cancel: the step's sum is +0 there.
+      const auto at = std::lower_bound(indices.begin(), indices.end(), 17u);
+      if (at == indices.end() || *at != 17u) {
+        values.insert(values.begin() + (at - indices.begin()),
+                      worker == 0 ? 0.75f : -0.75f);
+        indices.insert(at, 17u);
+      } else {
+        values[at - indices.begin()] = worker == 0 ? 0.75f : -0.75f;
+      }
+      // A step at the zero weights, of zero: they keep their signs.
+      for (uint32_t zero_at : {100u, 101u}) {
+        const auto z =
+            std::lower_bound(indices.begin(), indices.end(), zero_at);
+        if (z == indices.end() || *z != zero_at) {
+          values.insert(values.begin() + (z - indices.begin()), 0.0f);
+          indices.insert(z, zero_at);
+        } else {
+          values[z - indices.begin()] = 0.0f;
+        }
+      }
+    }
+    return std::make_pair(indices, values);
+  };
+  for (uint64_t step = 0; step < 6; ++step) {
+    std::vector<float> sum(kNumel, 0.0f);
+    for (uint32_t worker : {1u, 0u}) {
+      if (step == 3 && worker == 1) {
+        // Dense: the step's positions are unknown until it completes.
+        const std::vector<float> g = Gradient(worker, step, kNumel);
+        PushOne(*shard, PushRequest(worker, step, {{kKeyA, DenseData(g)}}));
+        for (uint64_t i = 0; i < kNumel; ++i) sum[i] += 0.5f * g[i];
+        continue;
+      }
+      // Step 4: more positions than numel / 8 (about 2 * 4096 / 5).
+      const auto [indices, values] =
+          sparse_gradient(worker, step, step == 4 ? 5 : 37);
+      PushOne(*shard,
+              PushRequest(worker, step,
+                          {{kKeyA, SparseData(kNumel, indices, values)}}));
+      for (size_t j = 0; j < indices.size(); ++j) {
+        sum[indices[j]] += 0.5f * values[j];
+      }
+    }
+    for (uint64_t i = 0; i < kNumel; ++i) {
+      expected[i] =
+          expected[i] + -kLearningRate * (sum[i] + 0.0f * expected[i]);
+    }
+    const std::vector<float> weights = Weights(*shard, kKeyA, kNumel);
+    ASSERT_EQ(weights, expected) << "step " << step;
+    EXPECT_TRUE(std::signbit(weights[100])) << "step " << step;
+    EXPECT_FALSE(std::signbit(weights[101])) << "step " << step;
+  }
+}
+
+// The check at the step's positions refuses what the dense check refused:
+// a sum that overflows before the completing push, and one that overflows
+// only with it, on a chunk large enough for the positions to be kept.
+TEST(ShardNonFiniteUpdateTest, BspSparseStepAtItsPositionsIsChecked) {
+  constexpr uint64_t kNumel = 4096;
+  std::vector<float> initial = InitialWeights(kKeyA, kNumel);
+  initial[300] = kHuge;
+  for (const float earlier : {-kHuge, 0.0f}) {
+    auto shard =
+        StartShard(SgdAtOne(2, v1::CONSISTENCY_MODE_BSP), {{kKeyA, initial}});
+    ASSERT_TRUE(
+        Push(
+            *shard,
+            PushRequest(
+                1, 0, {{kKeyA, SparseData(kNumel, {5, 300}, {1.0f, earlier})}}))
+            .ok());
+    const uint64_t digest = shard->StateDigest();
+    // After an overflowing sum the refused push does not touch element 300
+    // itself: only the check at the step's positions can find it.
+    const v1::ChunkData refused =
+        earlier != 0.0f ? SparseData(kNumel, {4000}, {1.0f})
+                        : SparseData(kNumel, {300, 4000}, {-kHuge, 1.0f});
+    v1::PushResponse response;
+    const absl::Status s =
+        shard->Push(PushRequest(0, 0, {{kKeyA, refused}}), &response);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition)
+        << s << " after " << earlier;
+    EXPECT_EQ(shard->StateDigest(), digest);
+    const v1::ChunkAck ack = PushOne(
+        *shard,
+        PushRequest(0, 0, {{kKeyA, SparseData(kNumel, {300}, {-earlier})}}));
+    EXPECT_EQ(ack.version(), 1u);
+    const std::vector<float> weights = Weights(*shard, kKeyA, kNumel);
+    EXPECT_EQ(weights[300], kHuge);
+    EXPECT_EQ(weights[5],
+              initial[5] + -1.0f * (0.5f * 1.0f + 0.0f * initial[5]));
   }
 }
 
