@@ -94,9 +94,14 @@ struct ChunkState {
   bool step_positions_known ABSL_GUARDED_BY(mu) = false;
 };
 
-// Beyond numel / this many positions a step's sum is treated as dense: a
-// pass over the chunk then costs about what the scattered positions would.
-inline constexpr uint64_t kMaxStepPositionsShare = 8;
+// Beyond numel / this many positions a step's sum is treated as dense. A
+// position costs a scattered read and write of a weight and of the sum,
+// each pass; the dense pass streams. gradwire-bench-server's BSP Top-K 1%
+// rows (1M-float chunks) measured the crossover: 1 pusher (1% positions)
+// update 336-365 us a push over the chunk against 190-222 us at the
+// positions; 2 pushers (2%) 248-282 against 271-300 us; 8 pushers 130-156
+// against 288-317 us.
+inline constexpr uint64_t kMaxStepPositionsShare = 64;
 
 // Publishes the chunk's pull delta at its version and clock now
 // (published_deltas.h), when the version moved since the last

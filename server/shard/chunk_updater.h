@@ -49,16 +49,17 @@
 // Nothing is copied or allocated then. Should the check find a value that
 // is not finite, the copy path above decides exactly.
 //
-// Sparse pushes cost O(selected elements), never O(chunk), wherever the
-// rules allow it:
+// Sparse pushes cost O(selected elements), not O(chunk), wherever the
+// rules allow it and scattered accesses beat a streaming pass:
 //   - BSP: a push adds its selected elements into the step's sum and their
 //     positions to the step's list (ChunkState::step_positions). Under an
 //     optimizer that moves only the elements a gradient selects (plain SGD
 //     without weight decay), the push that completes the step checks and
 //     updates the weights at those positions alone, clearing the sum there;
 //     a weight elsewhere would take a step of zero, which leaves it as it
-//     is. After a dense or quantized push, or beyond numel / 8 positions,
-//     the step runs over the chunk as above.
+//     is. After a dense or quantized push, or beyond numel / 64 positions
+//     (kMaxStepPositionsShare: past that a streaming pass over the chunk is
+//     faster), the step runs over the chunk as above.
 //   - ASP/SSP under an optimizer that moves only the elements a gradient
 //     selects (plain SGD without weight decay, which is what the shards run
 //     in these modes by default: momentum is placed on the workers; and

@@ -359,7 +359,7 @@ v1::ChunkData SparseData(uint64_t numel, const std::vector<uint32_t>& indices,
 // in a dense push (after which the step runs over the chunk) and a push of
 // more positions than the list keeps.
 TEST(ShardPushTest, BspSparseStepsAtTheirPositionsEqualTheDenseRuleBitForBit) {
-  constexpr uint64_t kNumel = 4096;
+  constexpr uint64_t kNumel = 16384;
   std::vector<float> expected = InitialWeights(kKeyA, kNumel);
   expected[100] = -0.0f;
   expected[101] = 0.0f;
@@ -411,9 +411,9 @@ TEST(ShardPushTest, BspSparseStepsAtTheirPositionsEqualTheDenseRuleBitForBit) {
         for (uint64_t i = 0; i < kNumel; ++i) sum[i] += 0.5f * g[i];
         continue;
       }
-      // Step 4: more positions than numel / 8 (about 2 * 4096 / 5).
+      // Step 4: more positions than numel / 64 (about 2 * 16384 / 5).
       const auto [indices, values] =
-          sparse_gradient(worker, step, step == 4 ? 5 : 37);
+          sparse_gradient(worker, step, step == 4 ? 5 : 151);
       PushOne(*shard,
               PushRequest(worker, step,
                           {{kKeyA, SparseData(kNumel, indices, values)}}));
