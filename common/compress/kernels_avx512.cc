@@ -309,7 +309,8 @@ inline __m256 UnitFloats(__m512i state) {
   z = _mm512_mullo_epi64(
       _mm512_xor_si512(z, _mm512_srli_epi64(z, 27)),
       _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebull)));
-  z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+  // SplitMix64's last step, z ^= z >> 31, leaves bits 40-63 as they are
+  // (z >> 31 is zero there), and only those are used: skipped.
   const __m256 top = _mm512_cvtepi64_ps(_mm512_srli_epi64(z, 40));
   return _mm256_mul_ps(top, _mm256_set1_ps(1.0f / 16777216.0f));
 }
