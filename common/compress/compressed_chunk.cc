@@ -298,6 +298,21 @@ absl::Status CheckBuckets(const CompressedChunk& c) {
 }
 }  // namespace
 
+namespace {
+
+// Element-wise, so every clone gives the same bits (common/vector_clones.h).
+GRADWIRE_VECTOR_CLONES void SubtractLoop(const float* a, const float* b,
+                                         size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] - b[i];
+}
+
+}  // namespace
+
+void SubtractInto(absl::Span<const float> a, absl::Span<const float> b,
+                  absl::Span<float> out) {
+  SubtractLoop(a.data(), b.data(), out.size(), out.data());
+}
+
 absl::Status CheckWellFormed(const CompressedChunk& c) {
   switch (c.encoding) {
     case Encoding::kDense:

@@ -86,6 +86,12 @@ void AccumulateInto(const CompressedChunk& chunk, float weight,
 // feedback, r = g' - D(c).
 void SubtractFrom(const CompressedChunk& chunk, absl::Span<float> residual);
 
+// out[i] = a[i] - b[i], one float subtraction each, in wide vector loops
+// (a pull delta's difference of weights against the weights a worker
+// holds). Equal sizes; `out` may be `a` or `b`.
+void SubtractInto(absl::Span<const float> a, absl::Span<const float> b,
+                  absl::Span<float> out);
+
 // Checks the structural invariants above (sizes, index order and range,
 // level range). Used by tests and by the decoder's callers in debug paths.
 absl::Status CheckWellFormed(const CompressedChunk& chunk);

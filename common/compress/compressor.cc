@@ -59,8 +59,7 @@ absl::Status Compressor::CompressDifference(absl::Span<const float> a,
                                             CompressedChunk* out) const {
   thread_local std::vector<float> difference;
   difference.resize(a.size());
-  float* d = difference.data();
-  for (size_t i = 0; i < a.size(); ++i) d[i] = a[i] - b[i];
+  SubtractInto(a, b, absl::MakeSpan(difference));
   return Compress(difference, ctx, out);
 }
 

@@ -16,9 +16,8 @@ bool WorkerReplicas::Lend(ChunkState* chunk, uint32_t worker,
   loan->worker = worker;
   loan->version = chunk->state.version;
   loan->difference.resize(chunk->numel);
-  for (uint64_t i = 0; i < chunk->numel; ++i) {
-    loan->difference[i] = weights[i] - replica.weights[i];
-  }
+  // Under the chunk's lock: in vector loops.
+  SubtractInto(weights, replica.weights, absl::MakeSpan(loan->difference));
   // Swapped, not copied: the replica keeps the loan's old buffer, which
   // Return swaps back.
   loan->replica.swap(replica.weights);

@@ -1,6 +1,9 @@
 #include "common/compress/compressed_chunk.h"
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -76,6 +79,44 @@ std::vector<float> Decompress(const CompressedChunk& c) {
   std::vector<float> out(c.numel, 99.0f);  // garbage to be overwritten
   DecompressInto(c, absl::MakeSpan(out));
   return out;
+}
+
+// SubtractInto against one float subtraction per element, at lengths
+// around every vector width, on values with infinities, NaN, signed zeros
+// and subnormals, and in place.
+TEST(CompressedChunkTest, SubtractIntoIsOneSubtractionPerElement) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {0.0f,   -0.0f,  1.5f, -2.25f, 3e38f,
+                            -3e38f, 1e-40f, inf,  -inf,   std::nanf("")};
+  const auto bits = [](float v) {
+    uint32_t b;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+  };
+  for (size_t n : {0, 1, 7, 15, 16, 17, 31, 33, 63, 64, 65, 1000}) {
+    std::vector<float> a(n), b(n);
+    for (size_t i = 0; i < n; ++i) {
+      a[i] = specials[i % 10];
+      b[i] = specials[(i * 7 + 3) % 10];
+    }
+    std::vector<float> out(n, 99.0f);
+    SubtractInto(a, b, absl::MakeSpan(out));
+    for (size_t i = 0; i < n; ++i) {
+      const float want = a[i] - b[i];
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(out[i])) << n << " at " << i;
+      } else {
+        EXPECT_EQ(bits(out[i]), bits(want)) << n << " at " << i;
+      }
+    }
+    std::vector<float> in_place = a;
+    SubtractInto(in_place, b, absl::MakeSpan(in_place));
+    for (size_t i = 0; i < n; ++i) {
+      if (!std::isnan(out[i])) {
+        EXPECT_EQ(bits(in_place[i]), bits(out[i])) << n << " at " << i;
+      }
+    }
+  }
 }
 
 TEST(CompressedChunkTest, BitHelpers) {
