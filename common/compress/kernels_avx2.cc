@@ -58,6 +58,22 @@ inline size_t Emit(unsigned mask, uint32_t base, uint32_t* out) {
   return count;
 }
 
+// Emit for the lanes of two registers set in `mask` (v0's in its low
+// bits), each index with its value beside it in `values`.
+inline size_t EmitWithValues(unsigned mask, __m256 v0, __m256 v1, uint32_t base,
+                             uint32_t* out, float* values) {
+  float lanes[2 * kLanes];
+  _mm256_storeu_ps(lanes, v0);
+  _mm256_storeu_ps(lanes + kLanes, v1);
+  size_t count = 0;
+  for (; mask != 0; mask &= mask - 1) {
+    const auto lane = static_cast<uint32_t>(__builtin_ctz(mask));
+    values[count] = lanes[lane];
+    out[count++] = base + lane;
+  }
+  return count;
+}
+
 size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
                             float* r, size_t n, float threshold, uint32_t first,
                             uint32_t* out, float* values) {
@@ -76,14 +92,8 @@ size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
     _mm256_storeu_ps(r + i + 8, v1);
     const unsigned mask = AtLeast(v0, t) | (AtLeast(v1, t) << 8);
     if (mask != 0) {
-      float sums[2 * kLanes];
-      _mm256_storeu_ps(sums, v0);
-      _mm256_storeu_ps(sums + kLanes, v1);
-      for (unsigned left = mask; left != 0; left &= left - 1) {
-        const auto lane = static_cast<uint32_t>(__builtin_ctz(left));
-        values[count] = sums[lane];
-        out[count++] = first + static_cast<uint32_t>(i) + lane;
-      }
+      count += EmitWithValues(mask, v0, v1, first + static_cast<uint32_t>(i),
+                              out + count, values + count);
     }
   }
   return count + PortableKernels().accumulate_and_collect(
@@ -124,14 +134,8 @@ size_t DifferenceAndCollect(const float* a, const float* b, size_t n,
                                     _mm256_loadu_ps(b + i + kLanes));
     const unsigned mask = NotBelow(v0, t) | (NotBelow(v1, t) << kLanes);
     if (mask != 0) {
-      float differences[2 * kLanes];
-      _mm256_storeu_ps(differences, v0);
-      _mm256_storeu_ps(differences + kLanes, v1);
-      for (unsigned left = mask; left != 0; left &= left - 1) {
-        const auto lane = static_cast<uint32_t>(__builtin_ctz(left));
-        values[count] = differences[lane];
-        out[count++] = first + static_cast<uint32_t>(i) + lane;
-      }
+      count += EmitWithValues(mask, v0, v1, first + static_cast<uint32_t>(i),
+                              out + count, values + count);
     }
   }
   return count + PortableKernels().difference_and_collect(

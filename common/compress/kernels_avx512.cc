@@ -52,6 +52,22 @@ inline size_t Emit(uint32_t mask, uint32_t base, uint32_t* out) {
   return count;
 }
 
+// Emit for the lanes of two registers set in `mask` (v0's in its low
+// bits), each index with its value beside it in `values`.
+inline size_t EmitWithValues(uint32_t mask, __m512 v0, __m512 v1, uint32_t base,
+                             uint32_t* out, float* values) {
+  float lanes[2 * kLanes];
+  _mm512_storeu_ps(lanes, v0);
+  _mm512_storeu_ps(lanes + kLanes, v1);
+  size_t count = 0;
+  for (; mask != 0; mask &= mask - 1) {
+    const auto lane = static_cast<uint32_t>(__builtin_ctz(mask));
+    values[count] = lanes[lane];
+    out[count++] = base + lane;
+  }
+  return count;
+}
+
 size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
                             float* r, size_t n, float threshold, uint32_t first,
                             uint32_t* out, float* values) {
@@ -71,15 +87,8 @@ size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
     _mm512_storeu_ps(r + i + kLanes, v1);
     const uint32_t mask = AtLeast(v0, t) | (uint32_t{AtLeast(v1, t)} << kLanes);
     if (mask != 0) {
-      // One lane at a time, as Emit, with its value beside it.
-      float sums[2 * kLanes];
-      _mm512_storeu_ps(sums, v0);
-      _mm512_storeu_ps(sums + kLanes, v1);
-      for (uint32_t left = mask; left != 0; left &= left - 1) {
-        const auto lane = static_cast<uint32_t>(__builtin_ctz(left));
-        values[count] = sums[lane];
-        out[count++] = first + static_cast<uint32_t>(i) + lane;
-      }
+      count += EmitWithValues(mask, v0, v1, first + static_cast<uint32_t>(i),
+                              out + count, values + count);
     }
   }
   return count + PortableKernels().accumulate_and_collect(
@@ -125,14 +134,8 @@ size_t DifferenceAndCollect(const float* a, const float* b, size_t n,
     const uint32_t mask =
         NotBelow(v0, t) | (uint32_t{NotBelow(v1, t)} << kLanes);
     if (mask != 0) {
-      float differences[2 * kLanes];
-      _mm512_storeu_ps(differences, v0);
-      _mm512_storeu_ps(differences + kLanes, v1);
-      for (uint32_t left = mask; left != 0; left &= left - 1) {
-        const auto lane = static_cast<uint32_t>(__builtin_ctz(left));
-        values[count] = differences[lane];
-        out[count++] = first + static_cast<uint32_t>(i) + lane;
-      }
+      count += EmitWithValues(mask, v0, v1, first + static_cast<uint32_t>(i),
+                              out + count, values + count);
     }
   }
   return count + PortableKernels().difference_and_collect(
