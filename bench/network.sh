@@ -15,7 +15,7 @@
 # Dense: --compressor=none --value-type=fp32 --pull=dense. Top-K: the
 # `make demo` setting (--compressor=topk --ratio=0.01, error feedback, delta
 # pulls at the push's ratio with fp16 values, pull ahead: the defaults), and
-# again with --pull-ahead=false. Compute: both
+# again with --pull-ahead=false and with --overlap=false. Compute: both
 # workers at once, as in the other rows, each on its part of the data.
 # Seconds per step are the slower worker's training wall time over its
 # steps (no evaluation); bytes per step are what both workers pushed and
@@ -144,6 +144,11 @@ topk_bytes=$bytes_per_step
 run topk-pull-after --compressor=topk --ratio=0.01 --error-feedback \
   --pull=delta --pull-ahead=false
 pull_after_seconds=$seconds_per_step
+# The same without overlap: every chunk compressed and pushed after
+# backward(), then pulled, one request per shard each way.
+run topk-sequential --compressor=topk --ratio=0.01 --error-feedback \
+  --pull=delta --overlap=false
+sequential_seconds=$seconds_per_step
 
 ratio() { [[ $1 == null ]] && { echo null; return; }; awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { printf f, a / b }'; }
 speedup=$(ratio "$dense_seconds" "$topk_seconds" "%.2f")
@@ -152,13 +157,15 @@ overhead() { ratio "$1" "$compute_seconds" "%.3f"; }
 dense_overhead=$(overhead "$dense_seconds")
 topk_overhead=$(overhead "$topk_seconds")
 pull_after_overhead=$(overhead "$pull_after_seconds")
+sequential_overhead=$(overhead "$sequential_seconds")
 delay="none"
 [[ $NETNS_HAVE_NETEM == 1 ]] && delay=$NETNS_DELAY
 mkdir -p "$(dirname "$json")"
-printf '{"link": "%s", "added_delay": "%s", "model": "%s", "steps": %s, "compute_seconds_per_step": %s, "dense_seconds_per_step": %s, "topk_seconds_per_step": %s, "topk_pull_after_seconds_per_step": %s, "dense_vs_compute": %s, "topk_vs_compute": %s, "topk_pull_after_vs_compute": %s, "speedup": %s, "dense_bytes_per_step": %s, "topk_bytes_per_step": %s, "bytes_ratio": %s}\n' \
+printf '{"link": "%s", "added_delay": "%s", "model": "%s", "steps": %s, "compute_seconds_per_step": %s, "dense_seconds_per_step": %s, "topk_seconds_per_step": %s, "topk_pull_after_seconds_per_step": %s, "topk_sequential_seconds_per_step": %s, "dense_vs_compute": %s, "topk_vs_compute": %s, "topk_pull_after_vs_compute": %s, "topk_sequential_vs_compute": %s, "speedup": %s, "dense_bytes_per_step": %s, "topk_bytes_per_step": %s, "bytes_ratio": %s}\n' \
   "$rate" "$delay" "$model" "$steps" "$compute_seconds" "$dense_seconds" \
-  "$topk_seconds" "$pull_after_seconds" "$dense_overhead" "$topk_overhead" \
-  "$pull_after_overhead" "$speedup" "$dense_bytes" "$topk_bytes" \
+  "$topk_seconds" "$pull_after_seconds" "$sequential_seconds" \
+  "$dense_overhead" "$topk_overhead" "$pull_after_overhead" \
+  "$sequential_overhead" "$speedup" "$dense_bytes" "$topk_bytes" \
   "$byte_ratio" >"$json"
 echo
 echo "link $rate (added delay: $delay), $model, 2 shards + 2 workers, $steps steps:"
@@ -170,6 +177,7 @@ else
 fi
 printf '  %-22s %10s s/step %14s bytes/step %7sx compute\n' "Top-K 1% + EF" "$topk_seconds" "$topk_bytes" "$topk_overhead"
 printf '  %-22s %10s s/step %14s %17sx compute\n' "  without pull ahead" "$pull_after_seconds" "" "$pull_after_overhead"
+printf '  %-22s %10s s/step %14s %17sx compute\n' "  without overlap" "$sequential_seconds" "" "$sequential_overhead"
 if [[ $dense == 1 ]]; then
   echo "  speed-up ${speedup}x, ${byte_ratio}x fewer bytes; wrote $json"
 else

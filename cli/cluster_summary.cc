@@ -25,6 +25,8 @@ enum class Rule { kSum, kMax, kFirst, kDrop };
 
 Rule RuleFor(absl::string_view key) {
   if (key == "worker_id") return Rule::kDrop;
+  // A setting, not a count.
+  if (key == "push_bucket_bytes") return Rule::kFirst;
   if (absl::EndsWith(key, "_bytes") || key == "retries") return Rule::kSum;
   if (key == "steps" || key == "steps_run" || key == "max_step_lead" ||
       absl::EndsWith(key, "_seconds")) {

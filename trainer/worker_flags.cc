@@ -131,6 +131,11 @@ ABSL_FLAG(int64_t, partition_bytes, kDefaults.partition_bytes,
 ABSL_FLAG(int64_t, compress_threads, kDefaults.compress_threads,
           "Threads that compress a push's chunks in parallel (0: one per "
           "core this process may run on).");
+ABSL_FLAG(int64_t, push_bucket_bytes, kDefaults.push_bucket_bytes,
+          "With --overlap: push the gradients backward() has finished once "
+          "those not yet pushed hold this many bytes of float32, and the "
+          "rest after backward() (0: each as soon as the pushing thread is "
+          "free).");
 ABSL_FLAG(double, rpc_timeout_seconds, kDefaults.rpc_timeout_seconds,
           "Deadline of each Init and Push.");
 ABSL_FLAG(std::string, progress, "auto",
@@ -210,6 +215,7 @@ SyncSettings SettingsFromFlags() {
   s.staleness = absl::GetFlag(FLAGS_staleness);
   s.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
   s.compress_threads = absl::GetFlag(FLAGS_compress_threads);
+  s.push_bucket_bytes = absl::GetFlag(FLAGS_push_bucket_bytes);
   s.rpc_timeout_seconds = absl::GetFlag(FLAGS_rpc_timeout_seconds);
   s.transport = ClientTlsFilesFromFlags();
   return s;
@@ -303,6 +309,7 @@ constexpr absl::string_view kWorkerFlags[] = {"shards",
                                               "staleness",
                                               "partition_bytes",
                                               "compress_threads",
+                                              "push_bucket_bytes",
                                               "rpc_timeout_seconds",
                                               "progress",
                                               "step_delay_ms",

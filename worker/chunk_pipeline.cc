@@ -4,8 +4,10 @@
 
 namespace gradwire {
 
-ChunkPipeline::ChunkPipeline(Job job)
-    : job_(std::move(job)), thread_([this] { Run(); }) {}
+ChunkPipeline::ChunkPipeline(Job job, uint64_t min_batch_bytes)
+    : job_(std::move(job)),
+      min_batch_bytes_(min_batch_bytes),
+      thread_([this] { Run(); }) {}
 
 ChunkPipeline::~ChunkPipeline() {
   {
@@ -15,9 +17,10 @@ ChunkPipeline::~ChunkPipeline() {
   thread_.join();
 }
 
-void ChunkPipeline::Enqueue(absl::Span<const uint64_t> keys) {
+void ChunkPipeline::Enqueue(absl::Span<const uint64_t> keys, uint64_t bytes) {
   absl::MutexLock lock(&mu_);
   queued_.insert(queued_.end(), keys.begin(), keys.end());
+  queued_bytes_ += bytes;
   for (const uint64_t key : keys) ++unsettled_[key];
 }
 
@@ -35,17 +38,21 @@ absl::Status ChunkPipeline::Await(absl::Span<const uint64_t> keys) {
   };
   Wait wait{this, keys};
   absl::MutexLock lock(&mu_);
+  ++waiters_;
   mu_.Await(absl::Condition(&wait, &Wait::Done));
+  --waiters_;
   return first_error_;
 }
 
 absl::Status ChunkPipeline::Drain() {
   absl::MutexLock lock(&mu_);
+  ++waiters_;
   mu_.Await(absl::Condition(
       +[](ChunkPipeline* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
         return p->unsettled_.empty();
       },
       this));
+  --waiters_;
   return std::exchange(first_error_, absl::OkStatus());
 }
 
@@ -56,6 +63,12 @@ void ChunkPipeline::Settle(const std::vector<uint64_t>& keys) {
   }
 }
 
+bool ChunkPipeline::BatchReady() const {
+  if (stopping_) return true;
+  if (queued_.empty()) return false;
+  return queued_bytes_ >= min_batch_bytes_ || waiters_ > 0;
+}
+
 void ChunkPipeline::Run() {
   std::vector<uint64_t> keys;
   while (true) {
@@ -63,14 +76,11 @@ void ChunkPipeline::Run() {
       absl::MutexLock lock(&mu_);
       Settle(keys);
       keys.clear();
-      mu_.Await(absl::Condition(
-          +[](ChunkPipeline* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return !p->queued_.empty() || p->stopping_;
-          },
-          this));
+      mu_.Await(absl::Condition(this, &ChunkPipeline::BatchReady));
       // The destructor waits for queued work: stop only when none is left.
       if (queued_.empty()) return;
       keys.swap(queued_);
+      queued_bytes_ = 0;
       if (!first_error_.ok()) continue;  // Dropped: the step already failed.
     }
     absl::Status status = job_(keys);

@@ -10,6 +10,13 @@
 // burst of small parameters becomes one request per shard); Drain() waits
 // for the lot.
 //
+// With a minimum batch (min_batch_bytes > 0), the thread also waits until
+// the queued keys weigh at least that much (the bytes given to Enqueue), as
+// DDP fills a bucket: a push of a few small gradients costs a request per
+// shard each way while carrying almost nothing. Whatever is queued goes at
+// once while a caller waits in Await or Drain, and when the pipeline stops,
+// so no key waits for a batch that will never fill.
+//
 // Thread safety: Enqueue, Await and Drain may be called from any thread;
 // the job runs on the pipeline's own thread only, one call at a time.
 #ifndef GRADWIRE_WORKER_CHUNK_PIPELINE_H_
@@ -34,14 +41,16 @@ class ChunkPipeline {
   using Job = std::function<absl::Status(const std::vector<uint64_t>& keys)>;
 
   // Starts the thread. `job` must stay callable until destruction.
-  explicit ChunkPipeline(Job job);
+  // min_batch_bytes: see above; 0 hands over whatever is queued.
+  explicit ChunkPipeline(Job job, uint64_t min_batch_bytes = 0);
   // Waits for the queued jobs, then stops the thread.
   ~ChunkPipeline();
   ChunkPipeline(const ChunkPipeline&) = delete;
   ChunkPipeline& operator=(const ChunkPipeline&) = delete;
 
-  // Queues `keys` for the thread and returns at once.
-  void Enqueue(absl::Span<const uint64_t> keys);
+  // Queues `keys`, weighing `bytes` towards the minimum batch, for the
+  // thread and returns at once.
+  void Enqueue(absl::Span<const uint64_t> keys, uint64_t bytes = 0);
 
   // Blocks until no key of `keys` is queued or being handled (a key never
   // enqueued is not waited for), or until a job has failed. Returns the
@@ -56,13 +65,20 @@ class ChunkPipeline {
 
  private:
   void Run();
+  // Whether the thread should take the queue now.
+  bool BatchReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts `keys` as handled (or dropped).
   void Settle(const std::vector<uint64_t>& keys)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Job job_;
+  const uint64_t min_batch_bytes_;
   absl::Mutex mu_;
   std::vector<uint64_t> queued_ ABSL_GUARDED_BY(mu_);
+  uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Callers blocked in Await or Drain: while there are any, batches go out
+  // whatever they weigh.
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;
   // Per key, how many of its enqueued copies are not handled yet; keys at
   // zero are erased.
   absl::flat_hash_map<uint64_t, int> unsettled_ ABSL_GUARDED_BY(mu_);

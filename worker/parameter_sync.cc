@@ -272,7 +272,8 @@ absl::Status ParameterSync::GradientReady(size_t index, int epoch) {
           // while this worker's backward pass goes on.
           if (pushed.ok() && pull_pipeline_) pull_pipeline_->Enqueue(keys);
           return pushed;
-        });
+        },
+        options_.push_bucket_bytes);
   }
   if (!step_announced_) {
     // The first announcement of a step: the last step's pulls land first
@@ -290,7 +291,7 @@ absl::Status ParameterSync::GradientReady(size_t index, int epoch) {
     push_builder_->BeginStep();
   }
   announced_[index] = true;
-  pipeline_->Enqueue(plan_->OwnedKeys(index));
+  EnqueuePush(index);
   return absl::OkStatus();
 }
 
@@ -301,13 +302,20 @@ absl::Status ParameterSync::FinishOverlappedPush() {
     const torch::Tensor& p = parameters[i];
     if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
     announced_[i] = true;
-    pipeline_->Enqueue(plan_->OwnedKeys(i));
+    EnqueuePush(i);
   }
   const absl::Status pushed = pipeline_->Drain();
   announced_.assign(parameters.size(), false);
   step_announced_ = false;
   CountPushed(overlap_timings_);
   return pushed;
+}
+
+void ParameterSync::EnqueuePush(size_t index) {
+  const std::vector<uint64_t>& keys = plan_->OwnedKeys(index);
+  uint64_t bytes = 0;
+  for (const uint64_t key : keys) bytes += plan_->slot(key).spec.numel * 4;
+  pipeline_->Enqueue(keys, bytes);
 }
 
 absl::Status ParameterSync::CompressAndPush(const std::vector<uint64_t>& keys,

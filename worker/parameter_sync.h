@@ -134,7 +134,9 @@ class ParameterSync {
   // gradient of parameter `index` (registration order) is final for this
   // step, and has its chunks compressed and pushed on a background thread
   // at once, while backward() goes on with the other parameters (a
-  // gradient hook calls this). The gradient must not change until Step(),
+  // gradient hook calls this); announced gradients are pushed together
+  // once they hold options.push_bucket_bytes (SyncOptions), and the rest
+  // at Step(). The gradient must not change until Step(),
   // which pushes the parameters not announced (a missing gradient pushes
   // zeros), waits for every push and pulls. Compression and pushes are
   // the same as without overlap, so the weights are too.
@@ -191,6 +193,9 @@ class ParameterSync {
   // per shard), adding its seconds to *timings.
   absl::Status CompressAndPush(const std::vector<uint64_t>& keys, int epoch,
                                PushTimings* timings);
+  // With overlap: queues the chunks of parameter `index` on pipeline_,
+  // weighing their fp32 bytes towards options_.push_bucket_bytes.
+  void EnqueuePush(size_t index);
   // With overlap: pushes the parameters not announced and waits for every
   // push of this step.
   absl::Status FinishOverlappedPush();

@@ -59,6 +59,14 @@ struct SyncOptions {
   // (CoresOfThisProcess). CUDA chunks compressed on their device run one
   // after another.
   int compress_threads = 0;
+  // With overlap (ParameterSync::GradientReady): the gradients announced
+  // during backward() are compressed and pushed once those not yet pushed
+  // hold at least this many bytes of float32, like DDP's buckets; the rest
+  // at Step(). Each push costs a request per shard each way (the pull
+  // ahead follows the push), so pushing the first small gradients alone
+  // costs CPU and carries almost nothing. 0: push whatever was announced
+  // as soon as the pushing thread is free.
+  uint64_t push_bucket_bytes = uint64_t{1} << 20;
   // Optimizer, consistency mode and pull encoding the shards run. Its
   // num_workers, num_shards, partition_bytes and model_fingerprint are
   // filled in by Register, and so is what is left unset: mode BSP,

@@ -15,6 +15,9 @@
 namespace gradwire {
 namespace {
 
+// A bucket above 1 TiB is a typing error, not a model.
+constexpr int64_t kMaxPushBucketBytes = int64_t{1} << 40;
+
 // Builds INVALID_ARGUMENT messages that start with a setting's name.
 class Complaint {
  public:
@@ -331,6 +334,11 @@ absl::Status ResolveTopology(const SyncSettings& s, const Complaint& bad,
                s.compress_threads);
   }
   sync->compress_threads = static_cast<int>(s.compress_threads);
+  if (s.push_bucket_bytes < 0 || s.push_bucket_bytes > kMaxPushBucketBytes) {
+    return bad("push_bucket_bytes", "%d is outside [0, %d] (0: no bucket)",
+               s.push_bucket_bytes, kMaxPushBucketBytes);
+  }
+  sync->push_bucket_bytes = static_cast<uint64_t>(s.push_bucket_bytes);
   if (!(s.rpc_timeout_seconds > 0 && s.rpc_timeout_seconds <= 86400))
     return bad("rpc_timeout_seconds", "%g is outside (0, 86400]",
                s.rpc_timeout_seconds);

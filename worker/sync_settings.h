@@ -145,6 +145,10 @@ struct SyncSettings {
   // Threads that compress a push's chunks in parallel; 0: one per core this
   // process may run on.
   int64_t compress_threads = 0;
+  // With overlap: push the announced gradients once those not yet pushed
+  // hold this many bytes of float32 (SyncOptions::push_bucket_bytes); 0:
+  // as soon as the pushing thread is free.
+  int64_t push_bucket_bytes = int64_t{1} << 20;
   // Deadlines: each Init and Push; a Pull waiting for its step.
   double rpc_timeout_seconds = 30;
   double pull_timeout_seconds = 300;

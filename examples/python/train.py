@@ -216,6 +216,10 @@ FLAG_GROUPS = {
         ("compress-threads", int, 0,
          "Threads that compress a push's chunks in parallel (0: one per "
          "core this process may run on)."),
+        ("push-bucket-bytes", int, 1 << 20,
+         "With --overlap: push the finished gradients once those not yet "
+         "pushed hold this many bytes of float32 (0: each as soon as the "
+         "pushing thread is free)."),
         ("rpc-timeout-seconds", float, 30.0,
          "Deadline of each Init and Push."),
         ("pull-timeout-seconds", float, 300.0,
@@ -594,7 +598,8 @@ OPTIMIZER_FLAGS = ("optimizer", "lr", "momentum", "weight_decay",
 SYNC_FLAGS = ("worker_id", "num_workers", "local_rank", "local_size",
               "local_store", "mode", "staleness", "scale_async_lr", "pull",
               "pull_ratio", "pull_value_type",
-              "partition_bytes", "compress_threads", "rpc_timeout_seconds",
+              "partition_bytes", "compress_threads", "push_bucket_bytes",
+              "rpc_timeout_seconds",
               "pull_timeout_seconds", "tls_cert", "tls_key", "tls_ca",
               "tls_server_name", "auth_token_file")
 

@@ -36,7 +36,8 @@ std::string Summary(int worker, int pushed, double wall) {
       "{\"test_accuracy\": 0.", 5 + worker, ", \"steps\": 40, ",
       "\"wall_seconds\": ", wall, ", \"pushed_bytes\": ", pushed,
       ", \"pulled_bytes\": 10, \"dense_equivalent_bytes\": 1000, ",
-      "\"worker_id\": ", worker, ", \"compressor\": \"topk\"}\n");
+      "\"worker_id\": ", worker, ", \"push_bucket_bytes\": 1048576, ",
+      "\"compressor\": \"topk\"}\n");
 }
 
 TEST(SummariseClusterTest, CombinesTheWorkersAndWritesTheClusterSummary) {
@@ -65,6 +66,8 @@ TEST(SummariseClusterTest, CombinesTheWorkersAndWritesTheClusterSummary) {
   EXPECT_EQ(cluster["pushed_bytes"], 400);
   EXPECT_DOUBLE_EQ(cluster["wall_seconds"].get<double>(), 3.5);
   EXPECT_EQ(cluster["compressor"], "topk");
+  // A setting ending in _bytes is not summed.
+  EXPECT_EQ(cluster["push_bucket_bytes"], 1048576);
   EXPECT_FALSE(cluster.contains("worker_id"));
   EXPECT_EQ(cluster["workers"], 2);
   EXPECT_EQ(cluster["shards"], 2);
@@ -84,11 +87,12 @@ TEST(CombineWorkerSummariesTest, KeepsWorkerZerosKeyOrderThenAddsTheTotals) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   std::vector<std::string> keys;
   for (const auto& member : cluster->items()) keys.push_back(member.key());
-  EXPECT_THAT(keys, ElementsAre("test_accuracy", "steps", "wall_seconds",
-                                "pushed_bytes", "pulled_bytes",
-                                "dense_equivalent_bytes", "compressor",
-                                "workers", "shards", "compression_ratio",
-                                "total_compression_ratio"));
+  EXPECT_THAT(
+      keys,
+      ElementsAre("test_accuracy", "steps", "wall_seconds", "pushed_bytes",
+                  "pulled_bytes", "dense_equivalent_bytes", "push_bucket_bytes",
+                  "compressor", "workers", "shards", "compression_ratio",
+                  "total_compression_ratio"));
   EXPECT_EQ((*cluster)["pulled_bytes"], 20);
 }
 

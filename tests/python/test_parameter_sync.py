@@ -228,6 +228,7 @@ def test_an_unreachable_shard_raises_at_connect():
     ("pull_value_type", "fp8"),
     ("worker_id", 3),
     ("partition_bytes", 3),
+    ("push_bucket_bytes", -1),
     ("rpc_timeout_seconds", 0.0),
     ("connect_timeout_seconds", -1.0),
     ("threshold", float("nan")),

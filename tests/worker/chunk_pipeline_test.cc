@@ -1,12 +1,13 @@
 // ChunkPipeline: jobs run in order on one thread, batches form while a job
-// runs, Await waits for given keys only, Drain waits for all and reports
-// the first error.
+// runs or until they reach the minimum batch, Await waits for given keys
+// only, Drain waits for all and reports the first error.
 #include "worker/chunk_pipeline.h"
 
 #include <atomic>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -139,6 +140,67 @@ TEST(ChunkPipelineTest, AwaitReturnsAFailedJobsErrorUntilDrained) {
   pipeline.Enqueue(two);
   EXPECT_TRUE(pipeline.Await(two).ok());
   EXPECT_TRUE(pipeline.Drain().ok());
+}
+
+// Records each job's keys under a lock, for tests that look while the
+// pipeline runs.
+class JobLog {
+ public:
+  ChunkPipeline::Job Job() {
+    return [this](const std::vector<uint64_t>& keys) {
+      absl::MutexLock lock(&mu_);
+      calls_.push_back(keys);
+      return absl::OkStatus();
+    };
+  }
+  std::vector<std::vector<uint64_t>> calls() {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::vector<uint64_t>> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(ChunkPipelineTest, HoldsKeysUntilTheyFillTheMinimumBatch) {
+  JobLog log;
+  ChunkPipeline pipeline(log.Job(), /*min_batch_bytes=*/1000);
+  const uint64_t small[] = {9}, more[] = {8}, large[] = {4, 5};
+  pipeline.Enqueue(small, 400);
+  pipeline.Enqueue(more, 599);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_TRUE(log.calls().empty());  // 999 bytes: not a batch yet.
+  pipeline.Enqueue(large, 1);
+  EXPECT_TRUE(pipeline.Drain().ok());
+  EXPECT_THAT(log.calls(), ElementsAre(ElementsAre(9, 8, 4, 5)));
+  // The count starts again after a batch.
+  pipeline.Enqueue(small, 600);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(log.calls().size(), 1u);
+  pipeline.Enqueue(more, 400);
+  // Full without a waiter: the thread takes it by itself.
+  for (int i = 0; i < 5000 && log.calls().size() < 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_THAT(log.calls(),
+              ElementsAre(ElementsAre(9, 8, 4, 5), ElementsAre(9, 8)));
+}
+
+TEST(ChunkPipelineTest, DrainAwaitAndDestructionSendAPartialBatch) {
+  JobLog log;
+  {
+    ChunkPipeline pipeline(log.Job(), /*min_batch_bytes=*/1 << 30);
+    const uint64_t one[] = {1}, two[] = {2}, three[] = {3};
+    pipeline.Enqueue(one, 10);
+    EXPECT_TRUE(pipeline.Drain().ok());
+    pipeline.Enqueue(two, 10);
+    EXPECT_TRUE(pipeline.Await(two).ok());
+    EXPECT_TRUE(pipeline.Await(three).ok());  // Never enqueued: no wait.
+    pipeline.Enqueue(three, 10);
+  }
+  EXPECT_THAT(log.calls(),
+              ElementsAre(ElementsAre(1), ElementsAre(2), ElementsAre(3)));
 }
 
 }  // namespace

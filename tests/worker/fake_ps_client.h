@@ -56,6 +56,12 @@ class FakePsClient final : public PsClient {
                         absl::Duration pull_timeout = absl::Seconds(5))
       : shards_(std::move(shards)), pull_timeout_(pull_timeout) {}
 
+  // Counts every non-empty push request (one per shard a Push reaches)
+  // into `*count` as well, which must outlive the client.
+  void CountPushRequestsIn(std::atomic<uint64_t>* count) {
+    push_requests_ = count;
+  }
+
   uint32_t num_shards() const override {
     return static_cast<uint32_t>(shards_.size());
   }
@@ -74,6 +80,11 @@ class FakePsClient final : public PsClient {
 
   absl::Status Push(const std::vector<v1::PushRequest>& requests,
                     std::vector<v1::PushResponse>* responses) override {
+    if (push_requests_ != nullptr) {
+      for (const v1::PushRequest& request : requests) {
+        if (!request.chunks().empty()) ++*push_requests_;
+      }
+    }
     return ForEachShard("Push", requests, responses, &counters_.push_sent,
                         &counters_.push_received,
                         [](Shard& shard, const v1::PushRequest& request,
@@ -148,6 +159,7 @@ class FakePsClient final : public PsClient {
   const absl::Duration pull_timeout_;
 
   Counters counters_;
+  std::atomic<uint64_t>* push_requests_ = nullptr;
 };
 
 }  // namespace gradwire::testing

@@ -33,6 +33,9 @@ SyncOptions Options(uint32_t worker_id, const std::string& compressor,
   options.training.mutable_optimizer()->set_kind(v1::OPTIMIZER_KIND_SGD);
   options.training.mutable_optimizer()->set_learning_rate(kLearningRate);
   options.pull_deltas = deltas;
+  // With overlap, each announced gradient goes at once (tests of batches
+  // set a bucket of their own).
+  options.push_bucket_bytes = 0;
   if (deltas) {
     options.training.mutable_pull_encoding()->set_compressor("topk");
     options.training.mutable_pull_encoding()->set_ratio(0.25);
@@ -298,6 +301,67 @@ TEST(ParameterSyncTest, OverlapPushesTheSameAndEndsWithTheSameWeights) {
     EXPECT_EQ(overlapped[w].sync->stats().steps, 5u);
     EXPECT_EQ(overlapped[w].sync->stats().dense_equivalent_bytes,
               plain[w].sync->stats().dense_equivalent_bytes);
+  }
+}
+
+// Gradients announced during backward() wait for a bucket's worth of fp32
+// bytes. Parameter "b" (7 floats: 28 bytes, one chunk on one shard) fills
+// a 28-byte bucket by itself and is pushed before Step(); with a 32-byte
+// bucket it waits and goes with "a" (40 floats, chunks on both shards) at
+// Step(): one request per shard. One worker, so that no step waits.
+TEST(ParameterSyncTest, PushBucketsHoldAnnouncedGradientsUntilFull) {
+  for (const uint64_t bucket : {uint64_t{28}, uint64_t{32}}) {
+    SyncOptions options = Options(0, "topk", /*deltas=*/true);
+    options.num_workers = 1;
+    options.push_bucket_bytes = bucket;
+    std::atomic<uint64_t> push_requests{0};
+    auto client = std::make_unique<FakePsClient>(FakePsClient::MakeShards(2));
+    client->CountPushRequestsIn(&push_requests);
+    auto sync = ParameterSync::Create(options, std::move(client));
+    ASSERT_TRUE(sync.ok()) << sync.status();
+    ParameterSync::NamedTensors parameters = MakeParameters();
+    ASSERT_TRUE((*sync)->Register(parameters).ok());
+    for (uint64_t step = 0; step < 3; ++step) {
+      for (auto& [name, p] : parameters)
+        p.mutable_grad() = Gradient(p, 0, step);
+      const uint64_t before = push_requests.load();
+      ASSERT_TRUE((*sync)->GradientReady(1).ok());
+      if (bucket == 28) {
+        for (int i = 0; i < 5000 && push_requests.load() == before; ++i) {
+          absl::SleepFor(absl::Milliseconds(1));
+        }
+        EXPECT_EQ(push_requests.load(), before + 1) << "step " << step;
+      } else {
+        absl::SleepFor(absl::Milliseconds(20));
+        EXPECT_EQ(push_requests.load(), before) << "step " << step;
+      }
+      ASSERT_TRUE((*sync)->Step().ok());
+      EXPECT_EQ(push_requests.load(), before + (bucket == 28 ? 3 : 2))
+          << "bucket " << bucket << ", step " << step;
+    }
+  }
+}
+
+// The same weights whatever the bucket.
+TEST(ParameterSyncTest, PushBucketsEndWithTheSameWeights) {
+  WorkerRun plain[2];
+  RunWorkers(FakePsClient::MakeShards(2), "topk", /*deltas=*/true, 4, plain);
+  for (const uint64_t bucket : {uint64_t{28}, uint64_t{1} << 20}) {
+    WorkerRun bucketed[2];
+    RunWorkers(FakePsClient::MakeShards(2), "topk", /*deltas=*/true, 4,
+               bucketed, /*overlap=*/true, 0.0f,
+               [bucket](SyncOptions* options) {
+                 options->push_bucket_bytes = bucket;
+                 options->pull_ahead = true;
+               });
+    for (int w = 0; w < 2; ++w) {
+      ASSERT_TRUE(bucketed[w].status.ok()) << bucketed[w].status;
+      for (size_t i = 0; i < plain[w].parameters.size(); ++i) {
+        EXPECT_TRUE(torch::equal(plain[w].parameters[i].second,
+                                 bucketed[w].parameters[i].second))
+            << plain[w].parameters[i].first << " bucket " << bucket;
+      }
+    }
   }
 }
 
