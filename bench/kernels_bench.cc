@@ -6,7 +6,9 @@
 //     varint indices) and a dense fp16 chunk, encoded and decoded with
 //     validation (common/codec/codec.h), as a shard decodes every push;
 //   - a shard's pull delta, Top-K 1% of its weights against their shadow,
-//     with the difference materialised and fused (publish/...).
+//     with the difference materialised and fused (publish/...);
+//   - DGC 1% with its momentum correction (m = 0.9) and error feedback, the
+//     whole compressor on one chunk (compressor/...).
 // bytes_per_second counts the floats the loop reads (4 bytes each) for the
 // kernels and the encoded bytes for the codec; compare rows of one run.
 //
@@ -348,6 +350,32 @@ void RegisterPublish() {
       [](benchmark::State& s) { PublishDelta(s, /*fused=*/true); });
 }
 
+// DGC as the paper runs it: momentum correction at 0.9 with masking, error
+// feedback, 1% kept, fp16 values; one chunk compressed again and again.
+void DgcWithMomentum(benchmark::State& state) {
+  CompressorOptions options;
+  options.name = "dgc";
+  options.ratio = 0.01;
+  options.precision = ValuePrecision::kFp16;
+  options.dgc.momentum = 0.9f;
+  const std::unique_ptr<Compressor> dgc = std::move(*MakeCompressor(options));
+  const std::vector<float> gradient = Gaussian(kNumel, 5);
+  FeedbackState feedback;
+  CompressedChunk chunk;
+  CompressContext context;
+  for (auto _ : state) {
+    ++context.step;
+    benchmark::DoNotOptimize(
+        dgc->CompressWithFeedback(gradient, context, &feedback, &chunk).ok());
+  }
+  SetFloatsRead(state, 1);
+}
+
+void RegisterCompressors() {
+  benchmark::RegisterBenchmark("compressor/dgc_1pct_fp16_momentum_0.9",
+                               DgcWithMomentum);
+}
+
 void RegisterCodec() {
   static const CompressedChunk* sparse16 =
       new CompressedChunk(SparseChunk(ValuePrecision::kFp16));
@@ -396,6 +424,7 @@ int main(int argc, char** argv) {
   }
   gradwire::RegisterCodec();
   gradwire::RegisterPublish();
+  gradwire::RegisterCompressors();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   benchmark::RunSpecifiedBenchmarks();

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/compress/builtin.h"
+#include "common/compress/momentum_correction.h"
 #include "common/compress/select.h"
 #include "common/compress/sparsifier.h"
 
@@ -53,10 +54,8 @@ class DgcCompressor final : public Sparsifier {
     if (UsesVelocity()) {
       // Momentum correction: u = m * u + g, and u (not g) feeds the residual.
       std::vector<float>& u = state->velocity;
-      const NonFinitePolicy policy = options().non_finite;
-      for (uint64_t i = 0; i < n; ++i) {
-        u[i] = dgc.momentum * u[i] + scale * SanitizeValue(gradient[i], policy);
-      }
+      ScaledVelocityStep(dgc.momentum, scale, options().non_finite, gradient,
+                         absl::MakeSpan(u));
       addend = u;
       addend_scale = 1.0f;
     }

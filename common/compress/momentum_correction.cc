@@ -32,6 +32,16 @@ GRADWIRE_VECTOR_CLONES bool UpdateVelocity(float m, NonFinitePolicy policy,
   return non_finite == 0;
 }
 
+// u = m * u + scale * g.
+GRADWIRE_VECTOR_CLONES void ScaledVelocityLoop(float m, float scale,
+                                               NonFinitePolicy policy,
+                                               const float* g, size_t n,
+                                               float* u) {
+  for (size_t i = 0; i < n; ++i) {
+    u[i] = m * u[i] + scale * SanitizeValue(g[i], policy);
+  }
+}
+
 // x = g + m * u (Nesterov's look-ahead).
 GRADWIRE_VECTOR_CLONES bool NesterovInput(float m, NonFinitePolicy policy,
                                           const float* g, const float* u,
@@ -74,6 +84,13 @@ absl::Status AccumulateVelocity(const MomentumCorrectionOptions& options,
   if (input_finite != nullptr) *input_finite = look_ahead_finite;
   *input = *scratch;
   return absl::OkStatus();
+}
+
+void ScaledVelocityStep(float momentum, float scale, NonFinitePolicy non_finite,
+                        absl::Span<const float> gradient,
+                        absl::Span<float> velocity) {
+  ScaledVelocityLoop(momentum, scale, non_finite, gradient.data(),
+                     gradient.size(), velocity.data());
 }
 
 void MaskSentVelocity(const MomentumCorrectionOptions& options,

@@ -64,6 +64,15 @@ absl::Status AccumulateVelocity(const MomentumCorrectionOptions& options,
                                 absl::Span<const float>* input,
                                 bool* input_finite = nullptr);
 
+// DGC's own momentum correction (DgcOptions::momentum): u = m * u + scale *
+// g, each product and the sum rounded apart (no fused multiply-add), with
+// non-finite elements of `gradient` read as SanitizeValue(g, non_finite)
+// reads them, in wide vector loops where the CPU has them. `velocity` has
+// the gradient's size.
+void ScaledVelocityStep(float momentum, float scale, NonFinitePolicy non_finite,
+                        absl::Span<const float> gradient,
+                        absl::Span<float> velocity);
+
 // Masking after the chunk was compressed into `sent`: zeroes `velocity` at
 // every coordinate `sent` carries, when it is a sparse encoding (kSparse,
 // kRandomK) and masking is on; otherwise changes nothing.
