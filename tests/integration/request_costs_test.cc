@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -182,6 +183,8 @@ std::vector<Case> Cases() {
          };
          std::vector<std::unique_ptr<Call>> calls;
          absl::BlockingCounter done(200);
+         // The callbacks run on gRPC's threads, several at once.
+         absl::Mutex last_mu;
          grpc::Status last;
          for (int i = 0; i < 200; ++i) {
            auto call = std::make_unique<Call>();
@@ -192,13 +195,17 @@ std::vector<Case> Cases() {
            pull->set_min_step(1);
            Call* raw = call.get();
            stub->async()->Pull(&raw->context, &raw->request, &raw->response,
-                               [&done, &last](grpc::Status s) {
-                                 last = std::move(s);
+                               [&done, &last, &last_mu](grpc::Status s) {
+                                 {
+                                   absl::MutexLock lock(&last_mu);
+                                   last = std::move(s);
+                                 }
                                  done.DecrementCount();
                                });
            calls.push_back(std::move(call));
          }
          done.Wait();
+         absl::MutexLock lock(&last_mu);
          return last;
        },
        grpc::StatusCode::DEADLINE_EXCEEDED});
