@@ -1,8 +1,6 @@
 #include "client/grpc_ps_client.h"
 
 #include <algorithm>
-#include <system_error>
-#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -14,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/aliased_request.h"
+#include "client/call_threads.h"
 #include "client/shard_channel.h"
 #include "gradwire/v1/parameter_server.grpc.pb.h"
 #include "grpcpp/client_context.h"
@@ -220,7 +219,8 @@ GrpcPsClient::GrpcPsClient(ClientOptions options,
                            std::vector<std::unique_ptr<ShardConnection>> shards)
     : options_(std::move(options)),
       shards_(std::move(shards)),
-      calls_(std::make_unique<InFlightCalls>()) {}
+      calls_(std::make_unique<InFlightCalls>()),
+      call_threads_(std::make_unique<CallThreads>()) {}
 
 void GrpcPsClient::CancelCalls() { calls_->CancelAll(); }
 
@@ -260,18 +260,9 @@ absl::Status GrpcPsClient::ForEachShard(
     const std::vector<uint32_t>& shards,
     absl::FunctionRef<absl::Status(uint32_t)> call) {
   std::vector<absl::Status> results(shards.size());
-  std::vector<std::thread> threads;
-  // The calling thread takes the first shard; the others get a thread each.
-  for (size_t i = 1; i < shards.size(); ++i) {
-    try {
-      threads.emplace_back(
-          [&results, &shards, call, i] { results[i] = call(shards[i]); });
-    } catch (const std::system_error&) {
-      results[i] = call(shards[i]);  // No thread to be had: run it here.
-    }
-  }
-  if (!shards.empty()) results[0] = call(shards[0]);
-  for (std::thread& thread : threads) thread.join();
+  // The calling thread takes the first shard; kept threads the others.
+  call_threads_->Run(shards.size(),
+                     [&](size_t i) { results[i] = call(shards[i]); });
   for (const absl::Status& result : results) {
     if (!result.ok()) return result;
   }

@@ -57,6 +57,7 @@ namespace gradwire {
 class ShardConnection;
 // The RPC attempts in flight, for CancelCalls; defined in grpc_ps_client.cc.
 class InFlightCalls;
+class CallThreads;
 
 class GrpcPsClient final : public PsClient {
  public:
@@ -114,11 +115,11 @@ class GrpcPsClient final : public PsClient {
   absl::StatusOr<std::vector<uint32_t>> ActiveShards(
       const std::vector<Request>& requests) const;
 
-  // Runs `call(shard)` for every shard in `shards` in parallel and returns
-  // the error of the lowest shard that failed, if any.
-  static absl::Status ForEachShard(
-      const std::vector<uint32_t>& shards,
-      absl::FunctionRef<absl::Status(uint32_t)> call);
+  // Runs `call(shard)` for every shard in `shards` in parallel (on
+  // call_threads_ and the calling thread) and returns the error of the
+  // lowest shard that failed, if any.
+  absl::Status ForEachShard(const std::vector<uint32_t>& shards,
+                            absl::FunctionRef<absl::Status(uint32_t)> call);
 
   // Constant after construction.
   const ClientOptions options_;
@@ -128,6 +129,7 @@ class GrpcPsClient final : public PsClient {
   Counters counters_;
   // Thread-safe.
   const std::unique_ptr<InFlightCalls> calls_;
+  const std::unique_ptr<CallThreads> call_threads_;
 };
 
 }  // namespace gradwire
