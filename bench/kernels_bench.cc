@@ -67,9 +67,11 @@ void AccumulateAndCollect(benchmark::State& state, const KernelTable* k) {
   Buffers b;
   for (auto _ : state) {
     // Scale 0: r stays as it is, so every iteration selects the same 1%.
+    bool non_finite = false;
     benchmark::DoNotOptimize(k->accumulate_and_collect(
-        b.g.data(), 0.0f, false, b.r.data(), kNumel, kOnePercentThreshold, 0,
-        b.indices.data(), b.values.data()));
+        b.g.data(), 0.0f, false, b.r.data(), b.r.data(), kNumel,
+        kOnePercentThreshold, 0, b.indices.data(), b.values.data(),
+        &non_finite));
   }
   SetFloatsRead(state, 2);
 }

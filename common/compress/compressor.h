@@ -120,10 +120,28 @@ struct CompressContext {
 
 // Error-feedback state of one chunk, owned by the caller (one per chunk).
 struct FeedbackState {
+  // Chunks of at least this many elements get a second residual buffer by
+  // default: 4 MiB of floats, the worker's default largest chunk. Measured
+  // on one core (AMD EPYC, 1 MiB L2, 32 MiB L3), Top-K 1% over 25M floats
+  // was 10-15% faster with it in chunks of 1M, as fast in chunks of 512K,
+  // and 5% slower in chunks of 256K, where the gradient a check pass reads
+  // is still cached for the pass after it and the streaming stores only
+  // evict the sum.
+  static constexpr size_t kSpareFrom = size_t{1} << 20;
+
   // What was left out of earlier messages; numel elements, zero at start.
   std::vector<float> residual;
   // DGC momentum correction's velocity; empty unless enabled.
   std::vector<float> velocity;
+  // For chunks of at least `spare_from` elements, a sparsifier under the
+  // kReject policy writes r + g here (numel elements, allocated on first
+  // use) and swaps it with `residual` once the sum proved finite: the
+  // gradient is tested in the pass that adds it, not in a pass of its own
+  // before, which saves a read of every gradient element per call for 4
+  // more bytes per element. SIZE_MAX turns it off (the residual is then
+  // updated in place after the check pass).
+  size_t spare_from = kSpareFrom;
+  std::vector<float> spare;
 
   // Sizes the buffers for `numel` elements, zero-filled, when they are not.
   void Resize(size_t numel, bool with_velocity);
@@ -162,7 +180,8 @@ class Compressor {
   // Error feedback: g' = g + r; c = C(g'); r = g' - D(c). On return
   // D(*out) + state->residual equals g' exactly for sparsifiers and within
   // float rounding for quantizers. On error (non-finite `gradient` under
-  // kReject) `*state` is unchanged. The default implementation runs the
+  // kReject) `*state` is unchanged and `*out` is not to be read (it may
+  // have been cleared). The default implementation runs the
   // three steps; sparsifiers override it with one fused pass.
   virtual absl::Status CompressWithFeedback(absl::Span<const float> gradient,
                                             const CompressContext& ctx,

@@ -12,7 +12,6 @@
 namespace gradwire {
 namespace {
 
-using select_internal::AccumulateAndCollect;
 using select_internal::CollectAtLeast;
 using select_internal::EstimateThreshold;
 using select_internal::KeepLargest;
@@ -40,15 +39,16 @@ class DgcCompressor final : public Sparsifier {
     TrimOvershoot(x, k, &out->indices);
   }
 
-  void AccumulateAndSelect(absl::Span<const float> gradient,
-                           const CompressContext& ctx, FeedbackState* state,
-                           CompressedChunk* out) const override {
+  absl::Status AccumulateAndSelect(absl::Span<const float> gradient,
+                                   const CompressContext& ctx,
+                                   FeedbackState* state,
+                                   CompressedChunk* out) const override {
     out->encoding = Encoding::kSparse;
     const DgcOptions& dgc = options().dgc;
     const uint64_t n = gradient.size();
     const uint64_t k = TargetCount(n, ctx.epoch);
     const float scale = ClipScale(gradient);
-    std::vector<float>& r = state->residual;
+    const std::vector<float>& r = state->residual;
     absl::Span<const float> addend = gradient;
     float addend_scale = scale;
     if (UsesVelocity()) {
@@ -63,15 +63,18 @@ class DgcCompressor final : public Sparsifier {
     const float threshold = SampledThreshold(n, k, [&](uint64_t i) {
       return r[i] + addend_scale * SanitizeValue(addend[i], policy);
     });
-    AccumulateAndCollect(addend, addend_scale, zero_non_finite(),
-                         absl::MakeSpan(r), threshold, &out->indices,
-                         &out->values);
+    if (absl::Status s = AddToResidual(addend, addend_scale, ctx, state,
+                                       threshold, &out->indices, &out->values);
+        !s.ok()) {
+      return s;
+    }
     if (out->indices.size() > kMaxOvershoot * k) {
       KeepLargestCandidates(k, &out->indices, &out->values);
     }
     if (UsesVelocity() && dgc.momentum_masking) {
       for (uint32_t i : out->indices) state->velocity[i] = 0.0f;
     }
+    return absl::OkStatus();
   }
 
  private:

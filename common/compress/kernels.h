@@ -48,17 +48,22 @@ double CombineLanes(const double lanes[kSumLanes]);
 struct KernelTable {
   InstructionSet isa;
 
-  // For i in [0, n): r[i] += scale * g'[i], where g'[i] is g[i], or 0 when
-  // `zero_non_finite` and g[i] is not finite; then writes first + i to `out`
-  // when |r[i]| >= threshold. Returns how many were written, in increasing
-  // order; `out` must have room for n. The product and the sum are rounded
-  // separately (no fused multiply-add). The new r[i] of each index written
-  // goes to `values` at the same position (room for n as well), so that
-  // the selection never reads r at random.
+  // For i in [0, n): r_out[i] = r[i] + scale * g'[i], where g'[i] is g[i],
+  // or 0 when `zero_non_finite` and g[i] is not finite; then writes
+  // first + i to `out` when |r_out[i]| >= threshold. Returns how many were
+  // written, in increasing order; `out` must have room for n. The product
+  // and the sum are rounded separately (no fused multiply-add). The new
+  // value of each index written goes to `values` at the same position (room
+  // for n as well), so that the selection never reads r at random. Sets
+  // *non_finite when a new value is NaN or infinite, and leaves it as it
+  // is otherwise. r_out may be r (in place); where it is not, it is written
+  // with streaming stores: a second buffer the sum goes to is not read
+  // again soon, and such stores skip reading each line before writing it.
   size_t (*accumulate_and_collect)(const float* g, float scale,
-                                   bool zero_non_finite, float* r, size_t n,
-                                   float threshold, uint32_t first,
-                                   uint32_t* out, float* values);
+                                   bool zero_non_finite, const float* r,
+                                   float* r_out, size_t n, float threshold,
+                                   uint32_t first, uint32_t* out, float* values,
+                                   bool* non_finite);
 
   // Writes first + i to `out` for every i in [0, n) with |x[i]| >=
   // threshold; returns how many, in increasing order. `out` must have room

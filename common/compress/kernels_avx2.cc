@@ -74,13 +74,37 @@ inline size_t EmitWithValues(unsigned mask, __m256 v0, __m256 v1, uint32_t base,
   return count;
 }
 
-size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
-                            float* r, size_t n, float threshold, uint32_t first,
-                            uint32_t* out, float* values) {
+// Writes `v` to values + i with a streaming store when `stream` (values + i
+// then 32-byte aligned), else a plain one.
+inline void StoreValues(float* values, size_t i, __m256 v, bool stream) {
+  if (stream) {
+    _mm256_stream_ps(values + i, v);
+  } else {
+    _mm256_storeu_ps(values + i, v);
+  }
+}
+
+// Elements before `values` + result are 32-byte aligned (at most n).
+inline size_t HeadToAlignment(const float* values, size_t n) {
+  const auto address = reinterpret_cast<uintptr_t>(values);
+  const size_t misaligned = (32 - address % 32) % 32;
+  if (misaligned % sizeof(float) != 0) return n;
+  const size_t head = misaligned / sizeof(float);
+  return head < n ? head : n;
+}
+
+template <bool kStream>
+size_t AccumulateAndCollectVectors(const float* g, float scale,
+                                   bool zero_non_finite, const float* r,
+                                   float* r_out, size_t* i_inout, size_t n,
+                                   float threshold, uint32_t first,
+                                   uint32_t* out, float* values,
+                                   bool* non_finite) {
   const __m256 s = _mm256_set1_ps(scale);
   const __m256 t = _mm256_set1_ps(threshold);
+  __m256i finite = _mm256_set1_epi32(-1);
   size_t count = 0;
-  size_t i = 0;
+  size_t i = *i_inout;
   for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
     const __m256 g0 = Sanitized(_mm256_loadu_ps(g + i), zero_non_finite);
     const __m256 g1 = Sanitized(_mm256_loadu_ps(g + i + 8), zero_non_finite);
@@ -88,18 +112,44 @@ size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
         _mm256_add_ps(_mm256_loadu_ps(r + i), _mm256_mul_ps(s, g0));
     const __m256 v1 =
         _mm256_add_ps(_mm256_loadu_ps(r + i + 8), _mm256_mul_ps(s, g1));
-    _mm256_storeu_ps(r + i, v0);
-    _mm256_storeu_ps(r + i + 8, v1);
+    StoreValues(r_out, i, v0, kStream);
+    StoreValues(r_out, i + 8, v1, kStream);
+    finite = _mm256_and_si256(
+        finite, _mm256_and_si256(FiniteLanes(v0), FiniteLanes(v1)));
     const unsigned mask = AtLeast(v0, t) | (AtLeast(v1, t) << 8);
     if (mask != 0) {
       count += EmitWithValues(mask, v0, v1, first + static_cast<uint32_t>(i),
                               out + count, values + count);
     }
   }
-  return count + PortableKernels().accumulate_and_collect(
-                     g + i, scale, zero_non_finite, r + i, n - i, threshold,
-                     first + static_cast<uint32_t>(i), out + count,
-                     values + count);
+  if (kStream) _mm_sfence();
+  if (_mm256_movemask_ps(_mm256_castsi256_ps(finite)) != 0xff) {
+    *non_finite = true;
+  }
+  *i_inout = i;
+  return count;
+}
+
+size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
+                            const float* r, float* r_out, size_t n,
+                            float threshold, uint32_t first, uint32_t* out,
+                            float* values, bool* non_finite) {
+  const KernelTable& portable = PortableKernels();
+  const bool stream = r_out != r;
+  size_t i = stream ? HeadToAlignment(r_out, n) : 0;
+  size_t count = portable.accumulate_and_collect(g, scale, zero_non_finite, r,
+                                                 r_out, i, threshold, first,
+                                                 out, values, non_finite);
+  count +=
+      (stream ? AccumulateAndCollectVectors<true>
+              : AccumulateAndCollectVectors<false>)(g, scale, zero_non_finite,
+                                                    r, r_out, &i, n, threshold,
+                                                    first, out + count,
+                                                    values + count, non_finite);
+  return count + portable.accumulate_and_collect(
+                     g + i, scale, zero_non_finite, r + i, r_out + i, n - i,
+                     threshold, first + static_cast<uint32_t>(i), out + count,
+                     values + count, non_finite);
 }
 
 size_t CollectAtLeast(const float* x, size_t n, float threshold, uint32_t first,
@@ -181,23 +231,6 @@ inline __m256 RoundFinite(__m256 v, ValuePrecision precision) {
       break;
   }
   return v;
-}
-
-inline void StoreValues(float* values, size_t i, __m256 v, bool stream) {
-  if (stream) {
-    _mm256_stream_ps(values + i, v);
-  } else {
-    _mm256_storeu_ps(values + i, v);
-  }
-}
-
-// Elements before `values` + result are 32-byte aligned (at most n).
-inline size_t HeadToAlignment(const float* values, size_t n) {
-  const auto address = reinterpret_cast<uintptr_t>(values);
-  const size_t misaligned = (32 - address % 32) % 32;
-  if (misaligned % sizeof(float) != 0) return n;
-  const size_t head = misaligned / sizeof(float);
-  return head < n ? head : n;
 }
 
 bool DenseFeedback(const float* g, bool zero_non_finite,

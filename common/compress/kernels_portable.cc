@@ -19,34 +19,40 @@ inline float Sanitized(float x, bool zero_non_finite) {
 }
 
 size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
-                            float* r, size_t n, float threshold, uint32_t first,
-                            uint32_t* out, float* values) {
+                            const float* r, float* r_out, size_t n,
+                            float threshold, uint32_t first, uint32_t* out,
+                            float* values, bool* non_finite) {
   size_t count = 0;
   size_t i = 0;
+  bool finite = true;
   for (; i + kBlock <= n; i += kBlock) {
     int any = 0;
     for (size_t j = 0; j < kBlock; ++j) {
       const float product = scale * Sanitized(g[i + j], zero_non_finite);
       const float v = r[i + j] + product;
-      r[i + j] = v;
+      r_out[i + j] = v;
       any |= std::fabs(v) >= threshold;
+      finite &= v - v == 0.0f;
     }
     if (!any) continue;
     for (size_t j = 0; j < kBlock; ++j) {
-      if (std::fabs(r[i + j]) >= threshold) {
-        values[count] = r[i + j];
+      if (std::fabs(r_out[i + j]) >= threshold) {
+        values[count] = r_out[i + j];
         out[count++] = first + static_cast<uint32_t>(i + j);
       }
     }
   }
   for (; i < n; ++i) {
     const float product = scale * Sanitized(g[i], zero_non_finite);
-    r[i] += product;
-    if (std::fabs(r[i]) >= threshold) {
-      values[count] = r[i];
+    const float v = r[i] + product;
+    r_out[i] = v;
+    finite &= v - v == 0.0f;
+    if (std::fabs(v) >= threshold) {
+      values[count] = v;
       out[count++] = first + static_cast<uint32_t>(i);
     }
   }
+  if (!finite) *non_finite = true;
   return count;
 }
 

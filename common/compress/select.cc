@@ -168,18 +168,23 @@ void CollectAtLeast(absl::Span<const float> x, float threshold,
                   });
 }
 
-void AccumulateAndCollect(absl::Span<const float> gradient, float scale,
-                          bool zero_non_finite, absl::Span<float> residual,
-                          float threshold, std::vector<uint32_t>* indices,
+bool AccumulateAndCollect(absl::Span<const float> gradient, float scale,
+                          bool zero_non_finite,
+                          absl::Span<const float> residual,
+                          absl::Span<float> residual_out, float threshold,
+                          std::vector<uint32_t>* indices,
                           std::vector<float>* values) {
   const auto& accumulate = compress_kernels::Kernels().accumulate_and_collect;
+  bool non_finite = false;
   CollectInSlices(
       gradient.size(), indices, values,
       [&](uint32_t first, size_t length, uint32_t* out, float* out_values) {
         return accumulate(gradient.data() + first, scale, zero_non_finite,
-                          residual.data() + first, length, threshold, first,
-                          out, out_values);
+                          residual.data() + first, residual_out.data() + first,
+                          length, threshold, first, out, out_values,
+                          &non_finite);
       });
+  return !non_finite;
 }
 
 void DifferenceAndCollect(absl::Span<const float> a, absl::Span<const float> b,

@@ -44,15 +44,18 @@ void CollectAtLeast(absl::Span<const float> x, float threshold,
                     std::vector<uint32_t>* indices);
 
 // Fused error-feedback accumulation and collection: for every i,
-// residual[i] += scale * gradient[i] (non-finite gradient elements taken as 0
-// when `zero_non_finite`), then i is appended when |residual[i]| >=
-// threshold. An infinite threshold collects nothing. Both run the kernels of
-// kernels.h.
-// `values` receives residual[i] (after the addition) of every collected i, in
-// the same order.
-void AccumulateAndCollect(absl::Span<const float> gradient, float scale,
-                          bool zero_non_finite, absl::Span<float> residual,
-                          float threshold, std::vector<uint32_t>* indices,
+// residual_out[i] = residual[i] + scale * gradient[i] (non-finite gradient
+// elements taken as 0 when `zero_non_finite`), then i is appended when
+// |residual_out[i]| >= threshold. An infinite threshold collects nothing.
+// Both run the kernels of kernels.h; residual_out may be residual (in
+// place), or a buffer of the same size that takes streaming stores.
+// `values` receives residual_out[i] of every collected i, in the same order.
+// Returns whether every new value is finite.
+bool AccumulateAndCollect(absl::Span<const float> gradient, float scale,
+                          bool zero_non_finite,
+                          absl::Span<const float> residual,
+                          absl::Span<float> residual_out, float threshold,
+                          std::vector<uint32_t>* indices,
                           std::vector<float>* values);
 
 // Indices i where |a[i] - b[i]| is not below threshold (at least it, or

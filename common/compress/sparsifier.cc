@@ -64,10 +64,16 @@ absl::Status Sparsifier::CompressWithFeedback(absl::Span<const float> gradient,
                                               const CompressContext& ctx,
                                               FeedbackState* state,
                                               CompressedChunk* out) const {
-  if (absl::Status s = CheckFinite(gradient, ctx); !s.ok()) return s;
+  if (!TestsInPass(gradient.size(), ctx, *state)) {
+    if (absl::Status s = CheckFinite(gradient, ctx); !s.ok()) return s;
+  }
   state->Resize(gradient.size(), UsesVelocity());
   StartChunk(gradient.size(), options().precision, out);
-  AccumulateAndSelect(gradient, ctx, state, out);
+  if (absl::Status s = AccumulateAndSelect(gradient, ctx, state, out);
+      !s.ok()) {
+    out->Clear();
+    return s;
+  }
   std::vector<float>& r = state->residual;
   if (out->values.size() == out->indices.size()) {
     // In place: each value is read before it is written.
@@ -83,11 +89,10 @@ absl::Status Sparsifier::CompressWithFeedback(absl::Span<const float> gradient,
   return absl::OkStatus();
 }
 
-void Sparsifier::AccumulateAndSelect(absl::Span<const float> gradient,
-                                     const CompressContext& ctx,
-                                     FeedbackState* state,
-                                     CompressedChunk* out) const {
-  std::vector<float>& r = state->residual;
+absl::Status Sparsifier::AccumulateAndSelect(absl::Span<const float> gradient,
+                                             const CompressContext& ctx,
+                                             FeedbackState* state,
+                                             CompressedChunk* out) const {
   // r += g through the vector kernel (a product with 1 is exact, so the
   // bits are those of r[i] + g[i]); the plain loop stayed scalar under
   // GCC's -O2 cost model. Nothing is selected here: only a residual that
@@ -95,10 +100,47 @@ void Sparsifier::AccumulateAndSelect(absl::Span<const float> gradient,
   // chooses afresh.
   thread_local std::vector<uint32_t> unused_indices;
   thread_local std::vector<float> unused_values;
-  select_internal::AccumulateAndCollect(
-      gradient, 1.0f, zero_non_finite(), absl::MakeSpan(r),
-      std::numeric_limits<float>::infinity(), &unused_indices, &unused_values);
-  Select(r, ctx, out);
+  if (absl::Status s = AddToResidual(gradient, 1.0f, ctx, state,
+                                     std::numeric_limits<float>::infinity(),
+                                     &unused_indices, &unused_values);
+      !s.ok()) {
+    return s;
+  }
+  Select(state->residual, ctx, out);
+  return absl::OkStatus();
+}
+
+bool Sparsifier::TestsInPass(size_t numel, const CompressContext& ctx,
+                             const FeedbackState& state) const {
+  return options().non_finite == NonFinitePolicy::kReject &&
+         !ctx.input_known_finite && !UsesVelocity() &&
+         numel >= state.spare_from;
+}
+
+absl::Status Sparsifier::AddToResidual(absl::Span<const float> addend,
+                                       float scale, const CompressContext& ctx,
+                                       FeedbackState* state, float threshold,
+                                       std::vector<uint32_t>* indices,
+                                       std::vector<float>* values) const {
+  std::vector<float>& r = state->residual;
+  if (!TestsInPass(addend.size(), ctx, *state)) {
+    select_internal::AccumulateAndCollect(addend, scale, zero_non_finite(), r,
+                                          absl::MakeSpan(r), threshold, indices,
+                                          values);
+    return absl::OkStatus();
+  }
+  // Allocated once per chunk; a resize that keeps the size is free.
+  state->spare.resize(r.size());
+  const bool finite = select_internal::AccumulateAndCollect(
+      addend, scale, /*zero_non_finite=*/false, r, absl::MakeSpan(state->spare),
+      threshold, indices, values);
+  // A non-finite gradient element makes its sum non-finite; a sum can also
+  // overflow from finite operands, which the contract lets through.
+  if (!finite) {
+    if (absl::Status s = CheckFinite(addend); !s.ok()) return s;
+  }
+  r.swap(state->spare);
+  return absl::OkStatus();
 }
 
 }  // namespace gradwire

@@ -39,15 +39,35 @@ class Sparsifier : public Compressor {
   virtual void Select(absl::Span<const float> x, const CompressContext& ctx,
                       CompressedChunk* out) const = 0;
 
-  // Adds the finite-or-sanitised `gradient` into state->residual (sized by
-  // the caller) and selects positions from the sum, as Select does. The
+  // Adds `gradient` into state->residual (sized by the caller) through
+  // AddToResidual and selects positions from the sum, as Select does. The
   // default runs the two steps; subclasses fuse them into one pass. May
   // leave in out->values the residual at each selected position (not yet
   // rounded), which saves reading them back; otherwise leaves it empty.
-  virtual void AccumulateAndSelect(absl::Span<const float> gradient,
-                                   const CompressContext& ctx,
-                                   FeedbackState* state,
-                                   CompressedChunk* out) const;
+  // Returns AddToResidual's error, if any, with the residual unchanged.
+  virtual absl::Status AccumulateAndSelect(absl::Span<const float> gradient,
+                                           const CompressContext& ctx,
+                                           FeedbackState* state,
+                                           CompressedChunk* out) const;
+
+  // state->residual += scale * addend (non-finite elements of the addend
+  // taken as 0 under kZero), collecting into *indices and *values the
+  // positions whose sum is not below `threshold` and the sums there (see
+  // select_internal::AccumulateAndCollect). Where TestsInPass holds, the
+  // addend is the gradient itself, the sum goes to state->spare, and it
+  // replaces the residual only when the gradient proves finite: otherwise
+  // the kReject error comes back and the residual is unchanged. Elsewhere
+  // the caller checked (or sanitises) the gradient and the sum is made in
+  // place.
+  absl::Status AddToResidual(absl::Span<const float> addend, float scale,
+                             const CompressContext& ctx, FeedbackState* state,
+                             float threshold, std::vector<uint32_t>* indices,
+                             std::vector<float>* values) const;
+
+  // Whether CompressWithFeedback leaves the kReject test of this gradient
+  // to AddToResidual's pass (see FeedbackState::spare).
+  bool TestsInPass(size_t numel, const CompressContext& ctx,
+                   const FeedbackState& state) const;
 
   // Selects from a - b as Select would from the materialised difference,
   // without it: fills out->indices, out->encoding and out->values (the

@@ -18,13 +18,13 @@ class ThresholdCompressor final : public Sparsifier {
     select_internal::CollectAtLeast(x, options().threshold, &out->indices);
   }
 
-  void AccumulateAndSelect(absl::Span<const float> gradient,
-                           const CompressContext& ctx, FeedbackState* state,
-                           CompressedChunk* out) const override {
+  absl::Status AccumulateAndSelect(absl::Span<const float> gradient,
+                                   const CompressContext& ctx,
+                                   FeedbackState* state,
+                                   CompressedChunk* out) const override {
     out->encoding = Encoding::kSparse;
-    select_internal::AccumulateAndCollect(
-        gradient, 1.0f, zero_non_finite(), absl::MakeSpan(state->residual),
-        options().threshold, &out->indices, &out->values);
+    return AddToResidual(gradient, 1.0f, ctx, state, options().threshold,
+                         &out->indices, &out->values);
   }
 };
 

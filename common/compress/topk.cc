@@ -8,7 +8,6 @@
 namespace gradwire {
 namespace {
 
-using select_internal::AccumulateAndCollect;
 using select_internal::DifferenceAndCollect;
 using select_internal::KeepLargestCandidates;
 using select_internal::TopK;
@@ -48,25 +47,30 @@ class TopKCompressor final : public Sparsifier {
 
   // One pass over memory: the threshold is sampled from g + r before the
   // pass, then r += g and the candidate test happen together.
-  void AccumulateAndSelect(absl::Span<const float> gradient,
-                           const CompressContext& ctx, FeedbackState* state,
-                           CompressedChunk* out) const override {
+  absl::Status AccumulateAndSelect(absl::Span<const float> gradient,
+                                   const CompressContext& ctx,
+                                   FeedbackState* state,
+                                   CompressedChunk* out) const override {
     out->encoding = Encoding::kSparse;
-    std::vector<float>& r = state->residual;
+    const std::vector<float>& r = state->residual;
     const uint64_t n = gradient.size();
     const uint64_t k = TargetCount(n);
-    const bool zero = zero_non_finite();
     const float threshold = TopKCandidateThreshold(n, k, [&](uint64_t i) {
       return r[i] + SanitizeValue(gradient[i], options().non_finite);
     });
-    AccumulateAndCollect(gradient, 1.0f, zero, absl::MakeSpan(r), threshold,
-                         &out->indices, &out->values);
+    if (absl::Status s = AddToResidual(gradient, 1.0f, ctx, state, threshold,
+                                       &out->indices, &out->values);
+        !s.ok()) {
+      return s;
+    }
+    // `r` names state->residual, which now holds the sum.
     if (out->indices.size() < k) {
       out->values.clear();
       TopK(r, k, &out->indices);
-      return;
+      return absl::OkStatus();
     }
     KeepLargestCandidates(k, &out->indices, &out->values);
+    return absl::OkStatus();
   }
 };
 

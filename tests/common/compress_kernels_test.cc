@@ -116,42 +116,94 @@ bool GuardIntact(const std::vector<T>& buffer, size_t n) {
   return true;
 }
 
+// In place, and into a second buffer (streaming stores from its first
+// aligned element on, at every offset): the same indices, values, sums and
+// non-finite report as the portable kernel, which leaves the input residual
+// of the second form as it was.
 TEST(CompressKernelsTest, AccumulateAndCollectMatchesPortable) {
   for (const KernelTable* t : VectorTables()) {
     for (size_t n : kLengths) {
       for (size_t offset : kOffsets) {
         for (const auto& [name, g] : Inputs(n + offset, n * 31 + offset)) {
           for (bool zero : {false, true}) {
-            for (float threshold : {0.0f, 0.7f, 1.5f, kInf}) {
-              for (float scale : {1.0f, 0.37f}) {
-                std::vector<float> r_want(n + offset, 0.25f);
-                std::vector<float> r_got = r_want;
-                std::vector<uint32_t> want(n + 1), got(n + kGuard, kGuardBits);
-                std::vector<float> want_values(n + 1);
-                std::vector<float> got_values(n + kGuard, kGuardValue);
-                const size_t nw = PortableKernels().accumulate_and_collect(
-                    g.data() + offset, scale, zero, r_want.data() + offset, n,
-                    threshold, 7, want.data(), want_values.data());
-                const size_t ng = t->accumulate_and_collect(
-                    g.data() + offset, scale, zero, r_got.data() + offset, n,
-                    threshold, 7, got.data(), got_values.data());
-                ASSERT_TRUE(GuardIntact(got, n) && GuardIntact(got_values, n))
-                    << "wrote past room for n: " << Where(*t, name, n, offset);
-                want.resize(nw);
-                got.resize(ng);
-                want_values.resize(nw);
-                got_values.resize(ng);
-                ASSERT_EQ(got, want) << Where(*t, name, n, offset);
-                ASSERT_EQ(Bits(got_values), Bits(want_values))
-                    << Where(*t, name, n, offset);
-                ASSERT_EQ(Bits(r_got), Bits(r_want))
-                    << Where(*t, name, n, offset);
+            for (bool in_place : {true, false}) {
+              for (float threshold : {0.0f, 0.7f, 1.5f, kInf}) {
+                for (float scale : {1.0f, 0.37f}) {
+                  const std::vector<float> r_before(n + offset, 0.25f);
+                  std::vector<float> r_want = r_before;
+                  std::vector<float> r_got = r_before;
+                  std::vector<float> sum_want(n + offset, -1.0f);
+                  std::vector<float> sum_got = sum_want;
+                  float* out_want = in_place ? r_want.data() : sum_want.data();
+                  float* out_got = in_place ? r_got.data() : sum_got.data();
+                  std::vector<uint32_t> want(n + 1),
+                      got(n + kGuard, kGuardBits);
+                  std::vector<float> want_values(n + 1);
+                  std::vector<float> got_values(n + kGuard, kGuardValue);
+                  bool want_non_finite = false;
+                  bool got_non_finite = false;
+                  const size_t nw = PortableKernels().accumulate_and_collect(
+                      g.data() + offset, scale, zero, r_want.data() + offset,
+                      out_want + offset, n, threshold, 7, want.data(),
+                      want_values.data(), &want_non_finite);
+                  const size_t ng = t->accumulate_and_collect(
+                      g.data() + offset, scale, zero, r_got.data() + offset,
+                      out_got + offset, n, threshold, 7, got.data(),
+                      got_values.data(), &got_non_finite);
+                  const std::string where = Where(*t, name, n, offset) +
+                                            (in_place ? " in place" : " apart");
+                  ASSERT_TRUE(GuardIntact(got, n) && GuardIntact(got_values, n))
+                      << "wrote past room for n: " << where;
+                  want.resize(nw);
+                  got.resize(ng);
+                  want_values.resize(nw);
+                  got_values.resize(ng);
+                  ASSERT_EQ(got, want) << where;
+                  ASSERT_EQ(Bits(got_values), Bits(want_values)) << where;
+                  ASSERT_EQ(Bits(r_got), Bits(r_want)) << where;
+                  ASSERT_EQ(Bits(sum_got), Bits(sum_want)) << where;
+                  ASSERT_EQ(got_non_finite, want_non_finite) << where;
+                  if (!in_place) {
+                    ASSERT_EQ(Bits(r_got), Bits(r_before)) << where;
+                  }
+                }
               }
             }
           }
         }
       }
     }
+  }
+}
+
+// The portable kernel's non-finite report is that of its sums: set by a
+// NaN or infinite sum, whether from the gradient or from an overflow, and
+// never cleared.
+TEST(CompressKernelsTest, AccumulateAndCollectReportsNonFiniteSums) {
+  const float kMax = std::numeric_limits<float>::max();
+  const std::vector<float> nan = {1.0f, std::nanf(""), 3.0f};
+  const std::vector<float> overflow = {1.0f, kMax, 3.0f};
+  for (const KernelTable* t : AllTables()) {
+    const auto report = [&](const std::vector<float>& g, bool zero,
+                            bool start) {
+      std::vector<float> r(g.size(), kMax);
+      r[0] = 0.0f;
+      r[2] = 0.0f;
+      std::vector<uint32_t> out(g.size());
+      std::vector<float> values(g.size());
+      bool non_finite = start;
+      t->accumulate_and_collect(g.data(), 1.0f, zero, r.data(), r.data(),
+                                g.size(), 10.0f, 0, out.data(), values.data(),
+                                &non_finite);
+      return non_finite;
+    };
+    const std::vector<float> small = {1.0f, -kMax, 3.0f};
+    EXPECT_FALSE(report(small, false, false)) << InstructionSetName(t->isa);
+    EXPECT_TRUE(report(small, false, true)) << InstructionSetName(t->isa);
+    EXPECT_TRUE(report(nan, false, false)) << InstructionSetName(t->isa);
+    EXPECT_TRUE(report(overflow, false, false)) << InstructionSetName(t->isa);
+    // kZero takes the NaN as 0: max + 0 is finite.
+    EXPECT_FALSE(report(nan, true, false)) << InstructionSetName(t->isa);
   }
 }
 

@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -399,6 +401,128 @@ TEST_P(EveryCompressorTest, ConstantGradient) {
       }
     }
   }
+}
+
+// FeedbackState::spare: the sparsifiers' sum written to a second buffer,
+// the kReject test made in the same pass. The names run under kReject, and
+// "dgc_momentum" (whose velocity step checks the gradient before the pass,
+// so it keeps the in-place path) as well.
+class SpareResidualTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  CompressorOptions Options() const {
+    const bool momentum = GetParam() == "dgc_momentum";
+    CompressorOptions options = OptionsFor(momentum ? "dgc" : GetParam());
+    options.non_finite = NonFinitePolicy::kReject;
+    if (momentum) options.dgc.momentum = 0.9f;
+    return options;
+  }
+
+  static FeedbackState InPlace() {
+    FeedbackState state;
+    state.spare_from = std::numeric_limits<size_t>::max();
+    return state;
+  }
+
+  static FeedbackState TwoBuffers() {
+    FeedbackState state;
+    state.spare_from = 0;
+    return state;
+  }
+};
+
+std::vector<uint32_t> Bits(const std::vector<float>& v) {
+  std::vector<uint32_t> bits(v.size());
+  std::memcpy(bits.data(), v.data(), v.size() * sizeof(float));
+  return bits;
+}
+
+// The same messages and residual bits, step after step, as in place.
+TEST_P(SpareResidualTest, TwoBuffersGiveTheInPlaceResults) {
+  const auto compressor = Make(Options());
+  FeedbackState in_place = InPlace();
+  FeedbackState two = TwoBuffers();
+  for (uint64_t step = 0; step < 5; ++step) {
+    const std::vector<float> g = WideGradient(3001, 90 + step);
+    const CompressContext ctx{2, step, 0};
+    CompressedChunk a, b;
+    ASSERT_TRUE(compressor->CompressWithFeedback(g, ctx, &in_place, &a).ok());
+    ASSERT_TRUE(compressor->CompressWithFeedback(g, ctx, &two, &b).ok());
+    EXPECT_EQ(a.indices, b.indices) << "step " << step;
+    EXPECT_EQ(Bits(a.values), Bits(b.values)) << "step " << step;
+    EXPECT_EQ(Bits(in_place.residual), Bits(two.residual)) << "step " << step;
+    EXPECT_TRUE(in_place.spare.empty());
+  }
+  EXPECT_EQ(two.spare.empty(), GetParam() == "dgc_momentum");
+}
+
+// A non-finite gradient is refused with the check pass's message, the
+// residual keeps its bits, and the next good gradient continues as in place.
+TEST_P(SpareResidualTest, RefusesNonFiniteInThePassAndChangesNothing) {
+  const auto compressor = Make(Options());
+  FeedbackState in_place = InPlace();
+  FeedbackState two = TwoBuffers();
+  CompressedChunk c;
+  const std::vector<float> good = WideGradient(2001, 5);
+  ASSERT_TRUE(compressor->CompressWithFeedback(good, {}, &in_place, &c).ok());
+  ASSERT_TRUE(compressor->CompressWithFeedback(good, {}, &two, &c).ok());
+  const std::vector<uint32_t> before = Bits(two.residual);
+  for (const auto& [position, value] : std::vector<std::pair<size_t, float>>{
+           {0, kNan}, {1000, kInf}, {1999, -kInf}, {2000, -kNan}}) {
+    std::vector<float> g = good;
+    g[position] = value;
+    const absl::Status s = compressor->CompressWithFeedback(g, {}, &two, &c);
+    ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << position;
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("element ", position)));
+    EXPECT_EQ(Bits(two.residual), before) << position;
+  }
+  CompressedChunk a, b;
+  const std::vector<float> next = WideGradient(2001, 6);
+  ASSERT_TRUE(compressor->CompressWithFeedback(next, {}, &in_place, &a).ok());
+  ASSERT_TRUE(compressor->CompressWithFeedback(next, {}, &two, &b).ok());
+  EXPECT_EQ(a.indices, b.indices);
+  EXPECT_EQ(Bits(in_place.residual), Bits(two.residual));
+}
+
+// A sum that overflows from finite operands is no gradient error: both
+// paths accept it alike.
+TEST_P(SpareResidualTest, AnOverflowingSumIsAccepted) {
+  const auto compressor = Make(Options());
+  const float kMax = std::numeric_limits<float>::max();
+  FeedbackState in_place = InPlace();
+  FeedbackState two = TwoBuffers();
+  in_place.residual.assign(64, kMax);
+  two.residual.assign(64, kMax);
+  std::vector<float> g(64, 1.0f);
+  g[17] = kMax;
+  CompressedChunk a, b;
+  ASSERT_TRUE(compressor->CompressWithFeedback(g, {}, &in_place, &a).ok());
+  ASSERT_TRUE(compressor->CompressWithFeedback(g, {}, &two, &b).ok());
+  EXPECT_EQ(a.indices, b.indices);
+  EXPECT_EQ(Bits(a.values), Bits(b.values));
+  EXPECT_EQ(Bits(in_place.residual), Bits(two.residual));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sparsifiers, SpareResidualTest,
+                         ::testing::Values("topk", "randomk", "threshold",
+                                           "dgc", "dgc_momentum"),
+                         [](const auto& info) { return info.param; });
+
+// By default only chunks of FeedbackState::kSpareFrom elements or more
+// get the second buffer.
+TEST(FeedbackTest, OnlyLargeChunksKeepASpareResidual) {
+  const auto compressor = Make(OptionsFor("topk"));
+  CompressedChunk c;
+  FeedbackState small;
+  ASSERT_TRUE(
+      compressor
+          ->CompressWithFeedback(std::vector<float>(1000, 1.0f), {}, &small, &c)
+          .ok());
+  EXPECT_TRUE(small.spare.empty());
+  FeedbackState large;
+  const std::vector<float> g = WideGradient(FeedbackState::kSpareFrom, 3);
+  ASSERT_TRUE(compressor->CompressWithFeedback(g, {}, &large, &c).ok());
+  EXPECT_EQ(large.spare.size(), FeedbackState::kSpareFrom);
+  EXPECT_EQ(large.residual.size(), FeedbackState::kSpareFrom);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, EveryCompressorTest,
