@@ -78,4 +78,15 @@ double ChunkPlan::ResidualNorm() const {
   return std::sqrt(sum_of_squares);
 }
 
+uint64_t ChunkPlan::CompressionStateBytes() const {
+  uint64_t floats = 0;
+  for (const ChunkSlot& slot : slots_) {
+    floats += slot.feedback.residual.capacity() +
+              slot.feedback.spare.capacity() +
+              slot.feedback.velocity.capacity() + slot.velocity.capacity() +
+              slot.momentum_input.capacity();
+  }
+  return floats * sizeof(float);
+}
+
 }  // namespace gradwire

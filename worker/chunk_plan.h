@@ -119,6 +119,10 @@ class ChunkPlan {
   // The L2 norm of the host residuals over all chunks (residuals kept on a
   // CUDA device are not read back).
   double ResidualNorm() const;
+  // Host bytes held by the slots' compression state: residuals and their
+  // spare buffers (FeedbackState::spare), DGC velocities, and the worker's
+  // momentum velocities and Nesterov inputs (allocated capacity).
+  uint64_t CompressionStateBytes() const;
 
  private:
   ChunkPlan(Partition partition, std::vector<torch::Tensor> parameters,

@@ -241,6 +241,7 @@ void ParameterSync::RecordStepMetrics(const SyncStats& before,
   if (now - residual_norm_at_ >= kResidualNormRefresh) {
     residual_norm_ = plan_->ResidualNorm();
     residual_norm_at_ = now;
+    metrics_->SetCompressionStateBytes(plan_->CompressionStateBytes());
   }
   metrics_->RecordStep(timings, residual_norm_);
 }

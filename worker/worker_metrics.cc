@@ -97,6 +97,7 @@ struct WorkerMetrics::Children {
   Histogram* pull_seconds = nullptr;
   Histogram* pull_wait_seconds = nullptr;
   Gauge* residual_norm = nullptr;
+  Gauge* compression_state_bytes = nullptr;
   Gauge* loss = nullptr;
   Gauge* samples_per_second = nullptr;
   Gauge* epoch = nullptr;
@@ -186,6 +187,10 @@ absl::Status WorkerMetrics::AddTrainingFamilies(metrics::Registry* registry,
       registry, labels,
       {{&children->residual_norm, "gradwire_worker_residual_norm",
         "L2 norm of the error-feedback residuals after the last step."},
+       {&children->compression_state_bytes,
+        "gradwire_worker_compression_state_bytes",
+        "Host memory of the per-chunk compression state (error-feedback "
+        "residuals, their spare buffers, momentum velocities), bytes."},
        {&children->loss, "gradwire_worker_loss",
         "Training loss of the last step."},
        {&children->samples_per_second, "gradwire_worker_samples_per_second",
@@ -223,6 +228,10 @@ void WorkerMetrics::RecordStep(const StepTimings& t, double residual_norm) {
   c.pull_seconds->Observe(t.pull);
   c.pull_wait_seconds->Observe(t.pull_wait);
   c.residual_norm->Set(residual_norm);
+}
+
+void WorkerMetrics::SetCompressionStateBytes(uint64_t bytes) {
+  children_->compression_state_bytes->Set(static_cast<double>(bytes));
 }
 
 void WorkerMetrics::SetLoss(double loss) { children_->loss->Set(loss); }

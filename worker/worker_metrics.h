@@ -14,6 +14,10 @@
 //   gradwire_worker_residual_norm   L2 norm of the error-feedback residuals
 //                                   (ParameterSync refreshes it at most
 //                                   once a second)
+//   gradwire_worker_compression_state_bytes  host memory of the per-chunk
+//                                   compression state: residuals, their
+//                                   spare buffers, velocities (refreshed
+//                                   with the residual norm)
 //   gradwire_worker_loss, gradwire_worker_samples_per_second,
 //   gradwire_worker_epoch           set by the training loop
 //
@@ -67,6 +71,7 @@ class WorkerMetrics {
   void AddDenseEquivalentBytes(uint64_t bytes);
   // One finished step.
   void RecordStep(const StepTimings& timings, double residual_norm);
+  void SetCompressionStateBytes(uint64_t bytes);
   void SetLoss(double loss);
   void SetSamplesPerSecond(double samples_per_second);
   void SetEpoch(int epoch);

@@ -72,6 +72,19 @@ TEST(ChunkPlanTest, ResidualNormIsTheL2NormOverChunks) {
   EXPECT_DOUBLE_EQ((*plan)->ResidualNorm(), 5.0);
 }
 
+TEST(ChunkPlanTest, CompressionStateBytesCountEveryBuffer) {
+  auto plan = ChunkPlan::Build(Parameters(), Options(0, 1));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->CompressionStateBytes(), 0u);
+  ChunkSlot& slot = (*plan)->slot(1);
+  slot.feedback.residual.assign(16, 0.0f);
+  slot.feedback.spare.assign(16, 0.0f);
+  slot.feedback.velocity.assign(8, 0.0f);
+  (*plan)->slot(3).velocity.assign(7, 0.0f);
+  (*plan)->slot(3).momentum_input.assign(7, 0.0f);
+  EXPECT_EQ((*plan)->CompressionStateBytes(), (16 + 16 + 8 + 7 + 7) * 4u);
+}
+
 TEST(ChunkPlanTest, RefusesTensorsItCannotShare) {
   const auto refused = [](torch::Tensor tensor) {
     return ChunkPlan::Build({{"w", tensor}}, Options(0, 1)).status();

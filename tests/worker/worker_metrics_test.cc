@@ -59,6 +59,7 @@ TEST(WorkerMetricsTest, StepsTimingsAndTrainingGauges) {
   (*m)->SetLoss(0.75);
   (*m)->SetSamplesPerSecond(1200);
   (*m)->SetEpoch(3);
+  (*m)->SetCompressionStateBytes(12582912);
   EXPECT_EQ((*m)->DenseEquivalentBytes(), 4096u);
   const std::string text = Scrape(registry);
   const std::string labels = "{compressor=\"qsgd\",worker=\"1.0\"}";
@@ -71,6 +72,8 @@ TEST(WorkerMetricsTest, StepsTimingsAndTrainingGauges) {
               HasSubstr("gradwire_worker_residual_norm" + labels + " 2.5\n"));
   EXPECT_THAT(text, HasSubstr("gradwire_worker_loss" + labels + " 0.75\n"));
   EXPECT_THAT(text, HasSubstr("gradwire_worker_epoch" + labels + " 3\n"));
+  EXPECT_THAT(text, HasSubstr("gradwire_worker_compression_state_bytes" +
+                              labels + " 12582912\n"));
 }
 
 TEST(WorkerMetricsTest, TwoWorkersShareOneRegistry) {
