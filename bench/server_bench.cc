@@ -242,10 +242,17 @@ ServerRunInfo RunInfo(const ServerBenchConfig& config,
   info.num_chunks = workload.num_chunks;
   info.compressor = config.compressor;
   info.density = workload.density;
+  info.chunks_per_push = config.chunks_per_push;
   const PusherLoad& first = workload.pushers.front();
   info.bytes_per_push =
       static_cast<double>(first.payload_bytes) / first.requests.size();
   return info;
+}
+
+std::string ChunksPerPushText(uint32_t chunks_per_push) {
+  if (chunks_per_push == 0) return "all chunks";
+  if (chunks_per_push == 1) return "one chunk";
+  return absl::StrCat(chunks_per_push, " chunks");
 }
 
 int Fail(const absl::Status& status) {
@@ -271,7 +278,7 @@ int Main(const ServerBenchConfig& config) {
   std::printf(
       "host %s (%s, %u hardware threads, kernels %s)\n"
       "%llu parameters in %llu chunks on 1 shard, SGD; pushes: %s carrying "
-      "%g of the elements, one chunk per request, %.0f bytes each; built in "
+      "%g of the elements, %s per request, %.0f bytes each; built in "
       "%.1f s "
       "(untimed)\n"
       "rounds: every pusher pushes every chunk once; ms: median per timed "
@@ -284,7 +291,8 @@ int Main(const ServerBenchConfig& config) {
       info.host.hardware_threads, info.host.instruction_set.c_str(),
       static_cast<unsigned long long>(info.numel),
       static_cast<unsigned long long>(info.num_chunks), info.compressor.c_str(),
-      info.density, info.bytes_per_push, build_seconds);
+      info.density, ChunksPerPushText(config.chunks_per_push).c_str(),
+      info.bytes_per_push, build_seconds);
   std::vector<ServerResultRow> rows;
   PrintServerTableHeader(stdout);
   for (uint32_t pushers : config.pushers) {

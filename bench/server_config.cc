@@ -20,8 +20,11 @@ ABSL_FLAG(uint64_t, numel, 25'000'000,
           "model size in float32 parameters, cut into chunks of "
           "--partition_bytes");
 ABSL_FLAG(uint64_t, partition_bytes, uint64_t{4} << 20,
-          "largest chunk in bytes of float32 (a positive multiple of 4); every "
-          "push carries one chunk");
+          "largest chunk in bytes of float32 (a positive multiple of 4)");
+ABSL_FLAG(uint32_t, chunks_per_push, 1,
+          "chunks each push request carries, in key order (0: all of the "
+          "shard's chunks in one request, as a worker that pushes a whole "
+          "step at once does); the tcp bound sends the same requests");
 ABSL_FLAG(std::string, compressor, "topk",
           "what each push carries, with fp16 values where the compressor "
           "has a precision: topk (at --density), none (dense fp32), fp16 "
@@ -54,19 +57,11 @@ namespace gradwire::bench {
 namespace {
 
 // Every flag of this benchmark, in --help order.
-constexpr absl::string_view kFlagNames[] = {"quick",
-                                            "numel",
-                                            "partition_bytes",
-                                            "compressor",
-                                            "density",
-                                            "pushers",
-                                            "modes",
-                                            "paths",
-                                            "rounds",
-                                            "min_reps",
-                                            "seconds_per_measurement",
-                                            "json",
-                                            "seed"};
+constexpr absl::string_view kFlagNames[] = {
+    "quick",      "numel",   "partition_bytes", "chunks_per_push",
+    "compressor", "density", "pushers",         "modes",
+    "paths",      "rounds",  "min_reps",        "seconds_per_measurement",
+    "json",       "seed"};
 
 constexpr uint64_t kQuickNumel = 2'500'000;
 // Enough repetitions for the sub-millisecond tcp rows of --quick.
@@ -138,6 +133,7 @@ absl::Status ParseSizes(bool quick, ServerBenchConfig* config) {
         absl::StrCat("--partition_bytes: ", config->partition_bytes,
                      " is not a positive multiple of 4 below 4 GiB"));
   }
+  config->chunks_per_push = absl::GetFlag(FLAGS_chunks_per_push);
   config->compressor = absl::GetFlag(FLAGS_compressor);
   const std::vector<std::string> names = CompressorNames();
   if (std::find(names.begin(), names.end(), config->compressor) ==

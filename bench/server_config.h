@@ -23,6 +23,9 @@ struct ServerBenchConfig {
   uint64_t numel = 25'000'000;
   // Largest chunk in bytes (the partition's partition_bytes).
   uint64_t partition_bytes = uint64_t{4} << 20;
+  // Chunks per push request, in key order (the last request of a round may
+  // carry fewer); 0 puts all of the shard's chunks in one request.
+  uint32_t chunks_per_push = 1;
   // The compressor of every push (a registry name; fp16 values where it has
   // a precision).
   std::string compressor = "topk";

@@ -102,6 +102,7 @@ absl::Status WriteServerJson(const std::string& path, const ServerRunInfo& info,
                        {"num_chunks", info.num_chunks},
                        {"compressor", info.compressor},
                        {"density", Rounded(info.density, "%.6g")},
+                       {"chunks_per_push", info.chunks_per_push},
                        {"bytes_per_push", Rounded(info.bytes_per_push, "%.6g")},
                        {"notes", kNotes},
                        {"results", std::move(results)}};

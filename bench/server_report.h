@@ -53,7 +53,9 @@ struct ServerRunInfo {
   // The pushes' compressor and the fraction of elements they carry.
   std::string compressor;
   double density = 0.0;
-  // Serialized bytes of one push (one chunk), averaged over the workload.
+  // Chunks per push request (ServerBenchConfig::chunks_per_push; 0: all).
+  uint32_t chunks_per_push = 1;
+  // Serialized bytes of one push request, averaged over the workload.
   double bytes_per_push = 0.0;
 };
 
@@ -63,7 +65,7 @@ void PrintServerTableHeader(std::FILE* out);
 void PrintServerTableRow(const ServerResultRow& row, std::FILE* out);
 
 // Writes {"host", "numel", "num_chunks", "compressor", "density",
-// "bytes_per_push",
+// "chunks_per_push", "bytes_per_push",
 // "notes", "results": [{"pushers", "path", "mode", "selected_per_s",
 // "dense_equiv_gb_per_s", "vs_tcp", "payload_bytes_per_s", "cpu_cores",
 // "selected_per_cpu_s", "seconds", "reps", "rounds", "stage_us_per_push":

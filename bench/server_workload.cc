@@ -32,12 +32,27 @@ v1::TrainingConfig TrainingConfigFor(const Partition& partition) {
   return config;
 }
 
-// Builds pusher `worker`'s requests, one per chunk, into `*load`.
+// Appends `request` to `*load`, serialized and framed for the TCP bound
+// as well.
+void AddRequest(v1::PushRequest request, PusherLoad* load) {
+  const std::string bytes = request.SerializeAsString();
+  const uint32_t length = static_cast<uint32_t>(bytes.size());
+  std::string frame(4, '\0');
+  for (int b = 0; b < 4; ++b) frame[b] = static_cast<char>(length >> (8 * b));
+  load->frames.push_back(frame + bytes);
+  load->payload_bytes += bytes.size();
+  load->requests.push_back(std::move(request));
+}
+
+// Builds pusher `worker`'s requests, `chunks_per_push` chunks each (0: all
+// in one), into `*load`.
 absl::Status BuildPusher(const Partition& partition,
                          const Compressor& compressor, uint64_t seed,
-                         uint32_t worker, PusherLoad* load) {
+                         uint32_t worker, uint32_t chunks_per_push,
+                         PusherLoad* load) {
   std::vector<float> gradient;
   CompressedChunk chunk;
+  v1::PushRequest request;
   for (const ChunkSpec& spec : partition.ChunksOfShard(0)) {
     gradient.resize(spec.numel);
     FillSyntheticGradient(seed, uint64_t{worker} << 32 | spec.key,
@@ -48,23 +63,24 @@ absl::Status BuildPusher(const Partition& partition,
         !s.ok()) {
       return s;
     }
-    v1::PushRequest& request = load->requests.emplace_back();
-    request.set_worker_id(worker);
-    request.set_step(1);  // Any non-zero step serializes to the same size.
+    if (request.chunks_size() == 0) {
+      request.set_worker_id(worker);
+      request.set_step(1);  // Any non-zero step serializes to the same size.
+    }
     v1::ChunkGradient* pushed = request.add_chunks();
     pushed->set_key(spec.key);
     if (absl::Status s = EncodeChunk(chunk, pushed->mutable_gradient());
         !s.ok()) {
       return s;
     }
-    const std::string bytes = request.SerializeAsString();
-    const uint32_t length = static_cast<uint32_t>(bytes.size());
-    std::string frame(4, '\0');
-    for (int b = 0; b < 4; ++b) frame[b] = static_cast<char>(length >> (8 * b));
-    load->frames.push_back(frame + bytes);
     load->selected += chunk.SelectedCount();
-    load->payload_bytes += bytes.size();
+    if (chunks_per_push != 0 &&
+        static_cast<uint32_t>(request.chunks_size()) == chunks_per_push) {
+      AddRequest(std::move(request), load);
+      request = v1::PushRequest();
+    }
   }
+  if (request.chunks_size() > 0) AddRequest(std::move(request), load);
   return absl::OkStatus();
 }
 
@@ -100,7 +116,7 @@ absl::StatusOr<Workload> BuildWorkload(const ServerBenchConfig& config,
   workload.pushers.resize(max_pushers);
   for (uint32_t w = 0; w < max_pushers; ++w) {
     absl::Status s = BuildPusher(*partition, **compressor, config.seed, w,
-                                 &workload.pushers[w]);
+                                 config.chunks_per_push, &workload.pushers[w]);
     if (!s.ok()) {
       return absl::InternalError(
           absl::StrCat("building the pushes of pusher ", w, ": ", s.message()));

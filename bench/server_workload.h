@@ -17,8 +17,9 @@ namespace gradwire::bench {
 
 // One pusher's traffic for one round: every chunk once.
 struct PusherLoad {
-  // One request per chunk, by key; worker_id is the pusher's index. The
-  // pusher sets `step` before each send (only its own thread touches them).
+  // The chunks in key order, ServerBenchConfig::chunks_per_push to a
+  // request; worker_id is the pusher's index. The pusher sets `step` before
+  // each send (only its own thread touches them).
   std::vector<v1::PushRequest> requests;
   // requests[i] serialized (with step 1), each behind a 4-byte little-endian
   // length: what the TCP bound sends.
