@@ -231,6 +231,10 @@ Shards
       backward() has finished are pushed once those not yet pushed hold
       this many bytes of float32, and the rest at step(); 0: each as soon
       as the pushing thread is free.
+  residual_spare (bool): chunks of 512K floats and more keep a second
+      error-feedback residual buffer, so that a gradient's non-finite
+      check rides in the pass that adds it (4 more bytes per element of
+      those chunks); False: a check pass of its own.
 Deadlines and security
   rpc_timeout_seconds (float): deadline of each Init and Push.
   pull_timeout_seconds (float): how long a Pull waits for its step.
@@ -255,11 +259,12 @@ std::unique_ptr<PySync> ConnectWithKeywords(
     std::string momentum_placement, double fold_scale, int64_t adam_freeze_step,
     bool scale_async_lr, std::string mode, int64_t staleness, std::string pull,
     double pull_ratio, std::string pull_value_type, int64_t partition_bytes,
-    int64_t compress_threads, int64_t push_bucket_bytes, int64_t local_rank,
-    int64_t local_size, std::string local_store, double rpc_timeout_seconds,
-    double pull_timeout_seconds, double connect_timeout_seconds,
-    std::string tls_cert, std::string tls_key, std::string tls_ca,
-    std::string tls_server_name, std::string auth_token_file) {
+    int64_t compress_threads, int64_t push_bucket_bytes, bool residual_spare,
+    int64_t local_rank, int64_t local_size, std::string local_store,
+    double rpc_timeout_seconds, double pull_timeout_seconds,
+    double connect_timeout_seconds, std::string tls_cert, std::string tls_key,
+    std::string tls_ca, std::string tls_server_name,
+    std::string auth_token_file) {
   SyncSettings s;
   s.shards = std::move(shards);
   s.worker_id = worker_id;
@@ -293,6 +298,7 @@ std::unique_ptr<PySync> ConnectWithKeywords(
   s.partition_bytes = partition_bytes;
   s.compress_threads = compress_threads;
   s.push_bucket_bytes = push_bucket_bytes;
+  s.residual_spare = residual_spare;
   s.local_rank = local_rank;
   s.local_size = local_size;
   s.local_store = std::move(local_store);
@@ -378,6 +384,7 @@ void DefineParameterSync(py::module_& m) {
            py::arg("partition_bytes") = d.partition_bytes,
            py::arg("compress_threads") = d.compress_threads,
            py::arg("push_bucket_bytes") = d.push_bucket_bytes,
+           py::arg("residual_spare") = d.residual_spare,
            py::arg("local_rank") = d.local_rank,
            py::arg("local_size") = d.local_size,
            py::arg("local_store") = d.local_store,

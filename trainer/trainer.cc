@@ -461,6 +461,7 @@ std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
   summary["min_kept"] = sync.compressor.min_kept;
   summary["overlap"] = r.overlapped;
   summary["push_bucket_bytes"] = sync.push_bucket_bytes;
+  summary["residual_spare"] = sync.residual_spare;
   summary["compress_threads"] =
       sync.compress_threads == 0 ? CoresOfThisProcess() : sync.compress_threads;
   summary["error_feedback"] = sync.error_feedback;

@@ -136,6 +136,11 @@ ABSL_FLAG(int64_t, push_bucket_bytes, kDefaults.push_bucket_bytes,
           "those not yet pushed hold this many bytes of float32, and the "
           "rest after backward() (0: each as soon as the pushing thread is "
           "free).");
+ABSL_FLAG(bool, residual_spare, kDefaults.residual_spare,
+          "Chunks of 512K floats and more keep a second error-feedback "
+          "residual buffer, so that a gradient's non-finite check rides in "
+          "the pass that adds it (4 more bytes per element of those chunks; "
+          "false: a check pass of its own).");
 ABSL_FLAG(double, rpc_timeout_seconds, kDefaults.rpc_timeout_seconds,
           "Deadline of each Init and Push.");
 ABSL_FLAG(std::string, progress, "auto",
@@ -216,6 +221,7 @@ SyncSettings SettingsFromFlags() {
   s.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
   s.compress_threads = absl::GetFlag(FLAGS_compress_threads);
   s.push_bucket_bytes = absl::GetFlag(FLAGS_push_bucket_bytes);
+  s.residual_spare = absl::GetFlag(FLAGS_residual_spare);
   s.rpc_timeout_seconds = absl::GetFlag(FLAGS_rpc_timeout_seconds);
   s.transport = ClientTlsFilesFromFlags();
   return s;
@@ -310,6 +316,7 @@ constexpr absl::string_view kWorkerFlags[] = {"shards",
                                               "partition_bytes",
                                               "compress_threads",
                                               "push_bucket_bytes",
+                                              "residual_spare",
                                               "rpc_timeout_seconds",
                                               "progress",
                                               "step_delay_ms",

@@ -40,6 +40,9 @@ ChunkPlan::ChunkPlan(Partition partition, std::vector<torch::Tensor> parameters,
   for (const ChunkSpec& spec : partition_.chunks()) {
     ChunkSlot slot;
     slot.spec = spec;
+    if (!options.residual_spare) {
+      slot.feedback.spare_from = std::numeric_limits<size_t>::max();
+    }
     slots_.push_back(std::move(slot));
     if (OwnsLocally(spec.key)) {
       owned_keys_[spec.tensor_index].push_back(spec.key);

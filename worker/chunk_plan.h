@@ -62,6 +62,9 @@ struct ChunkPlanOptions {
   // This process's rank among the node's local_size ranks.
   int local_rank = 0;
   int local_size = 1;
+  // Whether large chunks' residuals may keep a spare buffer
+  // (FeedbackState::spare_from; SyncOptions::residual_spare).
+  bool residual_spare = true;
 };
 
 class ChunkPlan {

@@ -135,6 +135,7 @@ absl::Status ParameterSync::Register(const NamedTensors& parameters) {
   plan_options.num_shards = client_->num_shards();
   plan_options.local_rank = options_.local.rank;
   plan_options.local_size = options_.local.size;
+  plan_options.residual_spare = options_.residual_spare;
   auto plan = ChunkPlan::Build(parameters, plan_options);
   if (!plan.ok()) return plan.status();
   if (absl::Status s = push_builder_->PrepareFor(**plan); !s.ok()) return s;

@@ -67,6 +67,12 @@ struct SyncOptions {
   // costs CPU and carries almost nothing. 0: push whatever was announced
   // as soon as the pushing thread is free.
   uint64_t push_bucket_bytes = uint64_t{1} << 20;
+  // Chunks of FeedbackState::kSpareFrom floats and more keep a second
+  // error-feedback residual buffer, so that the non-finite check of a
+  // gradient rides in the pass that adds it (4 more bytes per element of
+  // those chunks); false: a check pass of its own, the residual updated in
+  // place (less memory, one more read of each gradient).
+  bool residual_spare = true;
   // Optimizer, consistency mode and pull encoding the shards run. Its
   // num_workers, num_shards, partition_bytes and model_fingerprint are
   // filled in by Register, and so is what is left unset: mode BSP,

@@ -339,6 +339,7 @@ absl::Status ResolveTopology(const SyncSettings& s, const Complaint& bad,
                s.push_bucket_bytes, kMaxPushBucketBytes);
   }
   sync->push_bucket_bytes = static_cast<uint64_t>(s.push_bucket_bytes);
+  sync->residual_spare = s.residual_spare;
   if (!(s.rpc_timeout_seconds > 0 && s.rpc_timeout_seconds <= 86400))
     return bad("rpc_timeout_seconds", "%g is outside (0, 86400]",
                s.rpc_timeout_seconds);

@@ -149,6 +149,8 @@ struct SyncSettings {
   // hold this many bytes of float32 (SyncOptions::push_bucket_bytes); 0:
   // as soon as the pushing thread is free.
   int64_t push_bucket_bytes = int64_t{1} << 20;
+  // SyncOptions::residual_spare.
+  bool residual_spare = true;
   // Deadlines: each Init and Push; a Pull waiting for its step.
   double rpc_timeout_seconds = 30;
   double pull_timeout_seconds = 300;

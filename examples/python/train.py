@@ -220,6 +220,11 @@ FLAG_GROUPS = {
          "With --overlap: push the finished gradients once those not yet "
          "pushed hold this many bytes of float32 (0: each as soon as the "
          "pushing thread is free)."),
+        ("residual-spare", parse_bool, True,
+         "Chunks of 512K floats and more keep a second error-feedback "
+         "residual buffer, so that a gradient's non-finite check rides in "
+         "the pass that adds it (4 more bytes per element of those chunks; "
+         "false: a check pass of its own)."),
         ("rpc-timeout-seconds", float, 30.0,
          "Deadline of each Init and Push."),
         ("pull-timeout-seconds", float, 300.0,
@@ -599,7 +604,7 @@ SYNC_FLAGS = ("worker_id", "num_workers", "local_rank", "local_size",
               "local_store", "mode", "staleness", "scale_async_lr", "pull",
               "pull_ratio", "pull_value_type",
               "partition_bytes", "compress_threads", "push_bucket_bytes",
-              "rpc_timeout_seconds",
+              "residual_spare", "rpc_timeout_seconds",
               "pull_timeout_seconds", "tls_cert", "tls_key", "tls_ca",
               "tls_server_name", "auth_token_file")
 

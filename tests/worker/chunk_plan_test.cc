@@ -85,6 +85,20 @@ TEST(ChunkPlanTest, CompressionStateBytesCountEveryBuffer) {
   EXPECT_EQ((*plan)->CompressionStateBytes(), (16 + 16 + 8 + 7 + 7) * 4u);
 }
 
+TEST(ChunkPlanTest, ResidualSpareSetsWhereResidualsKeepASpare) {
+  auto with = ChunkPlan::Build(Parameters(), Options(0, 1));
+  ChunkPlanOptions options = Options(0, 1);
+  options.residual_spare = false;
+  auto without = ChunkPlan::Build(Parameters(), options);
+  ASSERT_TRUE(with.ok() && without.ok());
+  for (const ChunkSlot& slot : (*with)->slots()) {
+    EXPECT_EQ(slot.feedback.spare_from, FeedbackState::kSpareFrom);
+  }
+  for (const ChunkSlot& slot : (*without)->slots()) {
+    EXPECT_EQ(slot.feedback.spare_from, std::numeric_limits<size_t>::max());
+  }
+}
+
 TEST(ChunkPlanTest, RefusesTensorsItCannotShare) {
   const auto refused = [](torch::Tensor tensor) {
     return ChunkPlan::Build({{"w", tensor}}, Options(0, 1)).status();

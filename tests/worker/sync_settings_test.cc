@@ -24,6 +24,12 @@ TEST(SyncSettingsTest, DefaultsResolve) {
   EXPECT_NEAR(options->training.optimizer().learning_rate(), 0.05, 1e-9);
   EXPECT_TRUE(options->pull_deltas);
   EXPECT_EQ(options->shard_addresses.size(), 1u);
+  EXPECT_TRUE(options->residual_spare);
+  SyncSettings no_spare;
+  no_spare.residual_spare = false;
+  const absl::StatusOr<SyncOptions> without = SyncOptionsFromSettings(no_spare);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_FALSE(without->residual_spare);
 }
 
 // Pulls shrink as much as pushes by default: Top-K deltas at the push's
