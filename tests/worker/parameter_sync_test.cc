@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cmath>
 #include <functional>
+#include <limits>
+#include <string>
 #include <thread>
 
 #include "absl/time/clock.h"
@@ -340,6 +342,44 @@ TEST(ParameterSyncTest, PushBucketsHoldAnnouncedGradientsUntilFull) {
           << "bucket " << bucket << ", step " << step;
     }
   }
+}
+
+// A chunk of FeedbackState::kSpareFrom floats takes the spare-residual
+// path by default; turning residual_spare off ends with the same weights,
+// and a non-finite gradient is refused either way with the weights as
+// they were.
+TEST(ParameterSyncTest, ResidualSpareEndsWithTheSameWeights) {
+  const auto run = [](bool spare) {
+    SyncOptions options = Options(0, "topk", /*deltas=*/true);
+    options.num_workers = 1;
+    options.compressor.ratio = 0.01;
+    options.partition_bytes = FeedbackState::kSpareFrom * sizeof(float);
+    options.residual_spare = spare;
+    auto sync = ParameterSync::Create(
+        options, std::make_unique<FakePsClient>(FakePsClient::MakeShards(2)));
+    EXPECT_TRUE(sync.ok()) << sync.status();
+    ParameterSync::NamedTensors parameters = {
+        {"w",
+         torch::linspace(-1, 1, FeedbackState::kSpareFrom, torch::kFloat32)}};
+    EXPECT_TRUE((*sync)->Register(parameters).ok());
+    for (uint64_t step = 0; step < 3; ++step) {
+      torch::Tensor& w = parameters[0].second;
+      w.mutable_grad() = Gradient(w, 0, step);
+      EXPECT_TRUE((*sync)->Step().ok()) << "step " << step;
+    }
+    const torch::Tensor before = parameters[0].second.clone();
+    torch::Tensor& w = parameters[0].second;
+    w.mutable_grad() = Gradient(w, 0, 3);
+    w.mutable_grad()[12345] = std::numeric_limits<float>::quiet_NaN();
+    const absl::Status refused = (*sync)->Step();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+    EXPECT_NE(std::string(refused.message()).find("element 12345"),
+              std::string::npos)
+        << refused;
+    EXPECT_TRUE(torch::equal(w, before));
+    return before;
+  };
+  EXPECT_TRUE(torch::equal(run(true), run(false)));
 }
 
 // The same weights whatever the bucket.
