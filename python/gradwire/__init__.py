@@ -24,8 +24,8 @@ that overlap pushes with the backward pass.
 """
 
 from gradwire import _C
-from gradwire._C import (FASHION_MNIST_DIR, Error, SyncStats,
-                         load_fashion_mnist, tune_heap)
+from gradwire._C import Error, SyncStats, tune_heap
+from gradwire.datasets import FASHION_MNIST_DIR, load_fashion_mnist
 from gradwire._sync import ParameterSync
 
 __version__ = _C.__version__

@@ -33,10 +33,30 @@ def test_the_optimizer_wrapper_is_importable():
 def test_fashion_mnist_reader_errors_are_clear(tmp_path):
     try:
         gradwire.load_fashion_mnist(str(tmp_path), train=True)
-    except gradwire.Error as e:
+    except FileNotFoundError as e:
         assert str(tmp_path) in str(e)
+        assert "dataset-fashion-mnist" in str(e)
     else:
         raise AssertionError("an empty folder was read as a data set")
+
+
+def test_fashion_mnist_reader_refuses_a_corrupt_file(tmp_path):
+    import gzip
+    for name in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"):
+        with gzip.open(tmp_path / name, "wb") as f:
+            f.write(b"\x00\x00\x08\x01\x00\x00\x00\x01\x05")
+    try:
+        gradwire.load_fashion_mnist(str(tmp_path), train=True)
+    except ValueError as e:
+        assert "train-images-idx3-ubyte.gz" in str(e)
+        assert "magic" in str(e)
+    else:
+        raise AssertionError("a labels file was read as images")
+
+
+def test_fashion_mnist_is_reexported_from_datasets():
+    assert gradwire.load_fashion_mnist is gradwire.datasets.load_fashion_mnist
+    assert gradwire.FASHION_MNIST_DIR == "/usr/share/datasets/fashion-mnist"
 
 
 def _tune_heap_in_a_child(env_extra):
