@@ -84,8 +84,11 @@ ABSL_FLAG(double, dgc_clip_norm, kDefaults.dgc_clip_norm,
 ABSL_FLAG(int64_t, dgc_warmup_epochs, kDefaults.dgc_warmup_epochs,
           "dgc: epochs of sparsity warm-up.");
 ABSL_FLAG(std::string, pull, kDefaults.pull,
-          "Pulls: dense (full weights every step) or delta (compressed "
-          "weight deltas with server-side error feedback).");
+          "Pulls: dense (full weights every step), delta (Top-K weight "
+          "deltas with server-side error feedback), exact (every changed "
+          "element at fp32: lossless, sparse under plain SGD of sparse "
+          "pushes) or auto (dense beside --compressor=none, delta "
+          "otherwise).");
 ABSL_FLAG(double, pull_ratio, kDefaults.pull_ratio,
           "Fraction of elements a delta pull keeps; 0: the push's --ratio "
           "for topk, randomk and dgc (at least 0.01), 0.05 beside the other "

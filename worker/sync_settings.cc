@@ -128,7 +128,9 @@ absl::Status ResolveCompressor(const SyncSettings& s, const Complaint& bad,
   if (!precision) {
     return bad("value_type", "'%s' is not fp32, fp16 or bf16", s.value_type);
   }
-  c.precision = *precision;
+  // "none" is no compression at all: fp32 whatever value_type says (fp16
+  // and bf16 are compressors of their own).
+  c.precision = s.compressor == "none" ? ValuePrecision::kFp32 : *precision;
   c.dgc.momentum = static_cast<float>(s.dgc_momentum);
   c.dgc.momentum_masking = s.dgc_momentum_masking;
   c.dgc.clip_norm = static_cast<float>(s.dgc_clip_norm);
@@ -271,14 +273,31 @@ double PullRatio(const SyncSettings& s) {
                                     : kDenseCompressorPullRatio;
 }
 
+// What pull "auto" means: dense weights beside compressor "none", so that
+// no compression means none in either direction; Top-K deltas otherwise.
+std::string AutomaticPull(const SyncSettings& s) {
+  return s.compressor == "none" ? "dense" : "delta";
+}
+
 absl::Status ResolvePull(const SyncSettings& s, const Complaint& bad,
                          SyncOptions* sync) {
-  if (s.pull == "dense") {
+  const std::string pull = s.pull == "auto" ? AutomaticPull(s) : s.pull;
+  if (pull == "dense") {
     sync->pull_deltas = false;
     return absl::OkStatus();
   }
-  if (s.pull != "delta") {
-    return bad("pull", "'%s' is not dense or delta", s.pull);
+  if (pull == "exact") {
+    // Every changed element at fp32: lossless, and as sparse as the
+    // shards' update (the mean of sparse pushes under plain SGD).
+    sync->pull_deltas = true;
+    v1::PullEncoding* encoding = sync->training.mutable_pull_encoding();
+    encoding->set_compressor("nonzero");
+    encoding->set_ratio(1.0);
+    encoding->set_value_type(v1::VALUE_TYPE_FP32);
+    return absl::OkStatus();
+  }
+  if (pull != "delta") {
+    return bad("pull", "'%s' is not auto, dense, exact or delta", s.pull);
   }
   if (!(s.pull_ratio >= 0 && s.pull_ratio <= 1))
     return bad("pull_ratio", "%g is outside [0, 1]", s.pull_ratio);

@@ -90,9 +90,12 @@ struct SyncSettings {
   bool dgc_momentum_masking = true;
   double dgc_clip_norm = 0.0;
   int64_t dgc_warmup_epochs = 0;
-  // Pulls: "dense" or "delta" (Top-K deltas of `pull_ratio`, values in
-  // `pull_value_type`, with server-side error feedback).
-  std::string pull = "delta";
+  // Pulls: "dense" (the weights), "delta" (Top-K deltas of `pull_ratio`,
+  // values in `pull_value_type`, with server-side error feedback), "exact"
+  // (every changed element at fp32: lossless, and sparse when the shards'
+  // update is, as plain SGD over sparse pushes makes it) or "auto" ("dense"
+  // beside compressor "none", "delta" otherwise).
+  std::string pull = "auto";
   // 0: as much as the push keeps, `ratio`, when the compressor is a
   // sparsifier (topk, randomk, dgc), so both directions shrink alike, but
   // at least kMinAutoPullRatio; kDenseCompressorPullRatio for the others.

@@ -53,6 +53,8 @@ std::unique_ptr<Compressor> MakeTopKCompressor(CompressorOptions options);
 std::unique_ptr<Compressor> MakeRandomKCompressor(CompressorOptions options);
 // Every element with |x| >= threshold.
 std::unique_ptr<Compressor> MakeThresholdCompressor(CompressorOptions options);
+// Every element that is not zero (lossless at fp32, sparse where x is).
+std::unique_ptr<Compressor> MakeNonzeroCompressor(CompressorOptions options);
 // Deep Gradient Compression: sampled-threshold Top-K with momentum
 // correction, momentum-factor masking, clipping and sparsity warm-up.
 std::unique_ptr<Compressor> MakeDgcCompressor(CompressorOptions options);

@@ -20,6 +20,7 @@ const std::map<std::string, Factory>& Factories() {
       {"topk", MakeTopKCompressor},
       {"randomk", MakeRandomKCompressor},
       {"threshold", MakeThresholdCompressor},
+      {"nonzero", MakeNonzeroCompressor},
       {"dgc", MakeDgcCompressor},
       {"qsgd", MakeQsgdCompressor},
       {"onebit", MakeOneBitCompressor},

@@ -18,8 +18,8 @@ using ::testing::HasSubstr;
 
 TEST(RegistryTest, NamesAreSortedAndComplete) {
   EXPECT_THAT(CompressorNames(),
-              ElementsAre("bf16", "dgc", "fp16", "none", "onebit", "qsgd",
-                          "randomk", "threshold", "topk"));
+              ElementsAre("bf16", "dgc", "fp16", "none", "nonzero", "onebit",
+                          "qsgd", "randomk", "threshold", "topk"));
 }
 
 TEST(RegistryTest, EveryNameConstructsAndCompresses) {

@@ -69,6 +69,37 @@ TEST(SyncSettingsTest, DeltaPullsMatchThePushByDefault) {
             v1::VALUE_TYPE_FP32);
 }
 
+// "none" is no compression either way: fp32 pushes whatever value_type
+// says, and pull "auto" means dense weights beside it.
+TEST(SyncSettingsTest, NoneIsLosslessBothWays) {
+  SyncSettings s;
+  s.compressor = "none";
+  s.value_type = "fp16";
+  const absl::StatusOr<SyncOptions> options = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->compressor.precision, ValuePrecision::kFp32);
+  EXPECT_FALSE(options->pull_deltas);
+}
+
+// Pull "exact": every changed element at fp32 (the nonzero compressor),
+// whatever the push.
+TEST(SyncSettingsTest, ExactPullsSendEveryChangedElementAtFp32) {
+  SyncSettings s;
+  s.pull = "exact";
+  s.pull_value_type = "fp16";
+  const absl::StatusOr<SyncOptions> options = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->pull_deltas);
+  EXPECT_EQ(options->training.pull_encoding().compressor(), "nonzero");
+  EXPECT_EQ(options->training.pull_encoding().value_type(),
+            v1::VALUE_TYPE_FP32);
+  s.pull = "lossless";
+  const absl::StatusOr<SyncOptions> bad = SyncOptionsFromSettings(s);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              ::testing::HasSubstr("pull"));
+}
+
 TEST(SyncSettingsTest, NamesResolveToTheirConfigs) {
   SyncSettings s;
   s.optimizer = "nesterov";
