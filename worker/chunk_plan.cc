@@ -21,6 +21,12 @@ absl::StatusOr<std::unique_ptr<ChunkPlan>> ChunkPlan::Build(
     specs.push_back({name, static_cast<uint64_t>(tensor.numel())});
     tensors.push_back(tensor);
   }
+  if (!options.uncompressed.empty() &&
+      options.uncompressed.size() != parameters.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("uncompressed: %d flags for %d parameters",
+                        options.uncompressed.size(), parameters.size()));
+  }
   PartitionOptions partition_options;
   partition_options.partition_bytes = options.partition_bytes;
   partition_options.num_shards = options.num_shards;
@@ -40,6 +46,8 @@ ChunkPlan::ChunkPlan(Partition partition, std::vector<torch::Tensor> parameters,
   for (const ChunkSpec& spec : partition_.chunks()) {
     ChunkSlot slot;
     slot.spec = spec;
+    slot.uncompressed = !options.uncompressed.empty() &&
+                        options.uncompressed[spec.tensor_index];
     if (!options.residual_spare) {
       slot.feedback.spare_from = std::numeric_limits<size_t>::max();
     }

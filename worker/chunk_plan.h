@@ -40,6 +40,10 @@ struct ChunkSlot {
   // Nesterov's input to the compressor; empty unless that runs here.
   std::vector<float> velocity;
   std::vector<float> momentum_input;
+  // Pushed without compression (every nonzero element at fp32, no error
+  // feedback or momentum): the tensor was registered as uncompressed, as
+  // the buffers that DistributedOptimizer broadcasts are.
+  bool uncompressed = false;
   // The chunk's last compressed gradient; reused to avoid allocations.
   CompressedChunk scratch;
   // Version of the weights this worker holds (kHoldsNothing: none).
@@ -65,6 +69,10 @@ struct ChunkPlanOptions {
   // Whether large chunks' residuals may keep a spare buffer
   // (FeedbackState::spare_from; SyncOptions::residual_spare).
   bool residual_spare = true;
+  // Per registered tensor, whether its chunks are pushed uncompressed
+  // (ChunkSlot::uncompressed); empty: none is. Otherwise one entry per
+  // tensor.
+  std::vector<bool> uncompressed;
 };
 
 class ChunkPlan {
@@ -74,7 +82,8 @@ class ChunkPlan {
   // Plans `parameters` (kept by reference: the tensors are shared with the
   // caller, whose values and gradients the worker reads and writes).
   // INVALID_ARGUMENT naming the parameter when one is not a contiguous
-  // float32 CPU or CUDA tensor; Partition::Build's errors otherwise.
+  // float32 CPU or CUDA tensor, or when options.uncompressed has another
+  // size than `parameters`; Partition::Build's errors otherwise.
   static absl::StatusOr<std::unique_ptr<ChunkPlan>> Build(
       const NamedTensors& parameters, const ChunkPlanOptions& options);
 

@@ -31,6 +31,13 @@ DeviceChunkCompressor::DeviceChunkCompressor(
     std::unique_ptr<DeviceCompressor> compressor, bool error_feedback)
     : compressor_(std::move(compressor)), error_feedback_(error_feedback) {}
 
+void DeviceChunkCompressor::set_residual(uint64_t key,
+                                         const torch::Tensor& residual,
+                                         const torch::Device& device) {
+  if (residuals_.size() <= key) residuals_.resize(key + 1);
+  residuals_[key] = residual.to(device, torch::kFloat32).contiguous().clone();
+}
+
 void DeviceChunkCompressor::BeginStep() {
   waited_.assign(waited_.size(), false);
 }

@@ -53,6 +53,17 @@ class DeviceChunkCompressor {
                         uint64_t offset, uint64_t numel,
                         const CompressContext& ctx, CompressedChunk* out);
 
+  // The residual of chunk `key` on its device: undefined before the
+  // chunk's first push (zero then). For saving and restoring a worker's
+  // state (worker_state.h).
+  torch::Tensor residual(uint64_t key) const {
+    return key < residuals_.size() ? residuals_[key] : torch::Tensor();
+  }
+  // Replaces the residual of chunk `key` with `residual` (float32, the
+  // chunk's size), moved to `device`.
+  void set_residual(uint64_t key, const torch::Tensor& residual,
+                    const torch::Device& device);
+
  private:
   DeviceChunkCompressor(std::unique_ptr<DeviceCompressor> compressor,
                         bool error_feedback);

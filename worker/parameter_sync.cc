@@ -129,6 +129,11 @@ absl::Status ParameterSync::Register(
 }
 
 absl::Status ParameterSync::Register(const NamedTensors& parameters) {
+  return Register(parameters, {});
+}
+
+absl::Status ParameterSync::Register(const NamedTensors& parameters,
+                                     std::vector<bool> uncompressed) {
   if (plan_) return absl::FailedPreconditionError("already registered");
   ChunkPlanOptions plan_options;
   plan_options.partition_bytes = options_.partition_bytes;
@@ -136,6 +141,7 @@ absl::Status ParameterSync::Register(const NamedTensors& parameters) {
   plan_options.local_rank = options_.local.rank;
   plan_options.local_size = options_.local.size;
   plan_options.residual_spare = options_.residual_spare;
+  plan_options.uncompressed = std::move(uncompressed);
   auto plan = ChunkPlan::Build(parameters, plan_options);
   if (!plan.ok()) return plan.status();
   if (absl::Status s = push_builder_->PrepareFor(**plan); !s.ok()) return s;

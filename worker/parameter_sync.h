@@ -122,6 +122,11 @@ class ParameterSync {
   // values: after Register the parameters hold the shards' weights. Resumes
   // at the step the shards have recorded for this worker.
   absl::Status Register(const NamedTensors& parameters);
+  // The same, with the tensors whose `uncompressed` entry is true pushed
+  // without compression (every nonzero element at fp32, no error feedback:
+  // ChunkSlot::uncompressed). `uncompressed` has one entry per parameter.
+  absl::Status Register(const NamedTensors& parameters,
+                        std::vector<bool> uncompressed);
   absl::Status Register(
       const torch::OrderedDict<std::string, torch::Tensor>& parameters);
 
@@ -161,6 +166,17 @@ class ParameterSync {
   // GradientReady of a step and its Step().
   absl::Status SetPullAhead(bool on);
   bool pull_ahead() const { return pull_pipeline_ != nullptr; }
+
+  // Checkpoints (worker_state.h): SaveState serializes this worker's
+  // compression state (error-feedback residuals, DGC and worker-momentum
+  // velocities) with the step it belongs to; the model's own weights and
+  // optimizer are the caller's to save. After a restart, LoadState puts it
+  // back right after Register, before the first Step. It awaits pulls in
+  // flight first. Errors: FAILED_PRECONDITION before Register or between a
+  // step's first GradientReady and its Step(); LoadWorkerState's errors for
+  // a state of another job, worker or step (nothing changes then).
+  absl::StatusOr<std::string> SaveState();
+  absl::Status LoadState(const std::string& state);
 
   // The next step number (steps pushed so far, including resumed ones).
   uint64_t step() const { return step_; }

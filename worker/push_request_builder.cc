@@ -10,6 +10,22 @@
 
 namespace gradwire {
 
+namespace {
+
+// The compressor of chunks registered uncompressed: lossless, and an empty
+// chunk costs a few bytes (DistributedOptimizer's buffers are zero on every
+// worker but one).
+std::unique_ptr<const Compressor> MakeUncompressed(NonFinitePolicy policy) {
+  CompressorOptions options;
+  options.name = "nonzero";
+  options.precision = ValuePrecision::kFp32;
+  options.non_finite = policy;
+  auto made = MakeCompressor(options);
+  return made.ok() ? *std::move(made) : nullptr;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<PushRequestBuilder>> PushRequestBuilder::Create(
     const CompressorOptions& options, bool error_feedback,
     const MomentumCorrectionOptions& momentum, uint32_t worker_id,
@@ -53,6 +69,7 @@ PushRequestBuilder::PushRequestBuilder(
     int compress_threads)
     : options_(std::move(options)),
       compressor_(std::move(compressor)),
+      uncompressed_(MakeUncompressed(options_.non_finite)),
       warmup_compressor_(std::move(warmup_compressor)),
       error_feedback_(error_feedback),
       momentum_(momentum),
@@ -131,6 +148,11 @@ absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,
                                                const CompressContext& context,
                                                ChunkSlot* slot) {
   const ChunkSpec& spec = slot->spec;
+  if (slot->uncompressed) {
+    torch::Tensor host = ChunkView(gradient, spec.offset, spec.numel).cpu();
+    return uncompressed_->Compress(HostChunk(host, 0, spec.numel), context,
+                                   &slot->scratch);
+  }
   if (gradient.device().is_cuda() && device_compressor_) {
     return device_compressor_->Compress(spec.key, gradient, spec.offset,
                                         spec.numel, context, &slot->scratch);

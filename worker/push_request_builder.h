@@ -61,6 +61,12 @@ class PushRequestBuilder {
   // its errors).
   absl::Status PrepareFor(const ChunkPlan& plan);
 
+  // The compressor of CUDA chunks on their device, which keeps their
+  // residuals; null when there is none (PrepareFor).
+  DeviceChunkCompressor* device_compressor() const {
+    return device_compressor_.get();
+  }
+
   // Starts a step: device compression first waits for the stream that
   // produced the gradients. Call before the step's first Build.
   void BeginStep();
@@ -97,6 +103,8 @@ class PushRequestBuilder {
   // Constant after construction.
   const CompressorOptions options_;
   const std::unique_ptr<const Compressor> compressor_;
+  // Every nonzero element at fp32, for chunks registered uncompressed.
+  const std::unique_ptr<const Compressor> uncompressed_;
   // Dense fp32 for the momentum's dense_steps; null when there are none.
   const std::unique_ptr<const Compressor> warmup_compressor_;
   const bool error_feedback_;

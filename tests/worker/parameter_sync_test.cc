@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/fake_ps_client.h"
 
@@ -284,6 +285,86 @@ TEST(ParameterSyncTest, TopKWithDeltasKeepsReplicasIdenticalAndSendsLess) {
   const SyncStats& stats = runs[0].sync->stats();
   EXPECT_GT(stats.pushed_bytes, 0u);
   EXPECT_LT(stats.pushed_bytes, stats.dense_equivalent_bytes);
+}
+
+// SaveState / LoadState: a worker that registers again with the shards at
+// the same step takes the saved residuals back exactly; another worker's
+// state or another step's is refused and changes nothing.
+TEST(ParameterSyncTest, WorkerStateRoundTripsAndIsChecked) {
+  auto shards = FakePsClient::MakeShards(2);
+  WorkerRun runs[2];
+  RunWorkers(shards, "topk", /*deltas=*/true, 3, runs);
+  ASSERT_TRUE(runs[0].status.ok()) << runs[0].status;
+  absl::StatusOr<std::string> saved = runs[0].sync->SaveState();
+  absl::StatusOr<std::string> other = runs[1].sync->SaveState();
+  ASSERT_TRUE(saved.ok() && other.ok()) << saved.status();
+
+  WorkerRun restarted;
+  auto sync = ParameterSync::Create(Options(0, "topk", true),
+                                    std::make_unique<FakePsClient>(shards));
+  ASSERT_TRUE(sync.ok());
+  ASSERT_TRUE((*sync)->Register(restarted.parameters).ok());
+  ASSERT_EQ((*sync)->step(), 3u);
+  const absl::StatusOr<std::string> fresh = (*sync)->SaveState();
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_NE(*fresh, *saved);  // Zero residuals: there was something to save.
+
+  const absl::Status wrong_worker = (*sync)->LoadState(*other);
+  EXPECT_EQ(wrong_worker.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(wrong_worker.message()),
+              ::testing::HasSubstr("worker 1's, not worker 0's"));
+  EXPECT_EQ((*sync)->LoadState("not a state").code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*(*sync)->SaveState(), *fresh);  // Nothing changed.
+
+  ASSERT_TRUE((*sync)->LoadState(*saved).ok());
+  EXPECT_EQ(*(*sync)->SaveState(), *saved);
+
+  // The shards move on: worker 0's state of step 3 no longer fits.
+  WorkerRun more[2];
+  RunWorkers(shards, "topk", /*deltas=*/true, 1, more);
+  ASSERT_TRUE(more[0].status.ok()) << more[0].status;
+  const absl::Status stale = more[0].sync->LoadState(*saved);
+  EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(stale.message()),
+              ::testing::HasSubstr("saved before step 3"));
+}
+
+// A tensor registered uncompressed goes exactly (every nonzero element at
+// fp32) beside Top-K chunks: with dense pulls its weights are dense SGD's.
+TEST(ParameterSyncTest, UncompressedTensorsAreExchangedExactly) {
+  auto shards = FakePsClient::MakeShards(2);
+  std::vector<torch::Tensor> finals(2);
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> statuses(2);
+  for (uint32_t w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      ParameterSync::NamedTensors parameters = MakeParameters();
+      auto sync = ParameterSync::Create(Options(w, "topk", false),
+                                        std::make_unique<FakePsClient>(shards));
+      if (!sync.ok()) {
+        statuses[w] = sync.status();
+        return;
+      }
+      statuses[w] = (*sync)->Register(parameters, {false, true});
+      for (uint64_t step = 0; step < 3 && statuses[w].ok(); ++step) {
+        for (auto& [name, p] : parameters)
+          p.mutable_grad() = Gradient(p, w, step);
+        statuses[w] = (*sync)->Step();
+      }
+      finals[w] = parameters[1].second;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_TRUE(statuses[0].ok()) << statuses[0];
+  ASSERT_TRUE(statuses[1].ok()) << statuses[1];
+  torch::Tensor expected = MakeParameters()[1].second;
+  for (uint64_t step = 0; step < 3; ++step) {
+    expected -= kLearningRate *
+                (Gradient(expected, 0, step) + Gradient(expected, 1, step)) / 2;
+  }
+  EXPECT_TRUE(torch::allclose(finals[0], expected, 1e-5, 1e-6));
+  EXPECT_TRUE(torch::equal(finals[0], finals[1]));
 }
 
 TEST(ParameterSyncTest, OverlapPushesTheSameAndEndsWithTheSameWeights) {
