@@ -18,7 +18,6 @@
 #include "absl/strings/str_join.h"
 #include "common/heap_tuning.h"
 #include "common/lock_checks.h"
-#include "trainer/fashion_mnist.h"
 #include "worker/parameter_sync.h"
 #include "worker/sync_settings.h"
 
@@ -89,9 +88,11 @@ class PySync {
     return *sync_;
   }
 
-  void Register(const py::handle& parameters) {
+  void Register(const py::handle& parameters, std::vector<bool> uncompressed) {
     ParameterSync::NamedTensors named = ReadNamedTensors(parameters);
-    Released([&](ParameterSync& sync) { return sync.Register(named); });
+    Released([&](ParameterSync& sync) {
+      return sync.Register(named, std::move(uncompressed));
+    });
     registered_ = named.size();
   }
 
@@ -110,6 +111,21 @@ class PySync {
 
   void AwaitWeights() {
     Released([](ParameterSync& sync) { return sync.AwaitWeights(); });
+  }
+
+  py::bytes SaveState() {
+    ParameterSync& sync = get();
+    absl::StatusOr<std::string> state;
+    {
+      py::gil_scoped_release release;
+      state = sync.SaveState();
+    }
+    Check(state.status());
+    return py::bytes(*state);
+  }
+
+  void LoadState(const std::string& state) {
+    Released([&](ParameterSync& sync) { return sync.LoadState(state); });
   }
 
   void SetPullAhead(bool on) {
@@ -152,17 +168,6 @@ std::unique_ptr<PySync> Connect(const SyncSettings& settings) {
   }
   Check(sync.status());
   return std::make_unique<PySync>(*std::move(sync));
-}
-
-py::tuple LoadFashionMnistPy(const std::string& data_dir, bool train,
-                             int64_t limit) {
-  absl::StatusOr<Dataset> data;
-  {
-    py::gil_scoped_release release;
-    data = LoadFashionMnist(data_dir, train, limit);
-  }
-  Check(data.status());
-  return py::make_tuple(data->images, data->labels);
 }
 
 constexpr char kSyncDoc[] = R"doc(
@@ -218,8 +223,10 @@ Shards
   adam_freeze_step (int): 1-bit Adam's dense steps (default 50).
   scale_async_lr (bool): asp/ssp: each push applied at lr / num_workers.
   mode (str): bsp, asp or ssp; staleness (int): the SSP bound.
-  pull (str): "delta" (compressed weight deltas with server-side error
-      feedback) or "dense" (full weights every step).
+  pull (str): "delta" (Top-K weight deltas with server-side error
+      feedback), "dense" (full weights every step), "exact" (every changed
+      element at fp32: lossless, sparse when the shards' update is) or
+      "auto" (dense beside compressor "none", delta otherwise).
   pull_ratio (float): fraction of elements a delta pull keeps; 0: the
       push's ratio for topk, randomk and dgc (at least 0.01), 0.05
       otherwise.
@@ -316,6 +323,7 @@ std::unique_ptr<PySync> ConnectWithKeywords(
 // The methods and properties of gradwire._C.ParameterSync.
 void DefineSyncMethods(py::class_<PySync>& sync) {
   sync.def("_register", &PySync::Register, py::arg("parameters"),
+           py::arg("uncompressed") = std::vector<bool>(),
            "Declares the parameters and Inits the shards (see register).")
       .def("step", &PySync::Step, py::arg("epoch") = 0,
            R"doc(One step: pushes the compressed gradients (those not pushed
@@ -335,6 +343,12 @@ the deadline passes; the step can be retried.)doc")
 landed (with pull ahead, step() returns before they do). Call it before
 reading the parameters outside the model's forward pass: saving a
 checkpoint, copying weights. Raises gradwire.Error when a pull failed.)doc")
+      .def("_save_state", &PySync::SaveState,
+           "This worker's compression state (residuals, velocities, step) "
+           "as bytes (worker/worker_state.h).")
+      .def("_load_state", &PySync::LoadState, py::arg("state"),
+           "Restores what _save_state returned; ValueError for another "
+           "job's or worker's state, gradwire.Error for another step.")
       .def("_set_pull_ahead", &PySync::SetPullAhead, py::arg("on"),
            "Turns pull ahead on or off between steps (see pull_ahead).")
       .def("close", &PySync::Close,
@@ -459,10 +473,6 @@ PYBIND11_MODULE(_C, m) {
   m.attr("Error") = py::handle(g_error);
   DefineStats(m);
   DefineParameterSync(m);
-  m.def("load_fashion_mnist", &LoadFashionMnistPy, py::arg("data_dir"),
-        py::arg("train"), py::arg("limit") = -1,
-        "Reads Fashion-MNIST's .gz IDX files: (images [N, 1, 28, 28] "
-        "float32, normalised; labels [N] int64). limit -1: all.");
   m.def(
       "tune_heap",
       [] {
@@ -473,6 +483,5 @@ PYBIND11_MODULE(_C, m) {
       "(glibc's malloc thresholds, as gradwire-worker --tune-heap does); "
       "settings in GLIBC_TUNABLES or MALLOC_*_THRESHOLD_ win. Returns "
       "(applied, description). Affects the whole process.");
-  m.attr("FASHION_MNIST_DIR") = kFashionMnistDefaultDir;
   m.attr("__version__") = GRADWIRE_VERSION;
 }

@@ -5,7 +5,9 @@ the forward pre-hooks that let each layer wait for its own pulled weights
 
 import torch
 
-from gradwire import _C
+from gradwire import _C, _env
+from gradwire.compression import KEYS as _COMPRESSION_KEYS
+from gradwire.compression import Compression
 
 
 class _GradientHooks:
@@ -111,17 +113,37 @@ class _LayerGate:
         self._handles = []
 
 
+def _resolve_options(options):
+    """ParameterSync's keywords: ``compression`` (a gradwire.Compression or
+    dict) spread into them, and the shards and ranks from the environment
+    (gradwire.init()) when ``shards`` is not given."""
+    options = dict(options)
+    compression = options.pop("compression", None)
+    if compression is not None:
+        for key in _COMPRESSION_KEYS:
+            if key in options:
+                raise ValueError(f"{key}: given both as a keyword and in "
+                                 "compression; set it in compression")
+        options.update(Compression.of(compression).sync_options())
+    return _env.with_environment(options)
+
+
 class ParameterSync(_C.ParameterSync):
-    __doc__ = _C.ParameterSync.__doc__
+    __doc__ = _C.ParameterSync.__doc__ + """
+``compression`` (a gradwire.Compression or a dict of its keywords) may set
+the compression keywords in one object. Without ``shards``, the shards,
+worker_id, num_workers, local ranks and TLS files come from the
+environment (gradwire.init(), gradwire run).
+"""
 
     def __init__(self, **options):
-        super().__init__(**options)
+        super().__init__(**_resolve_options(options))
         self._hooks = None
         self._gate = None
         self._epoch = 0
 
     def register(self, parameters, *, overlap=True,
-                 backward_passes_per_step=1):
+                 backward_passes_per_step=1, uncompressed=None):
         """Declares the parameters and Inits every shard with their values.
 
         Args:
@@ -141,6 +163,9 @@ class ParameterSync(_C.ParameterSync):
           backward_passes_per_step: with gradient accumulation, the number
             of backward() calls per step; the gradient is pushed after the
             last.
+          uncompressed: one bool per parameter: True pushes that one
+            without compression (every nonzero element at fp32, no error
+            feedback). Default: every parameter is compressed.
 
         Resumes at the step the shards recorded for this worker (after a
         restart). Raises ValueError for a bad tensor or list,
@@ -148,7 +173,12 @@ class ParameterSync(_C.ParameterSync):
         """
         named = list(parameters.items()) if hasattr(parameters, "items") \
             else list(parameters)
-        self._register(named)
+        if uncompressed is None:
+            uncompressed = []
+        elif len(uncompressed) != len(named):
+            raise ValueError(f"uncompressed: {len(uncompressed)} flags for "
+                             f"{len(named)} parameters")
+        self._register(named, [bool(u) for u in uncompressed])
         if overlap:
             self._hooks = _GradientHooks(
                 [t for _, t in named], [n for n, _ in named],
@@ -202,6 +232,23 @@ class ParameterSync(_C.ParameterSync):
                 self._hooks.reset()
         super().step(self._epoch)
         return self
+
+    def state_dict(self):
+        """This worker's compression state (error-feedback residuals,
+        velocities) and the step it belongs to, to save with the model's
+        checkpoint; each worker saves its own. The shards' optimizer
+        state is theirs (gradwire-server --checkpoint-dir)."""
+        return {"next_step": self.next_step,
+                "worker_state": self._save_state()}
+
+    def load_state_dict(self, state_dict):
+        """Restores state_dict() after a restart, right after register().
+        ValueError for another job's or worker's state, gradwire.Error
+        when the shards are at another step; nothing changes then."""
+        if "worker_state" not in state_dict:
+            raise ValueError("state_dict: no 'worker_state' entry; pass what "
+                             "ParameterSync.state_dict() returned")
+        self._load_state(state_dict["worker_state"])
 
     def close(self):
         if self._hooks is not None:

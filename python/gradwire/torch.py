@@ -3,44 +3,81 @@
 The Horovod/BytePS habit: wrap the optimizer you already have. The shards
 aggregate the workers' compressed gradients; the wrapped optimizer steps on
 the average locally, so any ``torch.optim`` optimizer, LR scheduler and
-gradient clipping keep working::
+gradient clipping keep working. Under ``gradwire run`` the script needs
+two changed lines::
 
-    opt = gradwire.torch.DistributedOptimizer(
-        torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
-        named_parameters=model.named_parameters(),
-        shards=["10.0.0.1:7000"], worker_id=rank, num_workers=world,
-        compression={"compressor": "topk", "ratio": 0.01})
-    for x, y in loader:
-        opt.zero_grad()
-        loss_fn(model(x), y).backward()
-        opt.step()
+    gradwire.init()
+    optimizer = gradwire.torch.DistributedOptimizer(optimizer, model)
 
 How: the shards hold, per parameter, an aggregation buffer that starts at
 the first worker's initial weights and runs plain SGD at learning rate 1,
 so each step moves it by minus the workers' mean (compressed) gradient.
 Every worker holds an identical replica of the buffer; the change of the
 replica over a step is the aggregated gradient, written into ``p.grad``
-before the wrapped optimizer steps. The same start (every worker copies the
-buffer's initial value into its parameters) and the same gradients keep the
-workers' models identical.
+before the wrapped optimizer steps. Pulls of sparse pushes are exact by
+default (the mean of W sparse pushes has at most W times their elements),
+so the wrapped optimizer sees the mean of what the workers sent, not a
+second compression of it. The same start (every worker copies the
+buffer's initial value into its parameters) and the same gradients keep
+the workers' models identical.
+
+Buffers (BatchNorm's running statistics) of the model are broadcast from
+worker 0 at every step, as DDP does: they travel through the same shards,
+uncompressed, and every worker ends the step with worker 0's values.
 """
 
 import torch
 
-from gradwire import _C
-from gradwire._sync import ParameterSync
+from gradwire import _env
+from gradwire._C import Error
+from gradwire._sync import ParameterSync, _GradientHooks
+from gradwire.compression import PULL_KEYS, PUSH_KEYS, Compression
 
-__all__ = ["DistributedOptimizer"]
+__all__ = ["DistributedOptimizer", "save_checkpoint", "load_checkpoint"]
 
-# Options of gradwire.ParameterSync that `compression` may set.
-_COMPRESSION_KEYS = (
-    "compressor", "ratio", "min_kept", "threshold", "levels", "qsgd_bucket",
-    "onebit_bucket", "value_type",
-    "error_feedback", "dgc_momentum", "dgc_momentum_masking",
-    "dgc_clip_norm", "dgc_warmup_epochs")
 # Options the wrapper decides itself: the shards only aggregate.
 _RESERVED_KEYS = ("optimizer", "lr", "momentum", "weight_decay",
                   "momentum_placement", "fold_scale", "adam_freeze_step")
+# The prefix of the names under which buffers are registered.
+_BUFFER_PREFIX = "buffer:"
+# The key of gradwire's own part of a state dict.
+_STATE_KEY = "gradwire"
+
+
+def _named_from(optimizer, named_parameters):
+    """(name, parameter) pairs, checked against the optimizer's groups."""
+    in_optimizer = [p for group in optimizer.param_groups
+                    for p in group["params"]]
+    if named_parameters is None:
+        return [(f"param.{i}", p) for i, p in enumerate(in_optimizer)]
+    if isinstance(named_parameters, torch.nn.Module):
+        named = list(named_parameters.named_parameters())
+    elif hasattr(named_parameters, "items"):
+        named = list(named_parameters.items())
+    else:
+        named = list(named_parameters)
+    ids = {id(p) for p in in_optimizer}
+    for name, p in named:
+        if id(p) not in ids:
+            raise ValueError(f"named_parameters: {name} is not in the "
+                             "optimizer's param_groups")
+    return named
+
+
+def _broadcast_buffers_of(model, broadcast_buffers):
+    """The (name, buffer) pairs to broadcast: the floating-point buffers of
+    ``model`` (integer ones, such as BatchNorm's num_batches_tracked, count
+    the same on every worker)."""
+    if broadcast_buffers is None:
+        broadcast_buffers = model is not None
+    if not broadcast_buffers:
+        return []
+    if model is None:
+        raise ValueError(
+            "broadcast_buffers: pass the model (DistributedOptimizer("
+            "optimizer, model)) so that its buffers are known")
+    return [(name, b) for name, b in model.named_buffers()
+            if b is not None and b.is_floating_point()]
 
 
 class DistributedOptimizer(torch.optim.Optimizer):
@@ -49,13 +86,17 @@ class DistributedOptimizer(torch.optim.Optimizer):
     Args:
       optimizer: the torch.optim optimizer to step with the aggregated
         gradient. Its param_groups and state are shared, so LR schedulers
-        and state_dict() work on either object.
-      named_parameters: ``model.named_parameters()`` (names must agree on
-        every worker). Default: the optimizer's parameters, named by
-        position.
-      compression: dict of compression options: compressor ("topk"),
-        ratio (0.01), value_type ("fp16"), error_feedback (True),
-        threshold, levels, dgc_* (see help(gradwire.ParameterSync)).
+        work on either object.
+      named_parameters: the model (an ``nn.Module``: its parameters, and its
+        buffers for broadcast_buffers), ``model.named_parameters()`` (names
+        must agree on every worker), or None: the optimizer's parameters,
+        named by position.
+      compression: a gradwire.Compression, or a dict of its keywords, for
+        pushes and pulls (default: Top-K 1% with error feedback, exact
+        pulls). ``{"compressor": "none"}`` is lossless both ways.
+      broadcast_buffers: send worker 0's floating-point buffers (BatchNorm's
+        running statistics) to every worker at each step, as DDP does.
+        Default: on when the model is given.
       overlap: push each gradient as soon as backward() has finished it.
         Gradients must then not change before step(); to clip or scale the
         aggregated gradient, call ``synchronize()``, change ``p.grad``,
@@ -63,15 +104,20 @@ class DistributedOptimizer(torch.optim.Optimizer):
       backward_passes_per_step: backward() calls per step (gradient
         accumulation).
       **sync_options: every other gradwire.ParameterSync option: shards,
-        worker_id, num_workers, mode, pull, pull_ratio, deadlines, TLS...
-        (optimizer, lr, momentum and weight_decay belong to ``optimizer``).
+        worker_id, num_workers, mode, deadlines, TLS... Without ``shards``
+        they come from the environment (gradwire.init()).
 
-    Raises ValueError naming a bad option; gradwire.Error when a shard
-    cannot be reached or refuses.
+    When the shards resume a job (they recorded steps of this worker),
+    the parameters are left as they are, and load_state_dict() with this
+    worker's checkpoint must come before the first step.
+
+    Raises ValueError naming a bad option or environment variable;
+    gradwire.Error when a shard cannot be reached or refuses.
     """
 
     def __init__(self, optimizer, named_parameters=None, *, compression=None,
-                 overlap=True, backward_passes_per_step=1, **sync_options):
+                 broadcast_buffers=None, overlap=True,
+                 backward_passes_per_step=1, **sync_options):
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise ValueError("optimizer: expected a torch.optim.Optimizer, "
                              f"got {type(optimizer).__name__}")
@@ -80,61 +126,75 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 raise ValueError(
                     f"{key}: set it on the wrapped optimizer; the shards "
                     "only aggregate gradients")
-        compression = dict(compression or {})
-        for key in compression:
-            if key not in _COMPRESSION_KEYS:
+        for key in PUSH_KEYS + PULL_KEYS + ("compressor",):
+            if key in sync_options:
                 raise ValueError(
-                    f"compression: unknown option '{key}' (known: "
-                    f"{', '.join(_COMPRESSION_KEYS)})")
+                    f"{key}: set it in compression=gradwire.Compression(...)")
+        self._compression = Compression.of(compression)
         # Deliberately not Optimizer.__init__: the wrapped optimizer owns
         # param_groups, state and defaults; this object shares them.
         self._optimizer = optimizer
         self.param_groups = optimizer.param_groups
         self.state = optimizer.state
         self.defaults = optimizer.defaults
-        named = self._named(named_parameters)
+        model = named_parameters if isinstance(
+            named_parameters, torch.nn.Module) else None
+        named = _named_from(optimizer, named_parameters)
         self._parameters = [p for _, p in named]
-        # The aggregation buffers: replicas of the shards' weights.
-        self._buffers = [p.detach().clone().contiguous() for p in
-                         self._parameters]
-        self._before = [torch.empty_like(b) for b in self._buffers]
-        self._sync = ParameterSync(optimizer="sgd", lr=1.0, momentum=0.0,
-                                   weight_decay=0.0, **compression,
-                                   **sync_options)
-        names = [name for name, _ in named]
-        self._sync.register(list(zip(names, self._buffers)), overlap=False)
+        self._model_buffers = _broadcast_buffers_of(model, broadcast_buffers)
+        self._connect(named, sync_options)
         self._hooks = None
         if overlap:
-            from gradwire._sync import _GradientHooks
-            self._hooks = _GradientHooks(self._parameters, names,
+            self._hooks = _GradientHooks(self._parameters,
+                                         [name for name, _ in named],
                                          self._gradient_ready,
                                          backward_passes_per_step)
         self._synchronized = False
         self._epoch = 0
-        with torch.no_grad():
-            for p, b in zip(self._parameters, self._buffers):
-                p.copy_(b)
 
-    def _named(self, named_parameters):
-        if named_parameters is None:
-            params = [p for group in self._optimizer.param_groups
-                      for p in group["params"]]
-            return [(f"param.{i}", p) for i, p in enumerate(params)]
-        named = list(named_parameters.items()) \
-            if hasattr(named_parameters, "items") else list(named_parameters)
-        in_optimizer = {id(p) for group in self._optimizer.param_groups
-                        for p in group["params"]}
-        for name, p in named:
-            if id(p) not in in_optimizer:
-                raise ValueError(
-                    f"named_parameters: {name} is not in the optimizer's "
-                    "param_groups")
-        return named
+    def _connect(self, named, sync_options):
+        options = _env.with_environment(sync_options)
+        self._num_workers = options.get("num_workers", 1)
+        self._worker_id = options.get("worker_id", 0)
+        # The aggregation buffers: replicas of the shards' weights; the
+        # buffers' replicas follow.
+        tensors = [p for _, p in named] + [b for _, b in self._model_buffers]
+        self._replicas = [t.detach().clone().float().contiguous()
+                          for t in tensors]
+        self._before = [torch.empty_like(r) for r in self._replicas]
+        self._sync = ParameterSync(
+            optimizer="sgd", lr=1.0, momentum=0.0, weight_decay=0.0,
+            **self._compression.sync_options(aggregation=True), **options)
+        names = [name for name, _ in named] + [
+            _BUFFER_PREFIX + name for name, _ in self._model_buffers]
+        uncompressed = [False] * len(named) + [True] * len(self._model_buffers)
+        self._sync.register(list(zip(names, self._replicas)), overlap=False,
+                            uncompressed=uncompressed)
+        # A job the shards resume keeps the weights of the user's
+        # checkpoint, which load_state_dict() must bring with this worker's
+        # state before the first step.
+        self._awaiting_state = self._sync.next_step > 0
+        if not self._awaiting_state:
+            self._copy_replicas_out(with_parameters=True)
+
+    @torch.no_grad()
+    def _copy_replicas_out(self, with_parameters):
+        count = len(self._parameters)
+        if with_parameters:
+            for p, r in zip(self._parameters, self._replicas[:count]):
+                p.copy_(r)
+        for (_, b), r in zip(self._model_buffers, self._replicas[count:]):
+            b.copy_(r)
 
     def _gradient_ready(self, index):
-        # The buffer carries the parameter's gradient to the C++ side.
-        self._buffers[index].grad = self._parameters[index].grad
+        # The replica carries the parameter's gradient to the C++ side.
+        self._replicas[index].grad = self._parameters[index].grad
         self._sync._gradient_ready(index, self._epoch)
+
+    @property
+    def compression(self):
+        """The gradwire.Compression in use."""
+        return self._compression
 
     @property
     def stats(self):
@@ -153,29 +213,51 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._sync.set_epoch(epoch)
 
     @torch.no_grad()
+    def _stage_buffers(self):
+        # Worker 0 sends W * (replica - its buffer), the others nothing:
+        # the shards' SGD at lr 1 on the mean moves the replica to worker
+        # 0's buffer.
+        count = len(self._parameters)
+        for (_, b), r in zip(self._model_buffers, self._replicas[count:]):
+            if self._worker_id == 0:
+                r.grad = (r - b.float()).mul_(self._num_workers)
+            else:
+                r.grad = torch.zeros_like(r)
+
+    @torch.no_grad()
     def synchronize(self):
         """Exchanges this step's gradients: on return every ``p.grad`` holds
         the workers' mean gradient (as compressed), the same on every
-        worker. step() calls it unless it was called since the last
-        step()."""
+        worker, and the model's buffers are worker 0's. step() calls it
+        unless it was called since the last step()."""
         if self._synchronized:
             return
-        for p, b, before in zip(self._parameters, self._buffers,
+        if self._awaiting_state:
+            raise Error(
+                f"FAILED_PRECONDITION: the shards resume this job at step "
+                f"{self.next_step}: load this worker's checkpoint (the "
+                "model's state dict and DistributedOptimizer.load_state_dict,"
+                " or gradwire.torch.load_checkpoint) before the first step")
+        for p, r, before in zip(self._parameters, self._replicas,
                                 self._before):
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-            b.grad = p.grad
-            before.copy_(b)
+            r.grad = p.grad
+        self._stage_buffers()
+        for r, before in zip(self._replicas, self._before):
+            before.copy_(r)
         if self._hooks is not None:
             try:
                 self._hooks.check_unchanged()
             finally:
                 self._hooks.reset()
         self._sync.step(self._epoch)
-        for p, b, before in zip(self._parameters, self._buffers,
+        for p, r, before in zip(self._parameters, self._replicas,
                                 self._before):
-            torch.sub(before, b, out=p.grad)
-            b.grad = None
+            torch.sub(before, r, out=p.grad)
+        for r in self._replicas:
+            r.grad = None
+        self._copy_replicas_out(with_parameters=False)
         self._synchronized = True
 
     def step(self, closure=None):
@@ -194,12 +276,36 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._optimizer.zero_grad(set_to_none=set_to_none)
 
     def state_dict(self):
-        return self._optimizer.state_dict()
+        """The wrapped optimizer's state dict, plus under "gradwire" this
+        worker's compression state (error-feedback residuals, velocities)
+        and the step it belongs to. Each worker saves its own."""
+        state = self._optimizer.state_dict()
+        state[_STATE_KEY] = {
+            "worker_id": self._worker_id,
+            "num_workers": self._num_workers,
+            "next_step": self.next_step,
+            "worker_state": self._sync._save_state(),
+        }
+        return state
 
     def load_state_dict(self, state_dict):
+        """Restores what state_dict() returned, on the same worker of the
+        same job, with the shards at the same step (restored from their
+        checkpoint directory). Raises ValueError for a state dict without
+        gradwire's part or of another job or worker, gradwire.Error when
+        the shards are at another step; nothing changes then."""
+        state_dict = dict(state_dict)
+        ours = state_dict.pop(_STATE_KEY, None)
+        if ours is None:
+            raise ValueError(
+                "state_dict: no 'gradwire' entry; pass what "
+                "DistributedOptimizer.state_dict() returned, not the wrapped "
+                "optimizer's")
+        self._sync._load_state(ours["worker_state"])
         self._optimizer.load_state_dict(state_dict)
         self.state = self._optimizer.state
         self.param_groups = self._optimizer.param_groups
+        self._awaiting_state = False
 
     def add_param_group(self, param_group):
         raise ValueError("add_param_group: the parameters are fixed when the "
@@ -213,3 +319,29 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     def __repr__(self):
         return f"DistributedOptimizer({self._optimizer!r})"
+
+
+def _rank_path(path):
+    return f"{path}.rank{_env.rank()}" if _env.size() > 1 else str(path)
+
+
+def save_checkpoint(path, model, optimizer, **extra):
+    """Saves this worker's checkpoint: the model's state dict, the
+    DistributedOptimizer's (with this worker's compression state) and
+    ``extra`` (epoch, scheduler state...), to ``path`` + ".rank<RANK>" when
+    the job has several processes. Every worker calls it after the same
+    step; with the shards' own checkpoint directory (gradwire-server
+    --checkpoint-dir, write-ahead log on) it is what a restart needs."""
+    torch.save({"model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "extra": extra}, _rank_path(path))
+
+
+def load_checkpoint(path, model, optimizer):
+    """Loads what save_checkpoint wrote for this worker into ``model`` and
+    ``optimizer`` (right after the DistributedOptimizer was made) and
+    returns ``extra``. Errors as DistributedOptimizer.load_state_dict."""
+    saved = torch.load(_rank_path(path))
+    optimizer.load_state_dict(saved["optimizer"])
+    model.load_state_dict(saved["model"])
+    return saved["extra"]

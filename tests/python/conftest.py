@@ -58,9 +58,11 @@ def run_in_threads(work, count, timeout=120.0):
 
 
 class Shard:
-    """One gradwire-server process."""
+    """One gradwire-server process. "{shard}" in an extra flag is replaced
+    by the shard's id (a checkpoint directory of its own)."""
 
     def __init__(self, directory, shard_id, num_shards, num_workers, extra):
+        extra = [flag.replace("{shard}", str(shard_id)) for flag in extra]
         self.port_file = pathlib.Path(directory) / f"port-{shard_id}"
         self.metrics_port_file = pathlib.Path(directory) / f"metrics-{shard_id}"
         self.log = open(pathlib.Path(directory) / f"shard-{shard_id}.log", "w")

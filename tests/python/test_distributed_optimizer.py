@@ -13,10 +13,10 @@ from gradwire.torch import DistributedOptimizer
 from test_parameter_sync import batch, make_model
 
 STEPS = 8
-# Dense fp32 both ways: the exchanged gradient is the exact mean, so the
+# Compressor "none" is lossless both ways (fp32 pushes whatever value_type
+# says, dense pulls): the exchanged gradient is the exact mean, so the
 # result must match one process stepping on the averaged gradient.
-EXACT = dict(compression={"compressor": "none", "value_type": "fp32"},
-             pull="dense")
+EXACT = dict(compression={"compressor": "none", "value_type": "fp16"})
 
 
 def make_optimizer(model):
@@ -54,8 +54,22 @@ def train_distributed(shards, num_workers, clip, **options):
     return models, lrs, initial
 
 
-def train_reference(model, num_workers, clip):
-    """One process: the mean of the workers' gradients, the same optimizer,
+def top_k_with_feedback(gradient, residual, ratio, min_kept):
+    """What a worker pushes for one tensor (one chunk): Top-K of g + r by
+    magnitude, the values rounded to fp16, the rest kept in r."""
+    total = residual + gradient
+    flat = total.flatten()
+    k = min(flat.numel(), max(min_kept, round(ratio * flat.numel())))
+    kept = flat.abs().topk(k).indices
+    sent = torch.zeros_like(flat)
+    sent[kept] = flat[kept].half().float()
+    residual.copy_(total - sent.view_as(total))
+    return sent.view_as(total)
+
+
+def train_reference(model, num_workers, clip, compress=None):
+    """One process: the mean of the workers' gradients (each through
+    `compress(gradient, worker, index)` when given), the same optimizer,
     scheduler and clipping, from the same initial weights."""
     opt = make_optimizer(model)
     scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
@@ -67,6 +81,9 @@ def train_reference(model, num_workers, clip):
             torch.nn.functional.cross_entropy(replica(points),
                                               labels).backward()
             grads.append([p.grad for p in replica.parameters()])
+        if compress is not None:
+            grads = [[compress(g, worker, index) for index, g in enumerate(gs)]
+                     for worker, gs in enumerate(grads)]
         for p, *gs in zip(model.parameters(), *grads):
             p.grad = torch.stack(gs).mean(0)
         if clip:
@@ -92,6 +109,27 @@ def test_matches_one_process_on_the_mean_gradient(start_shards, clip):
     assert lrs == [0.05, 0.05]
 
 
+def test_exact_pulls_bring_the_mean_of_the_compressed_pushes(start_shards):
+    """Top-K 10% pushes, exact pulls (DistributedOptimizer's default): the
+    wrapped optimizer steps on the mean of exactly what the workers sent,
+    not on a second compression of it (the delta pulls would be Top-K of
+    the mean at 10%, rounded to fp16)."""
+    shards = start_shards(2, 2)
+    compression = {"compressor": "topk", "ratio": 0.1, "min_kept": 1}
+    models, _, initial = train_distributed(shards, 2, None,
+                                           compression=compression)
+    residuals = {}
+
+    def compress(gradient, worker, index):
+        residual = residuals.setdefault((worker, index),
+                                        torch.zeros_like(gradient))
+        return top_k_with_feedback(gradient, residual, 0.1, 1)
+
+    reference = train_reference(initial[0], 2, None, compress)
+    for a, b in zip(models[0].parameters(), reference.parameters()):
+        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+
+
 def test_compressed_exchange_keeps_workers_identical(start_shards):
     shards = start_shards(1, 2)
     models, _, _ = train_distributed(
@@ -114,6 +152,9 @@ def test_bad_options_are_refused():
                              compression={"ratoi": 0.1})
     with pytest.raises(ValueError, match="^optimizer"):
         DistributedOptimizer(model, shards=["127.0.0.1:1"])
+    with pytest.raises(ValueError, match="^pull: set it in compression"):
+        DistributedOptimizer(make_optimizer(model), shards=["127.0.0.1:1"],
+                             pull="delta")
     with pytest.raises(ValueError, match="^ratio"):
         DistributedOptimizer(make_optimizer(model), shards=["127.0.0.1:1"],
                              compression={"compressor": "topk", "ratio": 5})

@@ -1,0 +1,182 @@
+"""The environment contract: who this worker is and where the shards are.
+
+``gradwire run`` (and any launcher that follows the same contract) starts
+each worker with these variables, so that a training script needs no
+command-line flags of gradwire's own:
+
+  GRADWIRE_SHARDS           shard addresses "host:port,host:port", in
+                            shard-id order (required)
+  RANK, WORLD_SIZE          this process's rank among all of the job's
+                            processes, and their number (torchrun's names;
+                            default 0 and 1)
+  LOCAL_RANK,               its rank among the processes on this host, and
+  LOCAL_WORLD_SIZE          their number (default 0 and 1); the processes of
+                            one host average their gradients before pushing
+  GRADWIRE_LOCAL_STORE      "host:port" of the host's c10d store, with
+                            LOCAL_WORLD_SIZE > 1 (default 127.0.0.1:29500)
+  GRADWIRE_TLS_CA, GRADWIRE_TLS_CERT, GRADWIRE_TLS_KEY,
+  GRADWIRE_TLS_SERVER_NAME, GRADWIRE_AUTH_TOKEN_FILE
+                            TLS and the bearer token of the shard
+                            connections (file paths; unset: plaintext, no
+                            token)
+
+gradwire's worker id is the host's index, RANK // LOCAL_WORLD_SIZE, and
+its worker count WORLD_SIZE // LOCAL_WORLD_SIZE.
+"""
+
+import dataclasses
+import os
+
+_TRANSPORT_VARIABLES = (
+    ("tls_ca", "GRADWIRE_TLS_CA"),
+    ("tls_cert", "GRADWIRE_TLS_CERT"),
+    ("tls_key", "GRADWIRE_TLS_KEY"),
+    ("tls_server_name", "GRADWIRE_TLS_SERVER_NAME"),
+    ("auth_token_file", "GRADWIRE_AUTH_TOKEN_FILE"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Environment:
+    """What init() read from the environment."""
+    shards: tuple
+    rank: int
+    size: int
+    local_rank: int
+    local_size: int
+    local_store: str
+    transport: dict
+
+    @property
+    def worker_id(self):
+        """gradwire's worker (host) id: RANK // LOCAL_WORLD_SIZE."""
+        return self.rank // self.local_size
+
+    @property
+    def num_workers(self):
+        """gradwire's worker (host) count: WORLD_SIZE // LOCAL_WORLD_SIZE."""
+        return self.size // self.local_size
+
+    def sync_options(self):
+        """The ParameterSync keywords this environment sets."""
+        options = dict(shards=list(self.shards), worker_id=self.worker_id,
+                       num_workers=self.num_workers,
+                       local_rank=self.local_rank,
+                       local_size=self.local_size,
+                       local_store=self.local_store)
+        options.update(self.transport)
+        return options
+
+
+_environment = None
+
+
+def _integer(environ, name, default, minimum):
+    text = environ.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r} is not an integer") from None
+    if value < minimum:
+        raise ValueError(f"{name}={value} must be at least {minimum}")
+    return value
+
+
+def _shards(environ):
+    text = environ.get("GRADWIRE_SHARDS", "").strip()
+    if not text:
+        raise ValueError(
+            "GRADWIRE_SHARDS is not set: start the script with `gradwire run "
+            "-n WORKERS -- python SCRIPT`, or set GRADWIRE_SHARDS to the "
+            "shard addresses (host:port,host:port)")
+    shards = tuple(address.strip() for address in text.split(","))
+    for address in shards:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(
+                f"GRADWIRE_SHARDS: {address!r} is not host:port")
+    return shards
+
+
+def read_environment(environ=None):
+    """Reads and checks the contract (see the module's doc) from
+    ``environ`` (default os.environ). Raises ValueError naming the variable
+    that is missing or wrong."""
+    environ = os.environ if environ is None else environ
+    shards = _shards(environ)
+    size = _integer(environ, "WORLD_SIZE", 1, 1)
+    rank = _integer(environ, "RANK", 0, 0)
+    if rank >= size:
+        raise ValueError(f"RANK={rank} must be below WORLD_SIZE={size}")
+    local_size = _integer(environ, "LOCAL_WORLD_SIZE", 1, 1)
+    local_rank = _integer(environ, "LOCAL_RANK", rank % local_size, 0)
+    if local_rank >= local_size:
+        raise ValueError(f"LOCAL_RANK={local_rank} must be below "
+                         f"LOCAL_WORLD_SIZE={local_size}")
+    if size % local_size != 0:
+        raise ValueError(f"WORLD_SIZE={size} is not a multiple of "
+                         f"LOCAL_WORLD_SIZE={local_size}")
+    if rank % local_size != local_rank:
+        raise ValueError(
+            f"RANK={rank} and LOCAL_RANK={local_rank} disagree: ranks of "
+            f"one host must be consecutive (RANK % LOCAL_WORLD_SIZE)")
+    transport = {key: environ[name] for key, name in _TRANSPORT_VARIABLES
+                 if environ.get(name)}
+    return Environment(
+        shards=shards, rank=rank, size=size, local_rank=local_rank,
+        local_size=local_size,
+        local_store=environ.get("GRADWIRE_LOCAL_STORE", "127.0.0.1:29500"),
+        transport=transport)
+
+
+def init():
+    """Reads this worker's place in the job from the environment (see the
+    module's doc) and keeps it for rank(), size(), ..., ParameterSync and
+    DistributedOptimizer, which then need no shards, worker_id or
+    num_workers. Returns the Environment. Raises ValueError naming a
+    missing or wrong variable."""
+    global _environment
+    _environment = read_environment()
+    return _environment
+
+
+def environment():
+    """The Environment init() read (calls init() the first time)."""
+    return _environment if _environment is not None else init()
+
+
+def rank():
+    """This process's rank in the job (RANK)."""
+    return environment().rank
+
+
+def size():
+    """The number of processes in the job (WORLD_SIZE)."""
+    return environment().size
+
+
+def local_rank():
+    """This process's rank on its host (LOCAL_RANK)."""
+    return environment().local_rank
+
+
+def local_size():
+    """The number of processes on this host (LOCAL_WORLD_SIZE)."""
+    return environment().local_size
+
+
+def shard_addresses():
+    """The shard addresses (GRADWIRE_SHARDS), in shard-id order."""
+    return list(environment().shards)
+
+
+def with_environment(options):
+    """``options`` (ParameterSync keywords) completed from the environment
+    when they name no shards: what they set wins."""
+    if "shards" in options:
+        return dict(options)
+    completed = environment().sync_options()
+    completed.update(options)
+    return completed
