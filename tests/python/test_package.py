@@ -42,9 +42,11 @@ def test_fashion_mnist_reader_errors_are_clear(tmp_path):
 
 def test_fashion_mnist_reader_refuses_a_corrupt_file(tmp_path):
     import gzip
+    import struct
+    # A labels header (magic 0x801) where the images' header belongs.
     for name in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"):
         with gzip.open(tmp_path / name, "wb") as f:
-            f.write(b"\x00\x00\x08\x01\x00\x00\x00\x01\x05")
+            f.write(struct.pack(">4I", 0x801, 1, 28, 28) + bytes(784))
     try:
         gradwire.load_fashion_mnist(str(tmp_path), train=True)
     except ValueError as e:
