@@ -94,10 +94,19 @@ class DistributedOptimizer(torch.optim.Optimizer):
       compression: a gradwire.Compression, or a dict of its keywords, for
         pushes and pulls (default: Top-K 1% with error feedback, exact
         pulls). ``{"compressor": "none"}`` is lossless both ways.
+      exchange: "gradients" (default): the workers' gradients are
+        compressed and exchanged, and the wrapped optimizer steps on their
+        mean, the same on every worker. "updates": each worker's wrapped
+        optimizer steps on its own gradient, and its update (the change of
+        the parameters) is compressed and exchanged; the model takes the
+        mean update. The optimizer's state then sees a dense gradient
+        instead of a sparse, bursty one, which adaptive optimizers (Adam,
+        Adadelta) need (docs/convergence.md), but it is each worker's own.
       broadcast_buffers: send worker 0's floating-point buffers (BatchNorm's
         running statistics) to every worker at each step, as DDP does.
         Default: on when the model is given.
-      overlap: push each gradient as soon as backward() has finished it.
+      overlap: push each gradient as soon as backward() has finished it
+        (default with exchange="gradients"; not with "updates").
         Gradients must then not change before step(); to clip or scale the
         aggregated gradient, call ``synchronize()``, change ``p.grad``,
         then ``step()``.
@@ -116,7 +125,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
     """
 
     def __init__(self, optimizer, named_parameters=None, *, compression=None,
-                 broadcast_buffers=None, overlap=True,
+                 exchange="gradients", broadcast_buffers=None, overlap=None,
                  backward_passes_per_step=1, **sync_options):
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise ValueError("optimizer: expected a torch.optim.Optimizer, "
@@ -130,6 +139,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
             if key in sync_options:
                 raise ValueError(
                     f"{key}: set it in compression=gradwire.Compression(...)")
+        if exchange not in ("gradients", "updates"):
+            raise ValueError(f"exchange: '{exchange}' is not gradients or "
+                             "updates")
+        self._exchange_updates = exchange == "updates"
+        if overlap is None:
+            overlap = not self._exchange_updates
+        if overlap and self._exchange_updates:
+            raise ValueError("overlap: the update exists only after the "
+                             "wrapped optimizer stepped; exchange=\"updates\""
+                             " needs overlap=False")
         self._compression = Compression.of(compression)
         # Deliberately not Optimizer.__init__: the wrapped optimizer owns
         # param_groups, state and defaults; this object shares them.
@@ -170,12 +189,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
         uncompressed = [False] * len(named) + [True] * len(self._model_buffers)
         self._sync.register(list(zip(names, self._replicas)), overlap=False,
                             uncompressed=uncompressed)
-        # A job the shards resume keeps the weights of the user's
-        # checkpoint, which load_state_dict() must bring with this worker's
-        # state before the first step.
+        # A job the shards resume needs this worker's state from its
+        # checkpoint (load_state_dict) before the first step. Exchanging
+        # gradients, it also keeps the model's weights of that checkpoint:
+        # the replicas are aggregation buffers, not the model. Exchanging
+        # updates, the replicas are the model.
         self._awaiting_state = self._sync.next_step > 0
-        if not self._awaiting_state:
-            self._copy_replicas_out(with_parameters=True)
+        self._copy_replicas_out(with_parameters=not self._awaiting_state
+                                or self._exchange_updates)
 
     @torch.no_grad()
     def _copy_replicas_out(self, with_parameters):
@@ -224,41 +245,75 @@ class DistributedOptimizer(torch.optim.Optimizer):
             else:
                 r.grad = torch.zeros_like(r)
 
-    @torch.no_grad()
-    def synchronize(self):
-        """Exchanges this step's gradients: on return every ``p.grad`` holds
-        the workers' mean gradient (as compressed), the same on every
-        worker, and the model's buffers are worker 0's. step() calls it
-        unless it was called since the last step()."""
-        if self._synchronized:
-            return
+    def _check_resumable(self):
         if self._awaiting_state:
             raise Error(
                 f"FAILED_PRECONDITION: the shards resume this job at step "
                 f"{self.next_step}: load this worker's checkpoint (the "
                 "model's state dict and DistributedOptimizer.load_state_dict,"
                 " or gradwire.torch.load_checkpoint) before the first step")
-        for p, r, before in zip(self._parameters, self._replicas,
-                                self._before):
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            r.grad = p.grad
+
+    @torch.no_grad()
+    def _exchange(self):
+        """One exchange of what the replicas' .grad hold (set by the
+        caller) and the buffers; on return the replicas hold the shards'
+        new values and ``self._before`` their values before it."""
         self._stage_buffers()
         for r, before in zip(self._replicas, self._before):
             before.copy_(r)
+        self._sync.step(self._epoch)
+        for r in self._replicas:
+            r.grad = None
+        self._copy_replicas_out(with_parameters=False)
+
+    @torch.no_grad()
+    def synchronize(self):
+        """Exchanges this step's gradients: on return every ``p.grad`` holds
+        the workers' mean gradient (as compressed), the same on every
+        worker, and the model's buffers are worker 0's. step() calls it
+        unless it was called since the last step(). Not with
+        exchange="updates", where step() exchanges after the wrapped
+        optimizer stepped."""
+        if self._synchronized:
+            return
+        if self._exchange_updates:
+            raise Error("FAILED_PRECONDITION: synchronize() exchanges "
+                        "gradients; with exchange=\"updates\" step() "
+                        "exchanges the optimizer's update")
+        self._check_resumable()
+        for p, r in zip(self._parameters, self._replicas):
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            r.grad = p.grad
         if self._hooks is not None:
             try:
                 self._hooks.check_unchanged()
             finally:
                 self._hooks.reset()
-        self._sync.step(self._epoch)
+        self._exchange()
         for p, r, before in zip(self._parameters, self._replicas,
                                 self._before):
             torch.sub(before, r, out=p.grad)
-        for r in self._replicas:
-            r.grad = None
-        self._copy_replicas_out(with_parameters=False)
         self._synchronized = True
+
+    @torch.no_grad()
+    def _step_on_updates(self):
+        # The parameters equal the replicas at every step's start: the
+        # wrapped optimizer's local update u goes out as the "gradient" -u
+        # (the shards' SGD at lr 1 adds the workers' mean), and every
+        # worker then takes the replicas.
+        self._check_resumable()
+        count = len(self._parameters)
+        for p, before in zip(self._parameters, self._before[:count]):
+            before.copy_(p)
+        loss = self._optimizer.step()
+        for p, r, before in zip(self._parameters, self._replicas,
+                                self._before):
+            r.grad = before - p
+        self._exchange()
+        for p, r in zip(self._parameters, self._replicas):
+            p.copy_(r)
+        return loss
 
     def step(self, closure=None):
         """Synchronizes (unless done already) and steps the wrapped
@@ -268,6 +323,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError(
                 "closure: not supported; gradients are exchanged before the "
                 "wrapped optimizer steps")
+        if self._exchange_updates:
+            return self._step_on_updates()
         self.synchronize()
         self._synchronized = False
         return self._optimizer.step()

@@ -4,6 +4,7 @@ WORLD_SIZE).
 
   resume_worker.py --from-step=A --to-step=B --checkpoint=PATH
                    [--resume] [--final=PATH] [--hold]
+                   [--exchange=gradients|updates]
 
 Trains a small MLP with Adam through DistributedOptimizer (Top-K 1% + error
 feedback) on batches that depend only on the step and the rank, so that a
@@ -44,6 +45,7 @@ def main():
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--final", default="")
     parser.add_argument("--hold", action="store_true")
+    parser.add_argument("--exchange", default="gradients")
     args = parser.parse_args()
 
     gradwire.init()
@@ -51,7 +53,8 @@ def main():
     model = model_for_test()
     optimizer = gradwire.torch.DistributedOptimizer(
         torch.optim.Adam(model.parameters(), lr=1e-3), model,
-        compression=gradwire.Compression("topk", ratio=0.01))
+        compression=gradwire.Compression("topk", ratio=0.01),
+        exchange=args.exchange)
     if args.resume:
         gradwire.torch.load_checkpoint(args.checkpoint, model, optimizer)
     if optimizer.next_step != args.from_step:

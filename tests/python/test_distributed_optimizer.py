@@ -130,6 +130,41 @@ def test_exact_pulls_bring_the_mean_of_the_compressed_pushes(start_shards):
         assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
 
 
+def test_update_exchange_applies_the_mean_of_the_local_updates(start_shards):
+    """exchange="updates", lossless: each worker's optimizer steps on its
+    own gradient, and the model moves by the mean of their updates."""
+    shards = start_shards(2, 2)
+    models, _, initial = train_distributed(
+        shards, 2, None, compression={"compressor": "none"},
+        exchange="updates", overlap=False)
+    reference = initial[0]
+    locals_ = [copy.deepcopy(reference) for _ in range(2)]
+    optimizers = [make_optimizer(m) for m in locals_]
+    schedulers = [torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5)
+                  for o in optimizers]
+    for step in range(STEPS):
+        updates = []
+        for worker, local in enumerate(locals_):
+            with torch.no_grad():
+                for p, q in zip(local.parameters(), reference.parameters()):
+                    p.copy_(q)
+            points, labels = batch(step, worker)
+            optimizers[worker].zero_grad()
+            torch.nn.functional.cross_entropy(local(points),
+                                              labels).backward()
+            optimizers[worker].step()
+            schedulers[worker].step()
+            updates.append([p.detach() - q.detach() for p, q in
+                            zip(local.parameters(), reference.parameters())])
+        with torch.no_grad():
+            for p, *us in zip(reference.parameters(), *updates):
+                p.add_(torch.stack(us).mean(0))
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        assert torch.equal(a, b)
+    for a, b in zip(models[0].parameters(), reference.parameters()):
+        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+
+
 def test_compressed_exchange_keeps_workers_identical(start_shards):
     shards = start_shards(1, 2)
     models, _, _ = train_distributed(
@@ -155,6 +190,12 @@ def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="^pull: set it in compression"):
         DistributedOptimizer(make_optimizer(model), shards=["127.0.0.1:1"],
                              pull="delta")
+    with pytest.raises(ValueError, match="^exchange"):
+        DistributedOptimizer(make_optimizer(model), shards=["127.0.0.1:1"],
+                             exchange="weights")
+    with pytest.raises(ValueError, match="^overlap"):
+        DistributedOptimizer(make_optimizer(model), shards=["127.0.0.1:1"],
+                             exchange="updates", overlap=True)
     with pytest.raises(ValueError, match="^ratio"):
         DistributedOptimizer(make_optimizer(model), shards=["127.0.0.1:1"],
                              compression={"compressor": "topk", "ratio": 5})

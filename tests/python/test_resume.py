@@ -50,19 +50,20 @@ def wait_ready_then_kill(workers):
         worker.wait(timeout=30)
 
 
-@pytest.fixture
-def reference(start_shards, tmp_path):
+def uninterrupted(start_shards, tmp_path, exchange):
     shards = start_shards(2, 2)
     final = tmp_path / "reference.pt"
     wait_ok(start_workers(shards, tmp_path, "--from-step=0",
                           f"--to-step={N + M}",
                           f"--checkpoint={tmp_path / 'unused.pt'}",
-                          f"--final={final}"))
+                          f"--final={final}", f"--exchange={exchange}"))
     return torch.load(final)
 
 
+@pytest.mark.parametrize("exchange", ["gradients", "updates"])
 def test_resumed_job_ends_with_the_uninterrupted_weights(start_shards,
-                                                         tmp_path, reference):
+                                                         tmp_path, exchange):
+    reference = uninterrupted(start_shards, tmp_path, exchange)
     state_dir = tmp_path / "shard-state"
     for shard_id in range(2):
         (state_dir / str(shard_id)).mkdir(parents=True)
@@ -71,7 +72,7 @@ def test_resumed_job_ends_with_the_uninterrupted_weights(start_shards,
     shards = start_shards(2, 2, *flags)
     wait_ready_then_kill(start_workers(
         shards, tmp_path, "--from-step=0", f"--to-step={N}",
-        f"--checkpoint={checkpoint}", hold=True))
+        f"--checkpoint={checkpoint}", f"--exchange={exchange}", hold=True))
     for shard in shards:
         shard.kill()
 
@@ -80,7 +81,8 @@ def test_resumed_job_ends_with_the_uninterrupted_weights(start_shards,
     final = tmp_path / "resumed.pt"
     wait_ok(start_workers(restarted, tmp_path, f"--from-step={N}",
                           f"--to-step={N + M}", f"--checkpoint={checkpoint}",
-                          "--resume", f"--final={final}"))
+                          "--resume", f"--final={final}",
+                          f"--exchange={exchange}"))
     resumed = torch.load(final)
     for name, weights in reference.items():
         assert torch.equal(resumed[name], weights), name
