@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags/tls_flags.h"
 
 namespace gradwire::cli {
 
@@ -31,6 +33,13 @@ SpawnOptions ShardCommand(const LocalClusterOptions& options,
   }
   spawn.argv.insert(spawn.argv.end(), options.server_args.begin(),
                     options.server_args.end());
+  // The shards' transport is the run's (the flags above): an inherited
+  // GRADWIRE_TLS_CA, say, from an outer job, would otherwise turn on what
+  // the flags leave off (common/flags/command_line.h).
+  for (absl::string_view name : kServerTlsFlagNames) {
+    spawn.unset_env.push_back(
+        absl::StrCat("GRADWIRE_", absl::AsciiStrToUpper(name)));
+  }
   spawn.stdout_path = spawn.stderr_path = run.ShardLog(shard);
   return spawn;
 }

@@ -1,7 +1,8 @@
-// The command lines `gradwire local` starts its processes with: each shard
-// (gradwire-server) on loopback with OS-chosen ports, and each worker
-// (gradwire-worker, or the user's --worker-command) with the shards'
-// addresses and its own files in the run directory. LocalClusterOptions
+// The command lines `gradwire local` starts its processes with (and
+// `gradwire run` its shards): each shard (gradwire-server) on loopback
+// with OS-chosen ports, and each worker (gradwire-worker, or the user's
+// --worker-command) with the shards' addresses and its own files in the
+// run directory. LocalClusterOptions
 // (local_cluster.h) documents the workers' flags; keep the three lists, and
 // README.md's, equal.
 //
@@ -21,7 +22,9 @@ namespace gradwire::cli {
 // Shard `shard` of the cluster: gradwire-server from options.bin_dir, its
 // port and metrics port written to the run directory, its output to its
 // log, with the shards' transport flags and options.checkpoint_dir's
-// subdirectory shard-<i> if set.
+// subdirectory shard-<i> if set. The environment variables of the server's
+// TLS and token flags (GRADWIRE_TLS_CA, ...) are not passed on: the flags
+// alone set the transport.
 SpawnOptions ShardCommand(const LocalClusterOptions& options,
                           const RunDirectory& run, int shard);
 

@@ -162,7 +162,8 @@ absl::StatusOr<Json> CombineWorkerSummaries(const std::vector<Json>& workers,
   return cluster;
 }
 
-std::string ClusterReport(const Json& cluster, absl::Duration elapsed) {
+std::string ClusterReport(const Json& cluster, absl::Duration elapsed,
+                          absl::string_view tool) {
   const auto bytes = [&cluster](absl::string_view key) {
     return HumanBytes(static_cast<uint64_t>(NumberOf(cluster, key)));
   };
@@ -176,13 +177,13 @@ std::string ClusterReport(const Json& cluster, absl::Duration elapsed) {
                            ? NumberOf(cluster, "train_seconds")
                            : NumberOf(cluster, "wall_seconds");
   return absl::StrFormat(
-      "gradwire local: %d workers, %d shards, %d steps\n"
+      "%s: %d workers, %d shards, %d steps\n"
       "  test accuracy  %s\n"
       "  pushed         %s (dense fp32 would be %s, %.1fx less)\n"
       "  pulled         %s (both ways %.1fx less than dense push + pull)\n"
       "  wall time      %.1f s training, %.1f s evaluation (slowest "
       "worker), %.1f s in all\n",
-      static_cast<int64_t>(NumberOf(cluster, "workers")),
+      tool, static_cast<int64_t>(NumberOf(cluster, "workers")),
       static_cast<int64_t>(NumberOf(cluster, "shards")),
       static_cast<int64_t>(NumberOf(cluster, "steps")), accuracy,
       bytes("pushed_bytes"), bytes("dense_equivalent_bytes"),
@@ -193,7 +194,8 @@ std::string ClusterReport(const Json& cluster, absl::Duration elapsed) {
 
 absl::StatusOr<std::string> SummariseCluster(
     const std::vector<std::string>& worker_summaries, int shards,
-    const std::string& summary_json, absl::Duration elapsed) {
+    const std::string& summary_json, absl::Duration elapsed,
+    absl::string_view tool) {
   std::vector<Json> summaries;
   for (const std::string& path : worker_summaries) {
     absl::StatusOr<Json> summary = ParseSummary(ReadFile(path));
@@ -214,7 +216,7 @@ absl::StatusOr<std::string> SummariseCluster(
           absl::StrCat("cannot write ", summary_json));
     }
   }
-  return ClusterReport(*cluster, elapsed);
+  return ClusterReport(*cluster, elapsed, tool);
 }
 
 }  // namespace gradwire::cli

@@ -1,5 +1,6 @@
-// The totals of a `gradwire local` run, from the workers' --summary-json
-// files: written as the cluster's own summary and printed as a short report.
+// The totals of a `gradwire local` (or `gradwire run`) run, from the workers'
+// --summary-json files: written as the cluster's own summary and printed as a
+// short report.
 #ifndef GRADWIRE_CLI_CLUSTER_SUMMARY_H_
 #define GRADWIRE_CLI_CLUSTER_SUMMARY_H_
 
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace gradwire::cli {
@@ -33,12 +35,13 @@ namespace gradwire::cli {
 absl::StatusOr<nlohmann::ordered_json> CombineWorkerSummaries(
     const std::vector<nlohmann::ordered_json>& workers, int shards);
 
-// A few lines for the terminal: test accuracy, bytes pushed against the
-// dense equivalent (human units and the ratio), bytes pulled, wall time
-// (`elapsed`: the whole run, start-up included). `cluster` comes from
-// CombineWorkerSummaries.
+// A few lines for the terminal, the first starting with "<tool>: ": test
+// accuracy, bytes pushed against the dense equivalent (human units and the
+// ratio), bytes pulled, wall time (`elapsed`: the whole run, start-up
+// included). `cluster` comes from CombineWorkerSummaries.
 std::string ClusterReport(const nlohmann::ordered_json& cluster,
-                          absl::Duration elapsed);
+                          absl::Duration elapsed,
+                          absl::string_view tool = "gradwire local");
 
 // The end of a successful run: reads the workers' summaries (the files
 // `worker_summaries`, in worker-id order), combines them, writes the
@@ -50,7 +53,8 @@ std::string ClusterReport(const nlohmann::ordered_json& cluster,
 // UNAVAILABLE when `summary_json` cannot be written.
 absl::StatusOr<std::string> SummariseCluster(
     const std::vector<std::string>& worker_summaries, int shards,
-    const std::string& summary_json, absl::Duration elapsed);
+    const std::string& summary_json, absl::Duration elapsed,
+    absl::string_view tool = "gradwire local");
 
 }  // namespace gradwire::cli
 

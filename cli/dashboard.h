@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cli/loopback_http.h"
 #include "cli/run_directory.h"
 #include "common/process/child_process.h"
 
@@ -32,7 +33,8 @@ struct DashboardOptions {
   std::string prometheus;
   // The console templates; their library is <consoles>/lib.
   std::string consoles;
-  // Its HTTP port on 127.0.0.1; 0: a free one (PickFreeLoopbackPort).
+  // Its HTTP port on 127.0.0.1; 0: a free one (PickFreeLoopbackPort in
+  // loopback_http.h).
   int port = 0;
   // How long it stays up after the workers have finished.
   absl::Duration linger = absl::Seconds(60);
@@ -67,11 +69,6 @@ std::string FileDiscoveryTargets(const std::vector<std::string>& targets);
 // half written. UNAVAILABLE naming the path on failure.
 absl::Status WriteFileAtomically(const std::string& path,
                                  const std::string& text);
-
-// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0 and
-// released); another process may take it before Prometheus binds it, which
-// then fails to start with the reason in its log.
-absl::StatusOr<int> PickFreeLoopbackPort();
 
 // Prometheus of the run: listening on 127.0.0.1:`port`, with the run
 // directory's configuration, storage and log, and options.consoles.

@@ -1,6 +1,5 @@
 #include "cli/local_cluster.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,61 +7,43 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "cli/cluster_commands.h"
 #include "cli/cluster_summary.h"
 #include "cli/dashboard.h"
+#include "cli/local_shards.h"
 #include "cli/run_directory.h"
-#include "cli/stop_signals.h"
-#include "client/health_client.h"
+#include "cli/supervision.h"
 #include "common/process/child_process.h"
 
 namespace gradwire::cli {
 namespace {
 
+constexpr char kTool[] = "gradwire local";
 constexpr absl::Duration kPollInterval = absl::Milliseconds(50);
 constexpr absl::Duration kHealthTimeout = absl::Seconds(2);
-constexpr int kLogTailLines = 15;
 
 template <typename... Args>
 void Say(const absl::FormatSpec<Args...>& format, const Args&... args) {
-  std::fflush(stdout);
-  absl::FPrintF(stderr, "gradwire local: %s\n",
-                absl::StrFormat(format, args...));
+  Announce(stderr, kTool, absl::StrFormat(format, args...));
 }
-
-// A supervised process: a shard or a worker.
-struct Member {
-  std::string name;  // "shard 0", "worker 1"
-  std::string log;   // Its log file (worker 0: stderr only).
-  std::unique_ptr<ChildProcess> process;
-  // Set before this process is asked to stop: an exit after that is not a
-  // failure of its own.
-  bool stopping = false;
-  // Where it writes the port of its /metrics endpoint, and whether its URL
-  // was printed.
-  std::string metrics_port_file;
-  bool metrics_reported = false;
-};
 
 class LocalCluster {
  public:
   LocalCluster(const LocalClusterOptions& options, RunDirectory run)
-      : options_(options), run_(std::move(run)) {}
+      : options_(options),
+        run_(std::move(run)),
+        supervision_(kTool, stdout, options.grace),
+        shards_(options_, run_, supervision_) {}
 
   int Run();
 
  private:
-  absl::Status StartShards();
-  absl::Status WaitUntilServing();
-  int ShardPort(int shard) const;
   void ReportWorkerMetrics();
   absl::Status StartDashboard();
   absl::Status WaitUntilDashboardReady(int port);
@@ -71,127 +52,32 @@ class LocalCluster {
   absl::Status StartWorkers();
   void Supervise();
   bool PollAll();
-  void Stop(std::vector<Member>& group);
-  void CheckShardExits();
-  bool Sleep(absl::Duration d);
-  void ReportFailure(const Member& m, absl::string_view why);
   int ExitCode() const;
   absl::Status Summarise(absl::Duration elapsed);
 
   const LocalClusterOptions& options_;
   const RunDirectory run_;
-  const StopSignals signals_;
-  std::vector<Member> shards_;
+  Supervision supervision_;
+  LocalShards shards_;
   std::vector<Member> workers_;
   // Prometheus, with --dashboard once started; its port once it is ready,
   // and the workers' /metrics it was told to scrape.
   std::vector<Member> dashboard_;
   int dashboard_port_ = 0;
   std::vector<std::string> worker_targets_;
-  std::vector<std::string> addresses_;
-  // The first stop signal, and how many came: a second one skips the grace
-  // periods.
-  int stop_signal_ = 0;
-  int stop_signals_received_ = 0;
-  bool failed_ = false;
-  // Every failed worker exited with the usage code.
-  bool only_usage_failures_ = true;
 };
-
-// Sleeps up to `d`; true (and stop_signal_ set) when a stop signal came.
-bool LocalCluster::Sleep(absl::Duration d) {
-  const int s = signals_.Wait(d);
-  if (s == 0) return false;
-  if (stop_signal_ == 0) stop_signal_ = s;
-  ++stop_signals_received_;
-  return true;
-}
-
-void LocalCluster::ReportFailure(const Member& m, absl::string_view why) {
-  failed_ = true;
-  const std::optional<int> code = m.process->exit_code();
-  if (m.name.rfind("worker", 0) != 0 || code != 2) only_usage_failures_ = false;
-  const std::string tail = TailOfFile(m.log, kLogTailLines);
-  Say("%s %s; last lines of %s:\n%s", m.name, why, m.log,
-      tail.empty() ? "  (empty)"
-                   : absl::StrCat("  | ", absl::StrReplaceAll(
-                                              tail, {{"\n", "\n  | "}})));
-}
-
-absl::Status LocalCluster::StartShards() {
-  for (int i = 0; i < options_.shards; ++i) {
-    std::filesystem::remove(run_.ShardPortFile(i));
-    std::filesystem::remove(run_.ShardMetricsPortFile(i));
-    Member m;
-    m.name = absl::StrCat("shard ", i);
-    m.log = run_.ShardLog(i);
-    absl::StatusOr<std::unique_ptr<ChildProcess>> p =
-        ChildProcess::Spawn(ShardCommand(options_, run_, i));
-    if (!p.ok()) return p.status();
-    m.process = std::move(*p);
-    shards_.push_back(std::move(m));
-  }
-  return absl::OkStatus();
-}
-
-// The port from shard i's port file, once it is complete; 0 before.
-int LocalCluster::ShardPort(int shard) const {
-  return PortFromFile(run_.ShardPortFile(shard));
-}
 
 // Prints the /metrics URL of each worker whose endpoint is up by now.
 void LocalCluster::ReportWorkerMetrics() {
   for (Member& w : workers_) {
     if (w.metrics_reported) continue;
     if (const int port = PortFromFile(w.metrics_port_file); port > 0) {
-      std::printf("gradwire local: %s metrics at %s\n", w.name.c_str(),
-                  MetricsUrl(port).c_str());
-      std::fflush(stdout);
+      supervision_.Inform(
+          absl::StrCat(w.name, " metrics at ", MetricsUrl(port)));
       w.metrics_reported = true;
       AddDashboardTarget(port);
     }
   }
-}
-
-absl::Status LocalCluster::WaitUntilServing() {
-  const absl::Time deadline = absl::Now() + options_.start_timeout;
-  addresses_.assign(shards_.size(), "");
-  for (size_t i = 0; i < shards_.size(); ++i) {
-    Member& shard = shards_[i];
-    absl::Status health = absl::UnavailableError("no port file yet");
-    for (;;) {
-      if (!shard.process->running()) {
-        ReportFailure(shard, absl::StrCat("exited with code ",
-                                          *shard.process->exit_code(),
-                                          " while starting"));
-        return absl::UnavailableError("a shard did not start");
-      }
-      if (const int port = ShardPort(i); port > 0) {
-        addresses_[i] = absl::StrCat("127.0.0.1:", port);
-        health = CheckHealth(addresses_[i], kHealthTimeout,
-                             options_.health_transport);
-        if (health.ok()) break;
-      }
-      if (absl::Now() > deadline) {
-        ReportFailure(shard,
-                      absl::StrCat("did not serve within ",
-                                   absl::FormatDuration(options_.start_timeout),
-                                   " (", health.ToString(), ")"));
-        return absl::DeadlineExceededError("a shard did not start");
-      }
-      if (Sleep(kPollInterval)) return absl::CancelledError("stop signal");
-    }
-  }
-  for (size_t i = 0; i < shards_.size(); ++i) {
-    // The metrics port file is written before the port file.
-    const int metrics_port = PortFromFile(run_.ShardMetricsPortFile(i));
-    std::printf(
-        "gradwire local: shard %zu serving on %s, metrics at %s (log %s)\n", i,
-        addresses_[i].c_str(), MetricsUrl(metrics_port).c_str(),
-        shards_[i].log.c_str());
-  }
-  std::fflush(stdout);
-  return absl::OkStatus();
 }
 
 // Starts Prometheus on the shards' /metrics (the workers follow through the
@@ -205,9 +91,9 @@ absl::Status LocalCluster::StartDashboard() {
     port = *free_port;
   }
   std::vector<std::string> shard_targets;
-  for (size_t i = 0; i < shards_.size(); ++i) {
+  for (size_t i = 0; i < shards_.members().size(); ++i) {
     shard_targets.push_back(
-        absl::StrCat("127.0.0.1:", PortFromFile(run_.ShardMetricsPortFile(i))));
+        absl::StrCat("127.0.0.1:", shards_.MetricsPort(static_cast<int>(i))));
   }
   // A reused --log-dir must not show an earlier run's series.
   std::error_code ignored;
@@ -233,9 +119,9 @@ absl::Status LocalCluster::StartDashboard() {
     return ready;
   }
   dashboard_port_ = port;
-  std::printf("gradwire local: dashboard at %s (Prometheus log %s)\n",
-              DashboardUrl(port).c_str(), dashboard_[0].log.c_str());
-  std::fflush(stdout);
+  supervision_.Inform(absl::StrCat("dashboard at ", DashboardUrl(port),
+                                   " (Prometheus log ", dashboard_[0].log,
+                                   ")"));
   return absl::OkStatus();
 }
 
@@ -246,19 +132,22 @@ absl::Status LocalCluster::WaitUntilDashboardReady(int port) {
     const absl::Status ready = CheckPrometheusReady(port, kHealthTimeout);
     if (ready.ok()) return absl::OkStatus();
     if (!prometheus.process->running()) {
-      ReportFailure(prometheus, absl::StrCat("exited with code ",
-                                             *prometheus.process->exit_code(),
-                                             " while starting"));
+      supervision_.ReportFailure(
+          prometheus,
+          absl::StrCat("exited with code ", *prometheus.process->exit_code(),
+                       " while starting"));
       return absl::UnavailableError("the dashboard did not start");
     }
     if (absl::Now() > deadline) {
-      ReportFailure(prometheus,
-                    absl::StrCat("was not ready within ",
-                                 absl::FormatDuration(options_.start_timeout),
-                                 " (", ready.message(), ")"));
+      supervision_.ReportFailure(
+          prometheus, absl::StrCat("was not ready within ",
+                                   absl::FormatDuration(options_.start_timeout),
+                                   " (", ready.message(), ")"));
       return absl::DeadlineExceededError("the dashboard did not start");
     }
-    if (Sleep(kPollInterval)) return absl::CancelledError("stop signal");
+    if (supervision_.Sleep(kPollInterval)) {
+      return absl::CancelledError("stop signal");
+    }
   }
 }
 
@@ -281,33 +170,31 @@ void LocalCluster::AddDashboardTarget(int worker_metrics_port) {
 // exit code stands.
 void LocalCluster::KeepDashboardUp() {
   const absl::Duration linger = options_.dashboard.linger;
-  if (dashboard_port_ == 0 || stop_signal_ != 0 ||
+  if (dashboard_port_ == 0 || supervision_.stop_signal() != 0 ||
       linger <= absl::ZeroDuration() || !dashboard_[0].process->running()) {
     return;
   }
-  std::printf(
-      "gradwire local: dashboard stays up for %s at %s (Ctrl-C stops "
-      "it)\n",
-      absl::FormatDuration(linger).c_str(),
-      DashboardUrl(dashboard_port_).c_str());
-  std::fflush(stdout);
+  supervision_.Inform(absl::StrCat(
+      "dashboard stays up for ", absl::FormatDuration(linger), " at ",
+      DashboardUrl(dashboard_port_), " (Ctrl-C stops it)"));
   const absl::Time end = absl::Now() + linger;
   while (absl::Now() < end && dashboard_[0].process->running()) {
-    if (signals_.Wait(std::min(absl::Milliseconds(250), end - absl::Now())) !=
-        0) {
+    if (supervision_.WaitForSignal(
+            std::min(absl::Milliseconds(250), end - absl::Now())) != 0) {
       return;
     }
   }
 }
 
 absl::Status LocalCluster::StartWorkers() {
-  const std::string shards = absl::StrJoin(addresses_, ",");
+  const std::string shards = absl::StrJoin(shards_.addresses(), ",");
   const std::vector<std::string> env = WorkerEnvironment(options_.workers);
   for (int i = 0; i < options_.workers; ++i) {
     std::filesystem::remove(run_.WorkerSummary(i));
     std::filesystem::remove(run_.WorkerMetricsPortFile(i));
     Member m;
     m.name = absl::StrCat("worker ", i);
+    m.rank = i;
     m.log = run_.WorkerLog(i);
     m.metrics_port_file = run_.WorkerMetricsPortFile(i);
     absl::StatusOr<std::unique_ptr<ChildProcess>> p =
@@ -329,83 +216,32 @@ bool LocalCluster::PollAll() {
       workers_done = false;
     } else if (*w.process->exit_code() != 0 && !w.stopping) {
       w.stopping = true;
-      ReportFailure(w,
-                    absl::StrCat("exited with code ", *w.process->exit_code()));
+      supervision_.ReportFailure(
+          w, absl::StrCat("exited with code ", *w.process->exit_code()));
     }
   }
-  for (std::vector<Member>* group : {&shards_, &dashboard_}) {
-    for (Member& m : *group) {
-      if (!m.process->running() && !m.stopping) {
-        m.stopping = true;
-        ReportFailure(m,
-                      absl::StrCat("exited with code ", *m.process->exit_code(),
-                                   " while the workers ran"));
-      }
-    }
-  }
-  return failed_ || workers_done;
+  supervision_.ReportUnexpectedExits(shards_.members(),
+                                     "while the workers ran");
+  supervision_.ReportUnexpectedExits(dashboard_, "while the workers ran");
+  return supervision_.failed() || workers_done;
 }
 
 void LocalCluster::Supervise() {
   while (!PollAll()) {
-    if (Sleep(kPollInterval)) return;
-  }
-}
-
-// SIGTERM to every running member of `group`, SIGKILL to those still running
-// after the grace period, or at once when a stop signal arrives meanwhile
-// or two have arrived in all.
-void LocalCluster::Stop(std::vector<Member>& group) {
-  bool any = false;
-  for (Member& m : group) {
-    m.stopping = true;
-    if (m.process->running()) {
-      m.process->Signal(SIGTERM);
-      any = true;
-    }
-  }
-  if (!any) return;
-  const absl::Time deadline = absl::Now() + options_.grace;
-  const auto running = [&group] {
-    return std::any_of(group.begin(), group.end(),
-                       [](Member& m) { return m.process->running(); });
-  };
-  // A stop signal now (a second Ctrl-C) cuts the grace period short.
-  bool hurried = stop_signals_received_ >= 2;
-  while (!hurried && running() && absl::Now() < deadline) {
-    hurried = Sleep(kPollInterval);
-  }
-  for (Member& m : group) {
-    if (!m.process->running()) continue;
-    Say("killing %s%s", m.name,
-        hurried ? ""
-                : absl::StrCat(" (still running ",
-                               absl::FormatDuration(options_.grace),
-                               " after SIGTERM)"));
-    m.process->Signal(SIGKILL);
-    m.process->Wait();
-  }
-}
-
-// After a run that went well, a shard must also have stopped cleanly (its
-// final checkpoint written).
-void LocalCluster::CheckShardExits() {
-  if (failed_ || stop_signal_ != 0) return;
-  for (const Member& s : shards_) {
-    const std::optional<int> code = s.process->exit_code();
-    if (code.has_value() && *code != 0) {
-      ReportFailure(s,
-                    absl::StrCat("exited with code ", *code, " after SIGTERM"));
-    }
+    if (supervision_.Sleep(kPollInterval)) return;
   }
 }
 
 int LocalCluster::ExitCode() const {
-  if (stop_signal_ != 0) return 128 + stop_signal_;
-  if (failed_) {
-    return only_usage_failures_ ? kWorkerUsageExitCode : kClusterFailedExitCode;
+  if (supervision_.stop_signal() != 0) return 128 + supervision_.stop_signal();
+  if (!supervision_.failed()) return 0;
+  // Only workers that rejected their flags: a usage error.
+  for (const Failure& f : supervision_.failures()) {
+    if (f.rank < 0 || f.exit_code != kWorkerUsageExitCode) {
+      return kClusterFailedExitCode;
+    }
   }
-  return 0;
+  return kWorkerUsageExitCode;
 }
 
 absl::Status LocalCluster::Summarise(absl::Duration elapsed) {
@@ -423,32 +259,33 @@ absl::Status LocalCluster::Summarise(absl::Duration elapsed) {
 
 int LocalCluster::Run() {
   const absl::Time start = absl::Now();
-  absl::Status started = StartShards();
-  if (started.ok()) started = WaitUntilServing();
+  absl::Status started = shards_.Start();
+  if (started.ok()) started = shards_.WaitUntilServing();
   if (started.ok() && options_.dashboard.enabled) started = StartDashboard();
   if (started.ok()) started = StartWorkers();
   if (started.ok()) Supervise();
-  if (!started.ok() && stop_signal_ == 0 && !failed_) {
-    failed_ = true;
-    only_usage_failures_ = false;
-    Say("%s", started.ToString());
+  const int signal = supervision_.stop_signal();
+  if (!started.ok() && signal == 0 && !supervision_.failed()) {
+    supervision_.Fail(started.ToString());
   }
-  if (stop_signal_ != 0) {
+  if (signal != 0) {
     if (isatty(STDOUT_FILENO)) std::printf("\n");  // End a progress bar.
-    Say("received %s; stopping", strsignal(stop_signal_));
+    Say("received %s; stopping", strsignal(signal));
   }
-  Stop(workers_);
-  Stop(shards_);
-  CheckShardExits();
+  supervision_.Stop(workers_);
+  supervision_.Stop(shards_.members());
+  // After a run that went well, a shard must also have stopped cleanly
+  // (its final checkpoint written).
+  if (!supervision_.failed() && supervision_.stop_signal() == 0) {
+    shards_.CheckCleanExits();
+  }
   if (ExitCode() == 0) {
     if (absl::Status s = Summarise(absl::Now() - start); !s.ok()) {
-      Say("%s", s.message());
-      failed_ = true;
-      only_usage_failures_ = false;
+      supervision_.Fail(s.message());
     }
   }
   KeepDashboardUp();
-  Stop(dashboard_);
+  supervision_.Stop(dashboard_);
   return ExitCode();
 }
 
@@ -463,9 +300,9 @@ int RunLocalCluster(const LocalClusterOptions& options) {
   }
   const std::string dir = run_dir->first.dir();
   const bool remove_after_success = run_dir->second;
-  std::printf("gradwire local: %d shards, %d workers; logs in %s\n",
-              options.shards, options.workers, dir.c_str());
-  std::fflush(stdout);
+  Announce(stdout, kTool,
+           absl::StrFormat("%d shards, %d workers; logs in %s", options.shards,
+                           options.workers, dir));
   int code;
   {
     LocalCluster cluster(options, std::move(run_dir->first));

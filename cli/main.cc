@@ -1,5 +1,8 @@
 // gradwire: the command-line tool.
 //
+//   gradwire run -n 2 -- python3 train.py
+//       runs a user's training command as 2 workers with shards, through
+//       the environment contract (cli/run_job.h, cli/run_environment.h);
 //   gradwire local --shards=2 --workers=2 --compressor=topk --ratio=0.01
 //       runs a whole job on this machine (cli/local_cluster.h);
 //   gradwire health --addr=127.0.0.1:7000
@@ -10,7 +13,8 @@
 //       (cli/report_command.h, scripts/gradwire_report.py).
 //
 // Exit codes: 0 success; 1 failure; kUsageExitCode (2) for a bad command
-// line; 128 + N when `local` was stopped by signal N.
+// line; 128 + N when `local` or `run` was stopped by signal N; `run` also
+// exits with the code of its first failed worker.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -21,6 +25,7 @@
 #include "cli/health_command.h"
 #include "cli/local_command.h"
 #include "cli/report_command.h"
+#include "cli/run_command.h"
 #include "common/flags/command_line.h"
 
 // The client TLS flags (common/flags/tls_flags.h) serve both commands:
@@ -34,6 +39,11 @@ constexpr absl::string_view kUsage =
     "gradwire: the gradwire command-line tool.\n"
     "\n"
     "Usage:\n"
+    "  gradwire run -n W [--shards=S | --shard-addresses=H:P,...] -- CMD "
+    "ARGS...\n"
+    "      Runs CMD ARGS as W workers (RANK, WORLD_SIZE, GRADWIRE_SHARDS, ... "
+    "in\n"
+    "      their environment) with S shards, their output prefixed [rank].\n"
     "  gradwire local --shards=S --workers=W [worker flags...]\n"
     "      Runs S shards and W workers on this machine and sums up the run.\n"
     "  gradwire health --addr=HOST:PORT [--timeout-seconds=5]\n"
@@ -51,6 +61,13 @@ int Main(int argc, char** argv) {
   // Help for a command comes before its flags are looked at; a worker
   // flag's --help is not reached (everything after -- is not looked at).
   const bool help = IsHelpRequest(argc, argv);
+  if (command == "run") {
+    if (help) {
+      std::fputs(RunHelp().c_str(), stdout);
+      return 0;
+    }
+    return RunRun(args);
+  }
   if (command == "local") {
     if (help) {
       std::fputs(LocalHelp().c_str(), stdout);

@@ -60,19 +60,21 @@ std::string RunDirectory::PrometheusData() const {
 }
 
 absl::StatusOr<std::pair<RunDirectory, bool>> MakeRunDirectory(
-    const std::string& log_dir, bool keep_logs) {
+    const std::string& log_dir, bool keep_logs, absl::string_view flag,
+    absl::string_view temp_prefix) {
   if (!log_dir.empty()) {
     std::error_code error;
     std::filesystem::create_directories(log_dir, error);
     if (error) {
       return absl::UnavailableError(absl::StrCat(
-          "cannot create --log-dir ", log_dir, ": ", error.message()));
+          "cannot create ", flag, " ", log_dir, ": ", error.message()));
     }
     return std::make_pair(RunDirectory(log_dir), false);
   }
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = absl::StrCat(
-      tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/gradwire-local-XXXXXX");
+  std::string pattern =
+      absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/",
+                   temp_prefix, "-XXXXXX");
   if (mkdtemp(pattern.data()) == nullptr) {
     return absl::ErrnoToStatus(errno, absl::StrCat("mkdtemp ", pattern));
   }

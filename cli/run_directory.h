@@ -1,6 +1,6 @@
-// The run directory of `gradwire local`: where each process's log, port
-// files and summary go, by name, so that the code that starts a process and
-// the code that reads its files agree.
+// The run directory of `gradwire local` and `gradwire run`: where each
+// process's log, port files and summary go, by name, so that the code that
+// starts a process and the code that reads its files agree.
 //
 //   <dir>/shard-<i>.log  .port  .metrics-port
 //   <dir>/worker-<i>.log .json  .metrics-port
@@ -32,9 +32,10 @@ class RunDirectory {
   // port file).
   std::string ShardPortFile(int shard) const;
   std::string ShardMetricsPortFile(int shard) const;
-  // Worker 0's stderr only: its stdout is the terminal.
+  // gradwire local: worker 0's stderr only (its stdout is the terminal);
+  // gradwire run: every line of the worker's stdout and stderr.
   std::string WorkerLog(int worker) const;
-  // The worker's --summary-json.
+  // The worker's --summary-json (gradwire run: GRADWIRE_SUMMARY_JSON).
   std::string WorkerSummary(int worker) const;
   std::string WorkerMetricsPortFile(int worker) const;
   // The dashboard's Prometheus: its configuration, the workers' targets
@@ -49,11 +50,14 @@ class RunDirectory {
 };
 
 // The run directory for `log_dir` (created if missing; the caller keeps
-// it), or, when empty, a fresh one under $TMPDIR (or /tmp). The bool: true
-// when the directory is fresh, to be removed after a successful run unless
-// `keep_logs`. UNAVAILABLE naming the directory when it cannot be made.
+// it), or, when empty, a fresh one under $TMPDIR (or /tmp) named
+// <temp_prefix>-XXXXXX. The bool: true when the directory is fresh, to be
+// removed after a successful run unless `keep_logs`. UNAVAILABLE naming
+// `flag` and the directory when it cannot be made.
 absl::StatusOr<std::pair<RunDirectory, bool>> MakeRunDirectory(
-    const std::string& log_dir, bool keep_logs);
+    const std::string& log_dir, bool keep_logs,
+    absl::string_view flag = "--log-dir",
+    absl::string_view temp_prefix = "gradwire-local");
 
 // The whole content of a file; empty if it cannot be read.
 std::string ReadFile(const std::string& path);

@@ -56,10 +56,11 @@ absl::Status OpenOutput(const std::string& path, Descriptor* fd) {
   return absl::OkStatus();
 }
 
-// The parent's environment with `extra` ("NAME=value") replacing or adding
-// entries.
+// The parent's environment without the variables named in `unset`, with
+// `extra` ("NAME=value") replacing or adding entries.
 std::vector<std::string> ChildEnvironment(
-    const std::vector<std::string>& extra) {
+    const std::vector<std::string>& extra,
+    const std::vector<std::string>& unset) {
   std::vector<std::string> env;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     const absl::string_view name =
@@ -68,7 +69,9 @@ std::vector<std::string> ChildEnvironment(
         std::any_of(extra.begin(), extra.end(), [name](const std::string& e) {
           return absl::StartsWith(e, absl::StrCat(name, "="));
         });
-    if (!replaced) env.push_back(*entry);
+    const bool removed =
+        std::find(unset.begin(), unset.end(), name) != unset.end();
+    if (!replaced && !removed) env.push_back(*entry);
   }
   env.insert(env.end(), extra.begin(), extra.end());
   return env;
@@ -83,8 +86,8 @@ std::vector<char*> NullTerminated(std::vector<std::string>& strings) {
 
 // Runs in the child between fork and exec: async-signal-safe calls only (the
 // parent may have gRPC threads). Never returns.
-[[noreturn]] void ExecChild(pid_t parent, int out, int err, char** argv,
-                            char** envp) {
+[[noreturn]] void ExecChild(pid_t parent, int out, int err, const char* program,
+                            char** argv, char** envp) {
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != parent) _exit(127);  // The parent died before prctl.
   setpgid(0, 0);
@@ -98,11 +101,11 @@ std::vector<char*> NullTerminated(std::vector<std::string>& strings) {
   if (in < 0 || dup2(in, 0) < 0) _exit(127);
   if (out >= 0 && dup2(out, 1) < 0) _exit(127);
   if (err >= 0 && dup2(err, 2) < 0) _exit(127);
-  execve(argv[0], argv, envp);
+  execve(program, argv, envp);
   const char* reason = strerror(errno);
   const char prefix[] = "cannot execute ";
   (void)!write(2, prefix, sizeof(prefix) - 1);
-  (void)!write(2, argv[0], strlen(argv[0]));
+  (void)!write(2, program, strlen(program));
   (void)!write(2, ": ", 2);
   (void)!write(2, reason, strlen(reason));
   (void)!write(2, "\n", 1);
@@ -131,16 +134,24 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
       return s;
     }
   }
-  const int err_fd =
+  int err_fd =
       options.stderr_path == options.stdout_path ? out.get() : err.get();
+  const int out_fd = options.stdout_fd >= 0 ? options.stdout_fd : out.get();
+  if (options.stderr_fd >= 0) err_fd = options.stderr_fd;
   std::vector<std::string> args = options.argv;
-  std::vector<std::string> env = ChildEnvironment(options.extra_env);
+  std::vector<std::string> env =
+      ChildEnvironment(options.extra_env, options.unset_env);
   std::vector<char*> argv = NullTerminated(args);
   std::vector<char*> envp = NullTerminated(env);
+  const std::string& program =
+      options.program.empty() ? options.argv[0] : options.program;
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return absl::ErrnoToStatus(errno, "fork");
-  if (pid == 0) ExecChild(parent, out.get(), err_fd, argv.data(), envp.data());
+  if (pid == 0) {
+    ExecChild(parent, out_fd, err_fd, program.c_str(), argv.data(),
+              envp.data());
+  }
   // Also set here, so the group exists before the parent signals it.
   setpgid(pid, pid);
   return std::unique_ptr<ChildProcess>(new ChildProcess(pid));

@@ -28,16 +28,30 @@
 namespace gradwire {
 
 struct SpawnOptions {
-  // argv[0] is the path of the binary (execve, no PATH search).
+  // The program's arguments. argv[0] is also the path of the binary
+  // (execve, no PATH search) unless `program` is set.
   std::vector<std::string> argv;
+  // The binary to execute, a path; empty: argv[0]. Set it to run a command
+  // with its argv[0] as the user wrote it (e.g. "python3", found in PATH by
+  // FindExecutable), as execvp would.
+  std::string program;
   // Extra "NAME=value" entries; they replace variables of the same name in
   // the parent's environment.
   std::vector<std::string> extra_env;
+  // Names of variables of the parent's environment the child does not get
+  // (an entry of extra_env with the same name is still added).
+  std::vector<std::string> unset_env;
   // Where stdout and stderr go: a file (created or truncated), or the
   // parent's own descriptor when empty. Equal paths share one descriptor,
   // so the two streams interleave in order. stdin is always /dev/null.
   std::string stdout_path;
   std::string stderr_path;
+  // A descriptor of the parent (the write end of a pipe, say) that becomes
+  // the child's stdout or stderr instead of the path above; -1: none. The
+  // caller keeps ownership and closes it after Spawn. It should be
+  // close-on-exec, so that no other child inherits it.
+  int stdout_fd = -1;
+  int stderr_fd = -1;
 };
 
 class ChildProcess {

@@ -44,6 +44,12 @@ TEST(ShardCommandTest, ListensOnLoopbackAndWritesItsPortsToTheRunDirectory) {
                   "--async-pull-deltas=per-worker", "--wal=true"));
   EXPECT_EQ(spawn.stdout_path, "/run/shard-1.log");
   EXPECT_EQ(spawn.stderr_path, "/run/shard-1.log");
+  // The flags alone set the transport: no inherited GRADWIRE_TLS_CA, ...
+  EXPECT_THAT(
+      spawn.unset_env,
+      ::testing::IsSupersetOf(
+          {"GRADWIRE_TLS_CERT", "GRADWIRE_TLS_KEY", "GRADWIRE_TLS_CA",
+           "GRADWIRE_TLS_REQUIRE_CLIENT_CERT", "GRADWIRE_AUTH_TOKEN_FILE"}));
 }
 
 TEST(WorkerCommandTest, WorkerZeroEvaluatesAndKeepsTheTerminal) {

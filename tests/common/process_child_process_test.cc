@@ -1,5 +1,6 @@
 // ChildProcess and the file helpers beside it: exit codes, signals, output
 // redirection, the PATH search and a log's tail.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -65,6 +66,32 @@ TEST(ChildProcessTest, MissingBinaryExitsWith127) {
   ASSERT_TRUE(child.ok()) << child.status();
   EXPECT_EQ((*child)->Wait(), 127);
   std::remove(log.c_str());
+}
+
+// A command keeps its argv[0] as written while `program` names the file;
+// unset_env hides a variable; stdout_fd takes the place of a log file.
+TEST(ChildProcessTest, ProgramUnsetEnvAndOutputDescriptor) {
+  setenv("GRADWIRE_PROCESS_TEST_HIDDEN", "visible", 1);
+  int ends[2];
+  ASSERT_EQ(pipe2(ends, O_CLOEXEC), 0);
+  SpawnOptions options;
+  options.program = "/bin/sh";
+  options.argv = {"my-sh", "-c",
+                  "echo \"$0 ${GRADWIRE_PROCESS_TEST_HIDDEN:-unset}\""};
+  options.unset_env = {"GRADWIRE_PROCESS_TEST_HIDDEN"};
+  options.stdout_fd = ends[1];
+  auto child = ChildProcess::Spawn(options);
+  close(ends[1]);
+  ASSERT_TRUE(child.ok()) << child.status();
+  std::string out;
+  char buffer[256];
+  for (ssize_t n; (n = read(ends[0], buffer, sizeof(buffer))) > 0;) {
+    out.append(buffer, static_cast<size_t>(n));
+  }
+  close(ends[0]);
+  EXPECT_EQ((*child)->Wait(), 0);
+  EXPECT_EQ(out, "my-sh unset\n");
+  unsetenv("GRADWIRE_PROCESS_TEST_HIDDEN");
 }
 
 TEST(FindExecutableTest, SearchesPathAndKeepsPathsWithASlash) {

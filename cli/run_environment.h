@@ -1,0 +1,80 @@
+// The environment contract of `gradwire run`: what each worker finds in its
+// environment, on top of the one it inherits, so that a training script
+// learns its place in the job without any argument being added to its
+// command line (torchrun's convention; DESIGN.md "The environment
+// contract"; docs/run.md).
+//
+//   GRADWIRE_SHARDS           host:port,host:port,...  the shards, in
+//                             shard-id order
+//   RANK                      this worker's id, 0..WORLD_SIZE-1
+//   WORLD_SIZE                the number of workers
+//   LOCAL_RANK                0  (each worker is a node of its own)
+//   LOCAL_WORLD_SIZE          1
+//   GRADWIRE_RUN_DIR          the run directory (absolute)
+//   GRADWIRE_SUMMARY_JSON     <run dir>/worker-<RANK>.json, where the
+//                             worker may write its summary
+//   GRADWIRE_TLS_CA           the files of the workers' side of TLS and
+//   GRADWIRE_TLS_CERT         the token (absolute paths), and the name to
+//   GRADWIRE_TLS_KEY          check in the shards' certificate: each set
+//   GRADWIRE_TLS_SERVER_NAME  only when in use, and removed from the
+//   GRADWIRE_AUTH_TOKEN_FILE  inherited environment otherwise
+//   OMP_NUM_THREADS           cores / WORLD_SIZE (at least 1), unless
+//                             inherited (WorkerEnvironment,
+//                             cluster_commands.h)
+//   PYTHONUNBUFFERED          1, unless inherited: a Python worker's
+//                             stdout is a pipe, which Python would
+//                             otherwise flush only every 8 KiB
+//
+// The GRADWIRE_TLS_* and GRADWIRE_AUTH_TOKEN_FILE names are those through
+// which the gradwire binaries read their --tls-* and --auth-token-file
+// flags (common/flags/command_line.h).
+//
+// Thread safety: pure functions (RunEnvironment reads the CPU affinity and
+// the environment).
+#ifndef GRADWIRE_CLI_RUN_ENVIRONMENT_H_
+#define GRADWIRE_CLI_RUN_ENVIRONMENT_H_
+
+#include <string>
+#include <vector>
+
+#include "common/tls/transport_security.h"
+
+namespace gradwire::cli {
+
+inline constexpr char kShardsVariable[] = "GRADWIRE_SHARDS";
+inline constexpr char kRankVariable[] = "RANK";
+inline constexpr char kWorldSizeVariable[] = "WORLD_SIZE";
+inline constexpr char kLocalRankVariable[] = "LOCAL_RANK";
+inline constexpr char kLocalWorldSizeVariable[] = "LOCAL_WORLD_SIZE";
+inline constexpr char kRunDirVariable[] = "GRADWIRE_RUN_DIR";
+inline constexpr char kSummaryJsonVariable[] = "GRADWIRE_SUMMARY_JSON";
+inline constexpr char kTlsCaVariable[] = "GRADWIRE_TLS_CA";
+inline constexpr char kTlsCertVariable[] = "GRADWIRE_TLS_CERT";
+inline constexpr char kTlsKeyVariable[] = "GRADWIRE_TLS_KEY";
+inline constexpr char kTlsServerNameVariable[] = "GRADWIRE_TLS_SERVER_NAME";
+inline constexpr char kAuthTokenFileVariable[] = "GRADWIRE_AUTH_TOKEN_FILE";
+
+// What every worker of a run shares.
+struct RunEnvironment {
+  int world_size = 1;
+  // "host:port" of each shard, in shard-id order.
+  std::vector<std::string> shards;
+  // The workers' side of the transport (tls_ca, tls_cert, tls_key,
+  // tls_server_name, auth_token_file; paths as they should appear).
+  TransportSecurityFiles transport;
+  // The run directory, absolute.
+  std::string run_dir;
+};
+
+// The "NAME=value" entries worker `rank` gets (SpawnOptions::extra_env):
+// every variable of the contract above that has a value.
+std::vector<std::string> WorkerVariables(const RunEnvironment& run, int rank);
+
+// The transport variables that have no value in `run`: removed from what
+// the workers inherit (SpawnOptions::unset_env), so that an outer job's
+// settings cannot leak into this one.
+std::vector<std::string> UnsetTransportVariables(const RunEnvironment& run);
+
+}  // namespace gradwire::cli
+
+#endif  // GRADWIRE_CLI_RUN_ENVIRONMENT_H_

@@ -1,0 +1,307 @@
+#include "cli/run_job.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "cli/cluster_summary.h"
+#include "cli/local_cluster.h"
+#include "cli/local_shards.h"
+#include "cli/run_directory.h"
+#include "cli/run_environment.h"
+#include "cli/shard_metrics_summary.h"
+#include "cli/supervision.h"
+#include "cli/worker_output.h"
+#include "client/health_client.h"
+#include "common/process/child_process.h"
+
+namespace gradwire::cli {
+namespace {
+
+constexpr char kTool[] = "gradwire run";
+constexpr int kRunFailedExitCode = 1;
+constexpr absl::Duration kPollInterval = absl::Milliseconds(50);
+constexpr absl::Duration kHealthTimeout = absl::Seconds(2);
+// How long the workers' output may take to end once they have exited: a
+// process they started may still hold their pipes.
+constexpr absl::Duration kOutputDrain = absl::Seconds(2);
+constexpr absl::Duration kScrapeTimeout = absl::Seconds(5);
+
+// What LocalShards reads, from the run's options.
+LocalClusterOptions ShardOptions(const RunJobOptions& o) {
+  LocalClusterOptions shards;
+  shards.shards = o.shards;
+  shards.workers = o.workers;
+  shards.server_args = o.server_args;
+  shards.checkpoint_dir = o.checkpoint_dir;
+  shards.grace = o.grace;
+  shards.start_timeout = o.start_timeout;
+  shards.bin_dir = o.bin_dir;
+  shards.transport = o.transport;
+  shards.health_transport = o.health_transport;
+  return shards;
+}
+
+// Writes a report of several lines at once, after what stdout holds.
+void PrintReport(const std::string& report) {
+  std::fflush(stdout);
+  std::fwrite(report.data(), 1, report.size(), stderr);
+  std::fflush(stderr);
+}
+
+class Job {
+ public:
+  Job(const RunJobOptions& options, RunDirectory run)
+      : options_(options),
+        shard_options_(ShardOptions(options)),
+        run_(std::move(run)),
+        supervision_(kTool, stderr, options.grace),
+        shards_(shard_options_, run_, supervision_) {}
+
+  int Run();
+
+ private:
+  bool joined() const { return !options_.shard_addresses.empty(); }
+  absl::Status StartLocalShards();
+  absl::Status WaitForJoinedShards();
+  absl::Status StartWorkers();
+  bool PollAll();
+  void Supervise();
+  void Summarise(const absl::StatusOr<ShardTotals>& totals,
+                 absl::Duration elapsed);
+  int ExitCode() const;
+
+  const RunJobOptions& options_;
+  const LocalClusterOptions shard_options_;
+  const RunDirectory run_;
+  Supervision supervision_;
+  LocalShards shards_;
+  // "host:port" of every shard once they serve.
+  std::vector<std::string> addresses_;
+  std::unique_ptr<WorkerOutput> output_;
+  std::vector<Member> workers_;
+};
+
+absl::Status Job::StartLocalShards() {
+  if (absl::Status s = shards_.Start(); !s.ok()) return s;
+  if (absl::Status s = shards_.WaitUntilServing(); !s.ok()) return s;
+  addresses_ = shards_.addresses();
+  return absl::OkStatus();
+}
+
+// Asks each joined shard for its health until it serves. The deadline is
+// for all of them together, as for shards started here.
+absl::Status Job::WaitForJoinedShards() {
+  const absl::Time deadline = absl::Now() + options_.start_timeout;
+  const std::vector<std::string>& addresses = options_.shard_addresses;
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    for (;;) {
+      const absl::Duration left =
+          std::max(deadline - absl::Now(), absl::Milliseconds(100));
+      const absl::Status health =
+          CheckHealth(addresses[i], std::min(kHealthTimeout, left),
+                      options_.health_transport);
+      if (health.ok()) break;
+      if (absl::Now() > deadline) {
+        supervision_.Fail(absl::StrCat(
+            "shard ", i, " at ", addresses[i], " did not serve within ",
+            absl::FormatDuration(options_.start_timeout), " (",
+            health.ToString(), ")"));
+        return absl::DeadlineExceededError("a shard did not serve");
+      }
+      if (supervision_.Sleep(kPollInterval)) {
+        return absl::CancelledError("stop signal");
+      }
+    }
+    supervision_.Inform(
+        absl::StrCat("shard ", i, " at ", addresses[i], " serves"));
+  }
+  addresses_ = addresses;
+  return absl::OkStatus();
+}
+
+absl::Status Job::StartWorkers() {
+  std::vector<std::string> logs;
+  for (int i = 0; i < options_.workers; ++i) logs.push_back(run_.WorkerLog(i));
+  absl::StatusOr<std::unique_ptr<WorkerOutput>> output =
+      WorkerOutput::Create(logs);
+  if (!output.ok()) return output.status();
+  output_ = *std::move(output);
+  output_->Start();
+  RunEnvironment environment;
+  environment.world_size = options_.workers;
+  environment.shards = addresses_;
+  environment.transport = options_.transport.worker;
+  environment.run_dir = std::filesystem::absolute(run_.dir()).string();
+  const std::vector<std::string> unset = UnsetTransportVariables(environment);
+  for (int i = 0; i < options_.workers; ++i) {
+    // A reused run directory must not pass an earlier run's summary off as
+    // this one's.
+    std::filesystem::remove(run_.WorkerSummary(i));
+    SpawnOptions spawn;
+    spawn.program = options_.program;
+    spawn.argv = options_.command;
+    spawn.extra_env = WorkerVariables(environment, i);
+    spawn.unset_env = unset;
+    spawn.stdout_fd = output_->stdout_write_end(i);
+    spawn.stderr_fd = output_->stderr_write_end(i);
+    absl::StatusOr<std::unique_ptr<ChildProcess>> p =
+        ChildProcess::Spawn(spawn);
+    output_->CloseWriteEnds(i);
+    if (!p.ok()) return p.status();
+    Member m;
+    m.name = absl::StrCat("worker ", i);
+    m.rank = i;
+    m.log = run_.WorkerLog(i);
+    m.output_shown = true;
+    m.process = *std::move(p);
+    workers_.push_back(std::move(m));
+  }
+  return absl::OkStatus();
+}
+
+// Reaps what has exited and reports what failed on its own. True when the
+// run must stop: a failure, or every worker is done.
+bool Job::PollAll() {
+  bool workers_done = true;
+  for (Member& w : workers_) {
+    if (w.process->running()) {
+      workers_done = false;
+    } else if (*w.process->exit_code() != 0 && !w.stopping) {
+      w.stopping = true;
+      supervision_.ReportFailure(
+          w, absl::StrCat("exited with code ", *w.process->exit_code()));
+    }
+  }
+  supervision_.ReportUnexpectedExits(shards_.members(),
+                                     "while the workers ran");
+  return supervision_.failed() || workers_done;
+}
+
+void Job::Supervise() {
+  while (!PollAll()) {
+    if (supervision_.Sleep(kPollInterval)) return;
+  }
+}
+
+int Job::ExitCode() const {
+  if (supervision_.stop_signal() != 0) return 128 + supervision_.stop_signal();
+  if (!supervision_.failed()) return 0;
+  // The run stops at its first failure: when that is a worker's, its code
+  // is the run's, as if the command had run alone.
+  const Failure& first = supervision_.failures().front();
+  if (first.rank >= 0 && first.exit_code.value_or(0) != 0) {
+    return *first.exit_code;
+  }
+  return kRunFailedExitCode;
+}
+
+// The report of `gradwire local` when every worker wrote a usable summary;
+// otherwise what the shards counted.
+void Job::Summarise(const absl::StatusOr<ShardTotals>& totals,
+                    absl::Duration elapsed) {
+  std::vector<std::string> summaries;
+  bool all_written = true;
+  for (int i = 0; i < options_.workers; ++i) {
+    summaries.push_back(run_.WorkerSummary(i));
+    all_written = all_written && std::filesystem::exists(summaries.back());
+  }
+  if (all_written) {
+    absl::StatusOr<std::string> report = SummariseCluster(
+        summaries, static_cast<int>(addresses_.size()), "", elapsed, kTool);
+    if (report.ok()) {
+      PrintReport(*report);
+      return;
+    }
+    supervision_.Say(absl::StrCat("the workers' summaries are not used: ",
+                                  report.status().message()));
+  }
+  if (joined()) {
+    supervision_.Inform(
+        "no summary: the workers wrote none, and the metrics of joined "
+        "shards are not read");
+  } else if (!totals.ok()) {
+    supervision_.Say(absl::StrCat("no summary: ", totals.status().message()));
+  } else {
+    PrintReport(ShardTotalsReport(kTool, *totals, options_.workers, elapsed));
+  }
+}
+
+int Job::Run() {
+  const absl::Time start = absl::Now();
+  absl::Status started = joined() ? WaitForJoinedShards() : StartLocalShards();
+  if (started.ok()) started = StartWorkers();
+  if (started.ok()) Supervise();
+  const int signal = supervision_.stop_signal();
+  if (!started.ok() && signal == 0 && !supervision_.failed()) {
+    supervision_.Fail(started.ToString());
+  }
+  if (signal != 0) {
+    supervision_.Say(
+        absl::StrCat("received ", SignalName(signal), "; stopping"));
+  }
+  // A stop signal goes on to the workers as it came (a Python worker sees
+  // KeyboardInterrupt for SIGINT); a failure stops them with SIGTERM.
+  supervision_.Stop(workers_, signal != 0 ? signal : SIGTERM);
+  if (output_ != nullptr) output_->Finish(kOutputDrain);
+  // The shards' counters, read before the shards stop.
+  absl::StatusOr<ShardTotals> totals =
+      absl::FailedPreconditionError("not scraped");
+  if (ExitCode() == 0 && !joined()) {
+    std::vector<int> ports;
+    for (size_t i = 0; i < addresses_.size(); ++i) {
+      ports.push_back(shards_.MetricsPort(static_cast<int>(i)));
+    }
+    totals = ScrapeShardTotals(ports, kScrapeTimeout);
+  }
+  supervision_.Stop(shards_.members());
+  if (!supervision_.failed() && supervision_.stop_signal() == 0) {
+    shards_.CheckCleanExits();
+  }
+  if (ExitCode() == 0) Summarise(totals, absl::Now() - start);
+  return ExitCode();
+}
+
+}  // namespace
+
+int RunJob(const RunJobOptions& options) {
+  absl::StatusOr<std::pair<RunDirectory, bool>> run_dir = MakeRunDirectory(
+      options.run_dir, options.keep_logs, "--run-dir", "gradwire-run");
+  if (!run_dir.ok()) {
+    Announce(stderr, kTool, run_dir.status().message());
+    return kRunFailedExitCode;
+  }
+  const std::string dir = run_dir->first.dir();
+  const bool remove_after_success = run_dir->second;
+  const std::string shards =
+      options.shard_addresses.empty()
+          ? absl::StrCat(options.shards, " shards on 127.0.0.1")
+          : absl::StrCat("the shards at ",
+                         absl::StrJoin(options.shard_addresses, ","));
+  Announce(stderr, kTool,
+           absl::StrCat(options.workers, " workers, ", shards,
+                        "; run directory ", dir));
+  int code;
+  {
+    Job job(options, std::move(run_dir->first));
+    code = job.Run();
+  }  // Every child is reaped here.
+  if (code == 0 && remove_after_success) {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  } else if (code != 0) {
+    Announce(stderr, kTool, absl::StrCat("logs kept in ", dir));
+  }
+  return code;
+}
+
+}  // namespace gradwire::cli

@@ -1,0 +1,58 @@
+// The environment contract of `gradwire run`: each worker's variables, and
+// the transport variables it must not inherit.
+#include "cli/run_environment.h"
+
+#include <cstdlib>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gradwire::cli {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::IsSupersetOf;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+TEST(RunEnvironmentTest, EveryWorkerLearnsItsPlace) {
+  unsetenv("PYTHONUNBUFFERED");
+  RunEnvironment run;
+  run.world_size = 3;
+  run.shards = {"127.0.0.1:7000", "127.0.0.1:7001"};
+  run.run_dir = "/runs/a";
+  const std::vector<std::string> env = WorkerVariables(run, 2);
+  EXPECT_THAT(env,
+              IsSupersetOf({"GRADWIRE_SHARDS=127.0.0.1:7000,127.0.0.1:7001",
+                            "RANK=2", "WORLD_SIZE=3", "LOCAL_RANK=0",
+                            "LOCAL_WORLD_SIZE=1", "GRADWIRE_RUN_DIR=/runs/a",
+                            "GRADWIRE_SUMMARY_JSON=/runs/a/worker-2.json",
+                            "PYTHONUNBUFFERED=1"}));
+  EXPECT_THAT(env, Not(Contains(StartsWith("GRADWIRE_TLS_"))));
+  EXPECT_THAT(env, Not(Contains(StartsWith("GRADWIRE_AUTH_TOKEN_FILE="))));
+  EXPECT_THAT(
+      UnsetTransportVariables(run),
+      ElementsAre("GRADWIRE_TLS_CA", "GRADWIRE_TLS_CERT", "GRADWIRE_TLS_KEY",
+                  "GRADWIRE_TLS_SERVER_NAME", "GRADWIRE_AUTH_TOKEN_FILE"));
+}
+
+TEST(RunEnvironmentTest, TransportVariablesOnlyWhenInUse) {
+  setenv("PYTHONUNBUFFERED", "0", 1);
+  RunEnvironment run;
+  run.transport.tls_ca = "/certs/ca.pem";
+  run.transport.auth_token_file = "/certs/auth-token";
+  const std::vector<std::string> env = WorkerVariables(run, 0);
+  EXPECT_THAT(env,
+              IsSupersetOf({"GRADWIRE_TLS_CA=/certs/ca.pem",
+                            "GRADWIRE_AUTH_TOKEN_FILE=/certs/auth-token"}));
+  // An inherited setting is the user's: kept.
+  EXPECT_THAT(env, Not(Contains(StartsWith("PYTHONUNBUFFERED="))));
+  EXPECT_THAT(UnsetTransportVariables(run),
+              ElementsAre("GRADWIRE_TLS_CERT", "GRADWIRE_TLS_KEY",
+                          "GRADWIRE_TLS_SERVER_NAME"));
+  unsetenv("PYTHONUNBUFFERED");
+}
+
+}  // namespace
+}  // namespace gradwire::cli
