@@ -17,6 +17,11 @@
 #                    MLP epochs (bench/convergence.py; about 1.5 h; writes
 #                    build/convergence.{md,json}, convergence-*.png and
 #                    build/convergence-runs/)
+#   make bench-optimizers  DistributedOptimizer (Top-K 1% + EF) against DDP
+#                    with the same torch optimizer: SGD momentum, Adam,
+#                    Adadelta, seeds 1,2,3, 1 CNN epoch, 2 workers
+#                    (bench/optimizer_convergence.py; about 1 h; writes
+#                    build/optimizer-convergence.{md,json})
 #   make bench-python  Python workers against gradwire-worker, overlap on
 #                    shaped links (root), ResNet-18 against DDP
 #                    (build/bench-python.json; PYTHON_BENCH_ARGS="--parts=a")
@@ -70,12 +75,15 @@ STRAGGLER_ARGS ?=
 # Flags for bench/convergence.sh (bench/convergence.py --help), e.g.
 # "--seeds=1 --only=topk1,dense" or "--model=cnn --epochs=1".
 CONVERGENCE_ARGS ?=
+# Flags for bench/optimizer_convergence.py (--help), e.g. "--seeds=1
+# --optimizers=adam".
+OPTIMIZERS_ARGS ?=
 # Flags for bench/python.sh, e.g. "--parts=a --steps=60 --repeat=2".
 PYTHON_BENCH_ARGS ?=
 # Flags for gradwire-bench-load, e.g. "--mode=bsp --steps=200".
 LOAD_ARGS ?=
 
-.PHONY: all deps configure build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-network bench-straggler bench-load bench-python demo demo-python format check-deploy images images-prebuilt compose-test clean
+.PHONY: all deps configure build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-straggler bench-load bench-python demo demo-python format check-deploy images images-prebuilt compose-test clean
 
 all: build
 
@@ -116,6 +124,9 @@ bench: build
 
 bench-convergence: build
 	BUILD=$(BUILD) bench/convergence.sh --out $(BUILD) $(CONVERGENCE_ARGS)
+
+bench-optimizers: build
+	bench/optimizer_convergence.py --out $(BUILD) --bin $(BUILD)/bin $(OPTIMIZERS_ARGS)
 
 bench-network: build
 	bench/network.sh --bin $(BUILD)/bin --json $(BUILD)/bench-network.json $(NETWORK_ARGS)

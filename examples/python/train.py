@@ -190,11 +190,12 @@ FLAG_GROUPS = {
         ("pull-value-type", choice("fp32", "fp16", "bf16"), "fp16",
          "Precision of delta pull values (the shards' error feedback keeps "
          "what rounding leaves out)."),
-        ("optimizer", choice("sgd", "momentum", "nesterov", "adam", "adamw"),
+        ("optimizer", choice("sgd", "momentum", "nesterov", "adam", "adamw",
+                             "adadelta"),
          "momentum",
-         "Optimizer: sgd, momentum, nesterov, adam, adamw. Run by the shards "
-         "with --api=sync; by a local torch.optim optimizer with "
-         "--api=optimizer and --baseline=ddp."),
+         "Optimizer: sgd, momentum, nesterov, adam, adamw, adadelta. Run by "
+         "the shards with --api=sync (not adadelta); by a local torch.optim "
+         "optimizer with --api=optimizer and --baseline=ddp."),
         ("lr", float, 0.05, "Learning rate."),
         ("momentum", float, 0.9, "Momentum (beta1 for adam)."),
         ("weight-decay", float, 0.0, "Weight decay."),
@@ -373,6 +374,12 @@ def check_flags(parser, args):
             parser.error(f"--ddp-master: '{args.ddp_master}' is not host:port")
     elif not [s for s in args.shards.split(",") if s]:
         parser.error("--shards: no shard address")
+    if args.optimizer in LOCAL_ONLY_OPTIMIZERS and args.baseline != "ddp" \
+            and args.api == "sync":
+        parser.error(f"--optimizer={args.optimizer} runs only in this "
+                     "process (--api=optimizer or --baseline=ddp); with "
+                     "--api=sync the shards run the optimizer and know sgd, "
+                     "momentum, nesterov, adam and adamw")
 
 
 # ---------------------------------------------------------------------------
@@ -609,8 +616,16 @@ SYNC_FLAGS = ("worker_id", "num_workers", "local_rank", "local_size",
               "tls_server_name", "auth_token_file")
 
 
+# torch.optim optimizers that the shards do not implement.
+LOCAL_ONLY_OPTIMIZERS = ("adadelta",)
+
+
 def torch_optimizer(args, parameters):
-    """--optimizer as a torch.optim optimizer, with the shards' meaning."""
+    """--optimizer as a torch.optim optimizer, with the shards' meaning
+    (adadelta: torch's, with its own rho and eps; --momentum unused)."""
+    if args.optimizer == "adadelta":
+        return torch.optim.Adadelta(parameters, lr=args.lr,
+                                    weight_decay=args.weight_decay)
     if args.optimizer in ("adam", "adamw"):
         kind = torch.optim.Adam if args.optimizer == "adam" \
             else torch.optim.AdamW
