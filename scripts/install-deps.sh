@@ -41,8 +41,10 @@ PACKAGES=(
   dataset-fashion-mnist iproute2 openssl
   # The Python package (python/): a pybind11 extension built against
   # Debian's python3-torch (the same libtorch 1.13), its tests, and the
-  # example's ResNet-18.
+  # example's ResNet-18; `pip install ./python` into a virtualenv
+  # (docs/python-package.md) with setuptools and wheel, offline.
   python3-dev python3-torch pybind11-dev python3-pytest python3-torchvision
+  python3-venv python3-pip python3-setuptools python3-wheel
   # `gradwire report` and make bench-convergence draw their plots with it.
   python3-matplotlib
   # Renders the console dashboard headless in its test
@@ -55,6 +57,7 @@ IMAGE_BUILD_SKIP=(
   clang libclang-rt-14-dev clang-format libgtest-dev libgmock-dev
   libbenchmark-dev prometheus dataset-fashion-mnist iproute2 openssl
   python3-dev python3-torch pybind11-dev python3-pytest python3-torchvision
+  python3-venv python3-pip python3-setuptools python3-wheel
   python3-matplotlib chromium
 )
 

@@ -119,7 +119,7 @@ FLAG_GROUPS = {
          "host:port of the node's c10d TCPStore (hosted by local rank 0)."),
     ],
     "training": [
-        ("data-dir", str, gradwire._C.FASHION_MNIST_DIR,
+        ("data-dir", str, gradwire.datasets.FASHION_MNIST_DIR,
          "Directory holding the Fashion-MNIST .gz IDX files."),
         ("model", choice("cnn", "mlp", "resnet18"), "cnn",
          "Model: cnn and mlp as gradwire-worker's; resnet18 is "

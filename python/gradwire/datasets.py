@@ -29,6 +29,13 @@ _INSTALL_HINT = ("install it with `apt-get install dataset-fashion-mnist` "
                  "(or scripts/install-deps.sh), or pass another data_dir")
 
 
+class BadDataFile(OSError):
+    """A data file that is truncated, corrupt or not in the expected format.
+
+    An OSError, like gzip.BadGzipFile: callers handle every problem with the
+    files in one place, and ValueError stays for bad arguments."""
+
+
 def load_fashion_mnist(data_dir=FASHION_MNIST_DIR, train=True, limit=-1):
     """Reads the training set (60000 examples) or the test set (10000).
 
@@ -37,8 +44,9 @@ def load_fashion_mnist(data_dir=FASHION_MNIST_DIR, train=True, limit=-1):
     labels ``[N]`` int64 in ``[0, 10)``. ``limit`` >= 0 keeps only the first
     ``limit`` examples (and reads only those); -1 keeps all.
 
-    Raises FileNotFoundError when the folder or a file is missing, ValueError
-    for a bad ``limit`` or a corrupt file; every message names the file.
+    Raises FileNotFoundError when the folder or a file is missing,
+    BadDataFile (an OSError) for a corrupt file, ValueError for a bad
+    ``limit``; every message names the file.
     """
     if limit < -1:
         raise ValueError(
@@ -58,12 +66,12 @@ def load_fashion_mnist(data_dir=FASHION_MNIST_DIR, train=True, limit=-1):
         count, rows, cols = _read_header(images_file, images_path,
                                          _IMAGES_MAGIC, 3)
         if (rows, cols) != (_ROWS, _COLS):
-            raise ValueError(
+            raise BadDataFile(
                 f"{images_path}: images are {rows}x{cols}, expected 28x28")
         (label_count,) = _read_header(labels_file, labels_path,
                                       _LABELS_MAGIC, 1)
         if count != label_count:
-            raise ValueError(
+            raise BadDataFile(
                 f"{images_path} holds {count} images but {labels_path} "
                 f"holds {label_count} labels")
         n = count if limit < 0 else min(limit, count)
@@ -80,9 +88,9 @@ def _read_exact(file, path, size, what):
     try:
         data = file.read(size)
     except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError
-        raise ValueError(f"{path}: corrupt while reading {what}: {error}")
+        raise BadDataFile(f"{path}: corrupt while reading {what}: {error}")
     if len(data) != size:
-        raise ValueError(f"{path}: truncated: read {len(data)} of the {size} "
+        raise BadDataFile(f"{path}: truncated: read {len(data)} of the {size} "
                          f"bytes of {what}")
     return data
 
@@ -94,10 +102,10 @@ def _read_header(file, path, magic, dims):
              for i in range(0, len(data), 4)]
     if words[0] != magic:
         kind = "an images" if magic == _IMAGES_MAGIC else "a labels"
-        raise ValueError(f"{path}: IDX magic number is 0x{words[0]:08x}, "
+        raise BadDataFile(f"{path}: IDX magic number is 0x{words[0]:08x}, "
                          f"expected 0x{magic:08x} ({kind} file)")
     if words[1] > _MAX_EXAMPLES:
-        raise ValueError(f"{path}: implausible example count {words[1]} "
+        raise BadDataFile(f"{path}: implausible example count {words[1]} "
                          f"(more than {_MAX_EXAMPLES})")
     return words[1:]
 
@@ -106,9 +114,9 @@ def _expect_end(file, path):
     try:
         extra = file.read(1)
     except (OSError, EOFError) as error:
-        raise ValueError(f"{path}: corrupt after the last example: {error}")
+        raise BadDataFile(f"{path}: corrupt after the last example: {error}")
     if extra:
-        raise ValueError(f"{path}: trailing bytes after the last example")
+        raise BadDataFile(f"{path}: trailing bytes after the last example")
 
 
 def _as_uint8(data):
@@ -132,6 +140,6 @@ def _labels(classes, path):
     bad = (labels >= _CLASSES).nonzero()
     if len(bad):
         index = int(bad[0])
-        raise ValueError(f"{path}: label {int(labels[index])} of example "
+        raise BadDataFile(f"{path}: label {int(labels[index])} of example "
                          f"{index} is outside [0, 10)")
     return labels.to(torch.int64)

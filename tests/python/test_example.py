@@ -205,7 +205,7 @@ def test_gradwire_error_exits_1(tmp_path):
         [f"--data-dir={tmp_path}/missing", "--shards=127.0.0.1:1"]
         + SMALL_RUN])
     assert code == 1, output
-    assert "worker 0: NOT_FOUND" in output
+    assert "worker 0: Fashion-MNIST not found" in output
 
 
 def test_gradwire_local_accepts_python_workers(tmp_path):

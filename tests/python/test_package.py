@@ -49,7 +49,8 @@ def test_fashion_mnist_reader_refuses_a_corrupt_file(tmp_path):
             f.write(struct.pack(">4I", 0x801, 1, 28, 28) + bytes(784))
     try:
         gradwire.load_fashion_mnist(str(tmp_path), train=True)
-    except ValueError as e:
+    except gradwire.datasets.BadDataFile as e:
+        assert isinstance(e, OSError)
         assert "train-images-idx3-ubyte.gz" in str(e)
         assert "magic" in str(e)
     else:
