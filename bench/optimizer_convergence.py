@@ -106,6 +106,14 @@ def parse_args(argv):
                    metavar="DIR",
                    help="where gradwire is (default build/bin); the Python "
                    "package is taken from DIR/../python")
+    p.add_argument("--exchange", choices=["gradients", "updates"],
+                   default="gradients",
+                   help="what DistributedOptimizer exchanges (train.py "
+                   "--exchange; default gradients)")
+    p.add_argument("--ddp-from", metavar="JSON",
+                   help="take DDP's side of each (optimizer, seed) from an "
+                   "earlier optimizer-convergence.json instead of training "
+                   "it again (the same data, seeds and settings)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the runs' command lines and exit")
     return p.parse_args(argv)
@@ -127,7 +135,8 @@ def plan(args, optimizer, seed):
     gradwire = [os.path.join(args.bin, "gradwire"), "local",
                 f"--shards={SHARDS}", f"--workers={WORKERS}",
                 f"--worker-command={sys.executable} {TRAIN}",
-                *flags, *GRADWIRE, f"--summary-json={base}-gradwire.json"]
+                *flags, *GRADWIRE, f"--exchange={args.exchange}",
+                f"--summary-json={base}-gradwire.json"]
     master = f"--ddp-master=127.0.0.1:{free_port()}"
     ddp = [[sys.executable, TRAIN, "--baseline=ddp", master,
             f"--worker-id={w}", f"--num-workers={WORKERS}",
@@ -176,6 +185,31 @@ def load(path):
         return json.load(f)
 
 
+def train_ddp(base, ddp, label, env):
+    """DDP's accuracy, bytes and seconds of one (optimizer, seed)."""
+    start = time.monotonic()
+    run_processes(label, ddp, [f"{base}-ddp-w{w}.log"
+                               for w in range(WORKERS)], env)
+    theirs = [load(summary_path(c)) for c in ddp]
+    return {"ddp_accuracy": theirs[0]["test_accuracy"],
+            "ddp_bytes": sum(s["pushed_bytes"] + s["pulled_bytes"]
+                             for s in theirs),
+            "ddp_seconds": round(time.monotonic() - start, 1)}
+
+
+def earlier_ddp(args, optimizer, seed):
+    """DDP's side of (optimizer, seed) from --ddp-from; None without it."""
+    if not args.ddp_from:
+        return None
+    for row in load(args.ddp_from)["rows"]:
+        if (row["optimizer"], row["seed"]) == (optimizer, seed):
+            return {k: row[k] for k in ("ddp_accuracy", "ddp_bytes",
+                                        "ddp_seconds")}
+    sys.stderr.write(f"{PROG}: {args.ddp_from} has no DDP run of {optimizer} "
+                     f"seed {seed}\n")
+    sys.exit(1)
+
+
 def measure(args, optimizer, seed, env):
     """Trains one (optimizer, seed) on both sides; its row."""
     base, gradwire, ddp = plan(args, optimizer, seed)
@@ -183,23 +217,18 @@ def measure(args, optimizer, seed, env):
     run_processes(f"gradwire {optimizer} seed {seed}", [gradwire],
                   [base + "-gradwire.log"], env)
     middle = time.monotonic()
-    run_processes(f"DDP {optimizer} seed {seed}", ddp,
-                  [f"{base}-ddp-w{w}.log" for w in range(WORKERS)], env)
-    end = time.monotonic()
+    theirs = earlier_ddp(args, optimizer, seed) or train_ddp(
+        base, ddp, f"DDP {optimizer} seed {seed}", env)
     ours = load(summary_path(gradwire))
-    theirs = [load(summary_path(c)) for c in ddp]
     row = {
         "optimizer": optimizer, "seed": seed,
         "gradwire_accuracy": ours["test_accuracy"],
-        "ddp_accuracy": theirs[0]["test_accuracy"],
         "gradwire_bytes": ours["pushed_bytes"] + ours["pulled_bytes"],
-        "ddp_bytes": sum(s["pushed_bytes"] + s["pulled_bytes"]
-                         for s in theirs),
         "gradwire_seconds": round(middle - start, 1),
-        "ddp_seconds": round(end - middle, 1),
         "steps": ours["steps"],
         "commands": {"gradwire": shlex.join(gradwire),
                      "ddp": [shlex.join(c) for c in ddp]},
+        **theirs,
     }
     row["difference_points"] = round(
         100 * (row["gradwire_accuracy"] - row["ddp_accuracy"]), 4)
@@ -229,8 +258,8 @@ def markdown(command, args, rows, averages, seconds):
                  for r in rows)
     lines = [
         f"CNN, {args.epochs} epoch(s), {WORKERS} workers; gradwire: "
-        f"{SHARDS} shards, {' '.join(GRADWIRE)}, DistributedOptimizer's "
-        "default pulls; DDP: gloo, dense fp32. Test accuracy of worker 0; "
+        f"{SHARDS} shards, {' '.join(GRADWIRE)} --exchange={args.exchange}, "
+        "DistributedOptimizer's default pulls; DDP: gloo, dense fp32. Test accuracy of worker 0; "
         "MB pushed + pulled by both workers (DDP's computed: the dense fp32 "
         f"gradient each way per step). {seconds / 60:.0f} minutes in all.",
         "", f"    {command}", "", head]
@@ -281,7 +310,8 @@ def main(argv):
     result = {"command": command, "epochs": args.epochs, "seeds": args.seeds,
               "workers": WORKERS, "shards": SHARDS,
               "optimizers": {n: OPTIMIZERS[n][1] for n in args.optimizers},
-              "common_flags": COMMON, "gradwire_flags": GRADWIRE,
+              "common_flags": COMMON,
+              "gradwire_flags": GRADWIRE + [f"--exchange={args.exchange}"],
               "ddp_bytes": "computed: the dense fp32 gradient each way",
               "seconds": round(seconds, 1),
               f"within_{TOLERANCE_POINTS}_points": within,

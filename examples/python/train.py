@@ -180,9 +180,11 @@ FLAG_GROUPS = {
         ("dgc-warmup-epochs", int, 0, "dgc: epochs of sparsity warm-up."),
     ],
     "shards": [
-        ("pull", str, "delta",
-         "Pulls: dense (full weights every step) or delta (compressed "
-         "weight deltas with server-side error feedback)."),
+        ("pull", str, "auto",
+         "Pulls: dense (full weights every step), delta (Top-K weight "
+         "deltas with server-side error feedback), exact (every changed "
+         "element at fp32) or auto (dense beside --compressor=none, delta "
+         "otherwise; DistributedOptimizer: exact beside a sparsifier)."),
         ("pull-ratio", float, 0.0,
          "Fraction of elements a delta pull keeps; 0: the push's --ratio "
          "for topk, randomk and dgc (at least 0.01), 0.05 beside the other "
@@ -245,7 +247,12 @@ FLAG_GROUPS = {
          "average, a local torch optimizer steps)."),
         ("overlap", parse_bool, True,
          "Push each gradient from a backward hook as soon as it is ready, "
-         "hiding the push behind the rest of backward()."),
+         "hiding the push behind the rest of backward() (not with "
+         "--exchange=updates)."),
+        ("exchange", choice("gradients", "updates"), "gradients",
+         "--api=optimizer: exchange the gradients (the local optimizer "
+         "steps on their mean) or each worker's optimizer update "
+         "(DistributedOptimizer's exchange)."),
         ("pull-ahead", parse_bool, True,
          "--api=sync with --overlap: pull each parameter's weights as soon "
          "as its gradient is pushed; step() returns at once and each layer "
@@ -607,9 +614,9 @@ COMPRESSION_FLAGS = ("compressor", "ratio", "min_kept", "threshold", "levels",
                      "dgc_warmup_epochs")
 OPTIMIZER_FLAGS = ("optimizer", "lr", "momentum", "weight_decay",
                    "momentum_placement", "fold_scale", "adam_freeze_step")
+PULL_FLAGS = ("pull", "pull_ratio", "pull_value_type")
 SYNC_FLAGS = ("worker_id", "num_workers", "local_rank", "local_size",
-              "local_store", "mode", "staleness", "scale_async_lr", "pull",
-              "pull_ratio", "pull_value_type",
+              "local_store", "mode", "staleness", "scale_async_lr",
               "partition_bytes", "compress_threads", "push_bucket_bytes",
               "residual_spare", "rpc_timeout_seconds",
               "pull_timeout_seconds", "tls_cert", "tls_key", "tls_ca",
@@ -643,8 +650,8 @@ class GradwireSync:
     back the shards' new weights."""
 
     def __init__(self, args, model):
-        options = {key: getattr(args, key)
-                   for key in COMPRESSION_FLAGS + OPTIMIZER_FLAGS + SYNC_FLAGS}
+        options = {key: getattr(args, key) for key in
+                   COMPRESSION_FLAGS + PULL_FLAGS + OPTIMIZER_FLAGS + SYNC_FLAGS}
         self.model = model
         self.sync = gradwire.ParameterSync(
             shards=[s for s in args.shards.split(",") if s], **options)
@@ -686,12 +693,14 @@ class GradwireOptimizer:
     def __init__(self, args, model):
         self.model = model
         self.local_optimizer = torch_optimizer(args, model.parameters())
+        # --pull=auto leaves the pull to DistributedOptimizer: exact beside
+        # a sparsifier, dense beside none.
+        keys = COMPRESSION_FLAGS + (PULL_FLAGS if args.pull != "auto" else ())
         self.optimizer = gradwire.torch.DistributedOptimizer(
-            self.local_optimizer,
-            named_parameters=model.named_parameters(),
-            compression={key: getattr(args, key)
-                         for key in COMPRESSION_FLAGS},
-            overlap=args.overlap,
+            self.local_optimizer, model,
+            compression={key: getattr(args, key) for key in keys},
+            exchange=args.exchange,
+            overlap=args.overlap and args.exchange == "gradients",
             shards=[s for s in args.shards.split(",") if s],
             **{key: getattr(args, key) for key in SYNC_FLAGS})
         self.forward = model
