@@ -210,16 +210,7 @@ absl::Status LocalCluster::StartWorkers() {
 // True when the run must stop (a failure, or every worker is done).
 bool LocalCluster::PollAll() {
   ReportWorkerMetrics();
-  bool workers_done = true;
-  for (Member& w : workers_) {
-    if (w.process->running()) {
-      workers_done = false;
-    } else if (*w.process->exit_code() != 0 && !w.stopping) {
-      w.stopping = true;
-      supervision_.ReportFailure(
-          w, absl::StrCat("exited with code ", *w.process->exit_code()));
-    }
-  }
+  const bool workers_done = supervision_.ReapWorkers(workers_);
   supervision_.ReportUnexpectedExits(shards_.members(),
                                      "while the workers ran");
   supervision_.ReportUnexpectedExits(dashboard_, "while the workers ran");

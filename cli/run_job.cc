@@ -172,16 +172,7 @@ absl::Status Job::StartWorkers() {
 // Reaps what has exited and reports what failed on its own. True when the
 // run must stop: a failure, or every worker is done.
 bool Job::PollAll() {
-  bool workers_done = true;
-  for (Member& w : workers_) {
-    if (w.process->running()) {
-      workers_done = false;
-    } else if (*w.process->exit_code() != 0 && !w.stopping) {
-      w.stopping = true;
-      supervision_.ReportFailure(
-          w, absl::StrCat("exited with code ", *w.process->exit_code()));
-    }
-  }
+  const bool workers_done = supervision_.ReapWorkers(workers_);
   supervision_.ReportUnexpectedExits(shards_.members(),
                                      "while the workers ran");
   return supervision_.failed() || workers_done;

@@ -77,6 +77,20 @@ void Supervision::Fail(absl::string_view message) {
   Say(message);
 }
 
+bool Supervision::ReapWorkers(std::vector<Member>& workers) {
+  bool done = true;
+  for (Member& w : workers) {
+    if (w.process->running()) {
+      done = false;
+    } else if (*w.process->exit_code() != 0 && !w.stopping) {
+      w.stopping = true;
+      ReportFailure(w,
+                    absl::StrCat("exited with code ", *w.process->exit_code()));
+    }
+  }
+  return done;
+}
+
 void Supervision::ReportUnexpectedExits(std::vector<Member>& group,
                                         absl::string_view when) {
   for (Member& m : group) {

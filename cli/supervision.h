@@ -95,6 +95,11 @@ class Supervision {
   void ReportUnexpectedExits(std::vector<Member>& group,
                              absl::string_view when);
 
+  // Reaps the workers: reports each that exited with a non-zero code while
+  // not stopping as a failure, "<name> exited with code N", and marks it
+  // stopping. Returns whether every worker has exited.
+  bool ReapWorkers(std::vector<Member>& workers);
+
   // Sends `signal` to every running member of `group` (marking each as
   // stopping), waits up to the grace period for them to exit, then
   // SIGKILLs and reaps the rest. The wait is skipped once two stop signals
