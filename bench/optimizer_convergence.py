@@ -106,10 +106,11 @@ def parse_args(argv):
                    metavar="DIR",
                    help="where gradwire is (default build/bin); the Python "
                    "package is taken from DIR/../python")
-    p.add_argument("--exchange", choices=["gradients", "updates"],
-                   default="gradients",
+    p.add_argument("--exchange", choices=["auto", "gradients", "updates"],
+                   default="auto",
                    help="what DistributedOptimizer exchanges (train.py "
-                   "--exchange; default gradients)")
+                   "--exchange; default auto: updates for Adam and "
+                   "Adadelta, gradients for SGD)")
     p.add_argument("--ddp-from", metavar="JSON",
                    help="take DDP's side of each (optimizer, seed) from an "
                    "earlier optimizer-convergence.json instead of training "

@@ -249,10 +249,11 @@ FLAG_GROUPS = {
          "Push each gradient from a backward hook as soon as it is ready, "
          "hiding the push behind the rest of backward() (not with "
          "--exchange=updates)."),
-        ("exchange", choice("gradients", "updates"), "gradients",
+        ("exchange", choice("auto", "gradients", "updates"), "auto",
          "--api=optimizer: exchange the gradients (the local optimizer "
-         "steps on their mean) or each worker's optimizer update "
-         "(DistributedOptimizer's exchange)."),
+         "steps on their mean), each worker's optimizer update, or auto "
+         "(updates for adaptive optimizers; DistributedOptimizer's "
+         "exchange)."),
         ("pull-ahead", parse_bool, True,
          "--api=sync with --overlap: pull each parameter's weights as soon "
          "as its gradient is pushed; step() returns at once and each layer "
@@ -700,7 +701,8 @@ class GradwireOptimizer:
             self.local_optimizer, model,
             compression={key: getattr(args, key) for key in keys},
             exchange=args.exchange,
-            overlap=args.overlap and args.exchange == "gradients",
+            # None: on where gradients are exchanged.
+            overlap=None if args.overlap else False,
             shards=[s for s in args.shards.split(",") if s],
             **{key: getattr(args, key) for key in SYNC_FLAGS})
         self.forward = model

@@ -42,6 +42,22 @@ _RESERVED_KEYS = ("optimizer", "lr", "momentum", "weight_decay",
 _BUFFER_PREFIX = "buffer:"
 # The key of gradwire's own part of a state dict.
 _STATE_KEY = "gradwire"
+# Optimizers that scale each coordinate by its own gradient history: given a
+# sparse, bursty gradient (a coordinate's error-feedback backlog arriving
+# at once) they shrink its step, so exchange="auto" exchanges their
+# updates instead (docs/convergence.md).
+_ADAPTIVE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.Adadelta,
+             torch.optim.Adagrad, torch.optim.Adamax, torch.optim.RMSprop,
+             torch.optim.NAdam, torch.optim.RAdam)
+
+
+def _resolve_exchange(exchange, optimizer):
+    if exchange == "auto":
+        return "updates" if isinstance(optimizer, _ADAPTIVE) else "gradients"
+    if exchange not in ("gradients", "updates"):
+        raise ValueError(f"exchange: '{exchange}' is not auto, gradients or "
+                         "updates")
+    return exchange
 
 
 def _named_from(optimizer, named_parameters):
@@ -94,19 +110,21 @@ class DistributedOptimizer(torch.optim.Optimizer):
       compression: a gradwire.Compression, or a dict of its keywords, for
         pushes and pulls (default: Top-K 1% with error feedback, exact
         pulls). ``{"compressor": "none"}`` is lossless both ways.
-      exchange: "gradients" (default): the workers' gradients are
-        compressed and exchanged, and the wrapped optimizer steps on their
-        mean, the same on every worker. "updates": each worker's wrapped
-        optimizer steps on its own gradient, and its update (the change of
-        the parameters) is compressed and exchanged; the model takes the
-        mean update. The optimizer's state then sees a dense gradient
-        instead of a sparse, bursty one, which adaptive optimizers (Adam,
-        Adadelta) need (docs/convergence.md), but it is each worker's own.
+      exchange: "gradients": the workers' gradients are compressed and
+        exchanged, and the wrapped optimizer steps on their mean, the same
+        on every worker. "updates": each worker's wrapped optimizer steps
+        on its own gradient, and its update (the change of the parameters)
+        is compressed and exchanged; the model takes the mean update. The
+        optimizer's state then sees a dense gradient instead of a sparse,
+        bursty one, which adaptive optimizers (Adam, Adadelta) need
+        (docs/convergence.md), but it is each worker's own. "auto"
+        (default): updates for adaptive optimizers (Adam, AdamW, Adadelta,
+        Adagrad, Adamax, RMSprop, NAdam, RAdam), gradients otherwise.
       broadcast_buffers: send worker 0's floating-point buffers (BatchNorm's
         running statistics) to every worker at each step, as DDP does.
         Default: on when the model is given.
       overlap: push each gradient as soon as backward() has finished it
-        (default with exchange="gradients"; not with "updates").
+        (default when gradients are exchanged; not with updates).
         Gradients must then not change before step(); to clip or scale the
         aggregated gradient, call ``synchronize()``, change ``p.grad``,
         then ``step()``.
@@ -125,7 +143,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
     """
 
     def __init__(self, optimizer, named_parameters=None, *, compression=None,
-                 exchange="gradients", broadcast_buffers=None, overlap=None,
+                 exchange="auto", broadcast_buffers=None, overlap=None,
                  backward_passes_per_step=1, **sync_options):
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise ValueError("optimizer: expected a torch.optim.Optimizer, "
@@ -139,16 +157,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
             if key in sync_options:
                 raise ValueError(
                     f"{key}: set it in compression=gradwire.Compression(...)")
-        if exchange not in ("gradients", "updates"):
-            raise ValueError(f"exchange: '{exchange}' is not gradients or "
-                             "updates")
-        self._exchange_updates = exchange == "updates"
+        self._exchange_updates = \
+            _resolve_exchange(exchange, optimizer) == "updates"
         if overlap is None:
             overlap = not self._exchange_updates
         if overlap and self._exchange_updates:
             raise ValueError("overlap: the update exists only after the "
-                             "wrapped optimizer stepped; exchange=\"updates\""
-                             " needs overlap=False")
+                             "wrapped optimizer stepped; exchanging updates "
+                             "needs overlap=False")
         self._compression = Compression.of(compression)
         # Deliberately not Optimizer.__init__: the wrapped optimizer owns
         # param_groups, state and defaults; this object shares them.
@@ -211,6 +227,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         # The replica carries the parameter's gradient to the C++ side.
         self._replicas[index].grad = self._parameters[index].grad
         self._sync._gradient_ready(index, self._epoch)
+
+    @property
+    def exchange(self):
+        """What is exchanged: "gradients" or "updates"."""
+        return "updates" if self._exchange_updates else "gradients"
 
     @property
     def compression(self):

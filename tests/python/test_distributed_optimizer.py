@@ -199,3 +199,19 @@ def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="^ratio"):
         DistributedOptimizer(make_optimizer(model), shards=["127.0.0.1:1"],
                              compression={"compressor": "topk", "ratio": 5})
+
+
+def test_auto_exchanges_updates_for_adaptive_optimizers(start_shards):
+    shards = start_shards(1, 1)
+    model = make_model(seed=1)
+    chosen = {}
+    for name, optimizer in (
+            ("sgd", torch.optim.SGD(model.parameters(), lr=0.1)),
+            ("adam", torch.optim.Adam(model.parameters())),
+            ("adadelta", torch.optim.Adadelta(model.parameters()))):
+        opt = DistributedOptimizer(optimizer, model,
+                                   shards=[shards[0].address])
+        chosen[name] = opt.exchange
+        opt.close()
+    assert chosen == {"sgd": "gradients", "adam": "updates",
+                      "adadelta": "updates"}
