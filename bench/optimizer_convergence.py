@@ -115,6 +115,9 @@ def parse_args(argv):
                    help="take DDP's side of each (optimizer, seed) from an "
                    "earlier optimizer-convergence.json instead of training "
                    "it again (the same data, seeds and settings)")
+    p.add_argument("gradwire_flags", nargs="*", metavar="-- FLAG",
+                   help="more train.py flags for gradwire's side, after "
+                   "-- (e.g. -- --pull=delta)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the runs' command lines and exit")
     return p.parse_args(argv)
@@ -137,6 +140,7 @@ def plan(args, optimizer, seed):
                 f"--shards={SHARDS}", f"--workers={WORKERS}",
                 f"--worker-command={sys.executable} {TRAIN}",
                 *flags, *GRADWIRE, f"--exchange={args.exchange}",
+                *args.gradwire_flags,
                 f"--summary-json={base}-gradwire.json"]
     master = f"--ddp-master=127.0.0.1:{free_port()}"
     ddp = [[sys.executable, TRAIN, "--baseline=ddp", master,
@@ -259,7 +263,8 @@ def markdown(command, args, rows, averages, seconds):
                  for r in rows)
     lines = [
         f"CNN, {args.epochs} epoch(s), {WORKERS} workers; gradwire: "
-        f"{SHARDS} shards, {' '.join(GRADWIRE)} --exchange={args.exchange}, "
+        f"{SHARDS} shards, {' '.join(GRADWIRE)} --exchange={args.exchange} "
+        f"{' '.join(args.gradwire_flags)}, "
         "DistributedOptimizer's default pulls; DDP: gloo, dense fp32. Test accuracy of worker 0; "
         "MB pushed + pulled by both workers (DDP's computed: the dense fp32 "
         f"gradient each way per step). {seconds / 60:.0f} minutes in all.",
@@ -312,7 +317,8 @@ def main(argv):
               "workers": WORKERS, "shards": SHARDS,
               "optimizers": {n: OPTIMIZERS[n][1] for n in args.optimizers},
               "common_flags": COMMON,
-              "gradwire_flags": GRADWIRE + [f"--exchange={args.exchange}"],
+              "gradwire_flags": GRADWIRE + [f"--exchange={args.exchange}"]
+              + args.gradwire_flags,
               "ddp_bytes": "computed: the dense fp32 gradient each way",
               "seconds": round(seconds, 1),
               f"within_{TOLERANCE_POINTS}_points": within,

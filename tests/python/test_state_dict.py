@@ -89,3 +89,31 @@ def test_a_state_with_another_number_of_chunks_is_refused(start_shards):
     with pytest.raises(ValueError, match="it has 6 chunks where this worker "
                        "has 4"):
         optimizer.load_state_dict(saved)
+
+
+def test_parameter_sync_state_dict_round_trips(start_shards):
+    shards = start_shards(1, 1)
+    net = model()
+    sync = gradwire.ParameterSync(
+        shards=[shards[0].address], compression={"compressor": "topk",
+                                                 "ratio": 0.1},
+        optimizer="sgd", lr=0.1)
+    sync.register(net.named_parameters(), overlap=False)
+    net(torch.randn(4, 8)).square().sum().backward()
+    sync.step()
+    saved = sync.state_dict()
+    assert saved["next_step"] == 1
+    sync.close()
+    # A restarted worker: the shards resume it at step 1, and its residuals
+    # come back from the state dict.
+    again = gradwire.ParameterSync(
+        shards=[shards[0].address], compression={"compressor": "topk",
+                                                 "ratio": 0.1},
+        optimizer="sgd", lr=0.1)
+    again.register(model().named_parameters(), overlap=False)
+    assert again.next_step == 1
+    again.load_state_dict(saved)
+    assert again.state_dict()["worker_state"] == saved["worker_state"]
+    with pytest.raises(ValueError, match="no 'worker_state' entry"):
+        again.load_state_dict({})
+    again.close()
