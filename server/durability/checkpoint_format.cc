@@ -63,7 +63,7 @@ uint64_t ChunkBytes(const ChunkSnapshot& c) {
 uint64_t PayloadBytes(const ShardSnapshot& s) {
   uint64_t bytes = 4 + 4 + 8 + s.training_config.size() + 8;
   for (const ChunkSnapshot& c : s.chunks) bytes += ChunkBytes(c);
-  return bytes;
+  return bytes + 8;  // journal_sequence
 }
 
 void EncodeChunk(const ChunkSnapshot& c, ByteSink* sink) {
@@ -178,7 +178,8 @@ void DecodeChunk(PayloadReader& r, ChunkSnapshot* c) {
   r.Floats("shadow", &c->shadow);
 }
 
-absl::StatusOr<ShardSnapshot> DecodePayload(absl::string_view payload) {
+absl::StatusOr<ShardSnapshot> DecodePayload(absl::string_view payload,
+                                            uint32_t version) {
   PayloadReader r(payload);
   ShardSnapshot s;
   s.shard_id = r.U32("shard_id");
@@ -188,6 +189,10 @@ absl::StatusOr<ShardSnapshot> DecodePayload(absl::string_view payload) {
   for (size_t i = 0; i < s.chunks.size() && r.ok(); ++i) {
     r.set_context(absl::StrCat("chunk ", i, " "));
     DecodeChunk(r, &s.chunks[i]);
+  }
+  r.set_context("");
+  if (version != kCheckpointFormatVersionWithoutJournal) {
+    s.journal_sequence = r.U64("journal_sequence");
   }
   if (!r.ok()) return r.status();
   if (r.remaining() != 0) {
@@ -258,6 +263,7 @@ void EncodeSnapshot(const ShardSnapshot& s, ByteSink* sink) {
   PutBytes(s.training_config, sink);
   PutU64(s.chunks.size(), sink);
   for (const ChunkSnapshot& c : s.chunks) EncodeChunk(c, sink);
+  PutU64(s.journal_sequence.value_or(0), sink);
   PutU32(sink->crc(), sink);
 }
 
@@ -273,13 +279,15 @@ absl::StatusOr<ShardSnapshot> ParseSnapshot(absl::string_view bytes) {
   absl::StatusOr<absl::string_view> payload = CheckFraming(bytes);
   if (!payload.ok()) return payload.status();
   const uint32_t version = Load<uint32_t>(bytes.data() + sizeof(kMagic));
-  if (version != kCheckpointFormatVersion) {
+  if (version != kCheckpointFormatVersion &&
+      version != kCheckpointFormatVersionWithoutJournal) {
     return absl::UnimplementedError(
         absl::StrCat("checkpoint format version ", version,
-                     " is not supported (this build reads version ",
+                     " is not supported (this build reads versions ",
+                     kCheckpointFormatVersionWithoutJournal, " and ",
                      kCheckpointFormatVersion, ")"));
   }
-  return DecodePayload(*payload);
+  return DecodePayload(*payload, version);
 }
 
 }  // namespace gradwire

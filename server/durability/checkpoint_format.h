@@ -19,7 +19,7 @@
 // A checkpoint stores a complete ShardSnapshot (weights, optimizer state,
 // versions, worker progress, BSP accumulators and delta-pull shadows).
 //
-// File format (format version 1), all integers little-endian:
+// File format (format version 2), all integers little-endian:
 //   header   "GWCKPT01" (8 bytes), format version (u32), payload length (u64)
 //   payload  u32 shard_id, u32 num_shards, bytes training_config,
 //            u64 chunk count, then per chunk: u64 key, bytes tensor_name,
@@ -27,13 +27,20 @@
 //            u64 optimizer.updates, floats first_moment, floats
 //            second_moment, floats accumulator, u32 pending_pushes,
 //            u64 worker count + that many (u64 next_step, u64 ahead_bits),
-//            floats shadow
+//            floats shadow,
+//            then u64 journal_sequence (the last write-ahead log record the
+//            state holds; ShardSnapshot::journal_sequence)
 //   trailer  CRC-32 (zlib polynomial, u32) of every byte before it
 // where "bytes" is a u64 length followed by the bytes and "floats" is a u64
 // element count followed by the IEEE-754 binary32 values as raw
 // little-endian bytes. A reader verifies the length and the checksum before
 // it decodes anything, and checks every length against the bytes that
 // remain, so a torn or corrupt file is rejected without large allocations.
+//
+// Format version 1 is the same without journal_sequence. It is still read,
+// as a snapshot without a journal sequence (a replay over it then applies
+// every record of the log, as the version-1 server did); other versions are
+// refused.
 //
 // The format layer stores a snapshot exactly as given: it does not check
 // that vectors match numel or that chunks are sorted. Checking that a
@@ -54,8 +61,11 @@
 
 namespace gradwire {
 
-// The format version that SerializeSnapshot writes and ParseSnapshot reads.
-inline constexpr uint32_t kCheckpointFormatVersion = 1;
+// The format version that SerializeSnapshot writes. ParseSnapshot reads it
+// and kCheckpointFormatVersionWithoutJournal.
+inline constexpr uint32_t kCheckpointFormatVersion = 2;
+// The previous version: no journal_sequence.
+inline constexpr uint32_t kCheckpointFormatVersionWithoutJournal = 1;
 
 // Receives a file image in order and keeps its running CRC-32, so that an
 // image can be streamed to a file without a second copy in memory
@@ -82,14 +92,16 @@ void EncodeSnapshot(const ShardSnapshot& snapshot, ByteSink* sink);
 // The size of that image in bytes.
 uint64_t SnapshotImageBytes(const ShardSnapshot& snapshot);
 
-// The complete file image of `snapshot` in the format above. Pure.
+// The complete file image of `snapshot` in the format above (a snapshot
+// without journal_sequence is written with 0). Pure.
 std::string SerializeSnapshot(const ShardSnapshot& snapshot);
 
 // Decodes a file image written by SerializeSnapshot. Pure; never allocates
 // more than about the size of `bytes`. Errors: DATA_LOSS for a truncated,
 // corrupt or foreign image (bad magic, length or checksum, a length field
 // that runs past the end, trailing bytes); UNIMPLEMENTED for a valid image of
-// another format version.
+// a format version other than 1 and 2. A version-1 image gives a snapshot
+// without journal_sequence.
 absl::StatusOr<ShardSnapshot> ParseSnapshot(absl::string_view bytes);
 
 }  // namespace gradwire

@@ -1,7 +1,10 @@
 #include "server/durability/checkpointer.h"
 
+#include <optional>
+#include <string>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "server/durability/checkpoint_files.h"
 #include "server/shard/stderr_log.h"
@@ -14,8 +17,9 @@ uint64_t CheckpointSequence(const ShardSnapshot& snapshot) {
   return sum;
 }
 
-absl::StatusOr<bool> RestoreNewestCheckpoint(const std::string& dir,
-                                             uint32_t shard_id, Shard* shard) {
+absl::StatusOr<bool> RestoreNewestCheckpoint(
+    const std::string& dir, uint32_t shard_id, Shard* shard,
+    std::optional<uint64_t>* journal_sequence) {
   absl::StatusOr<LoadedCheckpoint> loaded =
       LoadNewestCheckpoint(dir, UnreadableCheckpoints::kRefuse);
   if (absl::IsNotFound(loaded.status())) {
@@ -24,6 +28,7 @@ absl::StatusOr<bool> RestoreNewestCheckpoint(const std::string& dir,
   }
   if (!loaded.ok()) return loaded.status();
   const size_t chunks = loaded->snapshot.chunks.size();
+  const std::optional<uint64_t> sequence = loaded->snapshot.journal_sequence;
   if (absl::Status s = shard->Restore(std::move(loaded->snapshot)); !s.ok()) {
     // INVALID_ARGUMENT: the content is not a shard state (it decoded, so it
     // was damaged before its checksum was taken, or holds non-finite
@@ -33,9 +38,13 @@ absl::StatusOr<bool> RestoreNewestCheckpoint(const std::string& dir,
     return absl::Status(code, absl::StrFormat("cannot restore %s: %s",
                                               loaded->path, s.message()));
   }
-  LogShardEventf(shard_id,
-                 "restored checkpoint sequence %d from %s (%d chunks)",
-                 loaded->sequence, loaded->path, chunks);
+  LogShardEventf(
+      shard_id, "restored checkpoint sequence %d from %s (%d chunks, %s)",
+      loaded->sequence, loaded->path, chunks,
+      sequence.has_value()
+          ? absl::StrFormat("write-ahead log records up to %d", *sequence)
+          : std::string("format 1: log records not numbered"));
+  if (journal_sequence != nullptr) *journal_sequence = sequence;
   return true;
 }
 

@@ -7,10 +7,11 @@
 // The Checkpointer owns one background thread. Every poll interval it reads
 // Shard::updates_applied() and, once that advanced by at least
 // `every_updates` since the last checkpoint, takes Shard::Snapshot() (a copy
-// made chunk by chunk under each chunk's lock) and writes it with
-// WriteCheckpoint. No lock is held during the file I/O, so pushes and pulls
-// go on while a checkpoint is written; the copy costs one pass over the
-// shard's memory.
+// made under every chunk's lock at once, naming the last write-ahead log
+// record it holds) and writes it with WriteCheckpoint. No lock is held
+// during the file I/O, so pushes and pulls go on while a checkpoint is
+// written; the copy costs one pass over the shard's memory, during which
+// they wait.
 //
 // A checkpoint's sequence number is the sum of its chunks' versions. Versions
 // only grow, also across a restart from a checkpoint, so sequences grow with
@@ -27,6 +28,7 @@
 #define GRADWIRE_SERVER_DURABILITY_CHECKPOINTER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -57,8 +59,12 @@ uint64_t CheckpointSequence(const ShardSnapshot& snapshot);
 // when the checkpoint is sound but not for this server (another shard, or
 // flags that contradict its training config). A server must not start
 // fresh over a checkpoint it cannot use.
-absl::StatusOr<bool> RestoreNewestCheckpoint(const std::string& dir,
-                                             uint32_t shard_id, Shard* shard);
+// When restored and `journal_sequence` is not null, sets it to the
+// checkpoint's journal sequence (none for a checkpoint of format 1): what
+// ReplayJournal skips.
+absl::StatusOr<bool> RestoreNewestCheckpoint(
+    const std::string& dir, uint32_t shard_id, Shard* shard,
+    std::optional<uint64_t>* journal_sequence = nullptr);
 
 struct CheckpointerOptions {
   // Where checkpoints go; must not be empty.

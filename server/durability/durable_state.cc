@@ -47,12 +47,15 @@ absl::StatusOr<std::string> MakeDiscardFolder(const std::string& dir,
 absl::StatusOr<RestoredDurableState> RestoreDurableState(
     const DurableStateOptions& options, Shard* shard) {
   RestoredDurableState restored;
-  absl::StatusOr<bool> checkpoint =
-      RestoreNewestCheckpoint(options.dir, options.shard_id, shard);
+  // The last log record the checkpoint holds: replay applies those after it.
+  std::optional<uint64_t> journal_sequence;
+  absl::StatusOr<bool> checkpoint = RestoreNewestCheckpoint(
+      options.dir, options.shard_id, shard, &journal_sequence);
   if (!checkpoint.ok()) return checkpoint.status();
   restored.checkpoint_restored = *checkpoint;
   if (!options.replay_log) return restored;
-  absl::StatusOr<JournalReplayStats> replay = ReplayJournal(options.dir, shard);
+  absl::StatusOr<JournalReplayStats> replay =
+      ReplayJournal(options.dir, shard, journal_sequence);
   if (!replay.ok()) return replay.status();
   restored.replay = *replay;
   return restored;

@@ -1,5 +1,6 @@
 // Everything a shard left in its checkpoint directory, read back at start-up:
-// the newest checkpoint, then the write-ahead log over it. This is the one
+// the newest checkpoint, then the write-ahead log records after the last one
+// it holds (wal_replay.h). This is the one
 // place that decides whether a shard may serve from what it finds (see
 // checkpoint_format.h for the names of server/durability/).
 //

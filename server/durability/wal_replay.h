@@ -6,12 +6,22 @@
 // It was journal_replay.h.
 //
 // The shard is first restored from its newest checkpoint (or left fresh when
-// there is none); then every record of every segment is fed, in log order,
-// to the same Shard methods that accepted it: Init, Push, DropWorker. Records
-// that the checkpoint already holds come back as duplicates and change nothing
-// (the shard's exactly-once bookkeeping is part of the checkpoint), so
-// replaying more than needed is safe and the state ends where the killed
-// process left it, acknowledged updates included.
+// there is none); then every record of every segment that the checkpoint
+// does not hold is fed, in log order, to the same Shard methods that
+// accepted it: Init, Push, DropWorker. The checkpoint names the sequence
+// number of the last record it holds (ShardSnapshot::journal_sequence), and
+// the records up to it are skipped: replaying them is not safe, since a drop
+// is not idempotent (replayed over a checkpoint taken after the worker
+// rejoined, it would complete the current BSP step without that worker, or
+// move the ASP/SSP clock, and make its next push a duplicate). Records of a
+// version-1 segment carry no sequence number; each checkpoint that names
+// one was written by a build that had replayed them first, so they are
+// skipped too. Without a checkpoint, or over a version-1 checkpoint (which
+// names no sequence), every record is replayed, as the version-1 server did
+// (pushes the checkpoint holds then come back as duplicates). The state ends
+// where the killed process left it, acknowledged updates included, and the
+// shard's journal_sequence() at the last record replayed, so that a new log
+// numbers its records after it.
 //
 // The log must be read completely, or the replay fails (DATA_LOSS) and the
 // shard must not serve:
@@ -22,6 +32,8 @@
 //     file, so that the segment ends cleanly before a new one follows it. A
 //     bad record anywhere else (an older segment, or with valid bytes after
 //     it) is corruption, and the records after it would be lost silently;
+//   - sequence numbers must increase in log order (a log that goes back is
+//     damaged, or mixes two logs);
 //   - the shard must accept every record: the log holds only requests the
 //     shard accepted, in the order it applied them, so a refusal means the
 //     log does not belong to this state (another shard's, another job's, or
@@ -32,6 +44,7 @@
 #define GRADWIRE_SERVER_DURABILITY_WAL_REPLAY_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -42,7 +55,10 @@ namespace gradwire {
 
 struct JournalReplayStats {
   uint64_t segments = 0;
+  // Every record read, and of them those skipped because the checkpoint
+  // holds them.
   uint64_t records = 0;
+  uint64_t skipped = 0;
   // Pushes that applied at least one chunk, and those the shard already
   // held in full.
   uint64_t pushes_applied = 0;
@@ -54,15 +70,19 @@ struct JournalReplayStats {
   absl::Duration took;
 };
 
-// Replays the segments in `dir` into `shard` (which must not journal yet),
-// cuts a torn tail off the newest segment, and logs one summary line.
+// Replays the segments in `dir` into `shard` (which must not journal yet):
+// with `after_sequence` (the restored checkpoint's journal_sequence) only the
+// numbered records after it, without it every record. Cuts a torn tail off
+// the newest segment and logs one summary line.
 // Errors, each naming the segment (and the record, numbered from 1 in it):
 // those of ReadWalSegments (DATA_LOSS for a bad header); DATA_LOSS for a bad
-// record that is not the newest segment's torn tail, for a record whose payload
-// does not parse, and for a record the shard refuses (with the shard's reason);
-// the errno-derived status when the torn tail cannot be cut off.
-absl::StatusOr<JournalReplayStats> ReplayJournal(const std::string& dir,
-                                                 Shard* shard);
+// record that is not the newest segment's torn tail, for a sequence number
+// not above the one before it, for a record whose payload does not parse,
+// and for a record the shard refuses (with the shard's reason); the
+// errno-derived status when the torn tail cannot be cut off.
+absl::StatusOr<JournalReplayStats> ReplayJournal(
+    const std::string& dir, Shard* shard,
+    std::optional<uint64_t> after_sequence = std::nullopt);
 
 }  // namespace gradwire
 

@@ -25,7 +25,9 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 constexpr char kMagic[4] = {'G', 'W', 'A', 'L'};
 constexpr size_t kHeaderBytes = 4 + 4 + 8;
-constexpr size_t kRecordHeaderBytes = 4 + 4 + 1;
+// Length, CRC, type, and (from format version 2) the sequence number.
+constexpr size_t kUnnumberedRecordHeaderBytes = 4 + 4 + 1;
+constexpr size_t kRecordHeaderBytes = kUnnumberedRecordHeaderBytes + 8;
 constexpr absl::string_view kPrefix = "wal-";
 constexpr absl::string_view kSuffix = ".log";
 
@@ -41,10 +43,17 @@ T Get(const char* at) {
   return value;
 }
 
-uint32_t RecordCrc(JournalRecordType type, absl::string_view payload) {
+// Over type, sequence (unless `numbered` is false: format version 1) and
+// payload.
+uint32_t RecordCrc(JournalRecordType type, bool numbered, uint64_t sequence,
+                   absl::string_view payload) {
   const uint8_t type_byte = static_cast<uint8_t>(type);
   uLong crc = crc32_z(0L, Z_NULL, 0);
   crc = crc32_z(crc, &type_byte, 1);
+  if (numbered) {
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(&sequence),
+                  sizeof(sequence));
+  }
   crc = crc32_z(crc, reinterpret_cast<const Bytef*>(payload.data()),
                 payload.size());
   return static_cast<uint32_t>(crc);
@@ -58,13 +67,6 @@ bool AllZero(absl::string_view bytes) {
 bool KnownType(uint8_t type) {
   return type >= static_cast<uint8_t>(JournalRecordType::kInit) &&
          type <= static_cast<uint8_t>(JournalRecordType::kDropWorker);
-}
-
-std::string SegmentHeader(uint64_t generation) {
-  std::string header(kMagic, sizeof(kMagic));
-  Put<uint32_t>(kWalFormatVersion, &header);
-  Put<uint64_t>(generation, &header);
-  return header;
 }
 
 // The generation of a canonical segment file name; false for anything else.
@@ -109,7 +111,7 @@ absl::StatusOr<int> CreateSegment(const std::string& dir, uint64_t generation) {
                 O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   }));
   if (fd.get() < 0) return ErrnoStatus("cannot create", temporary);
-  const std::string header = SegmentHeader(generation);
+  const std::string header = WalSegmentHeader(generation);
   absl::Status written =
       WriteAll(fd.get(), header.data(), header.size(), temporary);
   if (written.ok() && RetryOnEintr([&] { return fdatasync(fd.get()); }) != 0) {
@@ -130,11 +132,19 @@ std::string WalSegmentFileName(uint64_t generation) {
   return absl::StrFormat("%s%020d%s", kPrefix, generation, kSuffix);
 }
 
-void AppendWalRecord(JournalRecordType type, absl::string_view payload,
-                     std::string* out) {
+std::string WalSegmentHeader(uint64_t generation) {
+  std::string header(kMagic, sizeof(kMagic));
+  Put<uint32_t>(kWalFormatVersion, &header);
+  Put<uint64_t>(generation, &header);
+  return header;
+}
+
+void AppendWalRecord(uint64_t sequence, JournalRecordType type,
+                     absl::string_view payload, std::string* out) {
   Put<uint32_t>(static_cast<uint32_t>(payload.size()), out);
-  Put<uint32_t>(RecordCrc(type, payload), out);
+  Put<uint32_t>(RecordCrc(type, /*numbered=*/true, sequence, payload), out);
   Put<uint8_t>(static_cast<uint8_t>(type), out);
+  Put<uint64_t>(sequence, out);
   out->append(payload.data(), payload.size());
 }
 
@@ -144,17 +154,22 @@ absl::StatusOr<WalSegment> ParseWalSegment(absl::string_view bytes) {
     return absl::DataLossError("not a write-ahead log segment (bad magic)");
   }
   const uint32_t version = Get<uint32_t>(bytes.data() + 4);
-  if (version != kWalFormatVersion) {
+  if (version != kWalFormatVersion && version != kWalFormatVersionUnnumbered) {
     return absl::DataLossError(absl::StrFormat(
-        "segment format version %d, expected %d", version, kWalFormatVersion));
+        "segment format version %d, expected %d (or %d)", version,
+        kWalFormatVersion, kWalFormatVersionUnnumbered));
   }
+  const bool numbered = version != kWalFormatVersionUnnumbered;
+  const size_t record_header_bytes =
+      numbered ? kRecordHeaderBytes : kUnnumberedRecordHeaderBytes;
   WalSegment segment;
+  segment.format_version = version;
   segment.generation = Get<uint64_t>(bytes.data() + 8);
   size_t offset = kHeaderBytes;
   while (offset < bytes.size()) {
     const size_t left = bytes.size() - offset;
     const char* at = bytes.data() + offset;
-    if (left < kRecordHeaderBytes) {
+    if (left < record_header_bytes) {
       segment.tail_error = absl::StrFormat(
           "torn record header at byte %d (%d bytes left)", offset, left);
       segment.torn_tail = true;
@@ -163,26 +178,27 @@ absl::StatusOr<WalSegment> ParseWalSegment(absl::string_view bytes) {
     const uint32_t length = Get<uint32_t>(at);
     const uint32_t crc = Get<uint32_t>(at + 4);
     const uint8_t type = Get<uint8_t>(at + 8);
-    if (length > kMaxWalPayloadBytes || length > left - kRecordHeaderBytes) {
+    const uint64_t sequence = numbered ? Get<uint64_t>(at + 9) : 0;
+    if (length > kMaxWalPayloadBytes || length > left - record_header_bytes) {
       segment.tail_error =
           absl::StrFormat("torn record at byte %d (claims %d bytes, %d left)",
-                          offset, length, left - kRecordHeaderBytes);
+                          offset, length, left - record_header_bytes);
       segment.torn_tail = true;
       break;
     }
-    const absl::string_view payload(at + kRecordHeaderBytes, length);
-    if (!KnownType(type) ||
-        RecordCrc(static_cast<JournalRecordType>(type), payload) != crc) {
+    const absl::string_view payload(at + record_header_bytes, length);
+    if (!KnownType(type) || RecordCrc(static_cast<JournalRecordType>(type),
+                                      numbered, sequence, payload) != crc) {
       segment.tail_error = absl::StrFormat(
           "corrupt record at byte %d (type %d, checksum mismatch)", offset,
           type);
       segment.torn_tail =
-          length == left - kRecordHeaderBytes || AllZero(bytes.substr(offset));
+          length == left - record_header_bytes || AllZero(bytes.substr(offset));
       break;
     }
     segment.records.push_back(
-        {static_cast<JournalRecordType>(type), std::string(payload)});
-    offset += kRecordHeaderBytes + length;
+        {static_cast<JournalRecordType>(type), std::string(payload), sequence});
+    offset += record_header_bytes + length;
   }
   segment.valid_bytes = offset;
   return segment;
@@ -262,9 +278,19 @@ WriteAheadLog::~WriteAheadLog() {
 uint64_t WriteAheadLog::Append(JournalRecordType type, std::string payload) {
   absl::MutexLock lock(&mu_);
   const size_t before = queued_.size();
-  AppendWalRecord(type, payload, &queued_);
+  AppendWalRecord(appended_ + 1, type, payload, &queued_);
   segment_bytes_ += queued_.size() - before;
   return ++appended_;
+}
+
+void WriteAheadLog::ContinueAfter(uint64_t sequence) {
+  absl::MutexLock lock(&mu_);
+  if (sequence <= appended_) return;
+  // Numbers up to `sequence` are durable already (in the checkpoint or the
+  // log the shard was restored from), unless records of ours are pending.
+  const bool nothing_pending = durable_ == appended_;
+  appended_ = sequence;
+  if (nothing_pending) durable_ = sequence;
 }
 
 void WriteAheadLog::BeginWrite(std::string* batch, uint64_t* upto, int* fd,

@@ -9,10 +9,20 @@
 // elsewhere (server/shard/stderr_log.h).
 //
 // Files: "wal-<generation>.log" (20 digits) next to the checkpoints. A
-// segment starts with a header (magic "GWAL", format version, generation),
-// then records: payload length (u32), CRC-32 of type and payload (u32),
-// type (u8), payload; all little-endian. A process killed mid-write leaves a
-// torn last record, which the reader detects and stops at.
+// segment starts with a header (magic "GWAL", format version (u32),
+// generation (u64)), then records: payload length (u32), CRC-32 of type,
+// sequence and payload (u32), type (u8), sequence number (u64), payload; all
+// little-endian. A process killed mid-write leaves a torn last record, which
+// the reader detects and stops at.
+//
+// Sequence numbers: every record has one, increasing by one in log order
+// across segments and across restarts (the shard hands the log the last one
+// its restored state holds: ShardJournal::ContinueAfter). A checkpoint names
+// the last one it holds, and replay skips the records up to it.
+//
+// Format version 1 had no sequence number in its records (and its CRC
+// covered type and payload only). Its segments are still read, as records
+// with sequence number 0 ("unnumbered"); every other version is refused.
 //
 // Only the end of the newest segment can be torn: records are appended in
 // order and a segment is never written again once the next one exists.
@@ -50,8 +60,11 @@
 
 namespace gradwire {
 
-// The format version of segment headers.
-inline constexpr uint32_t kWalFormatVersion = 1;
+// The format version of the segments this build writes; it also reads
+// kWalFormatVersionUnnumbered.
+inline constexpr uint32_t kWalFormatVersion = 2;
+// Records without sequence numbers.
+inline constexpr uint32_t kWalFormatVersionUnnumbered = 1;
 
 // The largest payload a record may carry (a guard against a corrupt length).
 inline constexpr uint32_t kMaxWalPayloadBytes = uint32_t{1} << 31;
@@ -59,17 +72,24 @@ inline constexpr uint32_t kMaxWalPayloadBytes = uint32_t{1} << 31;
 // "wal-00000000000000000007.log" for generation 7 (the file name only).
 std::string WalSegmentFileName(uint64_t generation);
 
-// Appends the framed record to `out`. Pure.
-void AppendWalRecord(JournalRecordType type, absl::string_view payload,
-                     std::string* out);
+// The header of segment `generation` in kWalFormatVersion. Pure.
+std::string WalSegmentHeader(uint64_t generation);
+
+// Appends the record, framed in kWalFormatVersion, to `out`. Pure.
+void AppendWalRecord(uint64_t sequence, JournalRecordType type,
+                     absl::string_view payload, std::string* out);
 
 struct WalRecord {
   JournalRecordType type;
   std::string payload;
+  // From 1; 0 in a segment of kWalFormatVersionUnnumbered.
+  uint64_t sequence = 0;
 };
 
 struct WalSegment {
   uint64_t generation = 0;
+  // kWalFormatVersion or kWalFormatVersionUnnumbered.
+  uint32_t format_version = kWalFormatVersion;
   std::string path;
   std::vector<WalRecord> records;
   // Empty when the segment ends cleanly; otherwise why reading stopped (a
@@ -89,8 +109,9 @@ struct WalSegment {
 };
 
 // Decodes a segment file image. DATA_LOSS when the header is not a segment
-// header of kWalFormatVersion; a bad record ends the list and is described
-// in tail_error, valid_bytes and torn_tail. Pure.
+// header of kWalFormatVersion or kWalFormatVersionUnnumbered; a bad record
+// ends the list and is described in tail_error, valid_bytes and torn_tail.
+// Sequence numbers are not checked here (replay does). Pure.
 absl::StatusOr<WalSegment> ParseWalSegment(absl::string_view bytes);
 
 // Cuts the segment file at `path` to its first `size` bytes and syncs it:
@@ -125,8 +146,11 @@ class WriteAheadLog final : public ShardJournal {
   WriteAheadLog(const WriteAheadLog&) = delete;
   WriteAheadLog& operator=(const WriteAheadLog&) = delete;
 
+  // The ticket is the record's sequence number.
   uint64_t Append(JournalRecordType type, std::string payload) override;
   void WaitDurable(uint64_t ticket) override;
+  // Before the first Append: the next record is numbered `sequence` + 1.
+  void ContinueAfter(uint64_t sequence) override;
 
   // Writes what is queued, closes the current segment, starts the next and
   // returns its generation. Thread-safe; appends go on meanwhile (into the
@@ -134,7 +158,8 @@ class WriteAheadLog final : public ShardJournal {
   absl::StatusOr<uint64_t> Rotate();
 
   // Deletes the segments older than `generation`; a failure is logged, not
-  // returned (the files are only replayed again, as duplicates).
+  // returned (a later replay reads the files again and skips their records,
+  // which the checkpoint holds).
   void RemoveSegmentsBefore(uint64_t generation);
 
   // Bytes appended to the current segment, queued ones included.
@@ -157,6 +182,8 @@ class WriteAheadLog final : public ShardJournal {
   mutable absl::Mutex mu_;
   // Framed records not yet written.
   std::string queued_ ABSL_GUARDED_BY(mu_);
+  // The sequence number of the last record appended, and of the last one
+  // written.
   uint64_t appended_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t durable_ ABSL_GUARDED_BY(mu_) = 0;
   // True while one thread writes to fd_ outside mu_ (or rotates it).

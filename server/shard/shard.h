@@ -244,7 +244,11 @@ class Shard {
     return updates_applied_.load(std::memory_order_relaxed);
   }
 
-  // A consistent copy of each chunk (chunk by chunk, each under its lock).
+  // A copy of the whole state, taken under every chunk's lock at once (and
+  // the Init lock), so that it holds exactly the journal records up to the
+  // one it names (ShardSnapshot::journal_sequence) and none after it: a
+  // replay over it must apply exactly the records after that one. Pushes
+  // and pulls wait for the copy (one pass over the shard's memory).
   // FAILED_PRECONDITION before Init.
   absl::StatusOr<ShardSnapshot> Snapshot() const;
 
@@ -257,7 +261,23 @@ class Shard {
   // `journal` (shard_journal.h) and waits until it is durable before
   // answering; null (the default) journals nothing. `journal` is not owned
   // and must outlive the shard. Call before serving requests.
-  void set_journal(ShardJournal* journal) { journal_ = journal; }
+  // Tells `journal` to number its records after journal_sequence().
+  void set_journal(ShardJournal* journal) {
+    journal_ = journal;
+    if (journal_ != nullptr) journal_->ContinueAfter(journal_sequence());
+  }
+
+  // The sequence number of the last journal record this state holds: the
+  // restored checkpoint's (0 without one, or from a checkpoint of format 1),
+  // raised by each replayed record (NoteReplayedRecord) and each record
+  // journaled since.
+  uint64_t journal_sequence() const {
+    return journal_sequence_.load(std::memory_order_acquire);
+  }
+  // Replay (server/durability/wal_replay.h) reports each record it fed back
+  // by its sequence number, so that set_journal's journal numbers its
+  // records after them. Call before set_journal.
+  void NoteReplayedRecord(uint64_t sequence) { NoteJournaled(sequence); }
 
   // A hash of every piece of state a snapshot holds, for tests that prove a
   // refused request changed nothing. The published pull deltas are not part
@@ -293,6 +313,10 @@ class Shard {
   void RejoinByInit(const v1::InitRequest& request, uint64_t* journal_ticket);
   // Counts and logs a worker's return to the live set.
   void RecordRejoin(uint32_t worker, uint64_t step, const char* how);
+  // Raises journal_sequence_ to `ticket`. Called with the locks held under
+  // which the record was appended, so that Snapshot, holding every lock,
+  // reads the last record its copy holds.
+  void NoteJournaled(uint64_t ticket);
 
   // Constant after construction. Without metrics from the caller, the
   // shard's own registry and metrics.
@@ -320,6 +344,9 @@ class Shard {
   std::atomic<uint64_t> updates_applied_{0};
   // Set before serving; see set_journal.
   ShardJournal* journal_ = nullptr;
+  // See journal_sequence(). Raised under the chunk locks (or init_mu_) of
+  // the record, possibly by several threads at once, hence atomic.
+  std::atomic<uint64_t> journal_sequence_{0};
 };
 
 }  // namespace gradwire

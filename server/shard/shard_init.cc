@@ -185,6 +185,7 @@ absl::Status Shard::InitLocked(const v1::InitRequest& request,
     if (journal_ != nullptr) {
       *journal_ticket = journal_->Append(JournalRecordType::kInit,
                                          request.SerializeAsString());
+      NoteJournaled(*journal_ticket);
     }
   }
   FillInitResponse(request, chunks_, response);

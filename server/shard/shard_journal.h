@@ -14,6 +14,13 @@
 // Append only copies into memory. The Shard then releases its locks and calls
 // WaitDurable before it answers, so no lock is held across the I/O and
 // concurrent requests share one write (group commit).
+//
+// Sequence numbers: a journal that numbers its records (the write-ahead log)
+// returns each record's sequence number as its ticket, and continues the
+// numbering after the number the shard hands it (ContinueAfter, called by
+// Shard::set_journal with the last record its restored state holds). A
+// checkpoint names the last sequence number it holds (ShardSnapshot::
+// journal_sequence), and replay applies only the records after it.
 #ifndef GRADWIRE_SERVER_SHARD_SHARD_JOURNAL_H_
 #define GRADWIRE_SERVER_SHARD_SHARD_JOURNAL_H_
 
@@ -37,9 +44,16 @@ class ShardJournal {
  public:
   virtual ~ShardJournal() = default;
 
-  // Queues one record and returns its ticket (increasing from 1). Never
-  // blocks on I/O. Thread-safe.
+  // Queues one record and returns its ticket: increasing from 1, or from
+  // ContinueAfter's `sequence` + 1, and the record's sequence number in a
+  // journal that numbers them. Never blocks on I/O. Thread-safe.
   virtual uint64_t Append(JournalRecordType type, std::string payload) = 0;
+
+  // Numbers the records appended from now on after `sequence`, the last
+  // record the shard's state already holds. Called once, before the first
+  // Append (Shard::set_journal). A journal that does not number its records
+  // ignores it.
+  virtual void ContinueAfter(uint64_t sequence) { (void)sequence; }
 
   // Returns once every record up to `ticket` is durable. An implementation
   // that cannot make it durable must not return (it ends the process), since

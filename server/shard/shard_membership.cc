@@ -56,6 +56,7 @@ absl::Status Shard::DropWorker(uint32_t worker) {
     if (dropped_now && journal_ != nullptr) {
       ticket =
           journal_->Append(JournalRecordType::kDropWorker, DropRecord(worker));
+      NoteJournaled(ticket);
     }
   }
   if (ticket != 0) journal_->WaitDurable(ticket);
@@ -94,9 +95,17 @@ void Shard::RejoinByInit(const v1::InitRequest& request,
     if (rejoined && journal_ != nullptr) {
       *journal_ticket = journal_->Append(JournalRecordType::kInit,
                                          request.SerializeAsString());
+      NoteJournaled(*journal_ticket);
     }
   }
   if (rejoined) RecordRejoin(worker, clock, "Init");
+}
+
+void Shard::NoteJournaled(uint64_t ticket) {
+  uint64_t held = journal_sequence_.load(std::memory_order_relaxed);
+  while (held < ticket && !journal_sequence_.compare_exchange_weak(
+                              held, ticket, std::memory_order_acq_rel)) {
+  }
 }
 
 void Shard::RecordRejoin(uint32_t worker, uint64_t step, const char* how) {

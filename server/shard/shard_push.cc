@@ -191,6 +191,7 @@ absl::Status Shard::ValidateAndApply(const PushView& request,
     // Under the chunk locks, so each chunk's records are in apply order.
     result->journal_ticket =
         journal_->Append(JournalRecordType::kPush, std::move(record));
+    NoteJournaled(result->journal_ticket);
   }
   clock.Lap(PushStage::kUpdate);
   return absl::OkStatus();

@@ -118,10 +118,17 @@ absl::StatusOr<ShardSnapshot> Shard::Snapshot() const {
   snapshot.num_shards = options_.num_shards;
   snapshot.training_config = config_->proto.SerializeAsString();
   snapshot.chunks.reserve(chunks_.size());
+  // Every record is appended, and its sequence noted, under the locks of what
+  // it changed (init_mu_ for the first Init, chunk locks for the rest), after
+  // it was applied. With all of them held, no record is half applied: the
+  // copy holds exactly the records up to journal_sequence_.
+  absl::MutexLock init_lock(&init_mu_);
+  ChunkLocks locks(chunks_);
   for (const auto& [key, chunk] : chunks_) {
-    absl::MutexLock lock(&chunk->mu);
+    chunk->mu.AssertHeld();
     snapshot.chunks.push_back(chunk->state);
   }
+  snapshot.journal_sequence = journal_sequence();
   return snapshot;
 }
 
@@ -147,6 +154,7 @@ absl::Status Shard::Restore(ShardSnapshot snapshot) {
     return absl::InvalidArgumentError("checkpoint has no chunks");
   }
   ChunkMap chunks;
+  const uint64_t journal_sequence = snapshot.journal_sequence.value_or(0);
   for (ChunkSnapshot& c : snapshot.chunks) {
     if (absl::Status s = CheckChunkSnapshot(c, **config); !s.ok()) return s;
     if ((*config)->shared_deltas() && c.shadow.empty()) {
@@ -160,6 +168,7 @@ absl::Status Shard::Restore(ShardSnapshot snapshot) {
     }
   }
   Install(*std::move(config), std::move(chunks));
+  journal_sequence_.store(journal_sequence, std::memory_order_release);
   return absl::OkStatus();
 }
 

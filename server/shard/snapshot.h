@@ -8,6 +8,7 @@
 #define GRADWIRE_SERVER_SHARD_SNAPSHOT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,11 @@ struct ShardSnapshot {
   std::string training_config;
   // Sorted by key.
   std::vector<ChunkSnapshot> chunks;
+  // The sequence number of the last journal record (shard_journal.h) this
+  // state holds, 0 when it holds none: a replay of the write-ahead log over
+  // it applies only the records after it. Absent in a checkpoint of format
+  // version 1, which did not record it.
+  std::optional<uint64_t> journal_sequence;
 };
 
 }  // namespace gradwire

@@ -57,6 +57,7 @@ ShardSnapshot MakeSnapshot(uint64_t seed, int num_chunks = 4) {
     c.shadow = RandomFloats(c.numel, rng);
     s.chunks.push_back(std::move(c));
   }
+  s.journal_sequence = rng();
   return s;
 }
 
@@ -64,6 +65,7 @@ void ExpectSnapshotsEqual(const ShardSnapshot& a, const ShardSnapshot& b) {
   EXPECT_EQ(a.shard_id, b.shard_id);
   EXPECT_EQ(a.num_shards, b.num_shards);
   EXPECT_EQ(a.training_config, b.training_config);
+  EXPECT_EQ(a.journal_sequence, b.journal_sequence);
   ASSERT_EQ(a.chunks.size(), b.chunks.size());
   for (size_t i = 0; i < a.chunks.size(); ++i) {
     SCOPED_TRACE(absl::StrCat("chunk ", i));
@@ -165,6 +167,7 @@ TEST(CheckpointFormatTest, RoundTripsEveryField) {
 TEST(CheckpointFormatTest, RoundTripsEmptySnapshotAndEmptyVectors) {
   ShardSnapshot snapshot;
   snapshot.chunks.emplace_back();  // a chunk with nothing in it
+  snapshot.journal_sequence = 0;
   absl::StatusOr<ShardSnapshot> parsed =
       ParseSnapshot(SerializeSnapshot(snapshot));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
@@ -201,11 +204,30 @@ TEST(CheckpointFormatTest, TrailingBytesAreRejected) {
 }
 
 TEST(CheckpointFormatTest, OtherFormatVersionIsUnimplemented) {
-  std::string image = SerializeSnapshot(MakeSnapshot(5, 1));
-  image[8] = 2;
-  RewriteChecksum(&image);
-  EXPECT_EQ(ParseSnapshot(image).status().code(),
-            absl::StatusCode::kUnimplemented);
+  for (const uint32_t version : {0u, 3u, 0x01000002u}) {
+    std::string image = SerializeSnapshot(MakeSnapshot(5, 1));
+    std::memcpy(&image[8], &version, 4);
+    RewriteChecksum(&image);
+    EXPECT_EQ(ParseSnapshot(image).status().code(),
+              absl::StatusCode::kUnimplemented)
+        << version;
+  }
+}
+
+// Format version 1: the same payload without journal_sequence at its end.
+TEST(CheckpointFormatTest, FormatOneIsReadWithoutAJournalSequence) {
+  const ShardSnapshot snapshot = MakeSnapshot(12);
+  std::string image = SerializeSnapshot(snapshot);
+  image.erase(image.size() - 4 - 8, 8);
+  const uint32_t version = kCheckpointFormatVersionWithoutJournal;
+  std::memcpy(&image[8], &version, 4);
+  image = PatchU64(image, 12, image.size() - 24);
+  absl::StatusOr<ShardSnapshot> parsed = ParseSnapshot(image);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_FALSE(parsed->journal_sequence.has_value());
+  ShardSnapshot expected = snapshot;
+  expected.journal_sequence.reset();
+  ExpectSnapshotsEqual(*parsed, expected);
 }
 
 TEST(CheckpointFormatTest, BadMagicIsRejected) {

@@ -199,12 +199,9 @@ class DamagedStateTest : public DurableStateTest {
   }
   // Appends segment 4 holding `type` with `payload`.
   void AppendSegment(JournalRecordType type, const std::string& payload) {
-    std::string bytes("GWAL", 4);
-    const uint32_t version = kWalFormatVersion;
-    const uint64_t generation = 4;
-    bytes.append(reinterpret_cast<const char*>(&version), 4);
-    bytes.append(reinterpret_cast<const char*>(&generation), 8);
-    AppendWalRecord(type, payload, &bytes);
+    std::string bytes = WalSegmentHeader(4);
+    // After every record the checkpoint holds.
+    AppendWalRecord(1000, type, payload, &bytes);
     WriteBytes(SegmentPath(4), bytes);
   }
 
@@ -225,7 +222,7 @@ std::vector<Damage> DamagedStateTest::Damages() {
          std::memcpy(&image[image.size() - 4], &crc, 4);
          WriteBytes(t->CheckpointPath(), image);
        },
-       "format version 2"},
+       "format version 3"},
       {"newer corrupt checkpoint over a valid one",
        [](DamagedStateTest* t) {
          WriteBytes(t->dir_ + "/" + CheckpointFileName(9), "GWCKPT01 torn");

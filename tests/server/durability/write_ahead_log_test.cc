@@ -22,14 +22,45 @@ namespace {
 namespace fs = std::filesystem;
 using namespace shard_test;  // NOLINT: test helpers
 
+// Records numbered from `first_sequence`.
 std::string Segment(const std::vector<std::string>& payloads,
-                    uint64_t generation = 3) {
+                    uint64_t generation = 3, uint64_t first_sequence = 1) {
+  std::string bytes = WalSegmentHeader(generation);
+  for (const std::string& payload : payloads) {
+    AppendWalRecord(first_sequence++, JournalRecordType::kPush, payload,
+                    &bytes);
+  }
+  return bytes;
+}
+
+// Bitwise CRC-32 (zlib's polynomial).
+uint32_t ReferenceCrc32(absl::string_view bytes) {
+  uint32_t crc = 0xFFFFFFFFu;
+  for (char c : bytes) {
+    crc ^= static_cast<uint8_t>(c);
+    for (int bit = 0; bit < 8; ++bit) {
+      crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+  }
+  return ~crc;
+}
+
+// A segment of format version 1: records without sequence numbers, the CRC
+// over type and payload.
+std::string UnnumberedSegment(const std::vector<std::string>& payloads,
+                              uint64_t generation) {
   std::string bytes("GWAL", 4);
-  const uint32_t version = kWalFormatVersion;
+  const uint32_t version = kWalFormatVersionUnnumbered;
   bytes.append(reinterpret_cast<const char*>(&version), 4);
   bytes.append(reinterpret_cast<const char*>(&generation), 8);
   for (const std::string& payload : payloads) {
-    AppendWalRecord(JournalRecordType::kPush, payload, &bytes);
+    const uint32_t length = payload.size();
+    const char type = static_cast<char>(JournalRecordType::kPush);
+    const uint32_t crc = ReferenceCrc32(std::string(1, type) + payload);
+    bytes.append(reinterpret_cast<const char*>(&length), 4);
+    bytes.append(reinterpret_cast<const char*>(&crc), 4);
+    bytes.push_back(type);
+    bytes.append(payload);
   }
   return bytes;
 }
@@ -53,7 +84,7 @@ TEST(WalFormatTest, RecordsRoundTrip) {
 
 TEST(WalFormatTest, EveryTruncationKeepsTheWholeRecordsBeforeIt) {
   const std::string full = Segment({"first", "second"});
-  const size_t first_end = 16 + 9 + 5;
+  const size_t first_end = 16 + 17 + 5;
   for (size_t cut = 17; cut < full.size(); ++cut) {
     auto segment = ParseWalSegment(full.substr(0, cut));
     ASSERT_TRUE(segment.ok()) << cut;
@@ -64,12 +95,38 @@ TEST(WalFormatTest, EveryTruncationKeepsTheWholeRecordsBeforeIt) {
 
 TEST(WalFormatTest, AFlippedPayloadByteEndsTheSegmentThere) {
   std::string bytes = Segment({"first", "second", "third"});
-  bytes[16 + 9 + 5 + 9 + 2] ^= 0x20;  // inside "second"
+  bytes[16 + 17 + 5 + 17 + 2] ^= 0x20;  // inside "second"
   auto segment = ParseWalSegment(bytes);
   ASSERT_TRUE(segment.ok());
   EXPECT_EQ(Payloads(*segment), std::vector<std::string>{"first"});
   EXPECT_NE(segment->tail_error.find("corrupt record"), std::string::npos)
       << segment->tail_error;
+}
+
+TEST(WalFormatTest, RecordsCarryTheirSequenceNumbers) {
+  auto segment = ParseWalSegment(Segment({"a", "b"}, 3, 41));
+  ASSERT_TRUE(segment.ok()) << segment.status();
+  ASSERT_EQ(segment->records.size(), 2u);
+  EXPECT_EQ(segment->records[0].sequence, 41u);
+  EXPECT_EQ(segment->records[1].sequence, 42u);
+  // The sequence number is under the checksum.
+  std::string bytes = Segment({"a"}, 3, 41);
+  bytes[16 + 9] ^= 1;
+  segment = ParseWalSegment(bytes);
+  ASSERT_TRUE(segment.ok());
+  EXPECT_TRUE(segment->records.empty());
+  EXPECT_NE(segment->tail_error.find("checksum"), std::string::npos);
+}
+
+TEST(WalFormatTest, FormatOneSegmentsAreReadAsUnnumberedRecords) {
+  auto segment = ParseWalSegment(UnnumberedSegment({"first", "second"}, 2));
+  ASSERT_TRUE(segment.ok()) << segment.status();
+  EXPECT_EQ(segment->format_version, kWalFormatVersionUnnumbered);
+  EXPECT_EQ(Payloads(*segment), (std::vector<std::string>{"first", "second"}));
+  EXPECT_TRUE(segment->tail_error.empty()) << segment->tail_error;
+  for (const WalRecord& record : segment->records) {
+    EXPECT_EQ(record.sequence, 0u);
+  }
 }
 
 TEST(WalFormatTest, ForeignHeadersAreDataLoss) {
@@ -115,7 +172,7 @@ TEST_F(WriteAheadLogTest,
     EXPECT_EQ(wal->generation(), 1u);
     wal->Append(JournalRecordType::kInit, "init");
     const uint64_t ticket = wal->Append(JournalRecordType::kPush, "push");
-    EXPECT_EQ(ticket, 2u);
+    EXPECT_EQ(ticket, 2u);  // The record's sequence number.
     wal->WaitDurable(ticket);
     const std::vector<WalSegment> segments = Read();
     ASSERT_EQ(segments.size(), 1u);
@@ -127,6 +184,35 @@ TEST_F(WriteAheadLogTest,
   ASSERT_NE(reopened, nullptr);
   EXPECT_EQ(reopened->generation(), 2u);
   EXPECT_EQ(Read().size(), 2u);
+}
+
+TEST_F(WriteAheadLogTest, ContinueAfterNumbersTheNextRecords) {
+  auto wal = Open();
+  ASSERT_NE(wal, nullptr);
+  wal->ContinueAfter(70);
+  const uint64_t ticket = wal->Append(JournalRecordType::kPush, "push");
+  EXPECT_EQ(ticket, 71u);
+  wal->WaitDurable(ticket);
+  const std::vector<WalSegment> segments = Read();
+  ASSERT_EQ(segments.size(), 1u);
+  ASSERT_EQ(segments[0].records.size(), 1u);
+  EXPECT_EQ(segments[0].records[0].sequence, 71u);
+}
+
+TEST_F(WriteAheadLogTest, SequenceNumbersThatGoBackAreDataLoss) {
+  fs::create_directories(dir_);
+  {
+    std::ofstream(dir_ + "/" + WalSegmentFileName(1), std::ios::binary)
+        << Segment({"a", "b"}, 1, 5);
+    std::ofstream(dir_ + "/" + WalSegmentFileName(2), std::ios::binary)
+        << Segment({"c"}, 2, 6);
+  }
+  Shard shard(Options());
+  auto stats = ReplayJournal(dir_, &shard, /*after_sequence=*/10);
+  ASSERT_TRUE(absl::IsDataLoss(stats.status())) << stats.status();
+  EXPECT_NE(stats.status().message().find("sequence number 6"),
+            std::string::npos)
+      << stats.status();
 }
 
 // A kill while a segment is created leaves at most a temporary file, never
