@@ -384,31 +384,34 @@ std::vector<Seed> InitSeeds() {
 // Collects what a shard journals, to frame it as log segments.
 class RecordingJournal final : public ShardJournal {
  public:
+  // Records are numbered from 1 across segments, as the log numbers them.
   uint64_t Append(JournalRecordType type, std::string payload) override {
-    records_.push_back({type, std::move(payload)});
-    return records_.size();
+    records_.push_back({++sequence_, type, std::move(payload)});
+    return sequence_;
   }
   void WaitDurable(uint64_t) override {}
   // The image of a segment holding the records appended since the last
   // call.
   std::string TakeSegment(uint64_t generation) {
     std::string bytes = SegmentHeader(generation);
-    for (const auto& [type, payload] : records_) {
-      AppendWalRecord(type, payload, &bytes);
+    for (const Record& record : records_) {
+      AppendWalRecord(record.sequence, record.type, record.payload, &bytes);
     }
     records_.clear();
     return bytes;
   }
   static std::string SegmentHeader(uint64_t generation) {
-    std::string header("GWAL", 4);
-    const uint32_t version = kWalFormatVersion;
-    header.append(reinterpret_cast<const char*>(&version), 4);
-    header.append(reinterpret_cast<const char*>(&generation), 8);
-    return header;
+    return WalSegmentHeader(generation);
   }
 
  private:
-  std::vector<std::pair<JournalRecordType, std::string>> records_;
+  struct Record {
+    uint64_t sequence;
+    JournalRecordType type;
+    std::string payload;
+  };
+  std::vector<Record> records_;
+  uint64_t sequence_ = 0;
 };
 
 // A BSP shard's history: Init and steps 0-1 in segment 1, the checkpoint,
@@ -496,7 +499,7 @@ std::string RestoreInput(uint8_t flags, absl::string_view checkpoint,
 std::vector<Seed> RestoreSeeds() {
   const History h = MakeHistory();
   std::string other_version = h.checkpoint;
-  other_version[8] = 2;
+  other_version[8] = 99;  // No format has this version.
   const uint32_t crc = Crc32(
       absl::string_view(other_version).substr(0, other_version.size() - 4));
   std::memcpy(&other_version[other_version.size() - 4], &crc, 4);
@@ -507,10 +510,10 @@ std::vector<Seed> RestoreSeeds() {
   std::string refused = RecordingJournal::SegmentHeader(2);
   v1::InitRequest other_job =
       MakeInit(MakeConfig(Setup(v1::CONSISTENCY_MODE_ASP)), 0);
-  AppendWalRecord(JournalRecordType::kInit, other_job.SerializeAsString(),
+  AppendWalRecord(1, JournalRecordType::kInit, other_job.SerializeAsString(),
                   &refused);
-  // Inside the first record's payload (16-byte header, 9-byte frame).
-  const size_t first_payload = 16 + 9 + 4;
+  // Inside the first record's payload (16-byte header, 17-byte frame).
+  const size_t first_payload = 16 + 17 + 4;
 
   std::vector<Seed> seeds = {
       {"valid_checkpoint_and_log",
