@@ -10,50 +10,58 @@
 #include "absl/time/clock.h"
 #include "common/codec/push_wire.h"
 #include "common/tls/bearer_token.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/wire_format_lite.h"
-#include "grpcpp/support/proto_buffer_reader.h"
+#include "server/process/request_fields.h"
 
 namespace gradwire {
 namespace {
 
-// The top-level occurrences of field `field` in the serialized message
-// `bytes`, counting stops once past `limit`. Bytes that do not scan as a
-// message give what was counted so far: the parser refuses them.
-uint64_t CountFieldEntries(const grpc::ByteBuffer& bytes, int field,
-                           uint64_t limit) {
-  using google::protobuf::internal::WireFormatLite;
-  grpc::ByteBuffer copy(bytes);
-  grpc::ProtoBufferReader reader(&copy);
-  google::protobuf::io::CodedInputStream in(&reader);
-  uint64_t count = 0;
-  while (const uint32_t tag = in.ReadTag()) {
-    if (WireFormatLite::GetTagFieldNumber(tag) == field && ++count > limit) {
-      break;
-    }
-    if (!WireFormatLite::SkipField(&in, tag)) break;
-  }
-  return count;
-}
-
-// Refuses, unparsed, a request with more chunk entries than `limit`.
+// Refuses, unparsed, a request that would cost more to parse than its
+// bytes (request_fields.h): more chunk entries than `max_chunk_entries`
+// (RESOURCE_EXHAUSTED for Init, INVALID_ARGUMENT for Push and Pull, as the
+// shard would answer), or more unknown fields than kMaxUnknownRequestFields
+// (INVALID_ARGUMENT). Bytes that are not a message set *malformed: what
+// follows the bad byte was not counted, so they must not reach a parser
+// that keeps unknown fields.
 template <typename Request>
-grpc::Status CheckChunkEntries(const grpc::ByteBuffer& bytes, uint64_t limit) {
-  if constexpr (std::is_same_v<Request, v1::GetInfoRequest>) {
-    return grpc::Status::OK;
-  } else {
-    const uint64_t entries =
-        CountFieldEntries(bytes, Request::kChunksFieldNumber, limit);
-    if (entries <= limit) return grpc::Status::OK;
-    const std::string message = absl::StrFormat(
-        "%s names more than %d chunks, the most this shard accepts "
-        "(--max-chunks)",
-        Request::descriptor()->name(), limit);
+grpc::Status CheckRequestFields(const grpc::ByteBuffer& bytes,
+                                uint64_t max_chunk_entries, bool* malformed) {
+  const google::protobuf::Descriptor& type = *Request::descriptor();
+  RequestFieldLimits limits;
+  if constexpr (!std::is_same_v<Request, v1::GetInfoRequest>) {
+    limits.entries_field = Request::kChunksFieldNumber;
+    limits.max_entries = max_chunk_entries;
+  }
+  const RequestFieldCount count = CountRequestFields(bytes, type, limits);
+  *malformed = !count.well_formed;
+  if (count.entries > limits.max_entries) {
     return grpc::Status(std::is_same_v<Request, v1::InitRequest>
                             ? grpc::StatusCode::RESOURCE_EXHAUSTED
                             : grpc::StatusCode::INVALID_ARGUMENT,
-                        message);
+                        absl::StrFormat("%s names more than %d chunks, the "
+                                        "most this shard accepts "
+                                        "(--max-chunks)",
+                                        type.name(), limits.max_entries));
   }
+  if (count.unknown_fields > limits.max_unknown_fields) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrFormat(
+            "%s carries more than %d fields that its schema does not define "
+            "(the first: field %d of %s), the most this shard accepts; is "
+            "the client built from another gradwire.v1 schema?",
+            type.name(), limits.max_unknown_fields, count.first_unknown_number,
+            count.first_unknown_in->full_name()));
+  }
+  return grpc::Status::OK;
+}
+
+// INVALID_ARGUMENT: the `size` bytes sent to `method` are not a `type`.
+grpc::Status NotAMessage(const char* method, size_t size,
+                         const google::protobuf::Descriptor& type) {
+  return grpc::Status(
+      grpc::StatusCode::INVALID_ARGUMENT,
+      absl::StrFormat("%s: the %d request bytes are not a valid %s", method,
+                      size, type.full_name()));
 }
 
 // Parses `bytes` as a `Request`; INVALID_ARGUMENT naming `method` when they
@@ -67,10 +75,7 @@ grpc::Status ParseRequest(const grpc::ByteBuffer& bytes, const char* method,
   if (grpc::SerializationTraits<Request>::Deserialize(&copy, request).ok()) {
     return grpc::Status::OK;
   }
-  return grpc::Status(
-      grpc::StatusCode::INVALID_ARGUMENT,
-      absl::StrFormat("%s: the %d request bytes are not a valid %s", method,
-                      size, Request::descriptor()->full_name()));
+  return NotAMessage(method, size, *Request::descriptor());
 }
 
 // A Push as the shard reads it: the received slices, and the request read in
@@ -86,19 +91,30 @@ struct ReceivedPush {
   }
 };
 
-// Steps 3 for a message of type `Request`: its chunk entries counted, then
-// parsed.
+// Step 3 for a message of type `Request`: its fields counted, then parsed.
 template <typename Request>
 grpc::Status Parse(const grpc::ByteBuffer& bytes, const char* method,
                    uint64_t max_chunk_entries, Request* request) {
-  grpc::Status status = CheckChunkEntries<Request>(bytes, max_chunk_entries);
+  bool malformed = false;
+  grpc::Status status =
+      CheckRequestFields<Request>(bytes, max_chunk_entries, &malformed);
+  if (status.ok() && malformed) {
+    return NotAMessage(method, bytes.Length(), *Request::descriptor());
+  }
   if (status.ok()) status = ParseRequest(bytes, method, request);
   return status;
 }
 
-// The same for a Push, in one pass over the received slices.
+// The same for a Push, read in place from the received slices. Its reader
+// keeps no unknown field, but a request with many is refused all the same,
+// like the other methods; malformed bytes are left to the reader, which
+// says at which byte they go wrong.
 grpc::Status Parse(const grpc::ByteBuffer& bytes, const char* method,
                    uint64_t max_chunk_entries, ReceivedPush* push) {
+  bool malformed = false;
+  const grpc::Status fields =
+      CheckRequestFields<v1::PushRequest>(bytes, max_chunk_entries, &malformed);
+  if (!fields.ok()) return fields;
   // Dump takes a reference to each slice; it copies no bytes.
   if (!bytes.Dump(&push->slices).ok()) {
     return grpc::Status(grpc::StatusCode::INTERNAL,

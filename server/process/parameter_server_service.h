@@ -17,10 +17,13 @@
 //      A call that finds them busy waits in the queue without a thread, so
 //      the threads of a shard stay bounded however many workers wait for a
 //      step (each waiting Pull holds one pull thread).
-//   3. Parse: the request's chunk entries are counted on the received
-//      bytes first (a request with more than max_chunk_entries is refused
-//      unparsed: RESOURCE_EXHAUSTED for Init, INVALID_ARGUMENT for Push
-//      and Pull, as the shard would); then the bytes are parsed here, so
+//   3. Parse: the request's chunk entries and unknown fields are counted
+//      on the received bytes first (request_fields.h; a request with more
+//      than max_chunk_entries entries is refused unparsed:
+//      RESOURCE_EXHAUSTED for Init, INVALID_ARGUMENT for Push and Pull, as
+//      the shard would; one with more than kMaxUnknownRequestFields unknown
+//      fields, at any depth, is INVALID_ARGUMENT, since protobuf would keep
+//      each as an object of its own); then the bytes are parsed here, so
 //      bytes that are not a valid message are INVALID_ARGUMENT naming the
 //      message type and the size, not gRPC's INTERNAL with an empty
 //      message. A Push is read in place instead (common/codec/push_wire.h):

@@ -1,0 +1,132 @@
+#include "server/process/request_fields.h"
+
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format.h"
+#include "google/protobuf/wire_format_lite.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+
+namespace gradwire {
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::internal::WireFormat;
+using google::protobuf::internal::WireFormatLite;
+using google::protobuf::io::CodedInputStream;
+
+// One walk over a message. Each step returns false to stop: at a malformed
+// byte (count->well_formed is then false) or once a limit is passed.
+class FieldCounter {
+ public:
+  FieldCounter(CodedInputStream* in, size_t size,
+               const RequestFieldLimits& limits, RequestFieldCount* count)
+      : in_(in), size_(size), limits_(limits), count_(count) {}
+
+  // The fields of a message of `type` up to the stream's limit (or end).
+  bool Message(const Descriptor& type, bool top_level) {
+    for (;;) {
+      const uint32_t tag = in_->ReadTag();
+      if (tag == 0) return in_->ConsumedEntireMessage() || Malformed();
+      const int number = WireFormatLite::GetTagFieldNumber(tag);
+      if (number == 0) return Malformed();
+      const FieldDescriptor* field = type.FindFieldByNumber(number);
+      if (field == nullptr || !Expected(*field, tag)) {
+        if (!Unknown(type, tag)) return false;
+        continue;
+      }
+      if (top_level && number == limits_.entries_field &&
+          ++count_->entries > limits_.max_entries) {
+        return false;
+      }
+      // proto3 has no groups, so a known field is a message or is skipped.
+      if (field->type() == FieldDescriptor::TYPE_MESSAGE) {
+        if (!Nested(*field->message_type())) return false;
+      } else if (!WireFormatLite::SkipField(in_, tag)) {
+        return Malformed();
+      }
+    }
+  }
+
+ private:
+  bool Malformed() {
+    count_->well_formed = false;
+    return false;
+  }
+
+  // Whether protobuf's parser reads `tag` as `field` (else it keeps it as
+  // an unknown field): the declared wire type, or packed for a repeated
+  // scalar.
+  static bool Expected(const FieldDescriptor& field, uint32_t tag) {
+    const WireFormatLite::WireType type = WireFormatLite::GetTagWireType(tag);
+    return type == WireFormat::WireTypeForFieldType(field.type()) ||
+           (field.is_packable() &&
+            type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  }
+
+  // A known message field: its length, then its fields.
+  bool Nested(const Descriptor& type) {
+    int length = 0;
+    if (!in_->ReadVarintSizeAsInt(&length) ||
+        static_cast<size_t>(length) > size_ - in_->CurrentPosition()) {
+      return Malformed();
+    }
+    const auto [outer, depth_left] =
+        in_->IncrementRecursionDepthAndPushLimit(length);
+    if (depth_left < 0) return Malformed();
+    if (!Message(type, /*top_level=*/false)) return false;
+    return in_->DecrementRecursionDepthAndPopLimit(outer) || Malformed();
+  }
+
+  // An unknown field of a message of `type`, counted and skipped; a group
+  // is walked, each of its fields counted too (protobuf keeps each).
+  bool Unknown(const Descriptor& type, uint32_t tag) {
+    if (count_->unknown_fields++ == 0) {
+      count_->first_unknown_number = WireFormatLite::GetTagFieldNumber(tag);
+      count_->first_unknown_in = &type;
+    }
+    if (count_->unknown_fields > limits_.max_unknown_fields) return false;
+    if (WireFormatLite::GetTagWireType(tag) !=
+        WireFormatLite::WIRETYPE_START_GROUP) {
+      return WireFormatLite::SkipField(in_, tag) || Malformed();
+    }
+    if (!in_->IncrementRecursionDepth()) return Malformed();
+    for (;;) {
+      const uint32_t inner = in_->ReadTag();
+      if (inner == 0 || WireFormatLite::GetTagFieldNumber(inner) == 0) {
+        return Malformed();
+      }
+      if (WireFormatLite::GetTagWireType(inner) ==
+          WireFormatLite::WIRETYPE_END_GROUP) {
+        if (WireFormatLite::GetTagFieldNumber(inner) !=
+            WireFormatLite::GetTagFieldNumber(tag)) {
+          return Malformed();
+        }
+        in_->DecrementRecursionDepth();
+        return true;
+      }
+      if (!Unknown(type, inner)) return false;
+    }
+  }
+
+  CodedInputStream* const in_;
+  const size_t size_;
+  const RequestFieldLimits& limits_;
+  RequestFieldCount* const count_;
+};
+
+}  // namespace
+
+RequestFieldCount CountRequestFields(const grpc::ByteBuffer& bytes,
+                                     const Descriptor& type,
+                                     const RequestFieldLimits& limits) {
+  RequestFieldCount count;
+  // A copy shares the received slices; reading consumes it.
+  grpc::ByteBuffer copy(bytes);
+  const size_t size = copy.Length();
+  grpc::ProtoBufferReader reader(&copy);
+  CodedInputStream in(&reader);
+  FieldCounter(&in, size, limits, &count).Message(type, /*top_level=*/true);
+  return count;
+}
+
+}  // namespace gradwire
