@@ -30,6 +30,9 @@
 
 namespace gradwire {
 
+// ChunkSlot::scratch_step when the scratch holds no step's message.
+inline constexpr uint64_t kNotCompressed = std::numeric_limits<uint64_t>::max();
+
 // What this worker keeps about one chunk.
 struct ChunkSlot {
   ChunkSpec spec;
@@ -46,6 +49,16 @@ struct ChunkSlot {
   bool uncompressed = false;
   // The chunk's last compressed gradient; reused to avoid allocations.
   CompressedChunk scratch;
+  // The step whose message `scratch` holds, complete (kNotCompressed: none,
+  // or a compression that failed). A push of the same step again (Step()
+  // retried after a failed push or pull) sends `scratch` again instead of
+  // compressing: compressing moves the residual and the velocities, so a
+  // second one would count the gradient twice, while the shards apply the
+  // same message once (they dedupe by worker, step and chunk). Keeping the
+  // message costs nothing (the scratch is kept anyway); restoring the
+  // residual and velocities instead would copy 4 to 12 bytes per element
+  // every step, on the device too.
+  uint64_t scratch_step = kNotCompressed;
   // Version of the weights this worker holds (kHoldsNothing: none).
   uint64_t version = 0;
   // The shard's history epoch that `version` counts in: the history_epoch of

@@ -132,7 +132,12 @@ class ParameterSync {
 
   // One synchronous step; see the file comment. `epoch` feeds compressor
   // warm-up schedules. On error the parameters may hold a mix of old and
-  // new chunks; the step can be retried.
+  // new chunks; the step can be retried: call Step() again, gradients
+  // unchanged (after GradientReady too). A retry counts the gradient once,
+  // however many pushes or pulls failed: the chunks compressed for this
+  // step send the same message again (ChunkSlot::scratch_step), which the
+  // shards apply once, so residuals and velocities move once; the others
+  // are compressed then.
   absl::Status Step(int epoch = 0);
 
   // Overlap of communication with the backward pass: says that the
@@ -148,7 +153,8 @@ class ParameterSync {
   // Errors: FAILED_PRECONDITION before Register, with local ranks
   // (options.local.size > 1: the node reduces whole steps), or for a parameter
   // already announced this step; INVALID_ARGUMENT for an index out of
-  // range. A failed push is returned by the next Step().
+  // range. A failed push is returned by the next Step(), and retried as
+  // Step() says.
   absl::Status GradientReady(size_t index, int epoch = 0);
 
   // With pull ahead (options.pull_ahead, SyncOptions), the pulls of the

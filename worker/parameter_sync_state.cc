@@ -43,8 +43,14 @@ absl::Status ParameterSync::LoadState(const std::string& state) {
   }
   if (absl::Status s = AwaitWeights(); !s.ok()) return s;
   return CatchTorch("gradwire load state", [&] {
-    return LoadWorkerState(state, options_, step_, plan_.get(),
-                           push_builder_->device_compressor());
+    absl::Status loaded = LoadWorkerState(state, options_, step_, plan_.get(),
+                                          push_builder_->device_compressor());
+    // A message compressed from the residuals this replaced is not the
+    // loaded state's: this step compresses again.
+    if (loaded.ok()) {
+      for (ChunkSlot& slot : plan_->slots()) slot.scratch_step = kNotCompressed;
+    }
+    return loaded;
   });
 }
 

@@ -131,8 +131,14 @@ absl::Status PushRequestBuilder::CompressAndEncode(uint64_t key,
                                                    v1::ChunkData* encoded) {
   ChunkSlot& slot = plan->slot(key);
   const ChunkSpec& spec = slot.spec;
+  // A retry of this step: its message goes again as it was (its residual
+  // and velocities moved once already; ChunkSlot::scratch_step).
+  if (slot.scratch_step == context.step) {
+    return EncodeChunk(slot.scratch, encoded);
+  }
   const torch::Tensor& parameter = plan->ParameterOf(spec);
   context.chunk_key = spec.key;
+  slot.scratch_step = kNotCompressed;  // Overwritten from here on.
   absl::Status s = CatchTorch("gradwire push", [&] {
     return CompressChunk(parameter.grad(), context, &slot);
   });
@@ -141,6 +147,7 @@ absl::Status PushRequestBuilder::CompressAndEncode(uint64_t key,
                         absl::StrFormat("chunk %d (%s): %s", spec.key,
                                         plan->NameOf(spec), s.message()));
   }
+  slot.scratch_step = context.step;
   return EncodeChunk(slot.scratch, encoded);
 }
 

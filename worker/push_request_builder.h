@@ -74,11 +74,14 @@ class PushRequestBuilder {
   // Requests of step `step` (one per shard, index = shard id; a shard
   // without chunks gets an empty request) with the gradients of chunks
   // `keys` of `plan`, read from their parameters' grad(), which must be
-  // defined. `epoch` feeds warm-up schedules. Updates the chunks' residuals
-  // and scratch buffers. Errors: the compressor's or the codec's, the former
-  // prefixed with the chunk ("chunk 3 (fc1.weight): ..."); INTERNAL for a
-  // libtorch failure. When a chunk fails, the chunks compressed in parallel
-  // with it have still moved their residuals; the step is lost either way.
+  // defined. `epoch` feeds warm-up schedules. Updates the chunks' residuals,
+  // velocities and scratch buffers once per step: a chunk whose scratch
+  // holds `step`'s message already (ChunkSlot::scratch_step; a retry) is
+  // encoded from it again, unchanged, and its gradient is not read. Errors:
+  // the compressor's or the codec's, the former prefixed with the chunk
+  // ("chunk 3 (fc1.weight): ..."); INTERNAL for a libtorch failure. When a
+  // chunk fails, the chunks compressed in parallel with it keep their
+  // messages for the retry, which compresses only the chunks without one.
   absl::Status Build(const std::vector<uint64_t>& keys, uint64_t step,
                      int epoch, ChunkPlan* plan,
                      std::vector<v1::PushRequest>* requests);

@@ -11,7 +11,8 @@
 // code; the message names the shard, as GrpcPsClient's do:
 //   "shard 1 (in-memory): Push: chunk 5 is not owned by shard 1"
 // Traffic is counted as GrpcPsClient counts it (request.ByteSizeLong() sent,
-// response.ByteSizeLong() received); `retries` stays 0.
+// response.ByteSizeLong() received); `retries` stays 0. Tests of retries
+// make the next pushes or pulls fail (FailNextPushes, FailNextPulls).
 //
 // Thread safety: as PsClient, calls may run concurrently (Shard is
 // thread-safe and the counters atomic); any number of clients may share
@@ -62,6 +63,17 @@ class FakePsClient final : public PsClient {
     push_requests_ = count;
   }
 
+  // The next `count` Push calls fail with UNAVAILABLE: with `delivered`,
+  // after every shard has taken its request (the answer was lost on the way
+  // back); without, before any shard sees it.
+  void FailNextPushes(int count, bool delivered) {
+    push_failures_delivered_ = delivered;
+    push_failures_ = count;
+  }
+  // The next `count` Pull calls fail with UNAVAILABLE before any shard sees
+  // them.
+  void FailNextPulls(int count) { pull_failures_ = count; }
+
   uint32_t num_shards() const override {
     return static_cast<uint32_t>(shards_.size());
   }
@@ -80,21 +92,34 @@ class FakePsClient final : public PsClient {
 
   absl::Status Push(const std::vector<v1::PushRequest>& requests,
                     std::vector<v1::PushResponse>* responses) override {
+    const bool fail = TakeFailure(&push_failures_);
+    if (fail && !push_failures_delivered_) {
+      return absl::UnavailableError("in-memory: Push: failure injected");
+    }
     if (push_requests_ != nullptr) {
       for (const v1::PushRequest& request : requests) {
         if (!request.chunks().empty()) ++*push_requests_;
       }
     }
-    return ForEachShard("Push", requests, responses, &counters_.push_sent,
-                        &counters_.push_received,
-                        [](Shard& shard, const v1::PushRequest& request,
-                           v1::PushResponse* response) {
-                          return shard.Push(request, response);
-                        });
+    absl::Status pushed =
+        ForEachShard("Push", requests, responses, &counters_.push_sent,
+                     &counters_.push_received,
+                     [](Shard& shard, const v1::PushRequest& request,
+                        v1::PushResponse* response) {
+                       return shard.Push(request, response);
+                     });
+    if (fail && pushed.ok()) {
+      return absl::UnavailableError(
+          "in-memory: Push: failure injected after delivery");
+    }
+    return pushed;
   }
 
   absl::Status Pull(const std::vector<v1::PullRequest>& requests,
                     std::vector<v1::PullResponse>* responses) override {
+    if (TakeFailure(&pull_failures_)) {
+      return absl::UnavailableError("in-memory: Pull: failure injected");
+    }
     const absl::Time deadline = absl::Now() + pull_timeout_;
     return ForEachShard("Pull", requests, responses, &counters_.pull_sent,
                         &counters_.pull_received,
@@ -121,6 +146,16 @@ class FakePsClient final : public PsClient {
     std::atomic<uint64_t> push_sent{0}, push_received{0};
     std::atomic<uint64_t> pull_sent{0}, pull_received{0};
   };
+
+  // Whether this call is one of the failures still to inject in *left
+  // (taking it if so).
+  static bool TakeFailure(std::atomic<int>* left) {
+    int n = left->load();
+    while (n > 0) {
+      if (left->compare_exchange_weak(n, n - 1)) return true;
+    }
+    return false;
+  }
 
   // Checks the request count, then runs `call` for every non-empty request
   // and returns the error of the lowest shard that failed, as GrpcPsClient
@@ -160,6 +195,9 @@ class FakePsClient final : public PsClient {
 
   Counters counters_;
   std::atomic<uint64_t>* push_requests_ = nullptr;
+  std::atomic<int> push_failures_{0};
+  std::atomic<bool> push_failures_delivered_{false};
+  std::atomic<int> pull_failures_{0};
 };
 
 }  // namespace gradwire::testing

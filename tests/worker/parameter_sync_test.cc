@@ -612,5 +612,118 @@ TEST(ParameterSyncTest, RejectsBadOptions) {
                    .ok());
 }
 
+// Retries: one worker alone (num_workers 1) whose push or pull of step
+// kFailedStep fails once, and which calls Step() again, as the API says.
+enum class Failure { kNone, kPushLost, kPushDelivered, kPull };
+
+struct RetryCase {
+  std::string name;
+  std::string compressor;
+  float worker_momentum = 0.0f;
+  float dgc_momentum = 0.0f;
+  bool deltas = false;
+  bool overlap = false;
+  bool pull_ahead = false;
+};
+
+constexpr uint64_t kFailedStep = 1;
+constexpr uint64_t kRetrySteps = 4;
+
+struct RetryRun {
+  ParameterSync::NamedTensors parameters = MakeParameters();
+  std::vector<std::string> states;  // SaveState() after each step.
+  int failed_steps = 0;
+};
+
+RetryRun RunWithRetry(const RetryCase& c, Failure failure) {
+  RetryRun run;
+  SyncOptions options = Options(0, c.compressor, c.deltas, c.worker_momentum);
+  options.num_workers = 1;
+  options.compressor.dgc.momentum = c.dgc_momentum;
+  options.pull_ahead = c.pull_ahead;
+  auto client = std::make_unique<FakePsClient>(FakePsClient::MakeShards(2));
+  FakePsClient* fake = client.get();
+  auto sync = ParameterSync::Create(options, std::move(client));
+  if (!sync.ok()) {
+    ADD_FAILURE() << sync.status();
+    return run;
+  }
+  if (absl::Status s = (*sync)->Register(run.parameters); !s.ok()) {
+    ADD_FAILURE() << s;
+    return run;
+  }
+  for (uint64_t step = 0; step < kRetrySteps; ++step) {
+    absl::Status s;
+    for (size_t i = 0; i < run.parameters.size() && s.ok(); ++i) {
+      s = (*sync)->AwaitParameter(i);
+    }
+    for (auto& [name, p] : run.parameters)
+      p.mutable_grad() = Gradient(p, 0, step);
+    if (step == kFailedStep) {
+      if (failure == Failure::kPushLost) fake->FailNextPushes(1, false);
+      if (failure == Failure::kPushDelivered) fake->FailNextPushes(1, true);
+      if (failure == Failure::kPull) fake->FailNextPulls(1);
+    }
+    for (size_t i = run.parameters.size() - 1; c.overlap && s.ok() && i > 0;
+         --i) {
+      s = (*sync)->GradientReady(i);
+    }
+    if (s.ok()) s = (*sync)->Step();
+    if (!s.ok()) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+      ++run.failed_steps;
+      s = (*sync)->Step();  // The retry.
+    }
+    if (!s.ok()) {
+      ADD_FAILURE() << "step " << step << ": " << s;
+      return run;
+    }
+    absl::StatusOr<std::string> state = (*sync)->SaveState();
+    if (!state.ok()) {
+      ADD_FAILURE() << state.status();
+      return run;
+    }
+    run.states.push_back(*std::move(state));
+  }
+  EXPECT_EQ((*sync)->step(), kRetrySteps);
+  return run;
+}
+
+// A retried step compresses its gradient once: the residuals, velocities
+// and weights are those of a run without the failure, bit for bit.
+TEST(ParameterSyncTest, RetriedStepCountsTheGradientOnce) {
+  const std::vector<RetryCase> cases = {
+      {"topk+worker momentum", "topk", 0.5f, 0.0f, /*deltas=*/true},
+      {"dgc+momentum", "dgc", 0.0f, 0.9f},
+      {"topk overlap", "topk", 0.0f, 0.0f, false, /*overlap=*/true},
+      {"topk overlap pull ahead+worker momentum", "topk", 0.5f, 0.0f, true,
+       /*overlap=*/true, /*pull_ahead=*/true},
+  };
+  for (const RetryCase& c : cases) {
+    const RetryRun clean = RunWithRetry(c, Failure::kNone);
+    ASSERT_EQ(clean.states.size(), kRetrySteps) << c.name;
+    EXPECT_EQ(clean.failed_steps, 0) << c.name;
+    for (const Failure failure :
+         {Failure::kPushLost, Failure::kPushDelivered, Failure::kPull}) {
+      // With pull ahead a failed pull is not Step()'s to retry.
+      if (c.pull_ahead && failure == Failure::kPull) continue;
+      const std::string what =
+          c.name + " failure " + std::to_string(static_cast<int>(failure));
+      const RetryRun retried = RunWithRetry(c, failure);
+      ASSERT_EQ(retried.states.size(), kRetrySteps) << what;
+      EXPECT_EQ(retried.failed_steps, 1) << what;
+      for (uint64_t step = 0; step < kRetrySteps; ++step) {
+        EXPECT_TRUE(retried.states[step] == clean.states[step])
+            << what << ": compression state after step " << step;
+      }
+      for (size_t i = 0; i < clean.parameters.size(); ++i) {
+        EXPECT_TRUE(torch::equal(retried.parameters[i].second,
+                                 clean.parameters[i].second))
+            << what << ": " << clean.parameters[i].first;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gradwire
