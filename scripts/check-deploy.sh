@@ -2,8 +2,10 @@
 # Offline checks of the deployment files (make check-deploy). Nothing is
 # built, pulled or started; every check runs on this machine:
 #
-#   dev-certs    scripts/dev-certs.sh writes a throw-away CA, certificates
-#                and token into a temporary folder, for the TLS defaults.
+#   dev-certs    scripts/dev-certs.sh writes a throw-away CA, certificates,
+#                the shared token and the per-worker tokens (worker-tokens,
+#                worker-token-0, worker-token-1) into a temporary folder, for
+#                the TLS defaults.
 #   compose      docker-compose.yml (its secrets from the dev-certs folder),
 #                and docker-compose.yml merged with the plaintext opt-out
 #                docker-compose.plaintext.yml: `docker-compose config -q`
@@ -38,7 +40,12 @@
 #                the Secret gradwire-tls are the dev-certs ones, so the
 #                dry-runs read real certificates; every config and render
 #                is mutual TLS with a token (shards, workers, health checks,
-#                probes, init containers) except the plaintext opt-outs
+#                probes, init containers) and per-worker tokens: every shard
+#                has --worker-tokens-file naming workers 0..W-1, every
+#                worker (each completion index of a Job) reads its own
+#                token, the one that file gives its id, and none reads
+#                another worker's or the shards' shared --auth-token-file;
+#                all except the plaintext opt-outs
 #                (docker-compose.plaintext.yml, deploy/k8s/overlays/
 #                plaintext*), which must be plaintext throughout; compose
 #                publishes ports on 127.0.0.1 only, and no Service is a
@@ -109,7 +116,8 @@ tools() {
 # The TLS files of docker-compose.yml and deploy/k8s/base, as a user makes
 # them.
 TLS_DIR=$OUT/tls
-TLS_FILES=(ca.pem server.pem server.key client.pem client.key auth-token)
+TLS_FILES=(ca.pem server.pem server.key client.pem client.key auth-token
+  worker-tokens worker-token-0 worker-token-1)
 
 dev_certs() {
   if ! scripts/dev-certs.sh "$TLS_DIR" >"$OUT/dev-certs.log" 2>&1; then

@@ -1,44 +1,56 @@
 #!/usr/bin/env bash
 # Makes throw-away TLS material for gradwire: a CA, a server certificate, a
-# client certificate and a random bearer token, for local runs, tests and
-# trying TLS out. Not for production: the CA key lies next to the rest.
+# client certificate, a random bearer token and one random token per worker,
+# for local runs, tests and trying TLS out. Not for production: the CA key
+# lies next to the rest.
 #
 # Usage: scripts/dev-certs.sh OUT_DIR [--days N] [--hosts "h1,h2,..."]
-#                             [--expired]
-#   OUT_DIR      created if missing; existing files in it are replaced.
+#                             [--workers N] [--expired]
+#   OUT_DIR      created if missing; existing files in it are replaced
+#                (worker-token-I files beyond --workers are removed).
 #   --days N     validity of the certificates (default 365).
 #   --hosts      names and IP addresses the server certificate is valid for
 #                (subjectAltName). Default: localhost, 127.0.0.1, ::1, the
 #                docker-compose shards (shard-0, shard-1) and the Kubernetes
 #                shards (gradwire-shard-I.gradwire-shard and their
 #                cluster-local names, I = 0..3).
+#   --workers N  how many per-worker tokens (default 2: docker-compose.yml's
+#                and deploy/k8s/base's worker count).
 #   --expired    the server and client certificates expired yesterday (the
 #                CA stays valid): for tests that a client refuses them.
 #
-# Writes (keys and token mode 0600, certificates 0644):
+# Writes (keys and tokens mode 0600, certificates 0644):
 #   ca.pem, ca.key           the CA
 #   server.pem, server.key   the shards' certificate (serverAuth; also
 #                            clientAuth, so that a health probe in a shard's
 #                            container may present it)
 #   client.pem, client.key   the workers' client certificate (clientAuth)
-#   auth-token               64 random hex digits and a newline
+#   auth-token               64 random hex digits and a newline: the job's
+#                            shared token (with worker tokens on the shards
+#                            it only reads GetInfo)
+#   worker-tokens            the shards' --worker-tokens-file: "I TOKEN"
+#                            lines, I = 0..N-1
+#   worker-token-I           worker I's own token (its line of worker-tokens)
 #
 # Use: gradwire-server --tls-cert=DIR/server.pem --tls-key=DIR/server.key
 #        --tls-ca=DIR/ca.pem --tls-require-client-cert
 #        --auth-token-file=DIR/auth-token
-#      gradwire-worker --tls-ca=DIR/ca.pem --tls-cert=DIR/client.pem
-#        --tls-key=DIR/client.key --auth-token-file=DIR/auth-token
+#        --worker-tokens-file=DIR/worker-tokens
+#      gradwire-worker --worker-id=I --tls-ca=DIR/ca.pem
+#        --tls-cert=DIR/client.pem --tls-key=DIR/client.key
+#        --auth-token-file=DIR/worker-token-I
 #      gradwire local --tls-dir=DIR
 # Needs openssl (Debian's openssl 3; scripts/install-deps.sh installs it).
 set -euo pipefail
 
 usage() {
-  sed -n '6,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '7,20p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
 out=""
 days=365
+workers=2
 expired=false
 hosts="localhost,127.0.0.1,::1,shard-0,shard-1"
 for i in 0 1 2 3; do
@@ -51,6 +63,8 @@ while [[ $# -gt 0 ]]; do
     --days=*) days=${1#--days=} ;;
     --hosts) [[ $# -ge 2 ]] || usage; hosts=$2; shift ;;
     --hosts=*) hosts=${1#--hosts=} ;;
+    --workers) [[ $# -ge 2 ]] || usage; workers=$2; shift ;;
+    --workers=*) workers=${1#--workers=} ;;
     --expired) expired=true ;;
     -h | --help) usage ;;
     -*) echo "dev-certs.sh: unknown option $1" >&2; usage ;;
@@ -64,6 +78,10 @@ done
 [[ -n "$out" ]] || usage
 if ! [[ "$days" =~ ^[0-9]+$ ]] || ((days < 1)); then
   echo "dev-certs.sh: --days=$days: must be a whole number >= 1" >&2
+  exit 2
+fi
+if ! [[ "$workers" =~ ^[0-9]+$ ]] || ((workers < 1)); then
+  echo "dev-certs.sh: --workers=$workers: must be a whole number >= 1" >&2
   exit 2
 fi
 command -v openssl >/dev/null || {
@@ -159,11 +177,27 @@ sign() {  # name common-name extension-section
 sign server "gradwire shard" server_ext
 sign client "gradwire worker" client_ext
 openssl rand -hex 32 >"$work/auth-token"
+# Per-worker tokens: 64 hex digits each, so none can equal another (nor the
+# shared token) but by a 2^-256 chance.
+secret_files=(ca.key server.key client.key auth-token worker-tokens)
+: >"$work/worker-tokens"
+for ((i = 0; i < workers; i++)); do
+  token=$(openssl rand -hex 32)
+  echo "$token" >"$work/worker-token-$i"
+  echo "$i $token" >>"$work/worker-tokens"
+  secret_files+=("worker-token-$i")
+done
 
 for f in ca.pem server.pem client.pem; do
   install -m 0644 "$work/$f" "$out/$f"
 done
-for f in ca.key server.key client.key auth-token; do
+for f in "${secret_files[@]}"; do
   install -m 0600 "$work/$f" "$out/$f"
 done
-echo "dev-certs.sh: wrote ca.pem, server.pem/.key, client.pem/.key and auth-token to $out$($expired && echo ' (leaf certificates expired)')"
+# Tokens of workers a previous, larger run made would no longer be valid.
+for f in "$out"/worker-token-*; do
+  [[ -e "$f" ]] || continue
+  i=${f##*/worker-token-}
+  if ! [[ "$i" =~ ^[0-9]+$ ]] || ((i >= workers)); then rm -f "$f"; fi
+done
+echo "dev-certs.sh: wrote ca.pem, server.pem/.key, client.pem/.key, auth-token, worker-tokens and worker-token-0..$((workers - 1)) to $out$($expired && echo ' (leaf certificates expired)')"

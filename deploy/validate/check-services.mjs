@@ -28,8 +28,12 @@
 // token (shards: --tls-cert, --tls-key, --tls-ca,
 // --tls-require-client-cert, --auth-token-file; workers, health checks,
 // probes and init containers running `gradwire health`: the CA and a client
-// pair, workers the token too), except those named with --plaintext, the
-// explicit opt-outs, which must be plaintext through and through. Exposure:
+// pair, workers the token too), and per-worker tokens (every shard has
+// --worker-tokens-file naming workers 0..W-1; every worker, for a Job each
+// completion index, reads the token that file gives its id, not another
+// worker's file nor the shards' shared --auth-token-file), except those
+// named with --plaintext, the explicit opt-outs, which must be plaintext
+// through and through. Exposure:
 // no compose service publishes a port beyond the host's loopback interface
 // (or runs in the host's network), no Kubernetes Service is a NodePort or
 // LoadBalancer and no pod uses the node's network or ports.
@@ -244,13 +248,13 @@ function healthcheckWords(origin, test) {
 const label = (o) => `${o.kind}/${o.metadata?.name}`;
 
 // Values of the downward API that the check stands in for, chosen as the
-// largest index the controller will give.
-function fieldSample(fieldPath, owner) {
+// largest index the controller will give (or `index`, where given).
+function fieldSample(fieldPath, owner, index) {
   if (fieldPath === "metadata.labels['apps.kubernetes.io/pod-index']")
-    return owner.kind === "StatefulSet" ? String((owner.spec.replicas ?? 1) - 1) : null;
+    return owner.kind === "StatefulSet" ? String(index ?? (owner.spec.replicas ?? 1) - 1) : null;
   if (fieldPath === "metadata.annotations['batch.kubernetes.io/job-completion-index']")
     return owner.kind === "Job" && owner.spec.completionMode === "Indexed"
-      ? String((owner.spec.completions ?? 1) - 1) : null;
+      ? String(index ?? (owner.spec.completions ?? 1) - 1) : null;
   if (fieldPath === "metadata.name") return `${owner.metadata.name}-0`;
   if (fieldPath === "metadata.namespace") return "default";
   return null;
@@ -263,8 +267,9 @@ const expand = (text, env) =>
 
 // Secret volumes of a container: the Secret must be in the render or given
 // with --secret NAME=DIR, every key a volume's items name must be a file in
-// DIR, and the mounted paths map to DIR's files.
-function secretMounts(origin, spec, container, objects, secrets) {
+// DIR, and the mounted paths map to DIR's files. A subPathExpr is expanded
+// with the container's environment `env`.
+function secretMounts(origin, spec, container, objects, secrets, env) {
   const mounts = [];
   for (const vm of container.volumeMounts ?? []) {
     const secret = (spec.volumes ?? []).find((v) => v.name === vm.name)?.secret;
@@ -281,9 +286,11 @@ function secretMounts(origin, spec, container, objects, secrets) {
       return path.join(dir, key);
     };
     const files = (secret.items ?? []).map((item) => [item.path, keyFile(item.key)]);
-    if (vm.subPath) {
-      const item = files.find(([p]) => p === vm.subPath);
-      mounts.push([vm.mountPath, item ? item[1] : keyFile(vm.subPath), false]);
+    const subPath = vm.subPathExpr !== undefined ? expand(vm.subPathExpr, env) : vm.subPath;
+    if (subPath) {
+      const item = files.find(([p]) => p === subPath);
+      if (!item && secret.items) problem(origin, `volume ${vm.name}: subPath ${subPath} is none of its items`);
+      mounts.push([vm.mountPath, item ? item[1] : keyFile(subPath), false]);
     } else if (secret.items) {
       for (const [p, file] of files) mounts.push([path.posix.join(vm.mountPath, p), file, false]);
     } else {
@@ -307,6 +314,42 @@ function probeInvocations(origin, container, env, mounts, k8s) {
   return invocations;
 }
 
+// The environment a container sets itself (envFrom, then env), with the
+// downward API's values for the pod of index `index` (default: the
+// largest). Problems are reported only when `report`.
+function containerEnv(origin, o, c, stage, configMap, report, index) {
+  const own = {};
+  const say = (message) => { if (report) problem(origin, message); };
+  for (const source of c.envFrom ?? []) {
+    const data = source.configMapRef ? configMap(source.configMapRef.name) : undefined;
+    if (!data) { say(`cannot resolve envFrom ${JSON.stringify(source)}`); continue; }
+    for (const [k, v] of Object.entries(data)) own[`${source.prefix ?? ""}${k}`] = String(v);
+  }
+  for (const e of c.env ?? []) {
+    const from = e.valueFrom;
+    let value = e.value !== undefined ? expand(e.value, { ...stage.env, ...own }) : undefined;
+    if (from?.configMapKeyRef) value = configMap(from.configMapKeyRef.name)?.[from.configMapKeyRef.key];
+    if (from?.fieldRef) {
+      value = fieldSample(from.fieldRef.fieldPath, o, index);
+      if (value === null) say(`env ${e.name}: ${from.fieldRef.fieldPath} has no value in a pod of a ${o.kind}`);
+    }
+    if (value === undefined || value === null) { say(`env ${e.name}: cannot resolve its value`); continue; }
+    own[e.name] = String(value);
+  }
+  return own;
+}
+
+// --auth-token-file of a command line and environment (already mapped to
+// paths here): the last flag wins over GRADWIRE_AUTH_TOKEN_FILE.
+function authTokenFile(args, env) {
+  let file = env.GRADWIRE_AUTH_TOKEN_FILE ?? "";
+  for (const arg of args) {
+    const m = /^--auth[-_]token[-_]file=(.*)$/s.exec(arg);
+    if (m) file = m[1];
+  }
+  return file;
+}
+
 function k8sInvocations(repo, render, objects, secrets) {
   const invocations = [];
   const configMap = (name) => objects.find((o) => o.kind === "ConfigMap" && o.metadata?.name === name)?.data;
@@ -319,25 +362,9 @@ function k8sInvocations(repo, render, objects, secrets) {
       if (!ref) { problem(origin, `image ${c.image} is none of the gradwire images (${Object.keys(IMAGES).join(", ")})`); continue; }
       const { stage, error } = imageStage(repo, ref);
       if (error) { problem(origin, error); continue; }
-      const own = {};
-      for (const source of c.envFrom ?? []) {
-        const data = source.configMapRef ? configMap(source.configMapRef.name) : undefined;
-        if (!data) { problem(origin, `cannot resolve envFrom ${JSON.stringify(source)}`); continue; }
-        for (const [k, v] of Object.entries(data)) own[`${source.prefix ?? ""}${k}`] = String(v);
-      }
-      for (const e of c.env ?? []) {
-        const from = e.valueFrom;
-        let value = e.value !== undefined ? expand(e.value, { ...stage.env, ...own }) : undefined;
-        if (from?.configMapKeyRef) value = configMap(from.configMapKeyRef.name)?.[from.configMapKeyRef.key];
-        if (from?.fieldRef) {
-          value = fieldSample(from.fieldRef.fieldPath, o);
-          if (value === null) problem(origin, `env ${e.name}: ${from.fieldRef.fieldPath} has no value in a pod of a ${o.kind}`);
-        }
-        if (value === undefined || value === null) { problem(origin, `env ${e.name}: cannot resolve its value`); continue; }
-        own[e.name] = String(value);
-      }
-      const mounts = secretMounts(origin, spec, c, objects, secrets);
+      const own = containerEnv(origin, o, c, stage, configMap, true);
       const env = { ...stage.env, ...own };
+      const mounts = secretMounts(origin, spec, c, objects, secrets, env);
       const argv = (c.command ? [...c.command, ...(c.args ?? [])] : commandLine(stage, null, c.args))
         .map((a) => mapArg(expand(a, env), mounts));
       const binary = path.basename(argv[0] ?? "");
@@ -346,7 +373,16 @@ function k8sInvocations(repo, render, objects, secrets) {
         if (settings.length) problem(origin, `sets ${settings.join(", ")} but runs ${argv[0]}, not a gradwire binary`);
         continue;
       }
-      const k8s = { object: o, container: c };
+      // The file --auth-token-file names, as it lies here, in the pod of
+      // index `index` (its downward-API values and subPathExpr mounts).
+      const tokenFileAt = (index) => {
+        const envAt = { ...stage.env, ...containerEnv(origin, o, c, stage, configMap, false, index) };
+        const mountsAt = secretMounts(origin, spec, c, objects, secrets, envAt);
+        const argsAt = (c.command ? [...c.command, ...(c.args ?? [])] : commandLine(stage, null, c.args))
+          .slice(1).map((arg) => mapArg(expand(arg, envAt), mountsAt));
+        return authTokenFile(argsAt, mapEnv(envAt, mountsAt));
+      };
+      const k8s = { object: o, container: c, tokenFileAt };
       const mappedEnv = mapEnv(env, mounts);
       invocations.push({ origin, binary, args: argv.slice(1), env: mappedEnv, envIsItsOwn: true, k8s });
       invocations.push(...probeInvocations(origin, c, mappedEnv, mounts, k8s));
@@ -488,6 +524,86 @@ function transportChecks(name, invocations, plaintext) {
   }
 }
 
+// Per-worker tokens (--worker-tokens-file): with one shared token, whoever
+// holds it may Init, push and pull as any worker. Outside the plaintext
+// opt-outs every shard must have a worker tokens file naming exactly the
+// workers 0..W-1, and every worker must read its own token, the one the
+// file gives its id: no file of another worker, nor the shards' shared
+// --auth-token-file (by path or by content). A Kubernetes worker
+// container stands for all completion indexes: its token file is resolved
+// for each of them.
+function readTokenFile(origin, flag, file) {
+  if (!file) return null;
+  try { return readFileSync(file, "utf8"); } catch (error) {
+    problem(origin, `--${flag}=${file} cannot be read: ${error.message}`);
+    return null;
+  }
+}
+
+function parseWorkerTokens(origin, file) {
+  const content = readTokenFile(origin, "worker-tokens-file", file);
+  if (content === null) return null;
+  const tokens = new Map();
+  for (const line of content.split("\n").map((l) => l.trim())) {
+    if (line === "" || line.startsWith("#")) continue;
+    const m = /^(\d+)\s+(\S+)$/.exec(line);
+    if (!m) { problem(origin, `--worker-tokens-file=${file}: malformed line ${JSON.stringify(line)}`); continue; }
+    tokens.set(Number(m[1]), m[2]);
+  }
+  return tokens;
+}
+
+function workerTokenChecks(name, invocations, plaintext) {
+  const shards = invocations.filter((i) => i.binary === "gradwire-server");
+  const workers = invocations.filter((i) => i.binary === "gradwire-worker");
+  if (plaintext) {
+    for (const s of shards)
+      if (flagOn(s.flags, "worker-tokens-file"))
+        problem(s.origin, `sets --worker-tokens-file, but ${name} is a plaintext opt-out`);
+    return;
+  }
+  // [origin, worker id, token file here] of every worker process.
+  const callers = [];
+  for (const w of workers) {
+    const job = w.k8s?.object;
+    if (job?.kind === "Job" && job.spec.completionMode === "Indexed") {
+      for (let k = 0; k < (job.spec.completions ?? 1); k++)
+        callers.push([`${w.origin} (index ${k})`, k, w.k8s.tokenFileAt(k)]);
+    } else {
+      callers.push([w.origin, Number(w.flags["worker-id"]), w.flags["auth-token-file"] ?? ""]);
+    }
+  }
+  const ids = callers.map(([, id]) => id);
+  for (const s of shards) {
+    if (!flagOn(s.flags, "worker-tokens-file")) {
+      problem(s.origin, "has no --worker-tokens-file: the shared token could act as any worker");
+      continue;
+    }
+    const tokens = parseWorkerTokens(s.origin, s.flags["worker-tokens-file"]);
+    if (!tokens) continue;
+    const listed = [...tokens.keys()].sort((x, y) => x - y).join(",");
+    const want = [...new Set(ids)].sort((x, y) => x - y).join(",");
+    if (listed !== want) problem(s.origin, `--worker-tokens-file names workers ${listed}, want ${want}`);
+    const sharedFile = s.flags["auth-token-file"] ?? "";
+    const shared = flagOn(s.flags, "auth-token-file") ? readTokenFile(s.origin, "auth-token-file", sharedFile)?.trim() : null;
+    for (const [origin, id, file] of callers) {
+      if (!file) { problem(origin, "has no --auth-token-file of its own"); continue; }
+      if (file === sharedFile) { problem(origin, `--auth-token-file is the shards' shared token ${file}`); continue; }
+      const token = readTokenFile(origin, "auth-token-file", file)?.trim();
+      if (token === undefined || token === null) continue;
+      if (shared && token === shared) problem(origin, `its token (${file}) is the shards' shared token`);
+      else if (tokens.get(id) !== token) problem(origin, `its token (${file}) is not worker ${id}'s in ${s.flags["worker-tokens-file"]}`);
+    }
+  }
+  const byFile = new Map();
+  for (const [origin, id, file] of callers) {
+    if (!file) continue;
+    const other = byFile.get(file);
+    if (other && other[1] !== id) problem(origin, `shares its token file ${file} with ${other[0]}`);
+    else byFile.set(file, [origin, id]);
+  }
+}
+
 // Shell scripts of containers that run `gradwire health` (init containers
 // waiting for the shards) are no invocations of their own: their flags are
 // checked as text.
@@ -570,19 +686,23 @@ function main() {
     composeMountChecks(c.name, c.config);
     composeClusterChecks(c.name, c.invocations, c.config, prometheus);
     transportChecks(c.name, c.invocations, options.plaintext.has(c.name));
+    workerTokenChecks(c.name, c.invocations, options.plaintext.has(c.name));
     composeExposureChecks(c.name, c.config);
   }
   for (const r of renders) {
     k8sClusterChecks(r.name, r.invocations, r.objects);
     transportChecks(r.name, r.invocations, options.plaintext.has(r.name));
+    workerTokenChecks(r.name, r.invocations, options.plaintext.has(r.name));
     k8sScriptTransportChecks(r.name, r.objects, options.plaintext.has(r.name));
     k8sExposureChecks(r.name, r.objects);
   }
-  const transports = [...composes, ...renders].map((r) => `${r.name}: ${options.plaintext.has(r.name) ? "plaintext (opt-out)" : "TLS + token"}`);
+  const transports = [...composes, ...renders].map((r) => `${r.name}: ${options.plaintext.has(r.name) ? "plaintext (opt-out)" : "TLS + per-worker tokens"}`);
   console.log(`check-services: transport: ${transports.join("; ")}`);
   if (options.dryRun) for (const i of all) dryRun(options.binDir, i);
   else console.log("check-services: --dry-run runs SKIPPED (--no-dry-run)");
-  for (const p of problems) console.error(`check-services: ${p}`);
+  // (A pod's mounts are resolved once per index too: the same problem may
+  // be found more than once.)
+  for (const p of new Set(problems)) console.error(`check-services: ${p}`);
   if (problems.length === 0)
     console.log(`check-services: ${all.length} gradwire processes (${composes.length} compose configs and ${renders.length} Kubernetes renders) consistent${options.dryRun ? " and accepted by --dry-run" : ""}`);
   return problems.length === 0 ? 0 : 1;

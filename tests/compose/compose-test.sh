@@ -2,9 +2,9 @@
 # make compose-test: the compose cluster as a user brings it up, with real
 # containers, ports and Prometheus, for each of
 #
-#   tls        docker-compose.yml (mutual TLS and a token; the certificates
-#              from scripts/dev-certs.sh, owned by the containers' user as
-#              the compose file's header says)
+#   tls        docker-compose.yml (mutual TLS and per-worker tokens; the
+#              certificates and tokens from scripts/dev-certs.sh, owned by
+#              the containers' user as the compose file's header says)
 #   plaintext  docker-compose.yml with docker-compose.plaintext.yml
 #
 # First the images alone: each runs as its non-root user, and the health
@@ -251,8 +251,9 @@ run_config() {
   else
     scripts/dev-certs.sh "$GRADWIRE_TLS_DIR" >"$WORK/dev-certs.log" 2>&1 ||
       { cat "$WORK/dev-certs.log" >&2; return 1; }
-    # The containers run as uid 10001; the keys and the token are 0600.
-    chown 10001 "$GRADWIRE_TLS_DIR"/*.key "$GRADWIRE_TLS_DIR/auth-token"
+    # The containers run as uid 10001; the keys and the tokens are 0600.
+    chown 10001 "$GRADWIRE_TLS_DIR"/*.key "$GRADWIRE_TLS_DIR/auth-token" \
+      "$GRADWIRE_TLS_DIR"/worker-token*
   fi
   prometheus_port=$(free_port)
   export GRADWIRE_PROMETHEUS_PORT=$prometheus_port GRADWIRE_MAX_STEPS=$STEPS
