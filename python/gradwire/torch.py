@@ -31,6 +31,7 @@ import torch
 from gradwire import _env
 from gradwire._C import Error
 from gradwire._sync import ParameterSync, _GradientHooks
+from gradwire.checkpoint import load_checkpoint, save_checkpoint
 from gradwire.compression import PULL_KEYS, PUSH_KEYS, Compression
 
 __all__ = ["DistributedOptimizer", "save_checkpoint", "load_checkpoint"]
@@ -397,29 +398,3 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     def __repr__(self):
         return f"DistributedOptimizer({self._optimizer!r})"
-
-
-def _rank_path(path):
-    return f"{path}.rank{_env.rank()}" if _env.size() > 1 else str(path)
-
-
-def save_checkpoint(path, model, optimizer, **extra):
-    """Saves this worker's checkpoint: the model's state dict, the
-    DistributedOptimizer's (with this worker's compression state) and
-    ``extra`` (epoch, scheduler state...), to ``path`` + ".rank<RANK>" when
-    the job has several processes. Every worker calls it after the same
-    step; with the shards' own checkpoint directory (gradwire-server
-    --checkpoint-dir, write-ahead log on) it is what a restart needs."""
-    torch.save({"model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "extra": extra}, _rank_path(path))
-
-
-def load_checkpoint(path, model, optimizer):
-    """Loads what save_checkpoint wrote for this worker into ``model`` and
-    ``optimizer`` (right after the DistributedOptimizer was made) and
-    returns ``extra``. Errors as DistributedOptimizer.load_state_dict."""
-    saved = torch.load(_rank_path(path))
-    optimizer.load_state_dict(saved["optimizer"])
-    model.load_state_dict(saved["model"])
-    return saved["extra"]
