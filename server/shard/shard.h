@@ -41,7 +41,11 @@
 // without it, so a late push of such a step is a duplicate. It is live
 // again after an Init (which tells it, in next_steps, to resume at the
 // chunk's clock) or after a push that the chunk applies (a step not yet
-// completed); each rejoin is counted and logged (one line). Drops are not
+// completed); each rejoin is counted and logged (one line). An Init revives
+// a dropped worker once: a worker that rejoined by Init and was dropped
+// again before any of its pushes was applied rejoins only by such a push,
+// so that a worker that only ever re-sends Init cannot hold every step up
+// for a liveness timeout again and again. Drops are not
 // part of snapshots: after a restart from a checkpoint every worker is live
 // again.
 //
@@ -214,6 +218,13 @@ class Shard {
   // outside the config); LiveWorkers counts them.
   bool IsLive(uint32_t worker) const;
   uint32_t LiveWorkers() const;
+
+  // Whether the worker `request` names has pushed, in every chunk it names,
+  // each step the pull waits for (min_step <= the worker's oldest missing
+  // step there): such a pull, while it waits, waits on other workers, which
+  // is progress (worker_liveness.h). False before Init, for an unknown
+  // worker or chunk, and for a pull that names no chunk.
+  bool PullWaitsOnOthers(const v1::PullRequest& request) const;
 
   bool initialized() const {
     return initialized_.load(std::memory_order_acquire);

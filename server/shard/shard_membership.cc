@@ -74,6 +74,21 @@ bool Shard::IsLive(uint32_t worker) const {
          workers_->IsLive(worker);
 }
 
+bool Shard::PullWaitsOnOthers(const v1::PullRequest& request) const {
+  const uint32_t worker = request.worker_id();
+  if (!initialized() || worker >= config_->num_workers ||
+      request.chunks().empty()) {
+    return false;
+  }
+  for (const v1::ChunkPull& pull : request.chunks()) {
+    ChunkState* chunk = FindChunk(pull.key());
+    if (chunk == nullptr) return false;
+    absl::MutexLock lock(&chunk->mu);
+    if (pull.min_step() > chunk->state.workers[worker].next_step) return false;
+  }
+  return true;
+}
+
 uint32_t Shard::LiveWorkers() const {
   return initialized() ? workers_->LiveCount() : 0;
 }
