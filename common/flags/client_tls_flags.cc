@@ -16,6 +16,10 @@ ABSL_FLAG(std::string, tls_server_name, "",
 ABSL_FLAG(std::string, auth_token_file, "",
           "File holding the bearer token sent with every call (trailing "
           "whitespace is ignored). Empty: no token.");
+ABSL_FLAG(bool, allow_insecure_token, false,
+          "Accept a bearer token without TLS (--auth-token-file without "
+          "--tls-ca): the token then crosses "
+          "the network in clear. Without it such a command line is refused.");
 
 namespace gradwire {
 
@@ -26,6 +30,7 @@ TransportSecurityFiles ClientTlsFilesFromFlags() {
   files.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   files.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
   files.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  files.allow_insecure_token = absl::GetFlag(FLAGS_allow_insecure_token);
   return files;
 }
 

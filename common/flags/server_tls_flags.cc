@@ -18,6 +18,10 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "File holding the bearer token every ParameterServer call must "
           "carry (trailing whitespace is ignored); the health service needs "
           "none. Empty: no token.");
+ABSL_FLAG(bool, allow_insecure_token, false,
+          "Accept a bearer token without TLS (--auth-token-file or "
+          "--worker-tokens-file without --tls-cert): the token then crosses "
+          "the network in clear. Without it such a command line is refused.");
 
 namespace gradwire {
 
@@ -28,6 +32,7 @@ TransportSecurityFiles ServerTlsFilesFromFlags() {
   files.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   files.tls_require_client_cert = absl::GetFlag(FLAGS_tls_require_client_cert);
   files.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  files.allow_insecure_token = absl::GetFlag(FLAGS_allow_insecure_token);
   return files;
 }
 

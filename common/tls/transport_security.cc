@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/tls/bearer_token.h"
 
@@ -150,6 +151,40 @@ absl::Status CheckClientCombination(const TransportSecurityFiles& f) {
   return absl::OkStatus();
 }
 
+// The token flags in use, e.g. "--auth-token-file=PATH"; empty: no token.
+std::string TokenFlags(const TransportSecurityFiles& f) {
+  std::string flags;
+  if (!f.auth_token_file.empty()) {
+    flags = absl::StrCat("--auth-token-file=", f.auth_token_file);
+  }
+  if (!f.worker_tokens_file.empty()) {
+    absl::StrAppend(&flags, flags.empty() ? "" : " and ",
+                    "--worker-tokens-file=", f.worker_tokens_file);
+  }
+  return flags;
+}
+
+bool HasTls(const TransportSecurityFiles& f, TransportRole role) {
+  return role == TransportRole::kServer ? !f.tls_cert.empty()
+                                        : !f.tls_ca.empty();
+}
+
+// A token without TLS would cross the network in clear, where anyone on the
+// path can read it and then train (or read the weights) in the job's name.
+absl::Status CheckTokenNeedsTls(const TransportSecurityFiles& f,
+                                TransportRole role) {
+  const std::string tokens = TokenFlags(f);
+  if (tokens.empty() || HasTls(f, role) || f.allow_insecure_token) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s without TLS: the token would cross the network in clear; give %s "
+      "(TLS), or --allow-insecure-token to send it in clear anyway",
+      tokens,
+      role == TransportRole::kServer ? "--tls-cert and --tls-key"
+                                     : "--tls-ca"));
+}
+
 }  // namespace
 
 bool TransportSecurity::tls() const {
@@ -186,8 +221,10 @@ absl::StatusOr<std::string> ReadFlagFile(absl::string_view flag,
   return content;
 }
 
-absl::StatusOr<TransportSecurity> LoadTransportSecurity(
-    const TransportSecurityFiles& files, TransportRole role) {
+namespace {
+
+absl::StatusOr<TransportSecurity> Load(const TransportSecurityFiles& files,
+                                       TransportRole role) {
   if (absl::Status s = CheckPairs(files); !s.ok()) return s;
   if (absl::Status s = role == TransportRole::kServer
                            ? CheckServerCombination(files)
@@ -212,12 +249,27 @@ absl::StatusOr<TransportSecurity> LoadTransportSecurity(
     if (!token.ok()) return token.status();
     security.auth_token = *std::move(token);
   }
+  if (absl::Status s = CheckTokenNeedsTls(files, role); !s.ok()) return s;
+  return security;
+}
+
+}  // namespace
+
+absl::StatusOr<TransportSecurity> LoadTransportSecurity(
+    const TransportSecurityFiles& files, TransportRole role) {
+  absl::StatusOr<TransportSecurity> security = Load(files, role);
+  if (security.ok() && !HasTls(files, role) && !TokenFlags(files).empty()) {
+    std::fprintf(stderr,
+                 "gradwire: warning: %s without TLS (--allow-insecure-token): "
+                 "the token crosses the network in clear\n",
+                 TokenFlags(files).c_str());
+  }
   return security;
 }
 
 absl::Status ValidateTransportSecurity(const TransportSecurityFiles& files,
                                        TransportRole role) {
-  return LoadTransportSecurity(files, role).status();
+  return Load(files, role).status();
 }
 
 std::string DescribeTransport(const TransportSecurity& s) {

@@ -14,7 +14,10 @@
 //                          certificate signed by --tls-ca;
 //   --tls-server-name      (client) the name checked in the server's
 //                          certificate instead of the address's host;
-//   --auth-token-file      the bearer token (bearer_token.h).
+//   --auth-token-file      the bearer token (bearer_token.h);
+//   --allow-insecure-token a token without TLS: refused otherwise, because
+//                          the token would cross the network in clear
+//                          (for loopback tests and trusted networks).
 // Without any of them the connection is plaintext, the default for runs on
 // one machine.
 //
@@ -50,6 +53,12 @@ struct TransportSecurityFiles {
   // Client only; empty: the host of the address.
   std::string tls_server_name;
   std::string auth_token_file;
+  // Server only: --worker-tokens-file, the per-worker tokens. The server
+  // reads it itself (server/process/worker_tokens.h); it is here because a
+  // token of any kind needs TLS or allow_insecure_token.
+  std::string worker_tokens_file;
+  // Accept a token (auth_token_file, worker_tokens_file) without TLS.
+  bool allow_insecure_token = false;
 };
 
 // The settings with the files' contents. A default-constructed value is
@@ -81,11 +90,16 @@ struct TransportSecurity {
 //   without --tls-ca, --tls-server-name (a client flag);
 //   client: a certificate or --tls-server-name without --tls-ca,
 //   --tls-require-client-cert (a server flag);
-//   a bad token file (LoadAuthToken).
+//   a bad token file (LoadAuthToken);
+//   a token (--auth-token-file, or --worker-tokens-file on a server) without
+//   TLS (server: --tls-cert; client: --tls-ca) unless allow_insecure_token.
+// When allow_insecure_token lets a token go without TLS, writes one warning
+// line on stderr.
 absl::StatusOr<TransportSecurity> LoadTransportSecurity(
     const TransportSecurityFiles& files, TransportRole role);
 
-// LoadTransportSecurity's status alone (for --dry-run and option checks).
+// LoadTransportSecurity's status alone (for --dry-run and option checks);
+// writes no warning.
 absl::Status ValidateTransportSecurity(const TransportSecurityFiles& files,
                                        TransportRole role);
 

@@ -203,6 +203,8 @@ ServerOptions OptionsFromFlags() {
   o.worker_timeout_seconds = absl::GetFlag(FLAGS_worker_timeout_seconds);
   o.metrics = MetricsEndpointFromFlags();
   o.transport = ServerTlsFilesFromFlags();
+  // Per-worker tokens need TLS as the shared token does.
+  o.transport.worker_tokens_file = o.worker_tokens_file;
   return o;
 }
 

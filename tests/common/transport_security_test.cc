@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -16,6 +17,7 @@
 namespace gradwire {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -120,13 +122,77 @@ TEST_F(TransportSecurityTest, ClientModes) {
   ASSERT_TRUE(mutual.ok()) << mutual.status();
   EXPECT_EQ(DescribeTransport(*mutual), "mutual TLS");
   EXPECT_EQ(mutual->server_name, "shard-0");
-  // A token alone: plaintext with a token.
+  // A token alone: plaintext with a token, when allowed.
   TransportSecurityFiles token_only;
   token_only.auth_token_file = Path("auth-token");
+  token_only.allow_insecure_token = true;
   auto token = LoadTransportSecurity(token_only, TransportRole::kClient);
   ASSERT_TRUE(token.ok()) << token.status();
   EXPECT_FALSE(token->tls());
   EXPECT_EQ(DescribeAuthToken(*token), "on");
+}
+
+TEST_F(TransportSecurityTest, TokenWithoutTlsIsRefused) {
+  TransportSecurityFiles client;
+  client.auth_token_file = Path("auth-token");
+  EXPECT_EQ(Refusal(client, TransportRole::kClient),
+            "--auth-token-file=" + Path("auth-token") +
+                " without TLS: the token would cross the network in clear; "
+                "give --tls-ca (TLS), or --allow-insecure-token to send it "
+                "in clear anyway");
+  TransportSecurityFiles server;
+  server.auth_token_file = Path("auth-token");
+  EXPECT_THAT(Refusal(server, TransportRole::kServer),
+              AllOf(StartsWith("--auth-token-file=" + Path("auth-token") +
+                               " without TLS: the token would cross the "
+                               "network in clear"),
+                    HasSubstr("--tls-cert and --tls-key"),
+                    HasSubstr("--allow-insecure-token")));
+  TransportSecurityFiles workers;
+  workers.worker_tokens_file = Path("worker-tokens");
+  EXPECT_THAT(Refusal(workers, TransportRole::kServer),
+              StartsWith("--worker-tokens-file=" + Path("worker-tokens") +
+                         " without TLS"));
+  workers.auth_token_file = Path("auth-token");
+  EXPECT_THAT(Refusal(workers, TransportRole::kServer),
+              StartsWith("--auth-token-file=" + Path("auth-token") +
+                         " and --worker-tokens-file="));
+}
+
+TEST_F(TransportSecurityTest, TokenWithoutTlsAllowedWithTheFlag) {
+  for (TransportRole role : {TransportRole::kServer, TransportRole::kClient}) {
+    TransportSecurityFiles files;
+    files.auth_token_file = Path("auth-token");
+    files.allow_insecure_token = true;
+    if (role == TransportRole::kServer) {
+      files.worker_tokens_file = Path("worker-tokens");
+    }
+    ::testing::internal::CaptureStderr();
+    auto loaded = LoadTransportSecurity(files, role);
+    const std::string warning = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_FALSE(loaded->tls());
+    EXPECT_EQ(DescribeAuthToken(*loaded), "on");
+    EXPECT_THAT(warning, HasSubstr("warning: --auth-token-file="));
+    EXPECT_THAT(warning, HasSubstr("crosses the network in clear\n"));
+    EXPECT_EQ(std::count(warning.begin(), warning.end(), '\n'), 1);
+    // Validation alone stays quiet.
+    ::testing::internal::CaptureStderr();
+    EXPECT_TRUE(ValidateTransportSecurity(files, role).ok());
+    EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  }
+}
+
+TEST_F(TransportSecurityTest, TokenWithTlsNeedsNoFlagAndWarnsNot) {
+  TransportSecurityFiles server = Server();
+  server.auth_token_file = Path("auth-token");
+  server.worker_tokens_file = Path("worker-tokens");
+  TransportSecurityFiles client = Client();
+  client.auth_token_file = Path("auth-token");
+  ::testing::internal::CaptureStderr();
+  EXPECT_TRUE(LoadTransportSecurity(server, TransportRole::kServer).ok());
+  EXPECT_TRUE(LoadTransportSecurity(client, TransportRole::kClient).ok());
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
 TEST_F(TransportSecurityTest, HalfAPairIsRefused) {
