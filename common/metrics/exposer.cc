@@ -2,10 +2,11 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -16,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/metrics/text_format.h"
 
 namespace gradwire::metrics {
@@ -25,13 +28,15 @@ constexpr absl::string_view kPlainText = "text/plain; charset=utf-8";
 // The most a request line and its headers may take; Prometheus sends a few
 // hundred bytes.
 constexpr size_t kMaxRequestHead = 16 * 1024;
-// How long a connection may stay silent before it is dropped.
-constexpr struct timeval kIdleTimeout = {10, 0};
+// How long a connection may stay silent before it is dropped, whatever
+// its deadlines leave.
+constexpr absl::Duration kIdleTimeout = absl::Seconds(10);
 // What is read and dropped after a response, so that closing a socket with
 // unread input (a request body) does not reset the connection before the
-// client has read the answer.
+// client has read the answer; bounded in bytes and in total time, so that
+// a client still trickling cannot hold the thread here either.
 constexpr size_t kMaxDrainedBytes = 64 * 1024;
-constexpr struct timeval kDrainTimeout = {1, 0};
+constexpr absl::Duration kDrainTime = absl::Seconds(1);
 constexpr int kListenBacklog = 16;
 
 // A numeric address and port as one socket address.
@@ -104,16 +109,57 @@ absl::StatusOr<std::pair<int, int>> Listen(const BindAddress& where) {
   return std::make_pair(fd, static_cast<int>(ntohs(port)));
 }
 
-void SendAll(int fd, absl::string_view bytes) {
+// Waits until `fd` is ready for `events` (POLLIN or POLLOUT), for at most
+// kIdleTimeout and never past `deadline`. False when it did not become
+// ready in time.
+bool WaitReady(int fd, short events, absl::Time deadline) {
+  while (true) {
+    const absl::Duration left = std::min(kIdleTimeout, deadline - absl::Now());
+    if (left <= absl::ZeroDuration()) return false;
+    struct pollfd entry = {fd, events, 0};
+    const int ready = poll(&entry, 1,
+                           static_cast<int>(absl::ToInt64Milliseconds(
+                               absl::Ceil(left, absl::Milliseconds(1)))));
+    if (ready < 0 && errno == EINTR) continue;
+    // POLLHUP and POLLERR count as ready: the recv or send that follows
+    // reports them.
+    return ready > 0;
+  }
+}
+
+// Receives what is there once `fd` is readable; <= 0 as recv() when the
+// client left or `deadline` passed (then 0, errno ETIMEDOUT).
+ssize_t ReceiveBy(int fd, char* buffer, size_t size, absl::Time deadline) {
+  while (true) {
+    if (!WaitReady(fd, POLLIN, deadline)) {
+      errno = ETIMEDOUT;
+      return -1;
+    }
+    const ssize_t n = recv(fd, buffer, size, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
+      continue;
+    }
+    return n;
+  }
+}
+
+// Sends `bytes`, giving up when the client leaves or `deadline` passes.
+void SendAll(int fd, absl::string_view bytes, absl::Time deadline) {
   while (!bytes.empty()) {
-    const ssize_t sent = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    const ssize_t sent =
+        send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent < 0 && errno == EINTR) continue;
-    if (sent <= 0) return;  // The client left or stalled: nothing to do.
+    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!WaitReady(fd, POLLOUT, deadline)) return;  // Too slow a reader.
+      continue;
+    }
+    if (sent <= 0) return;  // The client left: nothing to do.
     bytes.remove_prefix(static_cast<size_t>(sent));
   }
 }
 
-void Respond(int fd, int status, absl::string_view reason,
+// Writes one response, all of it by `deadline`.
+void Respond(int fd, absl::Time deadline, int status, absl::string_view reason,
              absl::string_view content_type, absl::string_view body,
              bool send_body, absl::string_view extra_headers = "") {
   std::string response = absl::StrCat(
@@ -121,37 +167,35 @@ void Respond(int fd, int status, absl::string_view reason,
       "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n",
       extra_headers, "\r\n");
   if (send_body) response.append(body.data(), body.size());
-  SendAll(fd, response);
+  SendAll(fd, response, deadline);
 }
 
-// Reads until the end of the request head. Returns false when the client
-// left, stayed silent or sent more than kMaxRequestHead (`*too_large`).
-bool ReadRequestHead(int fd, std::string* head, bool* too_large) {
+enum class HeadRead { kComplete, kLeft, kTooLarge, kTooLate };
+
+// Reads until the end of the request head, which must be complete by
+// `deadline`.
+HeadRead ReadRequestHead(int fd, absl::Time deadline, std::string* head) {
   char buffer[4096];
   while (head->find("\r\n\r\n") == std::string::npos &&
          head->find("\n\n") == std::string::npos) {
-    if (head->size() > kMaxRequestHead) {
-      *too_large = true;
-      return false;
-    }
-    const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
+    if (head->size() > kMaxRequestHead) return HeadRead::kTooLarge;
+    const ssize_t n = ReceiveBy(fd, buffer, sizeof buffer, deadline);
+    if (n < 0 && errno == ETIMEDOUT) return HeadRead::kTooLate;
+    if (n <= 0) return HeadRead::kLeft;
     head->append(buffer, static_cast<size_t>(n));
   }
-  return true;
+  return HeadRead::kComplete;
 }
 
 // Signals the end of the response, then reads what the client still sends
 // until it closes, so that the close that follows is not a reset.
 void FinishResponse(int fd) {
   shutdown(fd, SHUT_WR);
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &kDrainTimeout, sizeof kDrainTimeout);
+  const absl::Time deadline = absl::Now() + kDrainTime;
   char buffer[4096];
   size_t drained = 0;
   while (drained < kMaxDrainedBytes) {
-    const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = ReceiveBy(fd, buffer, sizeof buffer, deadline);
     if (n <= 0) break;
     drained += static_cast<size_t>(n);
   }
@@ -169,13 +213,20 @@ absl::StatusOr<std::unique_ptr<Exposer>> Exposer::Start(
     return absl::InvalidArgumentError(
         absl::StrCat("metrics threads must be >= 1, not ", options.threads));
   }
+  if (options.request_deadline <= absl::ZeroDuration() ||
+      options.response_deadline <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics request and response deadlines must be > 0, not ",
+                     absl::FormatDuration(options.request_deadline), " and ",
+                     absl::FormatDuration(options.response_deadline)));
+  }
   absl::StatusOr<BindAddress> where =
       ParseBindAddress(options.address, options.port);
   if (!where.ok()) return where.status();
   absl::StatusOr<std::pair<int, int>> listening = Listen(*where);
   if (!listening.ok()) return listening.status();
-  std::unique_ptr<Exposer> exposer(new Exposer(
-      registry, options.address, listening->first, listening->second));
+  std::unique_ptr<Exposer> exposer(
+      new Exposer(registry, options, listening->first, listening->second));
   for (int i = 0; i < options.threads; ++i) {
     exposer->threads_.emplace_back([self = exposer.get()] { self->Serve(); });
   }
@@ -219,8 +270,9 @@ void Exposer::Serve() {
   while (true) {
     const int connection = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (connection >= 0) {
+      const absl::Time accepted = absl::Now();
       if (!Track(connection)) return;
-      Answer(connection);
+      Answer(connection, accepted);
       Release(connection);
       continue;
     }
@@ -243,21 +295,24 @@ void Exposer::Serve() {
   }
 }
 
-void Exposer::Answer(int connection) const {
-  setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &kIdleTimeout,
-             sizeof kIdleTimeout);
-  setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &kIdleTimeout,
-             sizeof kIdleTimeout);
+void Exposer::Answer(int connection, absl::Time accepted) const {
   std::string head;
-  bool too_large = false;
-  if (!ReadRequestHead(connection, &head, &too_large)) {
-    if (too_large) {
-      Respond(connection, 431, "Request Header Fields Too Large", kPlainText,
+  switch (ReadRequestHead(connection, accepted + request_deadline_, &head)) {
+    case HeadRead::kComplete:
+      break;
+    case HeadRead::kTooLarge:
+      Respond(connection, absl::Now() + response_deadline_, 431,
+              "Request Header Fields Too Large", kPlainText,
               "the request head is over 16 KiB\n", true);
-    }
-    FinishResponse(connection);
-    return;
+      FinishResponse(connection);
+      return;
+    case HeadRead::kLeft:
+      FinishResponse(connection);
+      return;
+    case HeadRead::kTooLate:
+      return;  // Closed unanswered: draining would wait on it again.
   }
+  const absl::Time deadline = absl::Now() + response_deadline_;
   absl::string_view request_line(head);
   request_line = request_line.substr(0, request_line.find('\n'));
   if (!request_line.empty() && request_line.back() == '\r') {
@@ -267,7 +322,7 @@ void Exposer::Answer(int connection) const {
       absl::StrSplit(request_line, ' ');
   if (parts.size() != 3 || parts[0].empty() ||
       !absl::StartsWith(parts[2], "HTTP/")) {
-    Respond(connection, 400, "Bad Request", kPlainText,
+    Respond(connection, deadline, 400, "Bad Request", kPlainText,
             "not an HTTP/1.x request line\n", true);
     FinishResponse(connection);
     return;
@@ -276,13 +331,13 @@ void Exposer::Answer(int connection) const {
   const absl::string_view path = parts[1].substr(0, parts[1].find('?'));
   const bool head_only = method == "HEAD";
   if (path != "/metrics") {
-    Respond(connection, 404, "Not Found", kPlainText,
+    Respond(connection, deadline, 404, "Not Found", kPlainText,
             "not found: metrics are served at /metrics\n", !head_only);
   } else if (method != "GET" && !head_only) {
-    Respond(connection, 405, "Method Not Allowed", kPlainText,
+    Respond(connection, deadline, 405, "Method Not Allowed", kPlainText,
             "use GET or HEAD\n", true, "Allow: GET, HEAD\r\n");
   } else {
-    Respond(connection, 200, "OK", kTextContentType,
+    Respond(connection, deadline, 200, "OK", kTextContentType,
             SerializeText(registry_->Collect()), !head_only);
   }
   FinishResponse(connection);

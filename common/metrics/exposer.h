@@ -11,8 +11,12 @@
 // Each request collects the registry afresh; there is no cache. The server
 // runs its own few threads (ExposerOptions::threads), each accepting and
 // answering one connection at a time, so a slow scraper never holds up the
-// caller's threads. Connections are closed after each response, and one
-// that sends nothing for 10 s is dropped.
+// caller's threads. Connections are closed after each response. One that
+// sends nothing for 10 s is dropped, and so is one that has not sent its
+// whole request head within ExposerOptions::request_deadline of being
+// accepted (10 s), however steadily it trickles: slow clients cannot keep
+// every thread, and so the endpoint, away from Prometheus. Writing a
+// response is bounded the same way (response_deadline).
 //
 // A small HTTP/1.x server of its own: the process of a training worker
 // links libtorch, whose BLAS (OpenBLAS) keeps ~60 KiB of static
@@ -28,13 +32,13 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/metrics/registry.h"
 
 namespace gradwire::metrics {
@@ -48,6 +52,14 @@ struct ExposerOptions {
   // Threads that serve requests, >= 1. Scrapes are rare; two let a second
   // scraper through while the first one's connection is slow.
   int threads = 2;
+  // How long a connection has, from the moment it is accepted, to send its
+  // whole request head, > 0. A client past it is closed unanswered, however
+  // steadily it trickles bytes: without a total limit, two clients sending
+  // a byte every few seconds would hold both threads for ever.
+  absl::Duration request_deadline = absl::Seconds(10);
+  // How long writing the response may take, from its first byte, > 0. A
+  // client that reads too slowly is cut off, for the same reason.
+  absl::Duration response_deadline = absl::Seconds(10);
 };
 
 class Exposer {
@@ -72,17 +84,20 @@ class Exposer {
   const std::string& address() const { return address_; }
 
  private:
-  Exposer(const Registry* registry, std::string address, int listen_fd,
-          int port)
+  Exposer(const Registry* registry, const ExposerOptions& options,
+          int listen_fd, int port)
       : registry_(registry),
-        address_(std::move(address)),
+        address_(options.address),
+        request_deadline_(options.request_deadline),
+        response_deadline_(options.response_deadline),
         listen_fd_(listen_fd),
         port_(port) {}
   // One serving thread: accepts and answers connections until the
   // listening socket is shut down.
   void Serve();
-  // Reads one request from `connection` and answers it; does not close it.
-  void Answer(int connection) const;
+  // Reads one request from `connection`, accepted at `accepted`, and
+  // answers it within the deadlines; does not close it.
+  void Answer(int connection, absl::Time accepted) const;
   // Registers an accepted connection so that the destructor can cut it
   // off; false (and the connection is closed) once stopping.
   bool Track(int connection);
@@ -92,6 +107,8 @@ class Exposer {
   // Constant after Start.
   const Registry* const registry_;
   const std::string address_;
+  const absl::Duration request_deadline_;
+  const absl::Duration response_deadline_;
   const int listen_fd_;
   const int port_;
   std::vector<std::thread> threads_;

@@ -5,12 +5,14 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "common/metrics/exposer.h"
 #include "common/metrics/registry.h"
 #include "common/metrics/text_format.h"
@@ -187,6 +189,86 @@ TEST_F(MetricsExposerTest, StoppingCutsOffAClientStillSendingItsRequest) {
   close(silent);
 }
 
+// Sends the start of a request one byte every `interval`, never finishing
+// it, until the server closes the connection or `give_up` has passed.
+// Returns how long after connecting the server closed it, or give_up when
+// it never did.
+std::chrono::milliseconds Trickle(int port, std::chrono::milliseconds interval,
+                                  std::chrono::milliseconds give_up) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&start] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - start);
+  };
+  const int fd = Connect("127.0.0.1", port);
+  if (fd < 0) return give_up;
+  const std::string request = "GET /metrics HTTP/1.1\r\nX-Slow: ";
+  for (size_t i = 0; elapsed() < give_up; ++i) {
+    const char byte = i < request.size() ? request[i] : 'a';
+    if (send(fd, &byte, 1, MSG_NOSIGNAL) != 1) break;
+    std::this_thread::sleep_for(interval);
+    char answer;
+    const ssize_t n = recv(fd, &answer, 1, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) break;
+  }
+  const std::chrono::milliseconds closed_after = elapsed();
+  close(fd);
+  return closed_after;
+}
+
+TEST(MetricsExposerDeadlineTest, TricklingClientsCannotHoldEveryThread) {
+  Registry registry;
+  ExposerOptions options;
+  options.address = "127.0.0.1";
+  options.threads = 2;
+  options.request_deadline = absl::Milliseconds(800);
+  auto exposer = Exposer::Start(options, &registry);
+  ASSERT_TRUE(exposer.ok()) << exposer.status();
+  const int port = (*exposer)->port();
+  // One byte every 200 ms: far inside the 10 s a single read may wait, so
+  // only the deadline over the whole request head closes them.
+  constexpr std::chrono::milliseconds kInterval(200);
+  constexpr std::chrono::milliseconds kGiveUp(6000);
+  std::chrono::milliseconds closed_after[2];
+  std::thread first(
+      [&] { closed_after[0] = Trickle(port, kInterval, kGiveUp); });
+  std::thread second(
+      [&] { closed_after[1] = Trickle(port, kInterval, kGiveUp); });
+  first.join();
+  second.join();
+  for (const std::chrono::milliseconds after : closed_after) {
+    EXPECT_GE(after.count(), 700);
+    EXPECT_LT(after.count(), 3000) << "the server never closed it";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto response = HttpRequest(port, "/metrics");
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+}
+
+TEST(MetricsExposerDeadlineTest, AHeadCompletedInTimeIsAnswered) {
+  Registry registry;
+  ExposerOptions options;
+  options.address = "127.0.0.1";
+  options.request_deadline = absl::Milliseconds(800);
+  auto exposer = Exposer::Start(options, &registry);
+  ASSERT_TRUE(exposer.ok()) << exposer.status();
+  const int fd = Connect("127.0.0.1", (*exposer)->port());
+  ASSERT_GE(fd, 0);
+  const std::string request = "GET /metrics HTTP/1.1\r\n\r\n";
+  for (const char byte : request) {
+    send(fd, &byte, 1, MSG_NOSIGNAL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::string answer;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = recv(fd, buffer, sizeof buffer, 0)) > 0) answer.append(buffer, n);
+  close(fd);
+  EXPECT_THAT(answer, StartsWith("HTTP/1.1 200 OK\r\n"));
+}
+
 TEST(MetricsExposerIpv6Test, ServesOnTheIpv6Loopback) {
   Registry registry;
   ExposerOptions options;
@@ -229,6 +311,14 @@ TEST(MetricsExposerOptionsTest, BadOptionsAreInvalidArguments) {
   no_threads.threads = 0;
   EXPECT_TRUE(
       absl::IsInvalidArgument(Exposer::Start(no_threads, &registry).status()));
+  ExposerOptions no_request_time;
+  no_request_time.request_deadline = absl::ZeroDuration();
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      Exposer::Start(no_request_time, &registry).status()));
+  ExposerOptions no_response_time;
+  no_response_time.response_deadline = -absl::Seconds(1);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      Exposer::Start(no_response_time, &registry).status()));
 }
 
 TEST(MetricsExposerOptionsTest, AnAddressThatIsNotLocalIsUnavailable) {
