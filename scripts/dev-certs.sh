@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Makes throw-away TLS material for gradwire: a CA, a server certificate, a
-# client certificate, a random bearer token and one random token per worker,
-# for local runs, tests and trying TLS out. Not for production: the CA key
-# lies next to the rest.
+# client certificate for the workers, one for health probes, a random bearer
+# token and one random token per worker, for local runs, tests and trying
+# TLS out. Not for production: the CA key lies next to the rest.
+#
+# Each certificate holds one role (extendedKeyUsage): the shards' serves and
+# is refused as a client certificate; the workers' and the probes' are
+# presented by clients and refused as a server's. At the TLS layer a shard's
+# key thus cannot pose as a client, nor a worker's key as a shard.
 #
 # Usage: scripts/dev-certs.sh OUT_DIR [--days N] [--hosts "h1,h2,..."]
 #                             [--workers N] [--expired]
@@ -16,15 +21,16 @@
 #                cluster-local names, I = 0..3).
 #   --workers N  how many per-worker tokens (default 2: docker-compose.yml's
 #                and deploy/k8s/base's worker count).
-#   --expired    the server and client certificates expired yesterday (the
-#                CA stays valid): for tests that a client refuses them.
+#   --expired    every certificate but the CA's expired yesterday: for
+#                tests that a client refuses them.
 #
 # Writes (keys and tokens mode 0600, certificates 0644):
 #   ca.pem, ca.key           the CA
-#   server.pem, server.key   the shards' certificate (serverAuth; also
-#                            clientAuth, so that a health probe in a shard's
-#                            container may present it)
+#   server.pem, server.key   the shards' certificate (serverAuth only)
 #   client.pem, client.key   the workers' client certificate (clientAuth)
+#   probe.pem, probe.key     the client certificate a health probe in a
+#                            shard's container presents (clientAuth), so
+#                            that shards hold no worker's key
 #   auth-token               64 random hex digits and a newline: the job's
 #                            shared token (with worker tokens on the shards
 #                            it only reads GetInfo)
@@ -44,7 +50,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '7,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '12,25p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -138,7 +144,7 @@ subjectKeyIdentifier = hash
 [ server_ext ]
 basicConstraints = critical, CA:FALSE
 keyUsage = critical, digitalSignature, keyEncipherment
-extendedKeyUsage = serverAuth, clientAuth
+extendedKeyUsage = serverAuth
 subjectAltName = @server_names
 authorityKeyIdentifier = keyid
 [ client_ext ]
@@ -176,10 +182,11 @@ sign() {  # name common-name extension-section
 }
 sign server "gradwire shard" server_ext
 sign client "gradwire worker" client_ext
+sign probe "gradwire health probe" client_ext
 openssl rand -hex 32 >"$work/auth-token"
 # Per-worker tokens: 64 hex digits each, so none can equal another (nor the
 # shared token) but by a 2^-256 chance.
-secret_files=(ca.key server.key client.key auth-token worker-tokens)
+secret_files=(ca.key server.key client.key probe.key auth-token worker-tokens)
 : >"$work/worker-tokens"
 for ((i = 0; i < workers; i++)); do
   token=$(openssl rand -hex 32)
@@ -188,7 +195,7 @@ for ((i = 0; i < workers; i++)); do
   secret_files+=("worker-token-$i")
 done
 
-for f in ca.pem server.pem client.pem; do
+for f in ca.pem server.pem client.pem probe.pem; do
   install -m 0644 "$work/$f" "$out/$f"
 done
 for f in "${secret_files[@]}"; do
@@ -200,4 +207,4 @@ for f in "$out"/worker-token-*; do
   i=${f##*/worker-token-}
   if ! [[ "$i" =~ ^[0-9]+$ ]] || ((i >= workers)); then rm -f "$f"; fi
 done
-echo "dev-certs.sh: wrote ca.pem, server.pem/.key, client.pem/.key, auth-token, worker-tokens and worker-token-0..$((workers - 1)) to $out$($expired && echo ' (leaf certificates expired)')"
+echo "dev-certs.sh: wrote ca.pem, server.pem/.key, client.pem/.key, probe.pem/.key, auth-token, worker-tokens and worker-token-0..$((workers - 1)) to $out$($expired && echo ' (leaf certificates expired)')"
