@@ -2,9 +2,10 @@
 #
 #   make test        install missing packages, configure, build, run all tests
 #   make test-asan   the unit tests of common/ and server/ under ASan + UBSan
-#   make fuzz-smoke  build the libFuzzer targets (decode, push, init, restore)
-#                    and fuzz them one after another, FUZZ_SECONDS in total
-#                    (split evenly: CI's FUZZ_SECONDS=60 is 15 s each, so that
+#   make fuzz-smoke  build the libFuzzer targets (decode, push, init, restore,
+#                    getinfo, pull) and fuzz them one after another,
+#                    FUZZ_SECONDS in total
+#                    (split evenly: CI's FUZZ_SECONDS=60 is 10 s each, so that
 #                    its fuzz step stays a few minutes with the build)
 #   make fuzz        the same for FUZZ_LONG_SECONDS in total (default one hour)
 #   make bench       the compression benchmark (writes build/bench-compress.json)
@@ -61,7 +62,7 @@ CMAKE_ARGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_LONG_SECONDS ?= 3600
 # The fuzz targets; the seconds given to fuzz-smoke / fuzz are shared by them.
-FUZZ_TARGETS := decode push init restore
+FUZZ_TARGETS := decode push init restore getinfo pull
 fuzz_seconds_each = $$(( $(1) / $(words $(FUZZ_TARGETS)) > 0 ? $(1) / $(words $(FUZZ_TARGETS)) : 1 ))
 # `make demo`'s dashboard: on when Debian's Prometheus is installed.
 DEMO_DASHBOARD ?= $(if $(wildcard /usr/bin/prometheus),--dashboard)

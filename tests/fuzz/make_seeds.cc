@@ -1,12 +1,14 @@
 // Writes the seed corpora of the shard fuzz targets:
-//   gradwire-fuzz-seeds DIR   writes DIR/{push,init,restore}/<name>
+//   gradwire-fuzz-seeds DIR   writes DIR/{push,init,restore,getinfo,pull}/
+//                             <name>
 // Each seed is a small input in the layout of shard_fuzz_util.h that leads
 // the target to one meaningful case: valid pushes of every encoding, BSP
 // steps completed, duplicates, steps from the future and the far past,
 // indices out of range, NaN, valid, conflicting and invalid Inits; for the
 // restore target, a valid checkpoint and log and each kind of unreadable
-// state (durable_state.h). The committed corpus
-// (tests/fuzz/corpus/{push,init,restore}) is this program's output.
+// state (durable_state.h); the GetInfo and Pull seeds of request_seeds.h.
+// The committed corpus (tests/fuzz/corpus/{push,init,restore,getinfo,pull})
+// is this program's output.
 #include <sys/stat.h>
 
 #include <cmath>
@@ -23,6 +25,7 @@
 #include "server/durability/write_ahead_log.h"
 #include "server/shard/shard.h"
 #include "server/shard/shard_journal.h"
+#include "tests/fuzz/request_seeds.h"
 #include "tests/fuzz/shard_fuzz_util.h"
 
 namespace gradwire::fuzz {
@@ -577,6 +580,13 @@ bool WriteSeeds(const std::string& dir, const std::vector<Seed>& seeds) {
   return true;
 }
 
+bool WriteSeeds(const std::string& dir,
+                const std::vector<std::pair<std::string, std::string>>& pairs) {
+  std::vector<Seed> seeds;
+  for (const auto& [name, bytes] : pairs) seeds.push_back({name, bytes});
+  return WriteSeeds(dir, seeds);
+}
+
 }  // namespace
 }  // namespace gradwire::fuzz
 
@@ -585,8 +595,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: %s DIR\n"
                  "Writes the seeds of gradwire-fuzz-push to DIR/push, of "
-                 "gradwire-fuzz-init to DIR/init and of gradwire-fuzz-restore "
-                 "to DIR/restore.\n",
+                 "gradwire-fuzz-init to DIR/init, of gradwire-fuzz-restore "
+                 "to DIR/restore, of gradwire-fuzz-getinfo to DIR/getinfo and "
+                 "of gradwire-fuzz-pull to DIR/pull.\n",
                  argv[0]);
     return argc == 2 ? 0 : 2;
   }
@@ -596,6 +607,9 @@ int main(int argc, char** argv) {
       gradwire::fuzz::WriteSeeds(dir + "/push", gradwire::fuzz::PushSeeds()) &&
       gradwire::fuzz::WriteSeeds(dir + "/init", gradwire::fuzz::InitSeeds()) &&
       gradwire::fuzz::WriteSeeds(dir + "/restore",
-                                 gradwire::fuzz::RestoreSeeds());
+                                 gradwire::fuzz::RestoreSeeds()) &&
+      gradwire::fuzz::WriteSeeds(dir + "/getinfo",
+                                 gradwire::fuzz::GetInfoSeeds()) &&
+      gradwire::fuzz::WriteSeeds(dir + "/pull", gradwire::fuzz::PullSeeds());
   return ok ? 0 : 1;
 }

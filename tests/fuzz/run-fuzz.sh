@@ -7,6 +7,10 @@
 #   restore a shard's start-up over checkpoint and log files
 #           (restore_fuzz.cc, corpus/restore; its event lines to stderr are
 #           dropped with -close_fd_mask=2, libFuzzer's own output stays)
+#   getinfo a GetInfo request as the service takes it: fields counted,
+#           parsed, answered (getinfo_fuzz.cc, corpus/getinfo)
+#   pull    a Pull request as the service takes it: fields counted, parsed,
+#           Shard::Pull (pull_fuzz.cc, corpus/pull)
 #
 # Usage: tests/fuzz/run-fuzz.sh BUILD_DIR SECONDS
 #   BUILD_DIR  a build configured with -DGRADWIRE_BUILD_FUZZERS=ON (clang)
@@ -29,7 +33,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || ((seconds < 1)); then
   exit 2
 fi
 corpora="$(cd "$(dirname "$0")" && pwd)/corpus"
-targets=(decode push init restore)
+targets=(decode push init restore getinfo pull)
 
 for target in "${targets[@]}"; do
   if [[ ! -x "$build_dir/bin/gradwire-fuzz-$target" ]]; then
