@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "common/heap_tuning.h"
 #include "common/lock_checks.h"
+#include "python/py_sync.h"
 #include "worker/parameter_sync.h"
 #include "worker/sync_settings.h"
 
@@ -25,24 +26,6 @@ namespace py = pybind11;
 
 namespace gradwire {
 namespace {
-
-// gradwire.Error: every failure that is not a bad argument. Its message
-// starts with the status code ("UNAVAILABLE: ...").
-PyObject* g_error = nullptr;
-
-// Raises the Python exception for a failed status: ValueError for
-// INVALID_ARGUMENT (a bad option or tensor), gradwire.Error otherwise.
-[[noreturn]] void Raise(const absl::Status& status) {
-  if (absl::IsInvalidArgument(status)) {
-    throw py::value_error(std::string(status.message()));
-  }
-  PyErr_SetString(g_error, status.ToString().c_str());
-  throw py::error_already_set();
-}
-
-void Check(const absl::Status& status) {
-  if (!status.ok()) Raise(status);
-}
 
 // Python names its options as written: "value_type", not "--value-type".
 std::string KeywordName(absl::string_view key) { return std::string(key); }
@@ -73,89 +56,6 @@ ParameterSync::NamedTensors ReadNamedTensors(const py::handle& parameters) {
   }
   return named;
 }
-
-// The C++ ParameterSync behind gradwire.ParameterSync; null once closed.
-class PySync {
- public:
-  explicit PySync(std::unique_ptr<ParameterSync> sync)
-      : sync_(std::move(sync)) {}
-
-  ParameterSync& get() {
-    if (!sync_) {
-      PyErr_SetString(g_error, "FAILED_PRECONDITION: ParameterSync is closed");
-      throw py::error_already_set();
-    }
-    return *sync_;
-  }
-
-  void Register(const py::handle& parameters, std::vector<bool> uncompressed) {
-    ParameterSync::NamedTensors named = ReadNamedTensors(parameters);
-    Released([&](ParameterSync& sync) {
-      return sync.Register(named, std::move(uncompressed));
-    });
-    registered_ = named.size();
-  }
-
-  void Step(int epoch) {
-    Released([&](ParameterSync& sync) { return sync.Step(epoch); });
-  }
-
-  void GradientReady(size_t index, int epoch) {
-    Released(
-        [&](ParameterSync& sync) { return sync.GradientReady(index, epoch); });
-  }
-
-  void AwaitParameter(size_t index) {
-    Released([&](ParameterSync& sync) { return sync.AwaitParameter(index); });
-  }
-
-  void AwaitWeights() {
-    Released([](ParameterSync& sync) { return sync.AwaitWeights(); });
-  }
-
-  py::bytes SaveState() {
-    ParameterSync& sync = get();
-    absl::StatusOr<std::string> state;
-    {
-      py::gil_scoped_release release;
-      state = sync.SaveState();
-    }
-    Check(state.status());
-    return py::bytes(*state);
-  }
-
-  void LoadState(const std::string& state) {
-    Released([&](ParameterSync& sync) { return sync.LoadState(state); });
-  }
-
-  void SetPullAhead(bool on) {
-    Released([&](ParameterSync& sync) { return sync.SetPullAhead(on); });
-  }
-
-  void Close() {
-    py::gil_scoped_release release;
-    sync_.reset();
-  }
-
-  size_t registered() const { return registered_; }
-
- private:
-  // Runs `call` on the sync without the GIL (it may block on the network,
-  // and the pull thread's hooks need none) and raises its error.
-  template <typename Call>
-  void Released(Call call) {
-    ParameterSync& sync = get();
-    absl::Status status;
-    {
-      py::gil_scoped_release release;
-      status = call(sync);
-    }
-    Check(status);
-  }
-
-  std::unique_ptr<ParameterSync> sync_;
-  size_t registered_ = 0;
-};
 
 std::unique_ptr<PySync> Connect(const SyncSettings& settings) {
   absl::StatusOr<SyncOptions> options =
@@ -249,6 +149,9 @@ Deadlines and security
       shard to answer.
   tls_cert, tls_key, tls_ca, tls_server_name, auth_token_file (str): TLS,
       mutual TLS and the bearer token of the shard connections (files).
+  allow_insecure_token (bool): send auth_token_file's token without TLS
+      (no tls_ca); refused otherwise, since it would cross the network in
+      clear.
 
 Raises ValueError naming the option for a bad value, gradwire.Error
 (message "UNAVAILABLE: ...") when a shard cannot be reached in time.
@@ -271,7 +174,7 @@ std::unique_ptr<PySync> ConnectWithKeywords(
     double rpc_timeout_seconds, double pull_timeout_seconds,
     double connect_timeout_seconds, std::string tls_cert, std::string tls_key,
     std::string tls_ca, std::string tls_server_name,
-    std::string auth_token_file) {
+    std::string auth_token_file, bool allow_insecure_token) {
   SyncSettings s;
   s.shards = std::move(shards);
   s.worker_id = worker_id;
@@ -317,14 +220,20 @@ std::unique_ptr<PySync> ConnectWithKeywords(
   s.transport.tls_ca = std::move(tls_ca);
   s.transport.tls_server_name = std::move(tls_server_name);
   s.transport.auth_token_file = std::move(auth_token_file);
+  s.transport.allow_insecure_token = allow_insecure_token;
   return Connect(s);
 }
 
 // The methods and properties of gradwire._C.ParameterSync.
 void DefineSyncMethods(py::class_<PySync>& sync) {
-  sync.def("_register", &PySync::Register, py::arg("parameters"),
-           py::arg("uncompressed") = std::vector<bool>(),
-           "Declares the parameters and Inits the shards (see register).")
+  sync.def(
+          "_register",
+          [](PySync& s, const py::handle& parameters,
+             std::vector<bool> uncompressed) {
+            s.Register(ReadNamedTensors(parameters), std::move(uncompressed));
+          },
+          py::arg("parameters"), py::arg("uncompressed") = std::vector<bool>(),
+          "Declares the parameters and Inits the shards (see register).")
       .def("step", &PySync::Step, py::arg("epoch") = 0,
            R"doc(One step: pushes the compressed gradients (those not pushed
 during backward() by overlap), waits for the consistency mode's step, and
@@ -343,29 +252,31 @@ the deadline passes; the step can be retried.)doc")
 landed (with pull ahead, step() returns before they do). Call it before
 reading the parameters outside the model's forward pass: saving a
 checkpoint, copying weights. Raises gradwire.Error when a pull failed.)doc")
-      .def("_save_state", &PySync::SaveState,
-           "This worker's compression state (residuals, velocities, step) "
-           "as bytes (worker/worker_state.h).")
+      .def(
+          "_save_state", [](PySync& s) { return py::bytes(s.SaveState()); },
+          "This worker's compression state (residuals, velocities, step) "
+          "as bytes (worker/worker_state.h).")
       .def("_load_state", &PySync::LoadState, py::arg("state"),
            "Restores what _save_state returned; ValueError for another "
            "job's or worker's state, gradwire.Error for another step.")
       .def("_set_pull_ahead", &PySync::SetPullAhead, py::arg("on"),
            "Turns pull ahead on or off between steps (see pull_ahead).")
       .def("close", &PySync::Close,
-           "Waits for queued pushes and drops the shard connections.")
+           "Waits for queued pushes and drops the shard connections. From "
+           "another thread while a call such as step() runs, it first waits "
+           "for that call to return; calls made after close() raise "
+           "gradwire.Error (FAILED_PRECONDITION).")
       .def_property_readonly(
-          "next_step", [](PySync& s) { return s.get().step(); },
+          "next_step", [](PySync& s) { return s.NextStep(); },
           "The next step number (steps pushed so far, resumed ones "
           "included).")
       .def_property_readonly(
           "optimizer_placement",
-          [](PySync& s) {
-            return DescribeOptimizerPlacement(s.get().options());
-          },
+          [](PySync& s) { return s.OptimizerPlacement(); },
           "What runs where: the line gradwire-worker logs at start and puts "
           "in its summary as \"optimizer\".")
       .def_property_readonly(
-          "stats", [](PySync& s) { return s.get().stats(); },
+          "stats", [](PySync& s) { return s.Stats(); },
           "Byte counters and phase timings of this worker (SyncStats).");
 }
 
@@ -407,7 +318,8 @@ void DefineParameterSync(py::module_& m) {
            py::arg("connect_timeout_seconds") = d.connect_timeout_seconds,
            py::arg("tls_cert") = "", py::arg("tls_key") = "",
            py::arg("tls_ca") = "", py::arg("tls_server_name") = "",
-           py::arg("auth_token_file") = "");
+           py::arg("auth_token_file") = "",
+           py::arg("allow_insecure_token") = false);
   DefineSyncMethods(sync);
 }
 
@@ -465,12 +377,13 @@ PYBIND11_MODULE(_C, m) {
   // torch must be imported first: its module registers the Tensor type
   // that the casters convert to and from.
   py::module_::import("torch");
-  g_error = PyErr_NewExceptionWithDoc(
+  PyObject* g_error = PyErr_NewExceptionWithDoc(
       "gradwire.Error",
       "A gradwire operation failed; the message starts with the status "
       "code (UNAVAILABLE, DEADLINE_EXCEEDED, FAILED_PRECONDITION, ...).",
       PyExc_RuntimeError, nullptr);
   m.attr("Error") = py::handle(g_error);
+  SetErrorType(g_error);
   DefineStats(m);
   DefineParameterSync(m);
   m.def(

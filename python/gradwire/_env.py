@@ -19,6 +19,9 @@ command-line flags of gradwire's own:
                             TLS and the bearer token of the shard
                             connections (file paths; unset: plaintext, no
                             token)
+  GRADWIRE_ALLOW_INSECURE_TOKEN
+                            1 (or true/yes): send the token without TLS,
+                            which is refused otherwise (0/false/unset)
 
 gradwire's worker id is the host's index, RANK // LOCAL_WORLD_SIZE, and
 its worker count WORLD_SIZE // LOCAL_WORLD_SIZE.
@@ -100,6 +103,16 @@ def _shards(environ):
     return shards
 
 
+def _flag(environ, name):
+    text = environ.get(name, "").strip().lower()
+    if text in ("", "0", "false", "no"):
+        return False
+    if text in ("1", "true", "yes"):
+        return True
+    raise ValueError(f"{name}={environ[name]!r} is not 1/true/yes or "
+                     "0/false/no")
+
+
 def read_environment(environ=None):
     """Reads and checks the contract (see the module's doc) from
     ``environ`` (default os.environ). Raises ValueError naming the variable
@@ -124,6 +137,8 @@ def read_environment(environ=None):
             f"one host must be consecutive (RANK % LOCAL_WORLD_SIZE)")
     transport = {key: environ[name] for key, name in _TRANSPORT_VARIABLES
                  if environ.get(name)}
+    if _flag(environ, "GRADWIRE_ALLOW_INSECURE_TOKEN"):
+        transport["allow_insecure_token"] = True
     return Environment(
         shards=shards, rank=rank, size=size, local_rank=local_rank,
         local_size=local_size,

@@ -34,6 +34,21 @@ def test_tls_and_token_files_come_from_the_environment():
     assert env.transport == {"tls_ca": "/ca.pem", "auth_token_file": "/token"}
 
 
+@pytest.mark.parametrize("value, allowed", [
+    ("1", True), ("true", True), ("YES", True), ("0", False), ("", False)])
+def test_insecure_token_is_allowed_only_when_asked(value, allowed):
+    env = _env.read_environment(dict(
+        BASE, GRADWIRE_AUTH_TOKEN_FILE="/token",
+        GRADWIRE_ALLOW_INSECURE_TOKEN=value))
+    assert env.transport.get("allow_insecure_token", False) is allowed
+    assert env.sync_options().get("allow_insecure_token", False) is allowed
+
+
+def test_a_bad_insecure_token_value_is_named():
+    with pytest.raises(ValueError, match="GRADWIRE_ALLOW_INSECURE_TOKEN='x'"):
+        _env.read_environment(dict(BASE, GRADWIRE_ALLOW_INSECURE_TOKEN="x"))
+
+
 @pytest.mark.parametrize("change, message", [
     ({"GRADWIRE_SHARDS": None}, "GRADWIRE_SHARDS is not set"),
     ({"GRADWIRE_SHARDS": "nohost"}, "GRADWIRE_SHARDS: 'nohost'"),

@@ -20,6 +20,7 @@ def test_help_explains_every_argument():
                    "pull", "pull_ratio", "pull_value_type", "partition_bytes", "local_rank",
                    "local_size", "rpc_timeout_seconds",
                    "pull_timeout_seconds", "tls_ca", "auth_token_file",
+                   "allow_insecure_token",
                    "overlap", "backward_passes_per_step"):
         assert option in text, option
 

@@ -1,0 +1,155 @@
+#include "python/py_sync.h"
+
+#include <utility>
+
+#include "worker/sync_settings.h"
+
+namespace py = pybind11;
+
+namespace gradwire {
+namespace {
+
+PyObject* g_error = nullptr;
+
+}  // namespace
+
+void SetErrorType(PyObject* error) { g_error = error; }
+
+void Raise(const absl::Status& status) {
+  if (absl::IsInvalidArgument(status)) {
+    throw py::value_error(std::string(status.message()));
+  }
+  PyErr_SetString(g_error, status.ToString().c_str());
+  throw py::error_already_set();
+}
+
+class PySync::Use {
+ public:
+  // Raises FAILED_PRECONDITION once close() has begun. Needs the GIL; takes
+  // mu_ only briefly, and Close() never asks for the GIL while holding it.
+  explicit Use(PySync* owner) : owner_(owner) {
+    absl::MutexLock lock(&owner_->mu_);
+    if (owner_->closing_ || owner_->sync_ == nullptr) {
+      sync_ = nullptr;
+      return;
+    }
+    sync_ = owner_->sync_.get();
+    ++owner_->in_use_;
+  }
+  ~Use() {
+    if (sync_ == nullptr) return;
+    absl::MutexLock lock(&owner_->mu_);
+    --owner_->in_use_;
+  }
+  Use(const Use&) = delete;
+  Use& operator=(const Use&) = delete;
+
+  ParameterSync& get() {
+    if (sync_ == nullptr) {
+      Raise(absl::FailedPreconditionError("ParameterSync is closed"));
+    }
+    return *sync_;
+  }
+
+ private:
+  PySync* owner_;
+  ParameterSync* sync_;
+};
+
+PySync::PySync(std::unique_ptr<ParameterSync> sync) : sync_(std::move(sync)) {}
+
+// Python holds a reference to the object during every call: none runs here.
+PySync::~PySync() = default;
+
+template <typename Call>
+void PySync::Released(Call call) {
+  Use use(this);
+  ParameterSync& sync = use.get();
+  absl::Status status;
+  {
+    py::gil_scoped_release release;
+    status = call(sync);
+  }
+  Check(status);
+}
+
+void PySync::Register(const ParameterSync::NamedTensors& named,
+                      std::vector<bool> uncompressed) {
+  Released([&](ParameterSync& sync) {
+    return sync.Register(named, std::move(uncompressed));
+  });
+  tensors_.Record(named);
+}
+
+void PySync::Step(int epoch) {
+  Check(tensors_.CheckAll());
+  Released([&](ParameterSync& sync) { return sync.Step(epoch); });
+}
+
+void PySync::GradientReady(size_t index, int epoch) {
+  Check(tensors_.Check(index));
+  Released(
+      [&](ParameterSync& sync) { return sync.GradientReady(index, epoch); });
+}
+
+void PySync::AwaitParameter(size_t index) {
+  Check(tensors_.Check(index));
+  Released([&](ParameterSync& sync) { return sync.AwaitParameter(index); });
+}
+
+void PySync::AwaitWeights() {
+  Check(tensors_.CheckAll());
+  Released([](ParameterSync& sync) { return sync.AwaitWeights(); });
+}
+
+std::string PySync::SaveState() {
+  absl::StatusOr<std::string> state;
+  Released([&](ParameterSync& sync) {
+    state = sync.SaveState();
+    return state.status();
+  });
+  return *std::move(state);
+}
+
+void PySync::LoadState(const std::string& state) {
+  Released([&](ParameterSync& sync) { return sync.LoadState(state); });
+}
+
+void PySync::SetPullAhead(bool on) {
+  Released([&](ParameterSync& sync) { return sync.SetPullAhead(on); });
+}
+
+void PySync::Close() {
+  std::unique_ptr<ParameterSync> closing;
+  {
+    // Without the GIL: a running call may need it to return (its Use
+    // destructor runs after it takes the GIL back).
+    py::gil_scoped_release release;
+    {
+      absl::MutexLock lock(&mu_);
+      closing_ = true;
+      mu_.Await(absl::Condition(
+          +[](int* in_use) { return *in_use == 0; }, &in_use_));
+      closing = std::move(sync_);
+    }
+    // Waits for queued pushes: still without the GIL.
+    closing.reset();
+  }
+}
+
+int64_t PySync::NextStep() {
+  Use use(this);
+  return use.get().step();
+}
+
+std::string PySync::OptimizerPlacement() {
+  Use use(this);
+  return DescribeOptimizerPlacement(use.get().options());
+}
+
+SyncStats PySync::Stats() {
+  Use use(this);
+  return use.get().stats();
+}
+
+}  // namespace gradwire
