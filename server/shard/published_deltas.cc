@@ -1,5 +1,7 @@
 #include "server/shard/published_deltas.h"
 
+#include <utility>
+
 #include "common/codec/codec.h"
 #include "common/compress/compressed_chunk.h"
 
@@ -27,11 +29,29 @@ bool PublishedDeltas::Publish(const Compressor& compressor, uint64_t chunk_key,
     return false;
   }
   AccumulateInto(delta, 1.0f, shadow);
+  TrimScratch(&delta.values);
+  TrimScratch(&delta.indices);
   if (kept_.size() == kMaxKept) kept_.erase(kept_.begin());
-  kept_.push_back(Delta{version_, version, std::move(data)});
+  const uint64_t bytes = data.SpaceUsedLong();
+  MemoryLease lease = ReserveForDelta(bytes);
+  if (budget_ == nullptr || lease.bytes() == bytes) {
+    kept_.push_back(
+        Delta{version_, version, std::move(data), std::move(lease)});
+  }
   version_ = version;
   clock_ = clock;
   return true;
+}
+
+MemoryLease PublishedDeltas::ReserveForDelta(uint64_t bytes) {
+  if (budget_ == nullptr) return MemoryLease();
+  while (true) {
+    absl::StatusOr<MemoryLease> lease =
+        budget_->Reserve(bytes, "kept pull delta");
+    if (lease.ok()) return *std::move(lease);
+    if (kept_.empty()) return MemoryLease();
+    kept_.erase(kept_.begin());
+  }
 }
 
 bool PublishedDeltas::ChainFrom(

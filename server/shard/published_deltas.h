@@ -14,6 +14,14 @@
 // between, and at a pull that needs newer weights than the last
 // publication.
 //
+// Memory: each kept delta holds a lease on the shard's MemoryBudget
+// (memory_budget.h) for its encoded bytes. When the budget refuses a new
+// delta, Publish drops this chunk's oldest kept deltas until it fits (or
+// none is left, and the new one is not kept either) rather than refuse the
+// publication: the shadow still moves, and a worker whose version no kept
+// delta starts from gets the dense shadow, which is always correct, only
+// larger. Without a budget (set_budget never called) nothing is counted.
+//
 // Thread safety: none; the chunk's mutex guards it.
 #ifndef GRADWIRE_SERVER_SHARD_PUBLISHED_DELTAS_H_
 #define GRADWIRE_SERVER_SHARD_PUBLISHED_DELTAS_H_
@@ -25,6 +33,7 @@
 #include "absl/types/span.h"
 #include "common/compress/compressor.h"
 #include "gradwire/v1/parameter_server.pb.h"
+#include "server/shard/memory_budget.h"
 
 namespace gradwire {
 
@@ -33,6 +42,11 @@ class PublishedDeltas {
   // The most deltas kept: a worker further behind than that many
   // publications gets the dense shadow.
   static constexpr size_t kMaxKept = 8;
+
+  // Where kept deltas reserve their bytes; null counts nothing. `budget`
+  // must outlive this object. Set it before the first Publish.
+  void set_budget(MemoryBudget* budget) { budget_ = budget; }
+  MemoryBudget* budget() const { return budget_; }
 
   // No deltas; the shadow is at `version`, published at `clock`.
   void Reset(uint64_t version, uint64_t clock);
@@ -45,9 +59,9 @@ class PublishedDeltas {
   // Publishes (see above): with `weights` at `version` and `clock`,
   // compresses weights - *shadow (chunk_key and version seed the
   // compressor), adds what was sent to *shadow and keeps the encoded
-  // delta. Returns false and changes nothing when the compressor refuses
-  // the difference (non-finite, which finite weights never give) or the
-  // delta does not encode.
+  // delta (see "Memory" above). Returns false and changes nothing when the
+  // compressor refuses the difference (non-finite, which finite weights never
+  // give) or the delta does not encode.
   bool Publish(const Compressor& compressor, uint64_t chunk_key,
                uint64_t version, uint64_t clock,
                absl::Span<const float> weights, absl::Span<float> shadow);
@@ -67,13 +81,21 @@ class PublishedDeltas {
     uint64_t from = 0;
     uint64_t to = 0;
     v1::ChunkData data;
+    // Its bytes in the budget.
+    MemoryLease lease;
   };
+
+  // Reserves `bytes` for a new delta, dropping the oldest kept ones while
+  // the budget refuses; an empty lease when even an empty list does not
+  // leave room (or there is no budget).
+  MemoryLease ReserveForDelta(uint64_t bytes);
 
   // Oldest first. A vector, not a deque: an empty one allocates nothing,
   // and chunks that never publish (dense pulls) are most chunks of a shard.
   std::vector<Delta> kept_;
   uint64_t version_ = 0;
   uint64_t clock_ = 0;
+  MemoryBudget* budget_ = nullptr;
 };
 
 }  // namespace gradwire

@@ -61,13 +61,61 @@ void TakeFromPool(CompressedChunk* gradient) {
   pool.chunks.pop_back();
 }
 
+// Reserves the decoded size of `pushed` in `budget` (when set) into *lease;
+// a chunk the shard does not own reserves nothing (DecodeOne refuses it).
+absl::Status ReserveDecoded(const ChunkGradientView& pushed,
+                            const ChunkMap& chunks, MemoryBudget* budget,
+                            MemoryLease* lease) {
+  if (budget == nullptr) return absl::OkStatus();
+  const auto it = chunks.find(pushed.key);
+  if (it == chunks.end()) return absl::OkStatus();
+  const uint64_t bytes = DecodedBytes(pushed.gradient, it->second->numel);
+  absl::StatusOr<MemoryLease> reserved = budget->Reserve(bytes, "decoded push");
+  if (!reserved.ok()) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "chunk %d: %s", pushed.key, reserved.status().message()));
+  }
+  *lease = *std::move(reserved);
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+uint64_t DecodedBytes(const ChunkDataView& gradient, uint64_t numel) {
+  const auto words = [](uint64_t n) {
+    return (n + 63) / 64 * sizeof(uint64_t);
+  };
+  const auto scales = [numel](uint32_t bucket_size) -> uint64_t {
+    if (bucket_size == 0) return 0;
+    return std::min<uint64_t>((numel + bucket_size - 1) / bucket_size, numel) *
+           sizeof(float);
+  };
+  constexpr uint64_t kSelected = sizeof(float) + sizeof(uint32_t);
+  switch (gradient.payload) {
+    case v1::ChunkData::kDense:
+      return numel * sizeof(float);
+    case v1::ChunkData::kSparse:
+      return std::min(gradient.sparse.nnz, numel) * kSelected;
+    case v1::ChunkData::kRandomK:
+      return std::min(gradient.random_k.k, numel) * kSelected;
+    case v1::ChunkData::kQsgd:
+      return numel * sizeof(uint16_t) + words(numel) +
+             scales(gradient.qsgd.bucket_size);
+    case v1::ChunkData::kSign:
+      return words(numel) + scales(gradient.sign.bucket_size);
+    default:
+      return 0;
+  }
+}
 
 void RecyclePushedChunks(std::vector<PushedChunk>* pushed) {
   GradientPool& pool = Pool();
   for (PushedChunk& item : *pushed) {
     const size_t bytes = BufferBytes(item.gradient);
-    if (bytes == 0 || pool.bytes + bytes > kPooledGradientBytes) continue;
+    if (bytes == 0 || bytes > kRetainedScratchBytes ||
+        pool.bytes + bytes > kPooledGradientBytes) {
+      continue;
+    }
     pool.bytes += bytes;
     pool.chunks.push_back(std::move(item.gradient));
   }
@@ -76,6 +124,19 @@ void RecyclePushedChunks(std::vector<PushedChunk>* pushed) {
 
 absl::Status DecodePushedChunks(const PushView& request, const ChunkMap& chunks,
                                 uint32_t shard_id,
+                                std::vector<PushedChunk>* pushed,
+                                PushOutcome* outcome) {
+  MemoryBudget* budget = nullptr;
+  if (!chunks.empty()) {
+    // Set by Shard::Install before the shard was published as initialised,
+    // and constant since: read without the chunk's lock.
+    budget = ABSL_TS_UNCHECKED_READ(chunks.begin()->second->published).budget();
+  }
+  return DecodePushedChunks(request, chunks, shard_id, budget, pushed, outcome);
+}
+
+absl::Status DecodePushedChunks(const PushView& request, const ChunkMap& chunks,
+                                uint32_t shard_id, MemoryBudget* budget,
                                 std::vector<PushedChunk>* pushed,
                                 PushOutcome* outcome) {
   // First, before anything is allocated per entry: a push of millions of
@@ -87,7 +148,9 @@ absl::Status DecodePushedChunks(const PushView& request, const ChunkMap& chunks,
         absl::StrFormat("push names %d chunks; shard %d owns %d", entries,
                         shard_id, chunks.size()));
   }
-  pushed->assign(entries, PushedChunk());
+  // Not assign(): a PushedChunk holds a lease, and is not copyable.
+  pushed->clear();
+  pushed->resize(entries);
   absl::flat_hash_set<uint64_t> seen;
   seen.reserve(entries);
   for (size_t i = 0; i < entries; ++i) {
@@ -99,6 +162,11 @@ absl::Status DecodePushedChunks(const PushView& request, const ChunkMap& chunks,
     }
     PushedChunk& item = (*pushed)[i];
     item.request_index = static_cast<int>(i);
+    if (absl::Status s = ReserveDecoded(chunk, chunks, budget, &item.lease);
+        !s.ok()) {
+      *outcome = PushOutcome::kOverBudget;
+      return s;
+    }
     TakeFromPool(&item.gradient);
     if (absl::Status s =
             DecodeOne(chunk, chunks, shard_id, &item.chunk, &item.gradient);

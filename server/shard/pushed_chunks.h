@@ -15,6 +15,7 @@
 #include "gradwire/v1/parameter_server.pb.h"
 #include "server/shard/chunk_state.h"
 #include "server/shard/chunk_updater.h"
+#include "server/shard/memory_budget.h"
 #include "server/shard/shard_metrics.h"
 
 namespace gradwire {
@@ -31,14 +32,33 @@ struct PushedChunk {
   // The optimizer update the push makes, prepared under the chunk's lock
   // (ChunkUpdater::PreparePush) when the verdict is kApply.
   PreparedUpdate update;
+  // The decoded gradient's bytes in the shard's memory budget, reserved
+  // before it was decoded and given back with the PushedChunk: after the
+  // push is applied (or refused) and its chunk locks are released.
+  MemoryLease lease;
 };
+
+// An upper bound on the bytes DecodeChunk allocates for `gradient`, a chunk
+// of `numel` elements (it refuses any other numel): values, indices,
+// quantization levels, sign bits and bucket scales. Read from the
+// encoding's header fields, without decoding.
+uint64_t DecodedBytes(const ChunkDataView& gradient, uint64_t numel);
 
 // Decodes every chunk of `request` against `chunks` (the chunks of shard
 // `shard_id`) into `*pushed`, sorted by key (the lock order). On a refusal
 // sets *outcome: kInvalid (INVALID_ARGUMENT: more entries than `chunks`,
 // checked before any per-entry work; a chunk twice; or one that does not
 // decode) or kNotOwned (FAILED_PRECONDITION: a chunk this shard does not
-// hold). The error names the chunk.
+// hold) or kOverBudget (RESOURCE_EXHAUSTED: `budget` refused the decoded
+// size of a chunk, checked before that chunk is decoded; memory_budget.h).
+// The error names the chunk. `budget` may be null (nothing counted).
+absl::Status DecodePushedChunks(const PushView& request, const ChunkMap& chunks,
+                                uint32_t shard_id, MemoryBudget* budget,
+                                std::vector<PushedChunk>* pushed,
+                                PushOutcome* outcome);
+// The same against the budget of the shard that owns `chunks`, which
+// Shard::Install gave every chunk (PublishedDeltas::budget); the shard
+// must be initialised.
 absl::Status DecodePushedChunks(const PushView& request, const ChunkMap& chunks,
                                 uint32_t shard_id,
                                 std::vector<PushedChunk>* pushed,
@@ -47,9 +67,13 @@ absl::Status DecodePushedChunks(const PushView& request, const ChunkMap& chunks,
 // Gives the decoded gradients of `pushed` back to this thread's pool, which
 // DecodePushedChunks decodes the next push into: their buffers are then
 // reused at their size instead of allocated and zero-filled again (a dense
-// chunk is megabytes). The pool keeps at most kPooledGradientBytes.
+// chunk is megabytes). The pool keeps at most kPooledGradientBytes per
+// thread, and no buffer larger than kRetainedScratchBytes: a rare huge
+// chunk is freed rather than pinned on the thread. Pooled buffers are not
+// counted in the budget while idle (at most 8 MiB per thread); while a push
+// uses one, its lease counts it. Gives back every lease of `pushed`.
 void RecyclePushedChunks(std::vector<PushedChunk>* pushed);
-inline constexpr size_t kPooledGradientBytes = size_t{64} << 20;
+inline constexpr size_t kPooledGradientBytes = size_t{8} << 20;
 
 // The chunks of `pushed`, in its order.
 std::vector<ChunkState*> ChunksOf(const std::vector<PushedChunk>& pushed);

@@ -26,6 +26,10 @@ Shard::Shard(ShardOptions options, ShardMetrics* shard_metrics)
     : options_(options),
       history_epoch_(options.history_epoch != 0 ? options.history_epoch
                                                 : DrawHistoryEpoch()),
+      memory_budget_(options.memory_budget_bytes,
+                     [this](absl::string_view what) {
+                       metrics_->CountMemoryBudgetRefusal(what);
+                     }),
       metrics_(shard_metrics),
       replicas_(options.max_replica_bytes) {
   if (metrics_ == nullptr) {
@@ -49,6 +53,12 @@ void Shard::Install(std::unique_ptr<const ShardConfig> config,
   workers_ = std::make_unique<WorkerPresence>(config->num_workers);
   updater_ =
       std::make_unique<ChunkUpdater>(config.get(), metrics_, &updates_applied_);
+  // Kept pull deltas are reserved against the shard's budget from the
+  // first publication on (published_deltas.h).
+  for (const auto& [key, chunk] : chunks) {
+    absl::MutexLock lock(&chunk->mu);
+    chunk->published.set_budget(&memory_budget_);
+  }
   config_ = std::move(config);
   chunks_ = std::move(chunks);
   initialized_.store(true, std::memory_order_release);

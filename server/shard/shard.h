@@ -101,6 +101,7 @@
 #include "common/compress/compressor.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "server/shard/chunk_state.h"
+#include "server/shard/memory_budget.h"
 #include "server/shard/shard_config.h"
 #include "server/shard/shard_journal.h"
 #include "server/shard/shard_metrics.h"
@@ -163,6 +164,12 @@ struct ShardOptions {
   // non-zero one at construction, as a server process must. Tests set it to
   // get answers they can compare.
   uint64_t history_epoch = 0;
+  // Most bytes the shard holds at once in decoded pushes, pull answers being
+  // built and kept pull deltas (the server's --memory-budget-bytes;
+  // memory_budget.h). A push or pull that would pass it is
+  // RESOURCE_EXHAUSTED with nothing changed; a publication that would pass
+  // it drops the chunk's oldest kept deltas instead (published_deltas.h).
+  uint64_t memory_budget_bytes = uint64_t{4} << 30;
 };
 
 class Shard {
@@ -246,6 +253,11 @@ class Shard {
 
   // Where this shard counts its work (for the service and checkpointer).
   ShardMetrics& metrics() const { return *metrics_; }
+
+  // The budget that decoded pushes, pull answers and kept pull deltas are
+  // reserved against (ShardOptions::memory_budget_bytes); the service
+  // reserves the serialized copy of each answer here too. Thread-safe.
+  MemoryBudget& memory_budget() const { return memory_budget_; }
 
   // Bytes of per-worker replicas held for ASP/SSP pull deltas.
   uint64_t replica_bytes() const { return replicas_.bytes(); }
@@ -333,6 +345,9 @@ class Shard {
   // shard's own registry and metrics.
   const ShardOptions options_;
   const uint64_t history_epoch_;
+  // Thread-safe, hence mutable; declared before chunks_, whose kept deltas
+  // hold leases on it, so that it outlives them.
+  mutable MemoryBudget memory_budget_;
   std::unique_ptr<metrics::Registry> own_registry_;
   std::unique_ptr<ShardMetrics> own_metrics_;
   ShardMetrics* metrics_ = nullptr;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "server/shard/shard.h"
 
@@ -17,8 +18,9 @@ using metrics::Labels;
 using metrics::MetricType;
 
 constexpr const char* kPushOutcomeNames[kNumPushOutcomes] = {
-    "accepted", "duplicate", "not_initialized",   "unknown_worker",
-    "invalid",  "not_owned", "step_out_of_range", "non_finite_update"};
+    "accepted",          "duplicate",         "not_initialized",
+    "unknown_worker",    "invalid",           "not_owned",
+    "step_out_of_range", "non_finite_update", "over_budget"};
 
 // Bucket layouts. Per-chunk work spans microseconds (small chunks) to
 // seconds (4 MiB chunks through Adam on a busy machine); a pull may wait up
@@ -88,6 +90,13 @@ absl::StatusOr<std::unique_ptr<ShardMetrics>> ShardMetrics::Create(
 
 absl::Status ShardMetrics::AddCounters(metrics::Registry* registry,
                                        const std::string& shard) {
+  auto refusals = registry->AddCounterFamily(
+      {"gradwire_shard_memory_budget_refusals_total",
+       "Reservations the shard's memory budget (--memory-budget-bytes) "
+       "refused, by what was refused."});
+  if (!refusals.ok()) return refusals.status();
+  budget_refusals_ = *refusals;
+  shard_label_ = shard;
   for (int i = 0; i < kNumPushOutcomes; ++i) {
     if (absl::Status s = Assign(
             CounterChild(registry, "gradwire_shard_pushes_total",
@@ -276,6 +285,19 @@ std::vector<StateGaugeSpec> StateGauges() {
          *out = shard.LiveWorkers();
          return shard.initialized();
        }},
+      {"gradwire_shard_memory_budget_used_bytes",
+       "Bytes reserved in the shard's memory budget: decoded pushes, pull "
+       "answers being built and kept pull deltas.",
+       [](const Shard& shard, double* out) {
+         *out = static_cast<double>(shard.memory_budget().used());
+         return true;
+       }},
+      {"gradwire_shard_memory_budget_limit_bytes",
+       "Size of the shard's memory budget (--memory-budget-bytes).",
+       [](const Shard& shard, double* out) {
+         *out = static_cast<double>(shard.memory_budget().limit());
+         return true;
+       }},
       {"gradwire_shard_worker_replica_bytes",
        "Bytes of per-worker replicas kept for ASP/SSP pull deltas.",
        [](const Shard& shard, double* out) {
@@ -286,6 +308,20 @@ std::vector<StateGaugeSpec> StateGauges() {
 }
 
 }  // namespace
+
+void ShardMetrics::CountMemoryBudgetRefusal(absl::string_view what) {
+  budget_refusals_
+      ->Add({{"shard", shard_label_},
+             {"what", absl::StrReplaceAll(what, {{" ", "_"}})}})
+      .Increment();
+}
+
+double ShardMetrics::MemoryBudgetRefusals(absl::string_view what) const {
+  return budget_refusals_
+      ->Add({{"shard", shard_label_},
+             {"what", absl::StrReplaceAll(what, {{" ", "_"}})}})
+      .Value();
+}
 
 absl::StatusOr<std::vector<std::unique_ptr<metrics::CallbackRegistration>>>
 RegisterShardStateMetrics(metrics::Registry* registry, const Shard* shard) {

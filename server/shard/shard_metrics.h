@@ -55,6 +55,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/metrics/registry.h"
 
@@ -72,8 +73,9 @@ enum class PushOutcome {
   kNotOwned,         // a chunk this shard does not hold
   kStepOutOfRange,   // the step is not accepted now (consistency rules)
   kNonFiniteUpdate,  // its update would make a weight or state non-finite
+  kOverBudget,       // its decoded size would pass the memory budget
 };
-inline constexpr int kNumPushOutcomes = 8;
+inline constexpr int kNumPushOutcomes = 9;
 
 // How one pulled chunk was answered; one counter each.
 enum class PullAnswer {
@@ -163,6 +165,13 @@ class ShardMetrics {
   }
   // A checkpoint write that took `duration` and ended at `end`.
   void RecordCheckpoint(bool ok, absl::Duration duration, absl::Time end);
+  // A reservation the shard's memory budget refused (memory_budget.h), in
+  // gradwire_shard_memory_budget_refusals_total{what}: `what` is the
+  // reservation's fixed name ("decoded push", "pull answer", "kept pull
+  // delta", ...), with spaces as underscores. Thread-safe.
+  void CountMemoryBudgetRefusal(absl::string_view what);
+  // Refusals of `what` so far (tests).
+  double MemoryBudgetRefusals(absl::string_view what) const;
 
  private:
   ShardMetrics() = default;
@@ -193,6 +202,8 @@ class ShardMetrics {
   metrics::Counter* auth_no_token_ = nullptr;
   metrics::Counter* auth_wrong_token_ = nullptr;
   std::unique_ptr<metrics::CallbackRegistration> checkpoint_age_;
+  metrics::Family<metrics::Counter>* budget_refusals_ = nullptr;
+  std::string shard_label_;
 
   // Unix nanoseconds of the last successful checkpoint; 0 before one.
   std::atomic<int64_t> last_checkpoint_nanos_{0};
@@ -231,8 +242,12 @@ class PushStageClock {
 //   gradwire_shard_live_workers         workers in the live set (shard.h)
 //   gradwire_shard_worker_replica_bytes bytes of ASP/SSP per-worker pull
 //                                       replicas (worker_replicas.h)
-// All but the first are absent before Init. `shard` and `registry` must
-// outlive the returned registrations.
+//   gradwire_shard_memory_budget_used_bytes   bytes reserved in the shard's
+//   gradwire_shard_memory_budget_limit_bytes  memory budget, and its size
+//                                       (--memory-budget-bytes), also
+//                                       before Init
+// All but the first and the budget's are absent before Init. `shard` and
+// `registry` must outlive the returned registrations.
 absl::StatusOr<std::vector<std::unique_ptr<metrics::CallbackRegistration>>>
 RegisterShardStateMetrics(metrics::Registry* registry, const Shard* shard);
 

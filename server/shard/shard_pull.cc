@@ -4,6 +4,7 @@
 #include "absl/time/clock.h"
 #include "common/codec/codec.h"
 #include "common/precision.h"
+#include "server/shard/memory_budget.h"
 #include "server/shard/shard.h"
 
 namespace gradwire {
@@ -44,7 +45,9 @@ absl::Status EncodeDense(absl::Span<const float> weights,
   dense.precision = precision;
   dense.values.assign(weights.begin(), weights.end());
   RoundAllToPrecision(dense.values.data(), dense.values.size(), precision);
-  return EncodeChunk(dense, out);
+  absl::Status status = EncodeChunk(dense, out);
+  TrimScratch(&dense.values);
+  return status;
 }
 
 // Waits until the clock of `chunk` reaches `wanted` (see AwaitClock).
@@ -198,7 +201,33 @@ absl::Status PullOne(ChunkState* chunk, const v1::ChunkPull& pull,
         request.worker_id()));
   }
   out->set_is_delta(true);
-  return EncodeChunk(delta, out->mutable_data());
+  status = EncodeChunk(delta, out->mutable_data());
+  TrimScratch(&delta.values);
+  TrimScratch(&delta.indices);
+  return status;
+}
+
+// Bytes per value of the answers to `request`: deltas go out against the
+// dense shadow at fp32; dense answers in the asked precision.
+size_t AnswerValueBytes(const ShardConfig& config,
+                        const v1::PullRequest& request) {
+  return config.pull_compressor != nullptr
+             ? BytesPerValue(ValuePrecision::kFp32)
+             : BytesPerValue(FromWire(request.dense_value_type())
+                                 .value_or(ValuePrecision::kFp32));
+}
+
+// The estimated size of the answer to `request`, whose chunks are all in
+// `chunks`: each chunk dense, plus overhead.
+uint64_t EstimateAnswerBytes(const ChunkMap& chunks,
+                             const v1::PullRequest& request,
+                             size_t value_bytes) {
+  uint64_t estimate = 0;
+  for (const v1::ChunkPull& pull : request.chunks()) {
+    estimate +=
+        chunks.at(pull.key())->numel * value_bytes + kChunkAnswerOverheadBytes;
+  }
+  return estimate;
 }
 
 // RESOURCE_EXHAUSTED for an answer of `bytes` over `limit`.
@@ -239,6 +268,13 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
       return s;
     }
   }
+  // Held until the answer is returned: the service reserves its
+  // serialized copy itself.
+  absl::StatusOr<MemoryLease> lease = memory_budget_.Reserve(
+      EstimateAnswerBytes(chunks_, request,
+                          AnswerValueBytes(*config_, request)),
+      "pull answer");
+  if (!lease.ok()) return lease.status();
   response->set_history_epoch(history_epoch_);
   PullAnswering answering;
   answering.compressor = config_->pull_compressor.get();
@@ -256,6 +292,10 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
     if (s.ok()) answer_bytes += out->ByteSizeLong();
     if (s.ok() && answer_bytes > options_.max_message_bytes) {
       s = TooLarge(answer_bytes, options_.max_message_bytes);
+    }
+    // A delta larger than its dense size: the lease covers what was built.
+    if (s.ok() && answer_bytes > lease->bytes()) {
+      s = lease->Grow(answer_bytes - lease->bytes(), "pull answer");
     }
     if (!s.ok()) {
       response->Clear();
@@ -276,16 +316,8 @@ absl::Status Shard::CheckPulledChunks(const v1::PullRequest& request) const {
         "pull names %d chunks; shard %d owns %d", request.chunks_size(),
         options_.shard_id, chunks_.size()));
   }
-  // Deltas go out against the dense shadow at fp32; dense answers in the
-  // asked precision.
-  const size_t value_bytes =
-      config_->pull_compressor != nullptr
-          ? BytesPerValue(ValuePrecision::kFp32)
-          : BytesPerValue(FromWire(request.dense_value_type())
-                              .value_or(ValuePrecision::kFp32));
   absl::flat_hash_set<uint64_t> seen;
   seen.reserve(request.chunks_size());
-  uint64_t estimate = 0;
   for (const v1::ChunkPull& pull : request.chunks()) {
     const ChunkState* chunk = FindChunk(pull.key());
     if (chunk == nullptr) {
@@ -296,8 +328,9 @@ absl::Status Shard::CheckPulledChunks(const v1::PullRequest& request) const {
       return absl::InvalidArgumentError(
           absl::StrFormat("chunk %d appears twice in one pull", pull.key()));
     }
-    estimate += chunk->numel * value_bytes + kChunkAnswerOverheadBytes;
   }
+  const uint64_t estimate = EstimateAnswerBytes(
+      chunks_, request, AnswerValueBytes(*config_, request));
   if (estimate > options_.max_message_bytes) {
     return TooLarge(estimate, options_.max_message_bytes);
   }
