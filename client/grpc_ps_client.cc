@@ -14,6 +14,7 @@
 #include "client/aliased_request.h"
 #include "client/call_threads.h"
 #include "client/shard_channel.h"
+#include "common/retry_metadata.h"
 #include "gradwire/v1/parameter_server.grpc.pb.h"
 #include "grpcpp/client_context.h"
 
@@ -116,8 +117,8 @@ void WaitBeforeRetry(const ShardConnection& shard, absl::Duration backoff) {
   absl::SleepFor(until - absl::Now());
 }
 
-// Sends `request` to `shard` with `call`, retrying UNAVAILABLE (see the
-// header).
+// Sends `request` to `shard` with `call`, retrying UNAVAILABLE and a busy
+// shard's RESOURCE_EXHAUSTED (see the header).
 template <typename Request, typename Response>
 absl::Status CallWithRetries(const ShardConnection& shard,
                              const ClientOptions& options, const RpcKind& kind,
@@ -143,7 +144,11 @@ absl::Status CallWithRetries(const ShardConnection& shard,
                                      std::memory_order_relaxed);
       return absl::OkStatus();
     }
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+    // A shard that was only busy says so (common/retry_metadata.h).
+    const bool busy =
+        status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+        context.GetServerTrailingMetadata().count(kRetryAfterMetadataKey) > 0;
+    if ((status.error_code() != grpc::StatusCode::UNAVAILABLE && !busy) ||
         attempt >= options.max_attempts) {
       break;
     }

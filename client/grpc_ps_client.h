@@ -16,10 +16,13 @@
 // code gRPC uses for "the call did not reach a serving shard" (connection
 // refused or reset, shard restarting or shutting down), and all three RPCs
 // are safe to repeat (Init is idempotent, Push carries the exactly-once key,
-// Pull only reads). Other codes are not retried: the shard's own answers
-// (INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE, RESOURCE_EXHAUSTED)
-// would be the same again, and DEADLINE_EXCEEDED means the budget the caller
-// chose is spent -- on a Pull it usually means a peer worker stopped
+// Pull only reads). A RESOURCE_EXHAUSTED that carries the shard's retry
+// metadata (common/retry_metadata.h: it was busy, its queue full or this
+// connection or worker past its share) is retried the same way. Other codes
+// are not retried: the shard's own answers (INVALID_ARGUMENT,
+// FAILED_PRECONDITION, OUT_OF_RANGE, a RESOURCE_EXHAUSTED for a request too
+// large) would be the same again, and DEADLINE_EXCEEDED means the budget the
+// caller chose is spent -- on a Pull it usually means a peer worker stopped
 // pushing, which retrying would only hide for another `pull_timeout`.
 //
 // Errors keep the gRPC code; the message names the shard and its address:

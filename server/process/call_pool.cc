@@ -1,25 +1,29 @@
 #include "server/process/call_pool.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace gradwire {
 
-CallPool::CallPool(std::string name, int threads) : name_(std::move(name)) {
+CallPool::CallPool(std::string name, int threads, int64_t max_queued)
+    : name_(std::move(name)), max_queued_(std::max<int64_t>(1, max_queued)) {
   threads_.reserve(threads);
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
 }
 
 CallPool::~CallPool() { Stop(); }
 
-void CallPool::Submit(std::function<void()> work) {
+bool CallPool::Submit(std::function<void()> work) {
   {
     absl::MutexLock lock(&mu_);
     if (!stopping_) {
+      if (static_cast<int64_t>(queue_.size()) >= max_queued_) return false;
       queue_.push_back(std::move(work));
-      return;
+      return true;
     }
   }
   work();
+  return true;
 }
 
 int64_t CallPool::queued() const {

@@ -177,8 +177,18 @@ ParameterServerService::ParameterServerService(
       auth_token_(std::move(options.auth_token)),
       worker_tokens_(std::move(options.worker_tokens)),
       max_chunk_entries_(options.max_chunk_entries),
-      handlers_("handler", std::max(1, options.handler_threads)),
-      pulls_("pull", std::max(1, options.pull_threads)) {}
+      per_connection_(options.max_calls_per_connection),
+      pulls_per_worker_(options.max_waiting_pulls_per_worker),
+      handlers_("handler", std::max(1, options.handler_threads),
+                options.max_queued_calls),
+      pulls_("pull", std::max(1, options.pull_threads),
+             options.max_queued_calls) {}
+
+grpc::Status ParameterServerService::Busy(grpc::CallbackServerContext* context,
+                                          std::string message) {
+  context->AddTrailingMetadata(kRetryAfterMetadataKey, "100");
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::move(message));
+}
 
 ParameterServerService::~ParameterServerService() { StopPools(); }
 
@@ -232,10 +242,20 @@ grpc::ServerUnaryReactor* ParameterServerService::Serve(
     reactor->Finish(ToGrpcStatus(caller.status()));
     return reactor;
   }
+  // A connection's place is taken until its call is answered.
+  std::string peer = context->peer();
+  if (!per_connection_.TryAcquire(peer)) {
+    reactor->Finish(Busy(
+        context, absl::StrFormat("this connection already has %d calls in "
+                                 "flight on the shard "
+                                 "(--max-calls-per-connection); retry later",
+                                 per_connection_.cap())));
+    return reactor;
+  }
   // The request buffer lives until Finish; the work reads it from a pool
   // thread.
-  pool->Submit([this, context, request, response, reactor, work,
-                caller = *caller]() {
+  const bool queued = pool->Submit([this, context, request, response, reactor,
+                                    work, caller = *caller, peer]() {
     constexpr bool kPush = std::is_same_v<Request, ReceivedPush>;
     PushStageClock clock(&shard_->metrics());
     Request parsed;
@@ -251,8 +271,17 @@ grpc::ServerUnaryReactor* ParameterServerService::Serve(
     if constexpr (kPush) clock = PushStageClock(&shard_->metrics());
     if (status.ok()) status = SerializeResponse(answer, response);
     if constexpr (kPush) clock.Lap(PushStage::kRespond);
+    per_connection_.Release(peer);
     reactor->Finish(status);
   });
+  if (!queued) {
+    per_connection_.Release(peer);
+    reactor->Finish(
+        Busy(context, absl::StrFormat("the shard's queue of calls is full (%d "
+                                      "calls wait; --max-queued-calls); retry "
+                                      "later",
+                                      pool->max_queued())));
+  }
   return reactor;
 }
 
@@ -263,11 +292,17 @@ grpc::ServerUnaryReactor* ParameterServerService::Init(
       context, request, response, &handlers_,
       [this](grpc::CallbackServerContext*, const v1::InitRequest& init, size_t,
              v1::InitResponse* answer) {
+        const uint32_t worker = init.worker_id();
+        const bool was_live = shard_->IsLive(worker);
         const absl::Status status = shard_->Init(init, answer);
-        // Only an accepted call is a sign of life: a refused one may name
-        // any worker.
+        // A join or a rejoin is progress; a re-sent Init of a live worker
+        // counts only as its first call.
         if (status.ok() && activity_ != nullptr) {
-          activity_->Heard(init.worker_id(), absl::Now());
+          if (!was_live && shard_->IsLive(worker)) {
+            activity_->Heard(worker, absl::Now());
+          } else {
+            activity_->HeardFirst(worker, absl::Now());
+          }
         }
         return ToGrpcStatus(status);
       });
@@ -281,7 +316,11 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(
       [this](grpc::CallbackServerContext*, const ReceivedPush& push,
              size_t request_bytes, v1::PushResponse* answer) {
         const absl::Status status = shard_->Push(push.view, answer);
-        if (status.ok() && activity_ != nullptr) {
+        // A duplicate (a re-sent push) is not progress.
+        if (status.ok() && activity_ != nullptr &&
+            std::any_of(
+                answer->acks().begin(), answer->acks().end(),
+                [](const v1::ChunkAck& ack) { return !ack.duplicate(); })) {
           activity_->Heard(push.worker_id(), absl::Now());
         }
         shard_->metrics().CountPushBytes(
@@ -297,12 +336,16 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(
       context, request, response, &pulls_,
       [this](grpc::CallbackServerContext* call, const v1::PullRequest& pull,
              size_t request_bytes, v1::PullResponse* answer) {
-        absl::Duration waited;
-        grpc::Status status;
-        {
-          const ScopedPullWait alive_while_waiting(activity_, pull.worker_id());
-          status = WaitAndPull(call, pull, answer, &waited);
+        const uint32_t worker = pull.worker_id();
+        if (!pulls_per_worker_.TryAcquire(worker)) {
+          return Busy(call, absl::StrFormat(
+                                "worker %d already has %d pulls running on "
+                                "this shard (--max-waiting-pulls-per-worker)",
+                                worker, pulls_per_worker_.cap()));
         }
+        absl::Duration waited;
+        const grpc::Status status = WaitAndPull(call, pull, answer, &waited);
+        pulls_per_worker_.Release(worker);
         ShardMetrics& metrics = shard_->metrics();
         metrics.ObservePullWait(waited);
         metrics.CountPullBytes(request_bytes,
@@ -336,6 +379,10 @@ grpc::Status ParameterServerService::WaitAndPull(
         std::min(deadline, absl::Now() + kPullWaitSlice);
     const absl::Status status =
         shard_->Pull(request, slice_end, response, waited);
+    if (absl::IsDeadlineExceeded(status) && activity_ != nullptr &&
+        shard_->PullWaitsOnOthers(request)) {
+      activity_->Heard(request.worker_id(), absl::Now());
+    }
     // Shard::Pull has no side effects and clears `response` on failure, so a
     // slice that ran out is simply tried again.
     if (!absl::IsDeadlineExceeded(status) || slice_end >= deadline) {

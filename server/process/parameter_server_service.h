@@ -16,7 +16,14 @@
 //      and GetInfo to `handler_threads` threads, Pull to `pull_threads`.
 //      A call that finds them busy waits in the queue without a thread, so
 //      the threads of a shard stay bounded however many workers wait for a
-//      step (each waiting Pull holds one pull thread).
+//      step (each waiting Pull holds one pull thread). Bounds, each answered
+//      RESOURCE_EXHAUSTED with the trailing metadata kRetryAfterMetadataKey
+//      (the client backs off and retries, as for UNAVAILABLE): at most
+//      `max_queued_calls` calls wait in each pool's queue; one connection
+//      (its peer address) holds at most `max_calls_per_connection` calls,
+//      queued or running; one worker id runs at most
+//      `max_waiting_pulls_per_worker` Pulls at once, so that no client can
+//      hold every pull thread with Pulls of a step that never comes.
 //   3. Parse: the request's chunk entries and unknown fields are counted
 //      on the received bytes first (request_fields.h; a request with more
 //      than max_chunk_entries entries is refused unparsed:
@@ -36,9 +43,11 @@
 //      waits at most kMaxPullWait.
 //   5. The answer is serialized into the call's reply buffer.
 //
-// Liveness: with a WorkerActivity, every accepted Init and Push is reported
-// as hearing from its worker (a refused one may name any worker), and a
-// Pull keeps its worker alive for as long as it waits (worker_liveness.h).
+// Liveness: with a WorkerActivity, only progress is reported
+// (worker_liveness.h): a Push the shard applied, a Pull for each slice it
+// waited on steps its worker has already pushed, an Init that put its
+// worker into the live set, and a worker's first Init. A refused call may
+// name any worker and counts for none.
 //
 // Metrics: the received and sent bytes of each Push and Pull, and each
 // Pull's wait, go to the shard's ShardMetrics.
@@ -57,8 +66,10 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/retry_metadata.h"
 #include "gradwire/v1/parameter_server.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "server/process/call_limits.h"
 #include "server/process/call_pool.h"
 #include "server/process/worker_tokens.h"
 #include "server/shard/shard.h"
@@ -90,6 +101,10 @@ struct ParameterServerServiceOptions {
   // Threads for Init, Push and GetInfo, and for Pull (>= 1 each).
   int handler_threads = 4;
   int pull_threads = 64;
+  // The bounds of step 2 (>= 1 each).
+  int64_t max_queued_calls = 4096;
+  int64_t max_calls_per_connection = 256;
+  int64_t max_waiting_pulls_per_worker = 8;
   // Most chunk entries an Init, Push or Pull may carry (--max-chunks),
   // counted on the received bytes before they are parsed: parsing a
   // million empty entries would cost the shard hundreds of MB first.
@@ -153,7 +168,12 @@ class ParameterServerService final : public RawParameterServerService {
   grpc::Status Authorize(std::optional<uint32_t> caller,
                          uint32_t worker_id) const;
 
+  // RESOURCE_EXHAUSTED with `message`, and the retry metadata on `context`.
+  static grpc::Status Busy(grpc::CallbackServerContext* context,
+                           std::string message);
+
   // Pull's loop of waiting slices; adds the time spent waiting to *waited.
+  // Each slice waited on other workers is progress of the puller.
   grpc::Status WaitAndPull(grpc::CallbackServerContext* context,
                            const v1::PullRequest& request,
                            v1::PullResponse* response, absl::Duration* waited);
@@ -166,6 +186,8 @@ class ParameterServerService final : public RawParameterServerService {
   const uint64_t max_chunk_entries_;
 
   std::atomic<bool> shutting_down_{false};
+  CallLimits<std::string> per_connection_;
+  CallLimits<uint32_t> pulls_per_worker_;
   CallPool handlers_;
   CallPool pulls_;
 };

@@ -100,6 +100,17 @@ void Shard::RejoinByInit(const v1::InitRequest& request,
   uint64_t clock = UINT64_MAX;
   {
     ChunkLocks locks(chunks_);
+    // Revived by Init before and dropped again with no push applied in
+    // between: it rejoins by a push this time (shard.h). Decided under the
+    // locks, where pushes clear the mark, so a replay decides the same.
+    if (!workers_->IsLive(worker) && workers_->RevivedByInit(worker)) {
+      LogShardEventf(options_.shard_id,
+                     "worker %d sent Init while dropped, after an Init "
+                     "already revived it without a push since; it rejoins "
+                     "by its next push that a step still wants",
+                     worker);
+      return;
+    }
     for (const auto& [key, chunk] : chunks_) {
       chunk->mu.AssertHeld();
       if (chunk->live.Rejoin(worker)) rejoined = true;
@@ -107,6 +118,7 @@ void Shard::RejoinByInit(const v1::InitRequest& request,
     }
     // Journaled as the Init it is: a replay of the record rejoins the same
     // way, so that the steps after it wait for this worker again.
+    if (rejoined) workers_->SetRevivedByInit(worker, true);
     if (rejoined && journal_ != nullptr) {
       *journal_ticket = journal_->Append(JournalRecordType::kInit,
                                          request.SerializeAsString());

@@ -187,6 +187,9 @@ absl::Status Shard::ValidateAndApply(const PushView& request,
   workers_->HeardPush(worker, absl::GetCurrentTimeNanos());
   result->outcome = ApplyJudged(*updater_, worker, request.step, pushed,
                                 response, &result->rejoined);
+  if (result->outcome == PushOutcome::kAccepted) {
+    workers_->SetRevivedByInit(worker, false);
+  }
   if (journal_ != nullptr && result->outcome == PushOutcome::kAccepted) {
     // Under the chunk locks, so each chunk's records are in apply order.
     result->journal_ticket =

@@ -10,24 +10,14 @@ namespace gradwire {
 void WorkerActivity::Heard(uint32_t worker, absl::Time now) {
   if (worker >= kMaxTrackedWorkers) return;
   absl::MutexLock lock(&mu_);
-  Entry& entry = workers_[worker];
-  entry.last_heard = std::max(entry.last_heard, now);
+  auto [it, inserted] = last_heard_.try_emplace(worker, now);
+  if (!inserted) it->second = std::max(it->second, now);
 }
 
-void WorkerActivity::BeginWait(uint32_t worker, absl::Time now) {
+void WorkerActivity::HeardFirst(uint32_t worker, absl::Time now) {
   if (worker >= kMaxTrackedWorkers) return;
   absl::MutexLock lock(&mu_);
-  Entry& entry = workers_[worker];
-  entry.last_heard = std::max(entry.last_heard, now);
-  ++entry.waiting_pulls;
-}
-
-void WorkerActivity::EndWait(uint32_t worker, absl::Time now) {
-  if (worker >= kMaxTrackedWorkers) return;
-  absl::MutexLock lock(&mu_);
-  Entry& entry = workers_[worker];
-  entry.last_heard = std::max(entry.last_heard, now);
-  if (entry.waiting_pulls > 0) --entry.waiting_pulls;
+  last_heard_.try_emplace(worker, now);
 }
 
 absl::Duration WorkerActivity::SilentFor(uint32_t worker, absl::Time baseline,
@@ -35,22 +25,10 @@ absl::Duration WorkerActivity::SilentFor(uint32_t worker, absl::Time baseline,
   absl::Time since = baseline;
   {
     absl::MutexLock lock(&mu_);
-    const auto it = workers_.find(worker);
-    if (it != workers_.end()) {
-      if (it->second.waiting_pulls > 0) return absl::ZeroDuration();
-      since = std::max(since, it->second.last_heard);
-    }
+    const auto it = last_heard_.find(worker);
+    if (it != last_heard_.end()) since = std::max(since, it->second);
   }
   return std::max(absl::ZeroDuration(), now - since);
-}
-
-ScopedPullWait::ScopedPullWait(WorkerActivity* activity, uint32_t worker)
-    : activity_(activity), worker_(worker) {
-  if (activity_ != nullptr) activity_->BeginWait(worker_, absl::Now());
-}
-
-ScopedPullWait::~ScopedPullWait() {
-  if (activity_ != nullptr) activity_->EndWait(worker_, absl::Now());
 }
 
 absl::Duration LivenessWatchdog::PeriodFor(absl::Duration timeout) {

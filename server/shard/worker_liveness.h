@@ -1,10 +1,18 @@
 // Which workers a shard still hears from, and the watchdog that drops the
 // silent ones from its live set (Shard::DropWorker, shard.h).
 //
-// WorkerActivity is fed by the gRPC service: every Init, Push and Pull call
-// of a worker counts as hearing from it, and a Pull that waits for its step
-// counts as hearing from it for as long as it waits (a worker blocked on
-// the slowest one is alive). It reads no clock itself: callers pass `now`.
+// WorkerActivity is fed by the gRPC service with progress only, never with
+// a call that anyone could repeat to keep a worker alive:
+//   - a Push that the shard applied (a re-sent one, answered as a duplicate,
+//     is not progress);
+//   - a Pull while it waits on steps its worker has already pushed
+//     (Shard::PullWaitsOnOthers): the worker is blocked on the slowest one,
+//     not silent; a Pull that waits for a step its own worker has not
+//     pushed, or that is answered at once, is not progress;
+//   - an Init that puts the worker into the live set (a join or a rejoin,
+//     Shard::Init), and the first Init of a worker never heard from; a
+//     re-sent Init of a live worker is not progress.
+// It reads no clock itself: callers pass `now`.
 //
 // LivenessWatchdog runs one thread that, every `period`, asks the activity
 // which live workers were silent for longer than `timeout` and drops each
@@ -34,40 +42,21 @@ inline constexpr uint32_t kMaxTrackedWorkers = 65536;
 
 class WorkerActivity {
  public:
-  // `worker` was heard from at `now` (an Init, Push or Pull call).
+  // `worker` made progress at `now` (see above).
   void Heard(uint32_t worker, absl::Time now);
-  // A Pull of `worker` starts / stops waiting at `now`; both count as
-  // hearing from it, and so does every moment between them.
-  void BeginWait(uint32_t worker, absl::Time now);
-  void EndWait(uint32_t worker, absl::Time now);
+  // `worker` called at `now`; it counts only when nothing was heard from it
+  // before (its first Init).
+  void HeardFirst(uint32_t worker, absl::Time now);
 
-  // How long `worker` has been silent at `now`: zero while one of its Pulls
-  // waits, else the time since its last call, or since `baseline` when
-  // that is later (or when it was never heard from).
+  // How long `worker` has been silent at `now`: the time since its last
+  // progress, or since `baseline` when that is later (or when it was never
+  // heard from).
   absl::Duration SilentFor(uint32_t worker, absl::Time baseline,
                            absl::Time now) const;
 
  private:
-  struct Entry {
-    absl::Time last_heard = absl::InfinitePast();
-    int waiting_pulls = 0;
-  };
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<uint32_t, Entry> workers_ ABSL_GUARDED_BY(mu_);
-};
-
-// A Pull's wait, registered for as long as the object lives.
-class ScopedPullWait {
- public:
-  // `activity` may be null (nothing is tracked); else it must outlive this.
-  ScopedPullWait(WorkerActivity* activity, uint32_t worker);
-  ~ScopedPullWait();
-  ScopedPullWait(const ScopedPullWait&) = delete;
-  ScopedPullWait& operator=(const ScopedPullWait&) = delete;
-
- private:
-  WorkerActivity* const activity_;
-  const uint32_t worker_;
+  absl::flat_hash_map<uint32_t, absl::Time> last_heard_ ABSL_GUARDED_BY(mu_);
 };
 
 class LivenessWatchdog {

@@ -1,8 +1,10 @@
 // Per worker id, what the shard knows of each worker outside any chunk's
 // lock: when its last accepted or duplicate push arrived (for
-// Shard::ActiveWorkers and the active-workers gauge) and whether it is in the
+// Shard::ActiveWorkers and the active-workers gauge), whether it is in the
 // live set (a summary of the chunks' live sets, for Shard::IsLive and the
-// live-workers gauge). Internal to server/shard/.
+// live-workers gauge), and whether it rejoined by Init and has had no push
+// applied since (an Init revives a dropped worker once; shard.h).
+// Internal to server/shard/.
 //
 // Thread safety: every method may be called concurrently; entries are
 // relaxed atomics, so readers see each entry's latest value but no order
@@ -22,10 +24,12 @@ class WorkerPresence {
   explicit WorkerPresence(uint32_t num_workers)
       : num_workers_(num_workers),
         last_push_nanos_(std::make_unique<std::atomic<int64_t>[]>(num_workers)),
-        live_(std::make_unique<std::atomic<bool>[]>(num_workers)) {
+        live_(std::make_unique<std::atomic<bool>[]>(num_workers)),
+        revived_by_init_(std::make_unique<std::atomic<bool>[]>(num_workers)) {
     for (uint32_t w = 0; w < num_workers; ++w) {
       last_push_nanos_[w].store(0, std::memory_order_relaxed);
       live_[w].store(true, std::memory_order_relaxed);
+      revived_by_init_[w].store(false, std::memory_order_relaxed);
     }
   }
 
@@ -39,6 +43,15 @@ class WorkerPresence {
   }
   bool IsLive(uint32_t worker) const {
     return live_[worker].load(std::memory_order_relaxed);
+  }
+
+  // `worker` rejoined by Init (true), or had a push applied (false).
+  void SetRevivedByInit(uint32_t worker, bool revived) {
+    revived_by_init_[worker].store(revived, std::memory_order_relaxed);
+  }
+  // Whether it rejoined by Init and has had no push applied since.
+  bool RevivedByInit(uint32_t worker) const {
+    return revived_by_init_[worker].load(std::memory_order_relaxed);
   }
 
   // Workers in the live set.
@@ -65,6 +78,7 @@ class WorkerPresence {
   // Unix nanoseconds of the last accepted or duplicate push (0: none yet).
   const std::unique_ptr<std::atomic<int64_t>[]> last_push_nanos_;
   const std::unique_ptr<std::atomic<bool>[]> live_;
+  const std::unique_ptr<std::atomic<bool>[]> revived_by_init_;
 };
 
 }  // namespace gradwire

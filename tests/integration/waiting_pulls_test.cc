@@ -43,7 +43,10 @@ int ThreadsOf(pid_t pid) {
 TEST(WaitingPullsTest, ManyWaitingPullsHoldNoThreadEachAndPushesGoThrough) {
   auto server =
       ServerProcess::Start({"--mode=bsp", "--num-workers=2",
-                            absl::StrCat("--pull-threads=", kPullThreads)});
+                            absl::StrCat("--pull-threads=", kPullThreads),
+                            // All of them from worker 0, past its default
+                            // share (call_bounds_test.cc tests the cap).
+                            "--max-waiting-pulls-per-worker=1000"});
   ASSERT_TRUE(server.ok()) << server.status();
   std::unique_ptr<v1::ParameterServer::Stub> stub = (*server)->NewStub();
   const std::vector<TestChunk> chunks = MakeChunks({1000}, /*seed=*/5);

@@ -9,8 +9,10 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -152,6 +154,62 @@ TEST_F(SilentWorkerTest, SilentWorkerIsDroppedAndRejoinsWithInit) {
   EXPECT_THAT(StderrOnceItHas(
                   *shard_, "worker 1 rejoined the live set by Init at step 1"),
               HasSubstr("worker 1 rejoined the live set by Init at step 1"));
+
+  // Revived, it still does not push: dropped again while worker 0 waits on
+  // it, and another Init does not bring it back.
+  ASSERT_TRUE(PushDense(stub_.get(), 0, 1, 0, gradient_).ok());
+  auto again = PullDense(stub_.get(), 0, chunks_, 2, absl::Seconds(10));
+  ASSERT_TRUE(again.ok()) << again.status();
+  grpc::ClientContext second_context;
+  SetTimeout(&second_context);
+  ASSERT_TRUE(
+      stub_
+          ->Init(&second_context,
+                 MakeInit(SgdConfig(2, v1::CONSISTENCY_MODE_BSP), chunks_, 1),
+                 &response)
+          .ok());
+  EXPECT_EQ(Info(*shard_).live_workers(), 1u);
+  EXPECT_THAT(StderrOnceItHas(*shard_, "worker 1 sent Init while dropped"),
+              HasSubstr("worker 1 sent Init while dropped"));
+}
+
+// Calls that anyone could repeat are not progress: a worker that only
+// re-sends its Init and an old push, and pulls a step it has not pushed
+// itself, is dropped like a silent one, and the step completes without it.
+TEST_F(SilentWorkerTest, CallsWithoutProgressDoNotKeepAWorkerAlive) {
+  StartWithTimeout("1");
+  ASSERT_TRUE(PushDense(stub_.get(), 1, 0, 0, gradient_).ok());
+  ASSERT_TRUE(PushDense(stub_.get(), 0, 1, 0, gradient_).ok());
+  // Worker 0 waits on worker 1 for step 1: progress, so it stays.
+  absl::StatusOr<std::map<uint64_t, std::vector<float>>> waited;
+  std::thread waiting_worker([&] {
+    auto own = shard_->NewStub();
+    waited = PullDense(own.get(), 0, chunks_, 2, absl::Seconds(10));
+  });
+  const v1::InitRequest init =
+      MakeInit(SgdConfig(2, v1::CONSISTENCY_MODE_BSP), chunks_, 1);
+  const absl::Time until = absl::Now() + absl::Seconds(3);
+  while (absl::Now() < until && Info(*shard_).live_workers() == 2) {
+    grpc::ClientContext context;
+    SetTimeout(&context);
+    v1::InitResponse response;
+    EXPECT_TRUE(stub_->Init(&context, init, &response).ok());
+    // Its step-0 push again: a duplicate.
+    EXPECT_TRUE(PushDense(stub_.get(), 1, 0, 0, gradient_).ok());
+    // Waits for step 1, which waits for its own push (answered only once
+    // the worker is dropped).
+    PullDense(stub_.get(), 1, chunks_, 2, absl::Milliseconds(300))
+        .status()
+        .IgnoreError();
+  }
+  waiting_worker.join();
+  EXPECT_TRUE(waited.ok()) << waited.status();
+  const v1::ShardInfo info = Info(*shard_);
+  EXPECT_EQ(info.live_workers(), 1u);
+  EXPECT_EQ(info.min_clock(), 2u);
+  EXPECT_THAT(
+      StderrOnceItHas(*shard_, "worker 1 dropped from the live set at step 1"),
+      HasSubstr("worker 1 dropped from the live set at step 1"));
 }
 
 class KilledWorkerTest : public ::testing::Test {

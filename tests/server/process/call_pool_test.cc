@@ -61,5 +61,28 @@ TEST(CallPoolTest, StopRunsWhatIsQueuedAndLaterWorkRunsInline) {
   pool.Stop();  // idempotent
 }
 
+// A full queue refuses more work without running it; the running calls do
+// not count, and room frees up as the queue drains.
+TEST(CallPoolTest, RefusesWorkPastTheQueueBound) {
+  CallPool pool("test", 1, /*max_queued=*/2);
+  absl::Notification started, release;
+  std::atomic<int> done{0};
+  ASSERT_TRUE(pool.Submit([&] {
+    started.Notify();
+    release.WaitForNotification();
+    done.fetch_add(1);
+  }));
+  started.WaitForNotification();
+  EXPECT_TRUE(pool.Submit([&] { done.fetch_add(1); }));
+  EXPECT_TRUE(pool.Submit([&] { done.fetch_add(1); }));
+  bool ran_refused = false;
+  EXPECT_FALSE(pool.Submit([&] { ran_refused = true; }));
+  EXPECT_EQ(pool.queued(), 2);
+  release.Notify();
+  pool.Stop();
+  EXPECT_EQ(done.load(), 3);
+  EXPECT_FALSE(ran_refused);
+}
+
 }  // namespace
 }  // namespace gradwire

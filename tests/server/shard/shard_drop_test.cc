@@ -139,6 +139,33 @@ TEST(ShardDropTest, InitPutsTheWorkerBackAtTheCurrentClock) {
   EXPECT_EQ(PushA(*shard, 2, 4).clock(), 5u);
 }
 
+// An Init revives a dropped worker once: dropped again before any of its
+// pushes was applied, it stays out whatever it re-sends, and comes back
+// with the first push a step still wants.
+TEST(ShardDropTest, InitRevivesADroppedWorkerOnlyOnceWithoutAPush) {
+  const v1::TrainingConfig config = Config(3, v1::CONSISTENCY_MODE_BSP);
+  auto shard = StartShard(config);
+  ASSERT_TRUE(shard->DropWorker(2).ok());
+  InitAgain(*shard, 2, config);
+  EXPECT_TRUE(shard->IsLive(2));
+  ASSERT_TRUE(shard->DropWorker(2).ok());
+  for (int i = 0; i < 3; ++i) {
+    const v1::InitResponse response = InitAgain(*shard, 2, config);
+    EXPECT_EQ(response.next_steps(0), 0u);
+    EXPECT_FALSE(shard->IsLive(2));
+  }
+  // Steps go on without it.
+  PushA(*shard, 0, 0);
+  EXPECT_EQ(PushA(*shard, 1, 0).clock(), 1u);
+  // A push of a step not yet completed brings it back, and with it the
+  // right to one more revival by Init.
+  EXPECT_FALSE(PushA(*shard, 2, 1).duplicate());
+  EXPECT_TRUE(shard->IsLive(2));
+  ASSERT_TRUE(shard->DropWorker(2).ok());
+  InitAgain(*shard, 2, config);
+  EXPECT_TRUE(shard->IsLive(2));
+}
+
 TEST(ShardDropTest, DropAndRejoinBeforeAnyStepLeaveResultsBitIdentical) {
   const v1::TrainingConfig config = Config(3, v1::CONSISTENCY_MODE_BSP);
   auto never_dropped = StartShard(config);

@@ -33,15 +33,16 @@ TEST(WorkerActivityTest, SilenceCountsFromTheLastCallOrTheBaseline) {
   EXPECT_EQ(activity.SilentFor(1, At(5), At(3)), absl::ZeroDuration());
 }
 
-TEST(WorkerActivityTest, AWaitingPullIsNeverSilence) {
+// Only a worker's first call counts through HeardFirst: a re-sent Init
+// cannot keep a silent worker alive.
+TEST(WorkerActivityTest, OnlyTheFirstInitCounts) {
   WorkerActivity activity;
-  activity.BeginWait(4, At(1));
-  EXPECT_EQ(activity.SilentFor(4, At(0), At(100)), absl::ZeroDuration());
-  activity.BeginWait(4, At(2));
-  activity.EndWait(4, At(50));
-  EXPECT_EQ(activity.SilentFor(4, At(0), At(100)), absl::ZeroDuration());
-  activity.EndWait(4, At(60));
-  EXPECT_EQ(activity.SilentFor(4, At(0), At(100)), absl::Seconds(40));
+  activity.HeardFirst(4, At(1));
+  EXPECT_EQ(activity.SilentFor(4, At(0), At(10)), absl::Seconds(9));
+  activity.HeardFirst(4, At(9));
+  EXPECT_EQ(activity.SilentFor(4, At(0), At(10)), absl::Seconds(9));
+  activity.Heard(4, At(9));
+  EXPECT_EQ(activity.SilentFor(4, At(0), At(10)), absl::Seconds(1));
 }
 
 TEST(WorkerActivityTest, IdsBeyondTheLimitAreNotTracked) {
@@ -66,7 +67,7 @@ TEST(LivenessWatchdogTest, DropsOnlyWorkersSilentForLongerThanTheTimeout) {
       LivenessWatchdog::Manual(shard.get(), &activity, absl::Seconds(2));
   EXPECT_EQ(watchdog->CheckOnce(At(0)), 0);  // Sets the baseline.
   activity.Heard(0, At(1.5));
-  activity.BeginWait(1, At(0.2));  // Worker 1 waits for its step.
+  activity.Heard(1, At(1.5));
   EXPECT_EQ(watchdog->CheckOnce(At(1.9)), 0);
   EXPECT_EQ(shard->LiveWorkers(), 3u);
   // Worker 2 never called: silent for 2.5 s since the baseline.
@@ -74,11 +75,13 @@ TEST(LivenessWatchdogTest, DropsOnlyWorkersSilentForLongerThanTheTimeout) {
   EXPECT_FALSE(shard->IsLive(2));
   EXPECT_TRUE(shard->IsLive(0));
   EXPECT_TRUE(shard->IsLive(1));
-  // Worker 0 goes silent too; worker 1 still waits and stays.
+  // Worker 0 goes silent too; worker 1 waits on the others and stays.
+  activity.Heard(1, At(3.5));
   EXPECT_EQ(watchdog->CheckOnce(At(3.6)), 1);
   EXPECT_FALSE(shard->IsLive(0));
   EXPECT_TRUE(shard->IsLive(1));
   // A dropped worker is not dropped again.
+  activity.Heard(1, At(9.5));
   EXPECT_EQ(watchdog->CheckOnce(At(10)), 0);
 }
 
