@@ -86,12 +86,29 @@ ABSL_FLAG(int64_t, pull_threads, 64,
           "at once; more queue without a thread until one is free.");
 ABSL_FLAG(int64_t, max_concurrent_streams, 100,
           "Calls one connection may have in flight at once (HTTP/2 streams).");
+ABSL_FLAG(int64_t, max_queued_calls, 4096,
+          "Calls that may wait in each queue (Init/Push/GetInfo, and Pull) "
+          "for a thread; more are answered RESOURCE_EXHAUSTED, which clients "
+          "retry after a backoff.");
+ABSL_FLAG(int64_t, max_calls_per_connection, 256,
+          "Calls one connection may hold on the shard, queued or running; "
+          "more are answered RESOURCE_EXHAUSTED (retried after a backoff).");
+ABSL_FLAG(int64_t, max_waiting_pulls_per_worker, 8,
+          "Pulls one worker id may run at once, so that no client can hold "
+          "every pull thread; more are answered RESOURCE_EXHAUSTED (retried "
+          "after a backoff).");
 ABSL_FLAG(int64_t, memory_quota_bytes, int64_t{1} << 30,
           "Memory gRPC may use for the buffers of all calls together; at "
           "least 2 * --max-message-bytes.");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{64} << 20,
           "Largest gRPC message received or sent; larger ones are refused "
           "with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, memory_budget_bytes, int64_t{4} << 30,
+          "Most bytes the shard holds at once in decoded pushes, pull answers "
+          "being built and kept pull deltas (memory the gRPC quota does not "
+          "see); a push or pull past it is refused with RESOURCE_EXHAUSTED "
+          "and retried by the worker, kept deltas are dropped oldest first. "
+          "At least 2 * --max-message-bytes.");
 ABSL_FLAG(int64_t, max_chunks, 16384,
           "Most chunks the first Init may declare to this shard (at 4 MiB "
           "chunks the default is 64 GiB); a larger Init is refused with "
@@ -144,33 +161,38 @@ constexpr absl::string_view kUsage =
 
 // The server's own flags; the metrics, TLS and --dry-run flags are shared
 // (common/flags).
-constexpr absl::string_view kServerFlagNames[] = {"address",
-                                                  "port",
-                                                  "port_file",
-                                                  "shard_id",
-                                                  "num_shards",
-                                                  "num_workers",
-                                                  "mode",
-                                                  "staleness",
-                                                  "checkpoint_dir",
-                                                  "checkpoint_every",
-                                                  "wal",
-                                                  "wal_fsync",
-                                                  "discard_unreadable_state",
-                                                  "worker_tokens_file",
-                                                  "wal_checkpoint_bytes",
-                                                  "threads",
-                                                  "pull_threads",
-                                                  "max_concurrent_streams",
-                                                  "memory_quota_bytes",
-                                                  "max_message_bytes",
-                                                  "max_chunks",
-                                                  "max_init_overhead_bytes",
-                                                  "async_pull_deltas",
-                                                  "async_publish_every",
-                                                  "max_replica_bytes",
-                                                  "shutdown_grace_seconds",
-                                                  "worker_timeout_seconds"};
+constexpr absl::string_view kServerFlagNames[] = {
+    "address",
+    "port",
+    "port_file",
+    "shard_id",
+    "num_shards",
+    "num_workers",
+    "mode",
+    "staleness",
+    "checkpoint_dir",
+    "checkpoint_every",
+    "wal",
+    "wal_fsync",
+    "discard_unreadable_state",
+    "worker_tokens_file",
+    "wal_checkpoint_bytes",
+    "threads",
+    "pull_threads",
+    "max_concurrent_streams",
+    "max_queued_calls",
+    "max_calls_per_connection",
+    "max_waiting_pulls_per_worker",
+    "memory_quota_bytes",
+    "max_message_bytes",
+    "memory_budget_bytes",
+    "max_chunks",
+    "max_init_overhead_bytes",
+    "async_pull_deltas",
+    "async_publish_every",
+    "max_replica_bytes",
+    "shutdown_grace_seconds",
+    "worker_timeout_seconds"};
 
 ServerOptions OptionsFromFlags() {
   ServerOptions o;
@@ -192,8 +214,13 @@ ServerOptions OptionsFromFlags() {
   o.threads = absl::GetFlag(FLAGS_threads);
   o.pull_threads = absl::GetFlag(FLAGS_pull_threads);
   o.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  o.max_queued_calls = absl::GetFlag(FLAGS_max_queued_calls);
+  o.max_calls_per_connection = absl::GetFlag(FLAGS_max_calls_per_connection);
+  o.max_waiting_pulls_per_worker =
+      absl::GetFlag(FLAGS_max_waiting_pulls_per_worker);
   o.memory_quota_bytes = absl::GetFlag(FLAGS_memory_quota_bytes);
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
   o.max_chunks = absl::GetFlag(FLAGS_max_chunks);
   o.max_init_overhead_bytes = absl::GetFlag(FLAGS_max_init_overhead_bytes);
   o.async_pull_deltas = absl::GetFlag(FLAGS_async_pull_deltas);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
@@ -67,6 +68,14 @@ absl::Status CheckNumbers(const ServerOptions& o) {
     return OutOfBounds("max-concurrent-streams", o.max_concurrent_streams,
                        "in [1, 1000000]");
   }
+  for (const auto& [flag, value] :
+       {std::pair<const char*, int64_t>{"max-queued-calls", o.max_queued_calls},
+        {"max-calls-per-connection", o.max_calls_per_connection},
+        {"max-waiting-pulls-per-worker", o.max_waiting_pulls_per_worker}}) {
+    if (value < 1 || value > 100000000) {
+      return OutOfBounds(flag, value, "in [1, 100000000]");
+    }
+  }
   if (o.max_message_bytes < 1024 ||
       o.max_message_bytes > std::numeric_limits<int32_t>::max()) {
     return OutOfBounds("max-message-bytes", o.max_message_bytes,
@@ -75,6 +84,13 @@ absl::Status CheckNumbers(const ServerOptions& o) {
   if (o.memory_quota_bytes < 2 * o.max_message_bytes) {
     return OutOfBounds("memory-quota-bytes", o.memory_quota_bytes,
                        ">= 2 * --max-message-bytes (a request and its answer)");
+  }
+  if (o.memory_budget_bytes < 2 * o.max_message_bytes) {
+    return OutOfBounds(
+        "memory-budget-bytes", o.memory_budget_bytes,
+        absl::StrFormat(">= 2 * --max-message-bytes (%d): a decoded push and "
+                        "a pull answer of the largest size must fit",
+                        2 * o.max_message_bytes));
   }
   return CheckInitBudget(o);
 }
@@ -177,6 +193,8 @@ ShardOptions ToShardOptions(const ServerOptions& options) {
   shard.mode = ParseConsistencyMode(options.mode).value();
   shard.staleness = static_cast<uint32_t>(options.staleness);
   shard.max_message_bytes = static_cast<uint64_t>(options.max_message_bytes);
+  shard.memory_budget_bytes =
+      static_cast<uint64_t>(options.memory_budget_bytes);
   shard.max_chunks = static_cast<uint64_t>(options.max_chunks);
   shard.max_init_overhead_bytes =
       static_cast<uint64_t>(options.max_init_overhead_bytes);

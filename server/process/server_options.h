@@ -66,11 +66,21 @@ struct ServerOptions {
   int64_t pull_threads = 64;
   // Calls one connection may have in flight (HTTP/2 streams), >= 1.
   int64_t max_concurrent_streams = 100;
+  // The service's bounds (parameter_server_service.h), each in
+  // [1, 100000000]: calls waiting in each pool's queue, calls one
+  // connection holds (queued or running), Pulls one worker id runs at once.
+  int64_t max_queued_calls = 4096;
+  int64_t max_calls_per_connection = 256;
+  int64_t max_waiting_pulls_per_worker = 8;
   // gRPC's memory for the buffers of every call together (a
   // grpc::ResourceQuota), >= 2 * max_message_bytes.
   int64_t memory_quota_bytes = int64_t{1} << 30;
   // Largest message received or sent, in [1 KiB, 2 GiB - 1].
   int64_t max_message_bytes = int64_t{64} << 20;
+  // The shard's memory budget for decoded pushes, pull answers and kept
+  // pull deltas, which the gRPC quota does not see,
+  // >= 2 * max_message_bytes (ShardOptions::memory_budget_bytes).
+  int64_t memory_budget_bytes = int64_t{4} << 30;
   // Most chunks a first Init may declare to this shard, >= 1
   // (ShardOptions::max_chunks).
   int64_t max_chunks = 16384;

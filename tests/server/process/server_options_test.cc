@@ -74,6 +74,19 @@ TEST(ServerOptionsTest, RefusalsNameTheFlag) {
   options.memory_quota_bytes = options.max_message_bytes;
   EXPECT_THAT(Refusal(options), HasSubstr("--memory-quota-bytes="));
 
+  // The memory budget must hold a decoded push and a pull answer of the
+  // largest message size.
+  options = ServerOptions();
+  options.max_message_bytes = 1 << 20;
+  options.memory_budget_bytes = (2 << 20) - 1;
+  EXPECT_THAT(Refusal(options),
+              HasSubstr("--memory-budget-bytes=2097151: must be >= 2 * "
+                        "--max-message-bytes (2097152)"));
+  options.memory_budget_bytes = 2 << 20;
+  EXPECT_TRUE(ValidateServerOptions(options).ok());
+  options.memory_budget_bytes = -1;
+  EXPECT_THAT(Refusal(options), HasSubstr("--memory-budget-bytes=-1"));
+
   // Zero would refuse every Init; a negative value must not wrap around.
   for (const int64_t bad : {int64_t{0}, int64_t{-1}}) {
     options = ServerOptions();
@@ -109,6 +122,7 @@ TEST(ServerOptionsTest, ShardOptionsCarryTheJobsShape) {
   options.max_init_overhead_bytes = 4567;
   options.async_pull_deltas = "Per-Worker";
   options.async_publish_every = 16;
+  options.memory_budget_bytes = 98765;
   ASSERT_TRUE(ValidateServerOptions(options).ok());
   const ShardOptions shard = ToShardOptions(options);
   EXPECT_EQ(shard.shard_id, 1u);
@@ -121,6 +135,9 @@ TEST(ServerOptionsTest, ShardOptionsCarryTheJobsShape) {
   EXPECT_EQ(shard.max_init_overhead_bytes, 4567u);
   EXPECT_EQ(shard.async_pull_deltas, AsyncPullDeltas::kPerWorker);
   EXPECT_EQ(shard.async_publish_every, 16u);
+  EXPECT_EQ(shard.memory_budget_bytes, 98765u);
+  EXPECT_EQ(ToShardOptions(ServerOptions()).memory_budget_bytes,
+            uint64_t{4} << 30);
   EXPECT_EQ(ShutdownGrace(options), absl::Milliseconds(2500));
 }
 
