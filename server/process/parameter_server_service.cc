@@ -9,8 +9,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/codec/push_wire.h"
+#include "common/retry_metadata.h"
 #include "common/tls/bearer_token.h"
 #include "server/process/request_fields.h"
+#include "server/shard/memory_budget.h"
 
 namespace gradwire {
 namespace {
@@ -190,6 +192,14 @@ grpc::Status ParameterServerService::Busy(grpc::CallbackServerContext* context,
   return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::move(message));
 }
 
+grpc::Status ParameterServerService::Answer(
+    grpc::CallbackServerContext* context, const absl::Status& status) {
+  if (IsRetryLater(status)) {
+    context->AddTrailingMetadata(kRetryAfterMetadataKey, "100");
+  }
+  return ToGrpcStatus(status);
+}
+
 ParameterServerService::~ParameterServerService() { StopPools(); }
 
 absl::StatusOr<std::optional<uint32_t>> ParameterServerService::Authenticate(
@@ -269,6 +279,20 @@ grpc::ServerUnaryReactor* ParameterServerService::Serve(
     if (status.ok()) status = work(context, parsed, request->Length(), &answer);
     // The shard times its own stages.
     if constexpr (kPush) clock = PushStageClock(&shard_->metrics());
+    // A pull answer is serialized while it is still held: its copy is
+    // reserved in the shard's memory budget for as long as both live.
+    MemoryLease serialized;
+    if constexpr (std::is_same_v<Response, v1::PullResponse>) {
+      if (status.ok()) {
+        absl::StatusOr<MemoryLease> lease = shard_->memory_budget().Reserve(
+            answer.ByteSizeLong(), "serialized pull answer");
+        if (lease.ok()) {
+          serialized = *std::move(lease);
+        } else {
+          status = Answer(context, lease.status());
+        }
+      }
+    }
     if (status.ok()) status = SerializeResponse(answer, response);
     if constexpr (kPush) clock.Lap(PushStage::kRespond);
     per_connection_.Release(peer);
@@ -290,8 +314,8 @@ grpc::ServerUnaryReactor* ParameterServerService::Init(
     grpc::ByteBuffer* response) {
   return Serve<v1::InitRequest, v1::InitResponse>(
       context, request, response, &handlers_,
-      [this](grpc::CallbackServerContext*, const v1::InitRequest& init, size_t,
-             v1::InitResponse* answer) {
+      [this](grpc::CallbackServerContext* call, const v1::InitRequest& init,
+             size_t, v1::InitResponse* answer) {
         const uint32_t worker = init.worker_id();
         const bool was_live = shard_->IsLive(worker);
         const absl::Status status = shard_->Init(init, answer);
@@ -304,7 +328,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Init(
             activity_->HeardFirst(worker, absl::Now());
           }
         }
-        return ToGrpcStatus(status);
+        return Answer(call, status);
       });
 }
 
@@ -313,7 +337,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(
     grpc::ByteBuffer* response) {
   return Serve<ReceivedPush, v1::PushResponse>(
       context, request, response, &handlers_,
-      [this](grpc::CallbackServerContext*, const ReceivedPush& push,
+      [this](grpc::CallbackServerContext* call, const ReceivedPush& push,
              size_t request_bytes, v1::PushResponse* answer) {
         const absl::Status status = shard_->Push(push.view, answer);
         // A duplicate (a re-sent push) is not progress.
@@ -325,7 +349,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(
         }
         shard_->metrics().CountPushBytes(
             request_bytes, status.ok() ? answer->ByteSizeLong() : 0);
-        return ToGrpcStatus(status);
+        return Answer(call, status);
       });
 }
 
@@ -386,7 +410,7 @@ grpc::Status ParameterServerService::WaitAndPull(
     // Shard::Pull has no side effects and clears `response` on failure, so a
     // slice that ran out is simply tried again.
     if (!absl::IsDeadlineExceeded(status) || slice_end >= deadline) {
-      return ToGrpcStatus(status);
+      return Answer(context, status);
     }
     if (shutting_down_.load(std::memory_order_acquire)) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE,

@@ -41,7 +41,9 @@
 //      in slices of kPullWaitSlice, so that a cancelled call or a server
 //      shutting down is noticed within one slice; without a deadline it
 //      waits at most kMaxPullWait.
-//   5. The answer is serialized into the call's reply buffer.
+//   5. The answer is serialized into the call's reply buffer (a Pull's
+//      serialized copy is reserved in the shard's memory budget first,
+//      memory_budget.h, RESOURCE_EXHAUSTED past it).
 //
 // Liveness: with a WorkerActivity, only progress is reported
 // (worker_liveness.h): a Push the shard applied, a Pull for each slice it
@@ -171,6 +173,11 @@ class ParameterServerService final : public RawParameterServerService {
   // RESOURCE_EXHAUSTED with `message`, and the retry metadata on `context`.
   static grpc::Status Busy(grpc::CallbackServerContext* context,
                            std::string message);
+  // `status` for gRPC; a refusal the shard marked RetryLater
+  // (common/retry_metadata.h, e.g. its memory budget) gets the retry
+  // metadata too.
+  static grpc::Status Answer(grpc::CallbackServerContext* context,
+                             const absl::Status& status);
 
   // Pull's loop of waiting slices; adds the time spent waiting to *waited.
   // Each slice waited on other workers is progress of the puller.

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/retry_metadata.h"
 
 namespace gradwire {
 
@@ -54,11 +55,14 @@ absl::Status MemoryBudget::Take(uint64_t bytes, absl::string_view what) {
     }
   }
   if (on_refusal_) on_refusal_(what);
-  return absl::ResourceExhaustedError(absl::StrFormat(
+  absl::Status refused = absl::ResourceExhaustedError(absl::StrFormat(
       "%s of %d bytes refused: the shard's memory budget holds %d of %d bytes "
       "(--memory-budget-bytes); retry later, send smaller requests or raise "
       "the budget",
       what, bytes, used, limit_));
+  // What fits the whole budget may find room once other buffers are freed;
+  // what is larger never will.
+  return bytes <= limit_ ? RetryLater(std::move(refused)) : refused;
 }
 
 }  // namespace gradwire
