@@ -5,7 +5,6 @@
 // very tensor the C++ side reads and writes.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <memory>
@@ -29,33 +28,6 @@ namespace {
 
 // Python names its options as written: "value_type", not "--value-type".
 std::string KeywordName(absl::string_view key) { return std::string(key); }
-
-// Reads (name, tensor) pairs from named_parameters(), a dict or a list of
-// pairs. Raises ValueError for anything else.
-ParameterSync::NamedTensors ReadNamedTensors(const py::handle& parameters) {
-  py::iterable items = py::hasattr(parameters, "items")
-                           ? parameters.attr("items")().cast<py::iterable>()
-                           : py::reinterpret_borrow<py::iterable>(parameters);
-  ParameterSync::NamedTensors named;
-  for (py::handle item : items) {
-    py::tuple pair;
-    try {
-      pair = item.cast<py::tuple>();
-    } catch (const py::cast_error&) {
-      throw py::value_error(
-          "parameters: expected (name, tensor) pairs, as named_parameters() "
-          "gives");
-    }
-    if (pair.size() != 2 || !THPVariable_Check(pair[1].ptr())) {
-      throw py::value_error(
-          "parameters: expected (name, tensor) pairs, as named_parameters() "
-          "gives");
-    }
-    named.emplace_back(pair[0].cast<std::string>(),
-                       pair[1].cast<torch::Tensor>());
-  }
-  return named;
-}
 
 std::unique_ptr<PySync> Connect(const SyncSettings& settings) {
   absl::StatusOr<SyncOptions> options =

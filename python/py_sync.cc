@@ -1,5 +1,8 @@
 #include "python/py_sync.h"
 
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>
+
 #include <utility>
 
 #include "worker/sync_settings.h"
@@ -14,6 +17,31 @@ PyObject* g_error = nullptr;
 }  // namespace
 
 void SetErrorType(PyObject* error) { g_error = error; }
+
+ParameterSync::NamedTensors ReadNamedTensors(const py::handle& parameters) {
+  py::iterable items = py::hasattr(parameters, "items")
+                           ? parameters.attr("items")().cast<py::iterable>()
+                           : py::reinterpret_borrow<py::iterable>(parameters);
+  ParameterSync::NamedTensors named;
+  for (py::handle item : items) {
+    py::tuple pair;
+    try {
+      pair = item.cast<py::tuple>();
+    } catch (const py::cast_error&) {
+      throw py::value_error(
+          "parameters: expected (name, tensor) pairs, as named_parameters() "
+          "gives");
+    }
+    if (pair.size() != 2 || !THPVariable_Check(pair[1].ptr())) {
+      throw py::value_error(
+          "parameters: expected (name, tensor) pairs, as named_parameters() "
+          "gives");
+    }
+    named.emplace_back(pair[0].cast<std::string>(),
+                       pair[1].cast<torch::Tensor>());
+  }
+  return named;
+}
 
 void Raise(const absl::Status& status) {
   if (absl::IsInvalidArgument(status)) {

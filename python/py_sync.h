@@ -43,6 +43,11 @@ inline void Check(const absl::Status& status) {
   if (!status.ok()) Raise(status);
 }
 
+// Reads (name, tensor) pairs from named_parameters(), a dict or a list of
+// pairs. Raises ValueError for anything else. Needs the GIL.
+ParameterSync::NamedTensors ReadNamedTensors(
+    const pybind11::handle& parameters);
+
 class PySync {
  public:
   explicit PySync(std::unique_ptr<ParameterSync> sync);
