@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "common/compress/registry.h"
 #include "common/compress/task_pool.h"
+#include "common/usable_cpus.h"
 
 ABSL_FLAG(bool, quick, false,
           "CI smoke run: only 1M floats and at most 0.25 s per measurement "
@@ -32,8 +33,8 @@ ABSL_FLAG(double, seconds_per_measurement, 1.0,
           "after min_reps, keep repeating a measurement until its timed calls "
           "add up to this many seconds");
 ABSL_FLAG(int, torch_threads, 0,
-          "intra-op threads of the torch::topk baseline; 0: one per hardware "
-          "thread of the machine (std::thread::hardware_concurrency)");
+          "intra-op threads of the torch::topk baseline; 0: one per CPU this "
+          "process may use (its affinity mask and cgroup CPU quota)");
 ABSL_FLAG(uint64_t, seed, 42, "seed of the gaussian gradient");
 ABSL_FLAG(int, threads, 0,
           "also run every compressor over chunks on this many threads, as a "
@@ -148,8 +149,7 @@ absl::Status ParseTiming(bool quick, BenchConfig* config) {
         "--torch_threads: ", config->torch_threads, " is negative"));
   }
   if (config->torch_threads == 0) {
-    config->torch_threads =
-        std::max<int>(1, static_cast<int>(std::thread::hardware_concurrency()));
+    config->torch_threads = UsableCpus();
   }
   if (quick) {
     config->timing.max_seconds = std::min(config->timing.max_seconds, 0.25);

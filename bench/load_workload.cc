@@ -12,6 +12,7 @@
 #include "common/codec/codec.h"
 #include "common/compress/compressor.h"
 #include "common/compress/registry.h"
+#include "common/usable_cpus.h"
 
 namespace gradwire::bench {
 namespace {
@@ -140,7 +141,7 @@ absl::StatusOr<std::vector<WorkerPushes>> BuildAllPushes(
   std::vector<WorkerPushes> pushes(config.workers);
   std::vector<absl::Status> results(config.workers);
   const uint32_t threads = std::clamp<uint32_t>(
-      std::thread::hardware_concurrency(), 1, std::min(config.workers, 8u));
+      static_cast<uint32_t>(UsableCpus()), 1, std::min(config.workers, 8u));
   std::vector<std::thread> pool;
   for (uint32_t t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {

@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/aliased_request.h"
+#include "common/usable_cpus.h"
 #include "grpcpp/grpcpp.h"
 #include "server/process/parameter_server_service.h"
 #include "server/shard/shard.h"
@@ -56,11 +57,10 @@ class InProcessTarget final : public PushTarget {
   Shard shard_;
 };
 
-// The shard server's thread counts: one handler thread per core.
+// The shard server's thread counts: one handler thread per usable CPU.
 ParameterServerServiceOptions ServiceOptions() {
   ParameterServerServiceOptions options;
-  options.handler_threads =
-      static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  options.handler_threads = std::max(2, UsableCpus());
   return options;
 }
 

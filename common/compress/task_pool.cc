@@ -1,8 +1,8 @@
 #include "common/compress/task_pool.h"
 
-#include <sched.h>
-
 #include <algorithm>
+
+#include "common/usable_cpus.h"
 
 namespace gradwire {
 
@@ -71,13 +71,8 @@ void TaskPool::WorkerLoop() {
   }
 }
 
-int CoresOfThisProcess() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    return std::max(1, CPU_COUNT(&set));
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
-}
+// The affinity mask capped by the cgroup's CPU quota: in a container, the
+// CPUs the quota pays for, not the host's.
+int CoresOfThisProcess() { return UsableCpus(); }
 
 }  // namespace gradwire

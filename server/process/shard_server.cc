@@ -1,7 +1,6 @@
 #include "server/process/shard_server.h"
 
 #include <algorithm>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -9,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/tls/grpc_transport.h"
+#include "common/usable_cpus.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/impl/server_builder_plugin.h"
@@ -23,10 +23,11 @@
 namespace gradwire {
 namespace {
 
-// Handler threads when --threads is 0: one per core, at least 2, so that a
+// Handler threads when --threads is 0: one per CPU the process may use
+// (affinity and cgroup quota, not the host's cores), at least 2, so that a
 // push can be applied while another writes the log.
-int DefaultHandlerThreads() {
-  return static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+int DefaultHandlerThreads(const UsableCpuCount& cpus) {
+  return std::max(2, cpus.cpus);
 }
 
 // Per-connection stream limit and the memory quota of gRPC's buffers.
@@ -225,10 +226,14 @@ absl::Status ShardServer::Serve() {
     if (!tokens.ok()) return tokens.status();
     service.worker_tokens = *std::move(tokens);
   }
+  const UsableCpuCount cpus = CountUsableCpus();
   service.handler_threads = options_.threads > 0
                                 ? static_cast<int>(options_.threads)
-                                : DefaultHandlerThreads();
+                                : DefaultHandlerThreads(cpus);
   service.pull_threads = static_cast<int>(options_.pull_threads);
+  service.max_queued_calls = options_.max_queued_calls;
+  service.max_calls_per_connection = options_.max_calls_per_connection;
+  service.max_waiting_pulls_per_worker = options_.max_waiting_pulls_per_worker;
   service.max_chunk_entries = static_cast<uint64_t>(options_.max_chunks);
   service_ =
       std::make_unique<ParameterServerService>(&shard_, &activity_, service);
@@ -246,10 +251,12 @@ absl::Status ShardServer::Serve() {
   SetServing(true);
   LogShardEventf(shard_id_,
                  "listening on %s (max message %d bytes; %d handler and %d "
-                 "pull threads, %d streams per connection)",
+                 "pull threads, %d streams per connection; %d usable CPUs: "
+                 "%s; memory budget %d bytes)",
                  JoinHostPort(options_.address, port_),
                  options_.max_message_bytes, service.handler_threads,
-                 service.pull_threads, options_.max_concurrent_streams);
+                 service.pull_threads, options_.max_concurrent_streams,
+                 cpus.cpus, cpus.why, options_.memory_budget_bytes);
   LogShardEventf(
       shard_id_, "transport: %s; auth token: %s; worker tokens: %s",
       DescribeTransport(*security), DescribeAuthToken(*security),
