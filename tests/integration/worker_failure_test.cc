@@ -202,6 +202,9 @@ TEST_F(SilentWorkerTest, CallsWithoutProgressDoNotKeepAWorkerAlive) {
         .status()
         .IgnoreError();
   }
+  // Dropped while it was still calling, not after it stopped.
+  EXPECT_EQ(Info(*shard_).live_workers(), 1u);
+  EXPECT_LT(absl::Now(), until);
   waiting_worker.join();
   EXPECT_TRUE(waited.ok()) << waited.status();
   const v1::ShardInfo info = Info(*shard_);
