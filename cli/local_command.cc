@@ -86,6 +86,7 @@ ABSL_FLAG(std::string, dashboard_consoles, "",
 
 // Defined by the client TLS flags (common/flags/tls_flags.h).
 ABSL_DECLARE_FLAG(std::string, auth_token_file);
+ABSL_DECLARE_FLAG(bool, allow_insecure_token);
 
 namespace gradwire::cli {
 namespace {
@@ -116,7 +117,9 @@ constexpr absl::string_view kLocalUsage =
     "mutual TLS and\na bearer token; it sets the --tls-* flags of shards and "
     "workers.\n"
     "--auth-token-file=FILE: every shard requires the token in FILE and every "
-    "worker\nsends it (default with --tls-dir: DIR/auth-token).\n"
+    "worker\nsends it (default with --tls-dir: DIR/auth-token). Without "
+    "--tls-dir it would\ncross the network in clear: refused unless "
+    "--allow-insecure-token, which is\npassed on to shards and workers.\n"
     "--dashboard starts Prometheus too, once the shards serve: it scrapes "
     "every shard\nand worker each second and serves gradwire's console "
     "dashboard, whose URL\n(http://127.0.0.1:PORT/consoles/gradwire.html) "
@@ -142,12 +145,14 @@ constexpr absl::string_view kLocalFlags[] = {"shards",
                                              "server_args",
                                              "tls_dir",
                                              "auth_token_file",
+                                             "allow_insecure_token",
                                              "dashboard",
                                              "dashboard_port",
                                              "dashboard_linger_seconds",
                                              "prometheus",
                                              "dashboard_consoles"};
-constexpr absl::string_view kLocalBoolFlags[] = {"keep_logs", "dashboard"};
+constexpr absl::string_view kLocalBoolFlags[] = {"keep_logs", "dashboard",
+                                                 "allow_insecure_token"};
 // Flags that only mean something with --dashboard.
 constexpr absl::string_view kDashboardOnlyFlags[] = {
     "dashboard_port", "dashboard_linger_seconds", "prometheus",
@@ -354,7 +359,8 @@ LocalClusterOptions LocalOptionsOrExit(const std::vector<std::string>& args) {
   o.grace = absl::Seconds(grace);
   o.start_timeout = absl::Seconds(start);
   o.transport = LocalTransportFrom(absl::GetFlag(FLAGS_tls_dir),
-                                   absl::GetFlag(FLAGS_auth_token_file));
+                                   absl::GetFlag(FLAGS_auth_token_file),
+                                   absl::GetFlag(FLAGS_allow_insecure_token));
   absl::StatusOr<TransportSecurity> health = LoadLocalTransport(o.transport);
   if (!health.ok()) UsageError("local", health.status().message());
   o.health_transport = *std::move(health);

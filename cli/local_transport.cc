@@ -5,8 +5,11 @@
 namespace gradwire::cli {
 
 LocalTransport LocalTransportFrom(const std::string& tls_dir,
-                                  const std::string& auth_token_file) {
+                                  const std::string& auth_token_file,
+                                  bool allow_insecure_token) {
   LocalTransport t;
+  t.shard.allow_insecure_token = t.worker.allow_insecure_token =
+      allow_insecure_token;
   const std::string token = !auth_token_file.empty() || tls_dir.empty()
                                 ? auth_token_file
                                 : absl::StrCat(tls_dir, "/", kDevAuthToken);
@@ -52,6 +55,7 @@ std::vector<std::string> TransportFlags(const TransportSecurityFiles& files) {
   }
   add("tls-server-name", files.tls_server_name);
   add("auth-token-file", files.auth_token_file);
+  if (files.allow_insecure_token) flags.push_back("--allow-insecure-token");
   return flags;
 }
 

@@ -1,7 +1,8 @@
 // Transport security of `gradwire local`: --tls-dir (the output of
 // scripts/dev-certs.sh) turns on mutual TLS and the bearer token for the
 // whole local cluster; --auth-token-file alone turns on the token over
-// plaintext. These helpers turn the two into each role's flags.
+// plaintext, which needs --allow-insecure-token as it does for every binary
+// (transport_security.h). These helpers turn them into each role's flags.
 //
 // Thread safety: pure functions (LoadLocalTransport reads the files).
 #ifndef GRADWIRE_CLI_LOCAL_TRANSPORT_H_
@@ -29,12 +30,16 @@ struct LocalTransport {
   TransportSecurityFiles worker;
 };
 
-// From --tls-dir (empty: plaintext) and --auth-token-file (empty: with a
-// TLS directory its auth-token file, otherwise no token). With a directory
-// the shards serve server.pem and require client certificates signed by
-// ca.pem; the workers verify the shards with ca.pem and present client.pem.
+// From --tls-dir (empty: plaintext), --auth-token-file (empty: with a
+// TLS directory its auth-token file, otherwise no token) and
+// --allow-insecure-token (given to both roles). With a directory the shards
+// serve server.pem and require client certificates signed by ca.pem; the
+// workers verify the shards with ca.pem and present client.pem. Without one
+// and without the token flag nothing adds a token: the launcher never sends
+// one in clear on its own.
 LocalTransport LocalTransportFrom(const std::string& tls_dir,
-                                  const std::string& auth_token_file);
+                                  const std::string& auth_token_file,
+                                  bool allow_insecure_token = false);
 
 // Checks both roles' files (LoadTransportSecurity) and returns what the
 // health checks of `gradwire local` use: the workers' settings, loaded.
@@ -43,7 +48,8 @@ LocalTransport LocalTransportFrom(const std::string& tls_dir,
 absl::StatusOr<TransportSecurity> LoadLocalTransport(
     const LocalTransport& transport);
 
-// "--tls-cert=...", ... for the flags set in `files` (none for plaintext).
+// "--tls-cert=...", ..., "--allow-insecure-token" for the flags set in
+// `files` (none for plaintext without a token).
 std::vector<std::string> TransportFlags(const TransportSecurityFiles& files);
 
 }  // namespace gradwire::cli

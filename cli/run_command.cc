@@ -48,12 +48,24 @@ namespace {
 
 constexpr char kCommand[] = "run";
 
-constexpr absl::string_view kRunFlags[] = {
-    "workers",        "shards",        "shard_addresses",       "run_dir",
-    "keep_logs",      "grace_seconds", "start_timeout_seconds", "server_args",
-    "checkpoint_dir", "tls_dir",       "auth_token_file",       "tls_ca",
-    "tls_cert",       "tls_key",       "tls_server_name"};
-constexpr absl::string_view kRunBoolFlags[] = {"keep_logs"};
+constexpr absl::string_view kRunFlags[] = {"workers",
+                                           "shards",
+                                           "shard_addresses",
+                                           "run_dir",
+                                           "keep_logs",
+                                           "grace_seconds",
+                                           "start_timeout_seconds",
+                                           "server_args",
+                                           "checkpoint_dir",
+                                           "tls_dir",
+                                           "auth_token_file",
+                                           "tls_ca",
+                                           "tls_cert",
+                                           "tls_key",
+                                           "tls_server_name",
+                                           "allow_insecure_token"};
+constexpr absl::string_view kRunBoolFlags[] = {"keep_logs",
+                                               "allow_insecure_token"};
 // Flags for shards that gradwire run starts, meaningless when joining.
 constexpr absl::string_view kStartedShardFlags[] = {"shards", "server_args",
                                                     "checkpoint_dir"};
@@ -214,7 +226,8 @@ void TransportOrExit(const std::set<std::string>& given, RunJobOptions& o) {
       }
     }
   }
-  o.transport = LocalTransportFrom(tls_dir, client.auth_token_file);
+  o.transport = LocalTransportFrom(tls_dir, client.auth_token_file,
+                                   client.allow_insecure_token);
   if (o.shard_addresses.empty() || !tls_dir.empty()) {
     o.transport.worker.tls_server_name = client.tls_server_name;
   } else {
@@ -334,7 +347,8 @@ Options:
                            scripts/dev-certs.sh DIR (shards started here and
                            workers; or the workers' side for joined shards)
   --auth-token-file=FILE   the bearer token of shards and workers (default
-                           with --tls-dir: DIR/auth-token)
+                           with --tls-dir: DIR/auth-token); without TLS
+                           it needs --allow-insecure-token
   --tls-ca=FILE, --tls-cert=FILE, --tls-key=FILE
                            with --shard-addresses: the workers' TLS files
   --tls-server-name=NAME   the name to check in the shards' certificates

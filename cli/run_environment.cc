@@ -19,7 +19,8 @@ std::vector<std::pair<const char*, std::string>> TransportVariables(
           {kTlsCertVariable, t.tls_cert},
           {kTlsKeyVariable, t.tls_key},
           {kTlsServerNameVariable, t.tls_server_name},
-          {kAuthTokenFileVariable, t.auth_token_file}};
+          {kAuthTokenFileVariable, t.auth_token_file},
+          {kAllowInsecureTokenVariable, t.allow_insecure_token ? "1" : ""}};
 }
 
 }  // namespace

@@ -18,6 +18,8 @@
 //   GRADWIRE_TLS_KEY          check in the shards' certificate: each set
 //   GRADWIRE_TLS_SERVER_NAME  only when in use, and removed from the
 //   GRADWIRE_AUTH_TOKEN_FILE  inherited environment otherwise
+//   GRADWIRE_ALLOW_INSECURE_TOKEN  1 when the run sends its token without
+//                             TLS (--allow-insecure-token); removed otherwise
 //   OMP_NUM_THREADS           cores / WORLD_SIZE (at least 1), unless
 //                             inherited (WorkerEnvironment,
 //                             cluster_commands.h)
@@ -53,6 +55,8 @@ inline constexpr char kTlsCertVariable[] = "GRADWIRE_TLS_CERT";
 inline constexpr char kTlsKeyVariable[] = "GRADWIRE_TLS_KEY";
 inline constexpr char kTlsServerNameVariable[] = "GRADWIRE_TLS_SERVER_NAME";
 inline constexpr char kAuthTokenFileVariable[] = "GRADWIRE_AUTH_TOKEN_FILE";
+inline constexpr char kAllowInsecureTokenVariable[] =
+    "GRADWIRE_ALLOW_INSECURE_TOKEN";
 
 // What every worker of a run shares.
 struct RunEnvironment {
@@ -60,7 +64,8 @@ struct RunEnvironment {
   // "host:port" of each shard, in shard-id order.
   std::vector<std::string> shards;
   // The workers' side of the transport (tls_ca, tls_cert, tls_key,
-  // tls_server_name, auth_token_file; paths as they should appear).
+  // tls_server_name, auth_token_file, allow_insecure_token; paths as they
+  // should appear).
   TransportSecurityFiles transport;
   // The run directory, absolute.
   std::string run_dir;

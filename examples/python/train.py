@@ -239,6 +239,9 @@ FLAG_GROUPS = {
         ("tls-server-name", str, "",
          "Name expected in the shards' certificates."),
         ("auth-token-file", str, "", "File holding the shards' bearer token."),
+        ("allow-insecure-token", parse_bool, False,
+         "Send --auth-token-file's token without TLS (no --tls-ca), in "
+         "clear; refused otherwise."),
     ],
     "python": [
         ("api", choice("sync", "optimizer"), "sync",
@@ -621,7 +624,7 @@ SYNC_FLAGS = ("worker_id", "num_workers", "local_rank", "local_size",
               "partition_bytes", "compress_threads", "push_bucket_bytes",
               "residual_spare", "rpc_timeout_seconds",
               "pull_timeout_seconds", "tls_cert", "tls_key", "tls_ca",
-              "tls_server_name", "auth_token_file")
+              "tls_server_name", "auth_token_file", "allow_insecure_token")
 
 
 # torch.optim optimizers that the shards do not implement.

@@ -34,7 +34,8 @@ TEST(RunEnvironmentTest, EveryWorkerLearnsItsPlace) {
   EXPECT_THAT(
       UnsetTransportVariables(run),
       ElementsAre("GRADWIRE_TLS_CA", "GRADWIRE_TLS_CERT", "GRADWIRE_TLS_KEY",
-                  "GRADWIRE_TLS_SERVER_NAME", "GRADWIRE_AUTH_TOKEN_FILE"));
+                  "GRADWIRE_TLS_SERVER_NAME", "GRADWIRE_AUTH_TOKEN_FILE",
+                  "GRADWIRE_ALLOW_INSECURE_TOKEN"));
 }
 
 TEST(RunEnvironmentTest, TransportVariablesOnlyWhenInUse) {
@@ -48,10 +49,22 @@ TEST(RunEnvironmentTest, TransportVariablesOnlyWhenInUse) {
                             "GRADWIRE_AUTH_TOKEN_FILE=/certs/auth-token"}));
   // An inherited setting is the user's: kept.
   EXPECT_THAT(env, Not(Contains(StartsWith("PYTHONUNBUFFERED="))));
-  EXPECT_THAT(UnsetTransportVariables(run),
-              ElementsAre("GRADWIRE_TLS_CERT", "GRADWIRE_TLS_KEY",
-                          "GRADWIRE_TLS_SERVER_NAME"));
+  EXPECT_THAT(
+      UnsetTransportVariables(run),
+      ElementsAre("GRADWIRE_TLS_CERT", "GRADWIRE_TLS_KEY",
+                  "GRADWIRE_TLS_SERVER_NAME", "GRADWIRE_ALLOW_INSECURE_TOKEN"));
   unsetenv("PYTHONUNBUFFERED");
+}
+
+TEST(RunEnvironmentTest, AnInsecureTokenIsPassedOnWhenAllowed) {
+  RunEnvironment run;
+  run.transport.auth_token_file = "/certs/auth-token";
+  run.transport.allow_insecure_token = true;
+  EXPECT_THAT(WorkerVariables(run, 0),
+              IsSupersetOf({"GRADWIRE_AUTH_TOKEN_FILE=/certs/auth-token",
+                            "GRADWIRE_ALLOW_INSECURE_TOKEN=1"}));
+  EXPECT_THAT(UnsetTransportVariables(run),
+              Not(Contains("GRADWIRE_ALLOW_INSECURE_TOKEN")));
 }
 
 }  // namespace

@@ -69,7 +69,8 @@ TEST(ReflectionTest, ServedWithoutATokenAndNotWithOne) {
   ASSERT_TRUE(certs.ok()) << certs.status();
   auto guarded =
       ServerProcess::Start({"--mode=bsp", "--num-workers=1",
-                            "--auth-token-file=" + (*certs)->token_file()});
+                            "--auth-token-file=" + (*certs)->token_file(),
+                            "--allow-insecure-token"});
   ASSERT_TRUE(guarded.ok()) << guarded.status();
   answer.clear();
   status = ListServices((*guarded)->NewChannel(), &answer);

@@ -68,6 +68,8 @@ class TlsAuthTest : public ::testing::Test {
       files.tls_key = cert->client_key();
     }
     if (token != nullptr) files.auth_token_file = token->token_file();
+    // A token without TLS here means it: these shards listen on loopback.
+    files.allow_insecure_token = ca == nullptr;
     files.tls_server_name = server_name;
     return LoadTransportSecurity(files, TransportRole::kClient).value();
   }
@@ -271,7 +273,8 @@ double AuthRefusals(int metrics_port, const std::string& code) {
 TEST_F(TlsAuthTest, TokenOnPlaintext) {
   const int metrics_port = PickFreeLoopbackPort();
   std::vector<std::string> flags = {
-      "--auth-token-file=" + good_->token_file(), "--metrics-address=127.0.0.1",
+      "--auth-token-file=" + good_->token_file(), "--allow-insecure-token",
+      "--metrics-address=127.0.0.1",
       absl::StrCat("--metrics-port=", metrics_port)};
   StartShard(flags);
   EXPECT_THAT(shard_->Stderr(),

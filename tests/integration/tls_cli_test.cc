@@ -55,6 +55,10 @@ class TlsCliTest : public ::testing::Test {
 };
 
 DevCerts* TlsCliTest::good_ = nullptr;
+
+// How every front end refuses a token without TLS.
+constexpr char kInClear[] =
+    " without TLS: the token would cross the network in clear";
 DevCerts* TlsCliTest::other_ = nullptr;
 
 TEST_F(TlsCliTest, HealthOverTls) {
@@ -162,6 +166,27 @@ TEST_F(TlsCliTest, BadFlagsExitTwoNamingTheFlag) {
       {cli_,
        {"local", "--tls-ca=" + good_->ca()},
        "is set by gradwire local from --tls-dir"},
+      // A token without TLS, on every front end.
+      {worker_,
+       {"--auth-token-file=" + good_->token_file()},
+       "--auth-token-file=" + good_->token_file() + kInClear},
+      {server,
+       {"--auth-token-file=" + good_->token_file()},
+       "--auth-token-file=" + good_->token_file() + kInClear},
+      {server,
+       {"--worker-tokens-file=" + good_->dir() + "/worker-tokens"},
+       "--worker-tokens-file=" + good_->dir() + "/worker-tokens" + kInClear},
+      {cli_,
+       {"health", "--addr=127.0.0.1:1",
+        "--auth-token-file=" + good_->token_file()},
+       "--auth-token-file=" + good_->token_file() + kInClear},
+      {cli_,
+       {"local", "--auth-token-file=" + good_->token_file()},
+       "--auth-token-file=" + good_->token_file() + kInClear},
+      {cli_,
+       {"run", "-n", "1", "--auth-token-file=" + good_->token_file(), "--",
+        "true"},
+       "--auth-token-file=" + good_->token_file() + kInClear},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;
@@ -184,6 +209,13 @@ TEST_F(TlsCliTest, BadFlagsExitTwoNamingTheFlag) {
   EXPECT_EQ(good.exit_code, 0) << good.err;
   EXPECT_THAT(good.out, HasSubstr("--tls-ca=" + good_->ca()));
   EXPECT_THAT(good.out, HasSubstr("--tls-server-name=shard-0"));
+  // --allow-insecure-token accepts a token without TLS.
+  for (const std::string& binary : {worker_, server}) {
+    ExitedProcess allowed =
+        RunBinary(binary, {"--dry-run", "--allow-insecure-token",
+                           "--auth-token-file=" + good_->token_file()});
+    EXPECT_EQ(allowed.exit_code, 0) << binary << "\n" << allowed.err;
+  }
 }
 
 TEST_F(TlsCliTest, LocalClusterOverMutualTlsWithToken) {

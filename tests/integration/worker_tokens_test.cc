@@ -29,10 +29,10 @@ class WorkerTokensTest : public ::testing::Test {
     dir_ = pattern;
     std::ofstream(dir_ + "/workers") << "0 token-of-zero\n1 token-of-one\n";
     std::ofstream(dir_ + "/shared") << "job-token\n";
-    auto server =
-        ServerProcess::Start({"--mode=bsp", "--num-workers=2",
-                              "--worker-tokens-file=" + dir_ + "/workers",
-                              "--auth-token-file=" + dir_ + "/shared"});
+    auto server = ServerProcess::Start(
+        {"--mode=bsp", "--num-workers=2",
+         "--worker-tokens-file=" + dir_ + "/workers",
+         "--auth-token-file=" + dir_ + "/shared", "--allow-insecure-token"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     stub_ = server_->NewStub();
