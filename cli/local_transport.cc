@@ -1,5 +1,6 @@
 #include "cli/local_transport.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace gradwire::cli {
@@ -36,7 +37,16 @@ absl::StatusOr<TransportSecurity> LoadLocalTransport(
       LoadTransportSecurity(transport.worker, TransportRole::kClient);
   const absl::Status first = !shard.ok() ? shard : worker.status();
   if (first.ok()) return worker;
-  if (transport.shard.tls_cert.empty()) return first;
+  if (transport.shard.tls_cert.empty()) {
+    if (!absl::StrContains(first.message(), "--allow-insecure-token")) {
+      return first;
+    }
+    // The flags the refusal names are the shards'; here TLS is --tls-dir.
+    return absl::InvalidArgumentError(
+        absl::StrCat(first.message(),
+                     " (TLS here: --tls-dir=DIR from scripts/dev-certs.sh "
+                     "DIR)"));
+  }
   return absl::InvalidArgumentError(
       absl::StrCat(first.message(),
                    " (--tls-dir needs the files of scripts/dev-certs.sh DIR)"));
