@@ -55,7 +55,7 @@ absl::StatusOr<RestoredDurableState> RestoreDurableState(
   restored.checkpoint_restored = *checkpoint;
   if (!options.replay_log) return restored;
   absl::StatusOr<JournalReplayStats> replay =
-      ReplayJournal(options.dir, shard, journal_sequence);
+      ReplayJournal(options.dir, shard, journal_sequence, options.num_workers);
   if (!replay.ok()) return replay.status();
   restored.replay = *replay;
   return restored;

@@ -26,6 +26,9 @@
 // cannot be opened or read (the errno status), and a sound checkpoint that
 // is not for this server (FAILED_PRECONDITION: another shard, or flags that
 // contradict its training config), which is a mistake on the command line.
+// So is a sound log whose Init the fresh shard of a log-only restart refuses
+// for the flags (FAILED_PRECONDITION naming them, e.g. --num-workers with
+// the log's count and the flag's; wal_replay.h).
 //
 // Discarding (--discard-unreadable-state): on DATA_LOSS the whole durable
 // state (every checkpoint file, temporary ones included, and every log
@@ -64,6 +67,9 @@ struct DurableStateOptions {
   // On DATA_LOSS, move the state aside and start fresh instead of failing
   // (--discard-unreadable-state).
   bool discard_unreadable = false;
+  // The server's --num-workers (0: whatever the state says), named when a
+  // replayed Init of another worker count is refused (wal_replay.h).
+  uint32_t num_workers = 0;
 };
 
 struct DiscardedDurableState {

@@ -108,6 +108,34 @@ const char* RecordTypeName(JournalRecordType type) {
   return "unknown";
 }
 
+// The error for a logged Init that the uninitialised shard refused with
+// FAILED_PRECONDITION: the record is sound but the server's flags
+// (--num-workers, --num-shards, --mode, ...) differ from those of the job
+// that wrote it, which is a configuration to fix, not lost data (and not
+// something --discard-unreadable-state may throw away).
+absl::Status InitConflict(const WalSegment& segment, uint64_t index,
+                          const WalRecord& record, const absl::Status& refused,
+                          uint32_t num_workers_flag) {
+  v1::InitRequest request;
+  const uint32_t logged = request.ParseFromString(record.payload)
+                              ? request.config().num_workers()
+                              : 0;
+  if (num_workers_flag != 0 && logged != 0 && logged != num_workers_flag) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: record %d: the write-ahead log is of a job of %d workers but "
+        "this server runs with --num-workers=%d; nothing was restored. "
+        "Restart with --num-workers=%d (or 0, to take the log's) to continue "
+        "that job, or give a new job an empty --checkpoint-dir",
+        segment.path, index, logged, num_workers_flag, logged));
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s: record %d: the write-ahead log's Init conflicts with this server's "
+      "flags (%s); nothing was restored. Restart with the flags the job was "
+      "started with to continue it, or give a new job an empty "
+      "--checkpoint-dir",
+      segment.path, index, OneLine(refused.message())));
+}
+
 // Cuts the torn tail off the newest segment, so that it ends cleanly once the
 // next segment exists (a later start would otherwise see a bad record in an
 // older segment).
@@ -124,7 +152,7 @@ absl::Status CutTornTail(const WalSegment& newest, uint32_t shard_id) {
 
 absl::StatusOr<JournalReplayStats> ReplayJournal(
     const std::string& dir, Shard* shard,
-    std::optional<uint64_t> after_sequence) {
+    std::optional<uint64_t> after_sequence, uint32_t num_workers_flag) {
   const absl::Time start = absl::Now();
   absl::StatusOr<std::vector<WalSegment>> segments = ReadWalSegments(dir);
   if (!segments.ok()) return segments.status();
@@ -154,6 +182,10 @@ absl::StatusOr<JournalReplayStats> ReplayJournal(
       absl::Status s = ReplayRecord(record, shard, &stats);
       if (s.ok() && record.sequence != 0) {
         shard->NoteReplayedRecord(record.sequence);
+      }
+      if (absl::IsFailedPrecondition(s) &&
+          record.type == JournalRecordType::kInit && !shard->initialized()) {
+        return InitConflict(segment, index, record, s, num_workers_flag);
       }
       if (absl::IsDataLoss(s)) {
         return absl::DataLossError(absl::StrFormat(

@@ -78,11 +78,18 @@ struct JournalReplayStats {
 // those of ReadWalSegments (DATA_LOSS for a bad header); DATA_LOSS for a bad
 // record that is not the newest segment's torn tail, for a sequence number
 // not above the one before it, for a record whose payload does not parse,
-// and for a record the shard refuses (with the shard's reason); the
-// errno-derived status when the torn tail cannot be cut off.
+// and for a record the shard refuses (with the shard's reason), except
+// FAILED_PRECONDITION for an Init record that the uninitialised shard
+// refuses: the log is sound but the server's flags differ from the job's
+// (a log-only restart with another --num-workers, --num-shards or --mode);
+// the message names the flag and what to do, and, with `num_workers_flag`
+// (the server's --num-workers; 0: none) other than the log's worker count,
+// both counts. The errno-derived status when the torn tail cannot be cut
+// off.
 absl::StatusOr<JournalReplayStats> ReplayJournal(
     const std::string& dir, Shard* shard,
-    std::optional<uint64_t> after_sequence = std::nullopt);
+    std::optional<uint64_t> after_sequence = std::nullopt,
+    uint32_t num_workers_flag = 0);
 
 }  // namespace gradwire
 

@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
     durable.shard_id = shard_id;
     durable.replay_log = options.wal;
     durable.discard_unreadable = options.discard_unreadable_state;
+    durable.num_workers = static_cast<uint32_t>(options.num_workers);
     absl::StatusOr<RestoredDurableState> restored =
         RestoreOrDiscardDurableState(durable, fresh_shard);
     if (absl::IsDataLoss(restored.status())) {
