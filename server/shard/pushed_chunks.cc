@@ -72,8 +72,15 @@ absl::Status ReserveDecoded(const ChunkGradientView& pushed,
   const uint64_t bytes = DecodedBytes(pushed.gradient, it->second->numel);
   absl::StatusOr<MemoryLease> reserved = budget->Reserve(bytes, "decoded push");
   if (!reserved.ok()) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "chunk %d: %s", pushed.key, reserved.status().message()));
+    // The chunk named in front, with whatever the budget attached kept.
+    absl::Status refused(reserved.status().code(),
+                         absl::StrFormat("chunk %d: %s", pushed.key,
+                                         reserved.status().message()));
+    reserved.status().ForEachPayload(
+        [&refused](absl::string_view url, const absl::Cord& payload) {
+          refused.SetPayload(url, payload);
+        });
+    return refused;
   }
   *lease = *std::move(reserved);
   return absl::OkStatus();
