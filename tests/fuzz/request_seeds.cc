@@ -121,9 +121,10 @@ std::vector<std::pair<std::string, std::string>> PullSeeds() {
                  .SerializeAsString())},
       {"not_a_message", input(bsp, 1, kRoomy, 0, "\x12\x09\x08")},
   };
-  // Limits from 16 to 128 bytes around the answer's size: refused before
-  // building, refused while building, and answered just within.
-  for (uint8_t limit = 0; limit < 8; ++limit) {
+  // Limits from 208 to 288 bytes around the estimate of a pull of every
+  // chunk (16 values at fp32 and 64 bytes a chunk: 256): refused before
+  // building, and answered at and above it.
+  for (uint8_t limit = 12; limit < 18; ++limit) {
     seeds.emplace_back("dense_limit_" + std::to_string(16 * (1 + limit)),
                        input(bsp, 1, limit, 0, dense));
     seeds.emplace_back("delta_limit_" + std::to_string(16 * (1 + limit)),
