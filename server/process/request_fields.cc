@@ -25,7 +25,8 @@ class FieldCounter {
   // The fields of a message of `type` up to the stream's limit (or end).
   bool Message(const Descriptor& type, bool top_level) {
     for (;;) {
-      const uint32_t tag = in_->ReadTag();
+      uint32_t tag = 0;
+      if (!NextTag(&tag)) return false;
       if (tag == 0) return in_->ConsumedEntireMessage() || Malformed();
       const int number = WireFormatLite::GetTagFieldNumber(tag);
       if (number == 0) return Malformed();
@@ -51,6 +52,16 @@ class FieldCounter {
   bool Malformed() {
     count_->well_formed = false;
     return false;
+  }
+
+  // Reads the next tag into *tag (0 at the end of the message or on a bad
+  // varint). A tag written in more than 5 bytes is malformed: ReadTag takes
+  // up to 10 and keeps the low 32 bits, but protobuf's parser refuses it,
+  // and the count must call well formed only what the parser reads.
+  bool NextTag(uint32_t* tag) {
+    const int before = in_->CurrentPosition();
+    *tag = in_->ReadTag();
+    return in_->CurrentPosition() - before <= 5 || Malformed();
   }
 
   // Whether protobuf's parser reads `tag` as `field` (else it keeps it as
@@ -91,7 +102,8 @@ class FieldCounter {
     }
     if (!in_->IncrementRecursionDepth()) return Malformed();
     for (;;) {
-      const uint32_t inner = in_->ReadTag();
+      uint32_t inner = 0;
+      if (!NextTag(&inner)) return false;
       if (inner == 0 || WireFormatLite::GetTagFieldNumber(inner) == 0) {
         return Malformed();
       }

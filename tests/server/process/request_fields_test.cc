@@ -110,6 +110,22 @@ TEST(RequestFieldsTest, MalformedBytesAreSaidToBe) {
   }
 }
 
+// A tag padded past 5 bytes (0x80 continuation bytes): ReadTag would take
+// it as field 15, protobuf's parser refuses it, so the count must too.
+TEST(RequestFieldsTest, ATagLongerThanFiveBytesIsMalformed) {
+  const std::string six_bytes("\xfa\x80\x80\x80\x80\x00\x00", 7);
+  EXPECT_FALSE(Count(six_bytes, *v1::GetInfoRequest::descriptor()).well_formed);
+  v1::GetInfoRequest parsed;
+  EXPECT_FALSE(parsed.ParseFromString(six_bytes));
+  // The 5-byte form is one both read.
+  const std::string five_bytes("\xfa\x80\x80\x80\x00\x00", 6);
+  const RequestFieldCount count =
+      Count(five_bytes, *v1::GetInfoRequest::descriptor());
+  EXPECT_TRUE(count.well_formed);
+  EXPECT_EQ(count.unknown_fields, 1u);
+  EXPECT_TRUE(parsed.ParseFromString(five_bytes));
+}
+
 TEST(RequestFieldsTest, NestingBeyondProtobufsLimitIsMalformed) {
   // Unknown groups 101 deep, which protobuf refuses too.
   std::string bytes;
