@@ -39,6 +39,9 @@
 #   make lint        clang -fsyntax-only -Werror -Wthread-safety over every
 #                    source (build-lint/ holds its compile database), and a
 #                    clang-format check of every C++ and proto file
+#   make check-docs  every relative link and #anchor in the tracked Markdown
+#                    files resolves; the generated settings reference is
+#                    current (scripts/check-docs.sh)
 #   make check-deploy  offline checks of docker-compose.yml, deploy/docker,
 #                    deploy/k8s and deploy/prometheus, with every service's
 #                    settings run through the binaries' --dry-run
@@ -84,7 +87,7 @@ PYTHON_BENCH_ARGS ?=
 # Flags for gradwire-bench-load, e.g. "--mode=bsp --steps=200".
 LOAD_ARGS ?=
 
-.PHONY: all deps configure build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-straggler bench-load bench-python demo demo-python format check-deploy images images-prebuilt compose-test clean
+.PHONY: all deps configure build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-straggler bench-load bench-python demo demo-python format check-deploy check-docs images images-prebuilt compose-test clean
 
 all: build
 
@@ -157,6 +160,11 @@ demo-python: build
 
 check-deploy: build
 	BUILD=$(BUILD) scripts/check-deploy.sh
+
+# Links in every tracked *.md, and the settings reference against the
+# build's settings_reference test when $(BUILD) has it (no build of its own).
+check-docs:
+	BUILD=$(BUILD) scripts/check-docs.sh
 
 images: deps
 	scripts/images.sh --jobs $(JOBS)
