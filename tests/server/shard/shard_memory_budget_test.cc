@@ -8,11 +8,15 @@
 
 #include "absl/time/clock.h"
 #include "common/compress/registry.h"
+#include "common/metrics/registry.h"
+#include "common/metrics/text_format.h"
 #include "gtest/gtest.h"
 #include "server/shard/memory_budget.h"
 #include "server/shard/published_deltas.h"
 #include "server/shard/pushed_chunks.h"
 #include "server/shard/shard.h"
+#include "server/shard/shard_metrics.h"
+#include "tests/common/metrics_test_util.h"
 #include "tests/server/shard/shard_test_util.h"
 
 namespace gradwire {
@@ -154,6 +158,38 @@ TEST(ShardMemoryBudgetTest, AShardWithDeltasCountsKeptDeltasInItsBudget) {
   ASSERT_TRUE(Push(*shard, DensePush(0, 0, kKeyA, kNumelA)).ok());
   // BSP publishes at each update: one delta kept, counted.
   EXPECT_GT(shard->memory_budget().used(), 0u);
+}
+
+TEST(ShardMemoryBudgetMetricsTest, AScrapeShowsUseLimitAndRefusals) {
+  metrics::Registry registry;
+  auto created = ShardMetrics::Create(&registry, kShardId);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<ShardMetrics> shard_metrics = *std::move(created);
+  Shard shard(WithBudget(kNumelA * sizeof(float) - 4), shard_metrics.get());
+  auto state = RegisterShardStateMetrics(&registry, &shard);
+  ASSERT_TRUE(state.ok()) << state.status();
+  v1::InitResponse response;
+  ASSERT_TRUE(shard
+                  .Init(InitRequest(0, Config(1, v1::CONSISTENCY_MODE_BSP),
+                                    DefaultChunks()),
+                        &response)
+                  .ok());
+  EXPECT_FALSE(Push(shard, DensePush(0, 0, kKeyA, kNumelA)).ok());
+  const auto samples =
+      metrics_test::ParseSamples(metrics::SerializeText(registry.Collect()));
+  const auto sample = [&samples](const std::string& key) {
+    const auto it = samples.find(key);
+    return it == samples.end() ? -1.0 : it->second;
+  };
+  EXPECT_EQ(sample("gradwire_shard_memory_budget_used_bytes{shard=\"2\"}"), 0);
+  EXPECT_EQ(sample("gradwire_shard_memory_budget_limit_bytes{shard=\"2\"}"),
+            kNumelA * sizeof(float) - 4);
+  EXPECT_EQ(sample("gradwire_shard_memory_budget_refusals_total{shard=\"2\","
+                   "what=\"decoded_push\"}"),
+            1);
+  EXPECT_EQ(sample("gradwire_shard_pushes_total{result=\"over_budget\","
+                   "shard=\"2\"}"),
+            1);
 }
 
 }  // namespace
