@@ -50,10 +50,11 @@ constexpr uint64_t kBytesPerChunk =
     kFixedBlocksPerChunk * kAllocatorOverheadPerBlock;
 
 // What the shard keeps per worker outside the chunks (WorkerPresence: an
-// array of last push times and one of live flags).
+// array of last push times, one of live flags and one of revived-by-Init
+// marks).
 uint64_t PresenceBytes(uint32_t num_workers) {
   return BlockBytes(uint64_t{num_workers} * sizeof(std::atomic<int64_t>)) +
-         BlockBytes(uint64_t{num_workers} * sizeof(std::atomic<bool>));
+         2 * BlockBytes(uint64_t{num_workers} * sizeof(std::atomic<bool>));
 }
 
 // One chunk's per-worker blocks: a WorkerProgress each, and the live set's
