@@ -7,7 +7,7 @@
 # An image that the engine already has is left alone, and so is one that it
 # can pull from its registry: the local one is only a stand-in for the
 # official image of the same tag, made of the same archive (the tag policy:
-# README.md, "Deploying").
+# docs/deploying.md, "Images").
 #
 #   bookworm       minbase: apt, dpkg and the essential packages.
 #   bookworm-slim  the same without documentation, manual pages and

@@ -42,7 +42,7 @@ PACKAGES=(
   # The Python package (python/): a pybind11 extension built against
   # Debian's python3-torch (the same libtorch 1.13), its tests, and the
   # example's ResNet-18; `pip install ./python` into a virtualenv
-  # (docs/python-package.md) with setuptools and wheel, offline.
+  # (docs/python.md) with setuptools and wheel, offline.
   python3-dev python3-torch pybind11-dev python3-pytest python3-torchvision
   python3-venv python3-pip python3-setuptools python3-wheel
   # `gradwire report` and make bench-convergence draw their plots with it.

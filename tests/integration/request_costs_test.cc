@@ -2,7 +2,7 @@
 // fresh gradwire-server, its peak RSS (VmHWM) and thread count before and
 // after the request, the status the request got, and the bound every case
 // must stay under (64 MiB of peak RSS, a handful of threads). Prints the
-// table that docs/architecture.md's "Hardening" section shows.
+// table that docs/architecture.md's "What one hostile request costs" shows.
 #include <unistd.h>
 
 #include <chrono>
