@@ -46,7 +46,6 @@ class PublishedDeltas {
   // Where kept deltas reserve their bytes; null counts nothing. `budget`
   // must outlive this object. Set it before the first Publish.
   void set_budget(MemoryBudget* budget) { budget_ = budget; }
-  MemoryBudget* budget() const { return budget_; }
 
   // No deltas; the shadow is at `version`, published at `clock`.
   void Reset(uint64_t version, uint64_t clock);

@@ -130,19 +130,6 @@ void RecyclePushedChunks(std::vector<PushedChunk>* pushed) {
 }
 
 absl::Status DecodePushedChunks(const PushView& request, const ChunkMap& chunks,
-                                uint32_t shard_id,
-                                std::vector<PushedChunk>* pushed,
-                                PushOutcome* outcome) {
-  MemoryBudget* budget = nullptr;
-  if (!chunks.empty()) {
-    // Set by Shard::Install before the shard was published as initialised,
-    // and constant since: read without the chunk's lock.
-    budget = ABSL_TS_UNCHECKED_READ(chunks.begin()->second->published).budget();
-  }
-  return DecodePushedChunks(request, chunks, shard_id, budget, pushed, outcome);
-}
-
-absl::Status DecodePushedChunks(const PushView& request, const ChunkMap& chunks,
                                 uint32_t shard_id, MemoryBudget* budget,
                                 std::vector<PushedChunk>* pushed,
                                 PushOutcome* outcome) {

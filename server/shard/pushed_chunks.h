@@ -56,14 +56,6 @@ absl::Status DecodePushedChunks(const PushView& request, const ChunkMap& chunks,
                                 uint32_t shard_id, MemoryBudget* budget,
                                 std::vector<PushedChunk>* pushed,
                                 PushOutcome* outcome);
-// The same against the budget of the shard that owns `chunks`, which
-// Shard::Install gave every chunk (PublishedDeltas::budget); the shard
-// must be initialised.
-absl::Status DecodePushedChunks(const PushView& request, const ChunkMap& chunks,
-                                uint32_t shard_id,
-                                std::vector<PushedChunk>* pushed,
-                                PushOutcome* outcome);
-
 // Gives the decoded gradients of `pushed` back to this thread's pool, which
 // DecodePushedChunks decodes the next push into: their buffers are then
 // reused at their size instead of allocated and zero-filled again (a dense
