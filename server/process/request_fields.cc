@@ -42,7 +42,7 @@ class FieldCounter {
       // proto3 has no groups, so a known field is a message or is skipped.
       if (field->type() == FieldDescriptor::TYPE_MESSAGE) {
         if (!Nested(*field->message_type())) return false;
-      } else if (!WireFormatLite::SkipField(in_, tag)) {
+      } else if (!SkipValue(tag)) {
         return Malformed();
       }
     }
@@ -74,13 +74,32 @@ class FieldCounter {
             type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
   }
 
+  // Reads a length-delimited field's length into *length: false for a bad
+  // varint, one written in more than 5 bytes (ReadVarintSizeAsInt takes up
+  // to 10, the parser refuses more than 5) or one past the end.
+  bool ReadLength(int* length) {
+    const int before = in_->CurrentPosition();
+    return in_->ReadVarintSizeAsInt(length) &&
+           in_->CurrentPosition() - before <= 5 &&
+           static_cast<size_t>(*length) <= size_ - in_->CurrentPosition();
+  }
+
+  // Skips the value of a field that is not a message; false when its bytes
+  // are malformed. A length is read as the parser reads it (ReadLength):
+  // SkipField would truncate a long one to 32 bits and read on.
+  bool SkipValue(uint32_t tag) {
+    if (WireFormatLite::GetTagWireType(tag) !=
+        WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      return WireFormatLite::SkipField(in_, tag);
+    }
+    int length = 0;
+    return ReadLength(&length) && in_->Skip(length);
+  }
+
   // A known message field: its length, then its fields.
   bool Nested(const Descriptor& type) {
     int length = 0;
-    if (!in_->ReadVarintSizeAsInt(&length) ||
-        static_cast<size_t>(length) > size_ - in_->CurrentPosition()) {
-      return Malformed();
-    }
+    if (!ReadLength(&length)) return Malformed();
     const auto [outer, depth_left] =
         in_->IncrementRecursionDepthAndPushLimit(length);
     if (depth_left < 0) return Malformed();
@@ -98,7 +117,7 @@ class FieldCounter {
     if (count_->unknown_fields > limits_.max_unknown_fields) return false;
     if (WireFormatLite::GetTagWireType(tag) !=
         WireFormatLite::WIRETYPE_START_GROUP) {
-      return WireFormatLite::SkipField(in_, tag) || Malformed();
+      return SkipValue(tag) || Malformed();
     }
     if (!in_->IncrementRecursionDepth()) return Malformed();
     for (;;) {

@@ -126,6 +126,26 @@ TEST(RequestFieldsTest, ATagLongerThanFiveBytesIsMalformed) {
   EXPECT_TRUE(parsed.ParseFromString(five_bytes));
 }
 
+// A length longer than 5 bytes, or one that ReadVarint32 would truncate to
+// 32 bits (2^49 here, read as 0), is refused by the parser, so by the count.
+TEST(RequestFieldsTest, ALengthTheParserRefusesIsMalformed) {
+  const std::string cases[] = {
+      // Unknown field 15, length 0 written in 6 bytes.
+      std::string("\x7a\x80\x80\x80\x80\x80\x00", 7),
+      // In an unknown group: field 1, length 2^49; then the group's end.
+      std::string("\x13\x0a\x80\x80\x80\x80\x80\x80\x80\x01\x14", 11),
+      // A known message field (PullRequest.chunks) with a 6-byte length.
+      std::string("\x12\x80\x80\x80\x80\x80\x00", 7),
+  };
+  for (const std::string& bytes : cases) {
+    EXPECT_FALSE(Count(bytes, *v1::PullRequest::descriptor()).well_formed)
+        << testing::PrintToString(bytes);
+    v1::PullRequest parsed;
+    EXPECT_FALSE(parsed.ParseFromString(bytes))
+        << testing::PrintToString(bytes);
+  }
+}
+
 TEST(RequestFieldsTest, NestingBeyondProtobufsLimitIsMalformed) {
   // Unknown groups 101 deep, which protobuf refuses too.
   std::string bytes;
