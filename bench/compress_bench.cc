@@ -29,8 +29,8 @@
 #include "common/codec/codec.h"
 #include "common/compress/compressor.h"
 #include "common/compress/registry.h"
-#include "common/compress/task_pool.h"
 #include "common/flags/program.h"
+#include "common/threads/thread_pool.h"
 
 namespace gradwire::bench {
 namespace {
@@ -162,7 +162,7 @@ absl::StatusOr<ResultRow> MeasureParallel(const std::string& name,
                                           std::optional<double> ratio,
                                           absl::Span<const float> g,
                                           uint64_t chunk_elements,
-                                          TaskPool* pool,
+                                          ThreadPool* pool,
                                           const TimingOptions& timing) {
   absl::StatusOr<std::unique_ptr<Compressor>> compressor =
       MakeBenchCompressor(name, ratio, g);
@@ -174,7 +174,7 @@ absl::StatusOr<ResultRow> MeasureParallel(const std::string& name,
   CompressContext context;
   absl::StatusOr<Timing> t = MeasureMedian(timing, [&] {
     ++context.step;
-    pool->Run(chunks, [&](size_t i) {
+    pool->ParallelFor(chunks, [&](size_t i) {
       CompressContext chunk_context = context;
       chunk_context.chunk_key = i;
       const uint64_t first = i * chunk_elements;
@@ -194,7 +194,7 @@ absl::StatusOr<ResultRow> MeasureParallel(const std::string& name,
   ResultRow row = NewRow(name, g.size(), ratio);
   row.seconds = t->median_seconds;
   row.reps = t->reps;
-  row.threads = pool->threads();
+  row.threads = pool->threads() + 1;  // The caller's among them.
   row.chunk_elements = chunk_elements;
   uint64_t selected = 0;
   for (const CompressedChunk& out : outputs) selected += out.SelectedCount();
@@ -211,8 +211,9 @@ class SizeRun {
       : config_(config),
         g_(g),
         rows_(rows),
-        one_thread_(1),
-        pool_(config.threads) {}
+        one_thread_(ThreadPoolOptions{/*threads=*/0}),
+        // The measuring thread compresses too: one thread fewer.
+        pool_(ThreadPoolOptions{/*threads=*/config.threads - 1}) {}
 
   absl::Status Run() {
     absl::StatusOr<Timing> copy = MeasureMemcpy(g_, config_.timing);
@@ -260,8 +261,8 @@ class SizeRun {
     if (g_.size() <= config_.chunk_elements) return absl::OkStatus();
     // Chunk by chunk on one thread: what one core of a worker pays for a
     // push of this size; then the same chunks on every thread.
-    for (TaskPool* pool : {&one_thread_, &pool_}) {
-      if (pool == &pool_ && pool_.threads() == 1) break;
+    for (ThreadPool* pool : {&one_thread_, &pool_}) {
+      if (pool == &pool_ && pool_.threads() == 0) break;
       row = MeasureParallel(name, ratio, g_, config_.chunk_elements, pool,
                             config_.timing);
       if (!row.ok()) return row.status();
@@ -293,8 +294,8 @@ class SizeRun {
   std::vector<ResultRow>* const rows_;
   double memcpy_seconds_ = 0.0;
   std::map<double, double> torch_seconds_;  // ratio -> median seconds
-  TaskPool one_thread_;
-  TaskPool pool_;
+  ThreadPool one_thread_;
+  ThreadPool pool_;
 };
 
 int Fail(const absl::Status& status) {

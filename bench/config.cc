@@ -12,7 +12,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/compress/registry.h"
-#include "common/compress/task_pool.h"
 #include "common/usable_cpus.h"
 
 ABSL_FLAG(bool, quick, false,
@@ -175,7 +174,7 @@ absl::StatusOr<BenchConfig> BenchConfigFromFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--threads: ", config.threads, " is outside [0, 1024]"));
   }
-  if (config.threads == 0) config.threads = CoresOfThisProcess();
+  if (config.threads == 0) config.threads = UsableCpus();
   config.chunk_elements = absl::GetFlag(FLAGS_chunk_elements);
   if (config.chunk_elements < 1 || config.chunk_elements > kMaxNumel) {
     return absl::InvalidArgumentError(absl::StrCat(

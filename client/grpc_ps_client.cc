@@ -12,9 +12,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/aliased_request.h"
-#include "client/call_threads.h"
 #include "client/shard_channel.h"
 #include "common/retry_metadata.h"
+#include "common/threads/thread_pool.h"
 #include "gradwire/v1/parameter_server.grpc.pb.h"
 #include "grpcpp/client_context.h"
 
@@ -182,6 +182,18 @@ absl::Status CallStubWithRetries(const ShardConnection& shard,
       response, retries, calls);
 }
 
+// The threads of ForEachShard: none at first, then one more whenever a
+// call finds none idle. A Pull that waits for its step holds its thread for
+// as long as it waits, so a shard's call never queues behind it; the pool
+// grows to the most calls ever in flight at once (a few per shard for a
+// worker's push and pull threads) and keeps them.
+ThreadPoolOptions CallThreadOptions() {
+  ThreadPoolOptions options;
+  options.threads = 0;
+  options.grow_when_busy = true;
+  return options;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Connect(
@@ -225,7 +237,7 @@ GrpcPsClient::GrpcPsClient(ClientOptions options,
     : options_(std::move(options)),
       shards_(std::move(shards)),
       calls_(std::make_unique<InFlightCalls>()),
-      call_threads_(std::make_unique<CallThreads>()) {}
+      call_threads_(std::make_unique<ThreadPool>(CallThreadOptions())) {}
 
 void GrpcPsClient::CancelCalls() { calls_->CancelAll(); }
 
@@ -266,8 +278,8 @@ absl::Status GrpcPsClient::ForEachShard(
     absl::FunctionRef<absl::Status(uint32_t)> call) {
   std::vector<absl::Status> results(shards.size());
   // The calling thread takes the first shard; kept threads the others.
-  call_threads_->Run(shards.size(),
-                     [&](size_t i) { results[i] = call(shards[i]); });
+  call_threads_->ParallelFor(shards.size(),
+                             [&](size_t i) { results[i] = call(shards[i]); });
   for (const absl::Status& result : results) {
     if (!result.ok()) return result;
   }

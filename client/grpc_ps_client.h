@@ -60,7 +60,8 @@ namespace gradwire {
 class ShardConnection;
 // The RPC attempts in flight, for CancelCalls; defined in grpc_ps_client.cc.
 class InFlightCalls;
-class CallThreads;
+// The threads of ForEachShard (common/threads/thread_pool.h).
+class ThreadPool;
 
 class GrpcPsClient final : public PsClient {
  public:
@@ -132,7 +133,7 @@ class GrpcPsClient final : public PsClient {
   Counters counters_;
   // Thread-safe.
   const std::unique_ptr<InFlightCalls> calls_;
-  const std::unique_ptr<CallThreads> call_threads_;
+  const std::unique_ptr<ThreadPool> call_threads_;
 };
 
 }  // namespace gradwire

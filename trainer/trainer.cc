@@ -14,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "common/compress/task_pool.h"
 #include "common/precision.h"
+#include "common/usable_cpus.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/gradient_hooks.h"
 #include "trainer/layer_gate.h"
@@ -57,7 +57,7 @@ double Accuracy(Classifier& model, const Dataset& data, int64_t batch) {
   const int64_t size = data.size();
   if (size == 0) return 0.0;
   const int64_t threads =
-      std::clamp<int64_t>(CoresOfThisProcess(), 1, (size + batch - 1) / batch);
+      std::clamp<int64_t>(UsableCpus(), 1, (size + batch - 1) / batch);
   const int saved_threads = at::get_num_threads();
   at::set_num_threads(1);
   model.eval();
@@ -463,7 +463,7 @@ std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
   summary["push_bucket_bytes"] = sync.push_bucket_bytes;
   summary["residual_spare"] = sync.residual_spare;
   summary["compress_threads"] =
-      sync.compress_threads == 0 ? CoresOfThisProcess() : sync.compress_threads;
+      sync.compress_threads == 0 ? UsableCpus() : sync.compress_threads;
   summary["error_feedback"] = sync.error_feedback;
   summary["value_type"] = std::string(PrecisionName(sync.compressor.precision));
   summary["mode"] = ModeName(sync.training.mode());

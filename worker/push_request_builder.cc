@@ -5,6 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "common/codec/codec.h"
 #include "common/compress/registry.h"
+#include "common/usable_cpus.h"
 #include "worker/host_chunk.h"
 #include "worker/torch_errors.h"
 
@@ -55,8 +56,7 @@ absl::StatusOr<std::unique_ptr<PushRequestBuilder>> PushRequestBuilder::Create(
         "compress_threads is %d; it must be 0 (one per core) or more",
         compress_threads));
   }
-  const int threads =
-      compress_threads == 0 ? CoresOfThisProcess() : compress_threads;
+  const int threads = compress_threads == 0 ? UsableCpus() : compress_threads;
   return std::unique_ptr<PushRequestBuilder>(
       new PushRequestBuilder(options, *std::move(compressor), std::move(warmup),
                              error_feedback, momentum, worker_id, threads));
@@ -74,7 +74,8 @@ PushRequestBuilder::PushRequestBuilder(
       error_feedback_(error_feedback),
       momentum_(momentum),
       worker_id_(worker_id),
-      pool_(compress_threads) {}
+      // The building thread compresses too: one thread fewer.
+      pool_(ThreadPoolOptions{/*threads=*/compress_threads - 1}) {}
 
 absl::Status PushRequestBuilder::PrepareFor(const ChunkPlan& plan) {
   // The device kernels keep no velocity: with momentum on the worker, CUDA
@@ -111,7 +112,7 @@ absl::Status PushRequestBuilder::Build(const std::vector<uint64_t>& keys,
     // The device compressor queues on one stream: one chunk at a time.
     for (size_t i = 0; i < keys.size(); ++i) compress(i);
   } else {
-    pool_.Run(keys.size(), compress);
+    pool_.ParallelFor(keys.size(), compress);
   }
   // Requests in key order, as a serial run builds them; the first error in
   // that order is the one returned.

@@ -9,7 +9,7 @@
 // residual is left alone (1-bit Adam's warm-up).
 //
 // CPU gradients are compressed in place (the compressor reads the
-// gradient's memory), the chunks of one Build in parallel on a TaskPool
+// gradient's memory), the chunks of one Build in parallel on a ThreadPool
 // (each chunk has its own residual, velocity and scratch, so the bytes are
 // those of a serial run). CUDA gradients are compressed on their device, with
 // the residual kept there, when gradwire was built with the CUDA kernels
@@ -31,7 +31,7 @@
 #include "absl/status/statusor.h"
 #include "common/compress/compressor.h"
 #include "common/compress/momentum_correction.h"
-#include "common/compress/task_pool.h"
+#include "common/threads/thread_pool.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "worker/chunk_plan.h"
 #include "worker/device_chunks.h"
@@ -44,7 +44,7 @@ class PushRequestBuilder {
   // `error_feedback` is false, for the pushes of `worker_id`. With
   // `momentum` enabled, each chunk's gradient first goes through its
   // velocity (momentum_correction.h) and the velocity is compressed.
-  // Compresses on `compress_threads` threads (0: CoresOfThisProcess()).
+  // Compresses on `compress_threads` threads (0: UsableCpus()).
   // INVALID_ARGUMENT for a compressor that does not exist or takes bad
   // options, for dgc without error feedback, and for dgc's own momentum
   // together with `momentum` (one velocity only).
@@ -54,7 +54,8 @@ class PushRequestBuilder {
       int compress_threads = 1);
 
   // Threads the chunks are compressed on.
-  int compress_threads() const { return pool_.threads(); }
+  // The building thread is one of them (ParallelFor).
+  int compress_threads() const { return pool_.threads() + 1; }
 
   // Once the parameters are known: when some live on a CUDA device,
   // prepares to compress their chunks there (DeviceChunkCompressor::Create;
@@ -116,7 +117,7 @@ class PushRequestBuilder {
   // CUDA gradients compressed on the device; null when there are no CUDA
   // parameters or they go through the host.
   std::unique_ptr<DeviceChunkCompressor> device_compressor_;
-  TaskPool pool_;
+  ThreadPool pool_;
 };
 
 }  // namespace gradwire

@@ -56,7 +56,7 @@ struct SyncOptions {
   uint64_t partition_bytes = uint64_t{4} << 20;
   // Threads that compress the chunks of one push in parallel (the pushing
   // thread among them); 0: one per core this process may run on
-  // (CoresOfThisProcess). CUDA chunks compressed on their device run one
+  // (UsableCpus). CUDA chunks compressed on their device run one
   // after another.
   int compress_threads = 0;
   // With overlap (ParameterSync::GradientReady): the gradients announced

@@ -154,6 +154,15 @@ grpc::Status SerializeResponse(const Response& response,
                                                         &own_buffer);
 }
 
+// A pool of `threads` (at least 1) fixed threads whose queue holds at most
+// `max_queued` calls.
+ThreadPoolOptions CallPoolOptions(int threads, int64_t max_queued) {
+  ThreadPoolOptions options;
+  options.threads = std::max(1, threads);
+  options.max_queued = max_queued;
+  return options;
+}
+
 }  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
@@ -181,10 +190,9 @@ ParameterServerService::ParameterServerService(
       max_chunk_entries_(options.max_chunk_entries),
       per_connection_(options.max_calls_per_connection),
       pulls_per_worker_(options.max_waiting_pulls_per_worker),
-      handlers_("handler", std::max(1, options.handler_threads),
-                options.max_queued_calls),
-      pulls_("pull", std::max(1, options.pull_threads),
-             options.max_queued_calls) {}
+      handlers_(
+          CallPoolOptions(options.handler_threads, options.max_queued_calls)),
+      pulls_(CallPoolOptions(options.pull_threads, options.max_queued_calls)) {}
 
 grpc::Status ParameterServerService::Busy(grpc::CallbackServerContext* context,
                                           std::string message) {
@@ -245,7 +253,7 @@ grpc::Status ParameterServerService::Authorize(std::optional<uint32_t> caller,
 template <typename Request, typename Response, typename Work>
 grpc::ServerUnaryReactor* ParameterServerService::Serve(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response, CallPool* pool, Work work) {
+    grpc::ByteBuffer* response, ThreadPool* pool, Work work) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<std::optional<uint32_t>> caller = Authenticate(*context);
   if (!caller.ok()) {

@@ -12,8 +12,9 @@
 //      per-worker tokens (worker_tokens.h), once the request is parsed an
 //      Init, Push or Pull naming another worker than the token's is
 //      PERMISSION_DENIED too.
-//   2. Queue: the call's work goes to a CallPool (call_pool.h): Init, Push
-//      and GetInfo to `handler_threads` threads, Pull to `pull_threads`.
+//   2. Queue: the call's work goes to a ThreadPool (common/threads/
+//      thread_pool.h) with a bounded queue: Init, Push and GetInfo to
+//      `handler_threads` threads, Pull to `pull_threads`.
 //      A call that finds them busy waits in the queue without a thread, so
 //      the threads of a shard stay bounded however many workers wait for a
 //      step (each waiting Pull holds one pull thread). Bounds, each answered
@@ -69,10 +70,10 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/retry_metadata.h"
+#include "common/threads/thread_pool.h"
 #include "gradwire/v1/parameter_server.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/process/call_limits.h"
-#include "server/process/call_pool.h"
 #include "server/process/worker_tokens.h"
 #include "server/shard/shard.h"
 #include "server/shard/worker_liveness.h"
@@ -158,7 +159,7 @@ class ParameterServerService final : public RawParameterServerService {
   template <typename Request, typename Response, typename Work>
   grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
-                                  grpc::ByteBuffer* response, CallPool* pool,
+                                  grpc::ByteBuffer* response, ThreadPool* pool,
                                   Work work);
 
   // Who the call is (a worker id, or nullopt for the shared token or no
@@ -195,8 +196,8 @@ class ParameterServerService final : public RawParameterServerService {
   std::atomic<bool> shutting_down_{false};
   CallLimits<std::string> per_connection_;
   CallLimits<uint32_t> pulls_per_worker_;
-  CallPool handlers_;
-  CallPool pulls_;
+  ThreadPool handlers_;
+  ThreadPool pulls_;
 };
 
 }  // namespace gradwire
