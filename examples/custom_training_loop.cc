@@ -15,6 +15,10 @@
 // Prints the loss as it trains and ends with "accuracy A" on held-out
 // points (chance is 0.25). Exit code 0 on success, 1 when a shard fails,
 // 2 for bad flags.
+//
+// It uses only gradwire's public header (gradwire/worker.h, CMake target
+// gradwire::worker); custom_training_loop/CMakeLists.txt builds it against
+// an installed gradwire (find_package(gradwire)).
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -24,7 +28,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
-#include "worker/parameter_sync.h"
+#include "gradwire/worker.h"
 
 ABSL_FLAG(std::string, shards, "127.0.0.1:7000",
           "Comma-separated shard addresses, in shard-id order.");
