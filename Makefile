@@ -39,6 +39,8 @@
 #   make lint        clang -fsyntax-only -Werror -Wthread-safety over every
 #                    source (build-lint/ holds its compile database), and a
 #                    clang-format check of every C++ and proto file
+#   make settings-doc  writes docs/reference/settings.md, the reference of
+#                    every worker setting, from worker/settings_table.h
 #   make check-docs  every relative link and #anchor in the tracked Markdown
 #                    files resolves; the generated settings reference is
 #                    current (scripts/check-docs.sh)
@@ -87,7 +89,7 @@ PYTHON_BENCH_ARGS ?=
 # Flags for gradwire-bench-load, e.g. "--mode=bsp --steps=200".
 LOAD_ARGS ?=
 
-.PHONY: all deps configure build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-straggler bench-load bench-python demo demo-python format check-deploy check-docs images images-prebuilt compose-test clean
+.PHONY: all deps configure build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-straggler bench-load bench-python demo demo-python format check-deploy check-docs settings-doc images images-prebuilt compose-test clean
 
 all: build
 
@@ -177,6 +179,10 @@ compose-test: images-prebuilt
 
 lint: deps
 	scripts/lint.sh
+
+settings-doc: configure
+	cmake --build $(BUILD) -j $(JOBS) --target gradwire-settings-doc
+	$(BUILD)/bin/gradwire-settings-doc > docs/reference/settings.md
 
 format:
 	git ls-files '*.cc' '*.h' '*.cu' '*.cuh' '*.proto' | xargs clang-format -i

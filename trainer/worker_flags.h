@@ -16,6 +16,9 @@ namespace gradwire {
 
 struct WorkerConfig {
   SyncOptions sync;
+  // The synchronisation settings that differ from their defaults
+  // (DescribeSettings): the line a worker logs at start.
+  std::string settings_summary;
   TrainerOptions trainer;
   std::string summary_json;
   // Train without shards (Train with no ParameterSync).

@@ -1,6 +1,8 @@
 #include "worker/sync_settings.h"
 
 #include <algorithm>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -14,9 +16,6 @@
 
 namespace gradwire {
 namespace {
-
-// A bucket above 1 TiB is a typing error, not a model.
-constexpr int64_t kMaxPushBucketBytes = int64_t{1} << 40;
 
 // Builds INVALID_ARGUMENT messages that start with a setting's name.
 class Complaint {
@@ -35,14 +34,75 @@ class Complaint {
   const SettingNamer& namer_;
 };
 
+// A bound as the range's text writes it: integers without an exponent.
+std::string FormatBound(SettingType type, double bound) {
+  return type == SettingType::kInt64 ? absl::StrFormat("%.0f", bound)
+                                     : absl::StrFormat("%g", bound);
+}
+
+bool InRange(const SettingRange& r, double value) {
+  const bool above_min = r.min_open ? value > r.min : value >= r.min;
+  const bool below_max = r.max_open ? value < r.max : value <= r.max;
+  return above_min && below_max;  // false for NaN
+}
+
+bool IsChoice(const SettingRange& r, absl::string_view value) {
+  for (absl::string_view choice : absl::StrSplit(r.choices, '|')) {
+    if (choice == value) return true;
+  }
+  return false;
+}
+
+// "a, b or c" for choices "a|b|c".
+std::string ChoicesText(absl::string_view choices) {
+  std::string text = absl::StrReplaceAll(choices, {{"|", ", "}});
+  const size_t last = text.rfind(", ");
+  if (last != std::string::npos) text.replace(last, 2, " or ");
+  return text;
+}
+
+// The table's bound or choices for one value of `info`'s setting.
+template <typename T>
+absl::Status CheckValue(const SettingInfo& info, const T& value,
+                        const Complaint& bad) {
+  const SettingRange& r = info.range;
+  if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) {
+    if (!r.bounded() || InRange(r, static_cast<double>(value))) {
+      return absl::OkStatus();
+    }
+    return bad(info.name, "%s is outside %s",
+               FormatBound(info.type, static_cast<double>(value)),
+               DescribeRange(info));
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (r.choices.empty() || IsChoice(r, value)) return absl::OkStatus();
+    return bad(info.name, "'%s' is not %s", value, ChoicesText(r.choices));
+  } else {
+    return absl::OkStatus();
+  }
+}
+
+// Every bound and choice of the table that holds whatever the other
+// settings say; the first value outside its range is the error.
+absl::Status CheckUnconditionalRanges(const SyncSettings& s,
+                                      const Complaint& bad) {
+  absl::Status status;
+  ForEachSetting(s, [&](const SettingInfo& info, const auto& value) {
+    if (status.ok() && !info.range.conditional) {
+      status = CheckValue(info, value, bad);
+    }
+  });
+  return status;
+}
+
+// The table's range of a Conditional entry, where its setting is used.
+template <typename T>
+absl::Status CheckWhereUsed(SettingIndex index, const T& value,
+                            const Complaint& bad) {
+  return CheckValue(SettingInfos()[static_cast<size_t>(index)], value, bad);
+}
+
 absl::Status ResolveOptimizer(const SyncSettings& s, const Complaint& bad,
                               v1::OptimizerConfig* optimizer) {
-  if (!(s.lr > 0 && s.lr < 1e6))
-    return bad("lr", "%g is not in (0, 1e6)", s.lr);
-  if (!(s.momentum >= 0 && s.momentum < 1))
-    return bad("momentum", "%g is outside [0, 1)", s.momentum);
-  if (!(s.weight_decay >= 0 && s.weight_decay < 1e6))
-    return bad("weight_decay", "%g is negative or not finite", s.weight_decay);
   optimizer->set_learning_rate(s.lr);
   optimizer->set_weight_decay(s.weight_decay);
   optimizer->set_schedule(v1::LR_SCHEDULE_KIND_CONSTANT);
@@ -75,8 +135,10 @@ absl::Status ResolveMode(const SyncSettings& s, const Complaint& bad,
     training->set_mode(v1::CONSISTENCY_MODE_ASP);
   } else if (s.mode == "ssp") {
     training->set_mode(v1::CONSISTENCY_MODE_SSP);
-    if (s.staleness < 0 || s.staleness > 1000) {
-      return bad("staleness", "%d is outside [0, 1000]", s.staleness);
+    if (absl::Status e =
+            CheckWhereUsed(SettingIndex::staleness, s.staleness, bad);
+        !e.ok()) {
+      return e;
     }
     training->set_staleness(s.staleness);
   } else {
@@ -85,10 +147,11 @@ absl::Status ResolveMode(const SyncSettings& s, const Complaint& bad,
   return absl::OkStatus();
 }
 
-// A quantizer's bucket: a multiple of 64 in [0, 2^30].
+// A quantizer's bucket: a multiple of 64 (the table bounds it to
+// [0, 2^30]).
 absl::Status ResolveBucket(absl::string_view key, int64_t bucket,
                            const Complaint& bad, uint32_t* out) {
-  if (bucket < 0 || bucket % 64 != 0 || bucket > (int64_t{1} << 30)) {
+  if (bucket % 64 != 0) {
     return bad(key,
                "%d is not a multiple of 64 in [0, 2^30] (0: one scale per "
                "chunk)",
@@ -101,18 +164,10 @@ absl::Status ResolveBucket(absl::string_view key, int64_t bucket,
 absl::Status ResolveCompressor(const SyncSettings& s, const Complaint& bad,
                                SyncOptions* sync) {
   CompressorOptions& c = sync->compressor;
-  if (!(s.ratio > 0 && s.ratio <= 1))
-    return bad("ratio", "%g is outside (0, 1]", s.ratio);
-  if (!(s.threshold >= 0 && s.threshold < 1e30))
-    return bad("threshold", "%g must be finite and >= 0", s.threshold);
   c.name = s.compressor;
   c.ratio = s.ratio;
-  if (s.min_kept < 1)
-    return bad("min_kept", "%d must be at least 1", s.min_kept);
   c.min_kept = static_cast<uint64_t>(s.min_kept);
   c.threshold = static_cast<float>(s.threshold);
-  if (s.levels < 1 || s.levels > 65535)
-    return bad("levels", "%d is outside [1, 65535]", s.levels);
   c.levels = static_cast<uint32_t>(s.levels);
   if (absl::Status e =
           ResolveBucket("qsgd_bucket", s.qsgd_bucket, bad, &c.qsgd_bucket);
@@ -222,8 +277,6 @@ absl::Status ResolvePlacement(const SyncSettings& s, const Complaint& bad,
                               SyncOptions* sync) {
   absl::StatusOr<MomentumPlacement> placement = ParsePlacement(s, bad);
   if (!placement.ok()) return placement.status();
-  if (!(s.fold_scale > 0 && s.fold_scale <= 1))
-    return bad("fold_scale", "%g is outside (0, 1]", s.fold_scale);
   v1::OptimizerConfig* optimizer = sync->training.mutable_optimizer();
   const bool adam = optimizer->kind() == v1::OPTIMIZER_KIND_ADAM ||
                     optimizer->kind() == v1::OPTIMIZER_KIND_ADAMW;
@@ -299,8 +352,11 @@ absl::Status ResolvePull(const SyncSettings& s, const Complaint& bad,
   if (pull != "delta") {
     return bad("pull", "'%s' is not auto, dense, exact or delta", s.pull);
   }
-  if (!(s.pull_ratio >= 0 && s.pull_ratio <= 1))
-    return bad("pull_ratio", "%g is outside [0, 1]", s.pull_ratio);
+  if (absl::Status e =
+          CheckWhereUsed(SettingIndex::pull_ratio, s.pull_ratio, bad);
+      !e.ok()) {
+    return e;
+  }
   const auto precision = ParsePrecision(s.pull_value_type);
   if (!precision) {
     return bad("pull_value_type", "'%s' is not fp32, fp16 or bf16",
@@ -320,16 +376,12 @@ absl::Status ResolveTopology(const SyncSettings& s, const Complaint& bad,
     if (!address.empty()) sync->shard_addresses.push_back(address);
   }
   if (sync->shard_addresses.empty()) return bad("shards", "no address given");
-  if (s.num_workers < 1 || s.num_workers > 65536)
-    return bad("num_workers", "%d is outside [1, 65536]", s.num_workers);
-  if (s.worker_id < 0 || s.worker_id >= s.num_workers)
+  if (s.worker_id >= s.num_workers)
     return bad("worker_id", "%d is outside [0, %d)", s.worker_id,
                s.num_workers);
   sync->num_workers = s.num_workers;
   sync->client.worker_id = s.worker_id;
-  if (s.local_size < 1 || s.local_size > 64)
-    return bad("local_size", "%d is outside [1, 64]", s.local_size);
-  if (s.local_rank < 0 || s.local_rank >= s.local_size) {
+  if (s.local_rank >= s.local_size) {
     return bad("local_rank", "%d is outside [0, %d)", s.local_rank,
                s.local_size);
   }
@@ -343,31 +395,14 @@ absl::Status ResolveTopology(const SyncSettings& s, const Complaint& bad,
   }
   sync->local.store_host = store[0];
   sync->local.store_port = port;
-  if (s.partition_bytes < 4 || s.partition_bytes % 4 != 0) {
+  if (s.partition_bytes % 4 != 0) {
     return bad("partition_bytes", "%d must be a positive multiple of 4",
                s.partition_bytes);
   }
   sync->partition_bytes = s.partition_bytes;
-  if (s.compress_threads < 0 || s.compress_threads > 1024) {
-    return bad("compress_threads", "%d is outside [0, 1024] (0: one per core)",
-               s.compress_threads);
-  }
   sync->compress_threads = static_cast<int>(s.compress_threads);
-  if (s.push_bucket_bytes < 0 || s.push_bucket_bytes > kMaxPushBucketBytes) {
-    return bad("push_bucket_bytes", "%d is outside [0, %d] (0: no bucket)",
-               s.push_bucket_bytes, kMaxPushBucketBytes);
-  }
   sync->push_bucket_bytes = static_cast<uint64_t>(s.push_bucket_bytes);
   sync->residual_spare = s.residual_spare;
-  if (!(s.rpc_timeout_seconds > 0 && s.rpc_timeout_seconds <= 86400))
-    return bad("rpc_timeout_seconds", "%g is outside (0, 86400]",
-               s.rpc_timeout_seconds);
-  if (!(s.pull_timeout_seconds > 0 && s.pull_timeout_seconds <= 86400))
-    return bad("pull_timeout_seconds", "%g is outside (0, 86400]",
-               s.pull_timeout_seconds);
-  if (!(s.connect_timeout_seconds > 0 && s.connect_timeout_seconds <= 86400))
-    return bad("connect_timeout_seconds", "%g is outside (0, 86400]",
-               s.connect_timeout_seconds);
   sync->client.connect_timeout = absl::Seconds(s.connect_timeout_seconds);
   sync->client.rpc_timeout = absl::Seconds(s.rpc_timeout_seconds);
   sync->client.pull_timeout = absl::Seconds(s.pull_timeout_seconds);
@@ -383,6 +418,9 @@ std::string FlagName(absl::string_view key) {
 absl::StatusOr<SyncOptions> SyncOptionsFromSettings(
     const SyncSettings& settings, const SettingNamer& namer) {
   const Complaint bad(namer);
+  if (absl::Status s = CheckUnconditionalRanges(settings, bad); !s.ok()) {
+    return s;
+  }
   SyncOptions sync;
   for (absl::Status s :
        {ResolveTopology(settings, bad, &sync),

@@ -2,7 +2,8 @@
 // the flags of gradwire-worker and the keyword arguments of the Python
 // package (python/) both fill a SyncSettings, and SyncOptionsFromSettings
 // alone decides what "momentum", "ssp" or "delta" means and which values
-// are allowed. The defaults here are the defaults of every front end.
+// are allowed. The fields, their defaults, bounds and help are declared
+// once, in settings_table.h; the defaults are those of every front end.
 //
 // Thread safety: plain values and a pure function.
 #ifndef GRADWIRE_WORKER_SYNC_SETTINGS_H_
@@ -15,7 +16,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "common/tls/transport_security.h"
+#include "worker/settings_table.h"
 #include "worker/sync_options.h"
 
 namespace gradwire {
@@ -57,111 +60,34 @@ inline constexpr double kDefaultFoldScale = 0.4;
 // dense pushes also cost 2.6 times the bytes of 50's.
 inline constexpr int64_t kDefaultAdamFreezeStep = 50;
 
+// Every setting of GRADWIRE_SYNC_SETTINGS (settings_table.h) as a field
+// of its type with its default, in table order, and the transport's files.
 struct SyncSettings {
-  // Shard addresses (host:port), in shard-id order.
-  std::vector<std::string> shards = {"127.0.0.1:7000"};
-  int64_t worker_id = 0;
-  int64_t num_workers = 1;
-  // Ranks of one node average their gradients (c10d) before pushing.
-  int64_t local_rank = 0;
-  int64_t local_size = 1;
-  std::string local_store = "127.0.0.1:29500";
-  // Gradient compression (common/compress/registry.h names).
-  std::string compressor = "topk";
-  double ratio = 0.01;
-  // Sparsifiers: each chunk keeps at least this many elements per push
-  // (CompressorOptions::min_kept). 64: at 16, DGC 0.1% diverged on one of
-  // three CNN seeds (epoch-1 loss 1.3e15), which trains at 64 (0.8589
-  // after one epoch); on the MLP 64 also did better after 3 epochs (0.8760
-  // against 0.8688). docs/convergence.md.
-  int64_t min_kept = 64;
-  double threshold = 0.001;
-  int64_t levels = 256;
-  // qsgd: elements sharing one norm (CompressorOptions::qsgd_bucket).
-  int64_t qsgd_bucket = 512;
-  // onebit: elements sharing one scale (CompressorOptions::onebit_bucket).
-  // 512: a small layer's elements are sent at their own size, not at the
-  // mean magnitude of the chunk's largest layer (+0.6 points on the CNN's
-  // first epoch, +6% pushed bytes; docs/convergence.md).
-  int64_t onebit_bucket = 512;
-  std::string value_type = "fp16";
-  bool error_feedback = true;
-  double dgc_momentum = 0.0;
-  bool dgc_momentum_masking = true;
-  double dgc_clip_norm = 0.0;
-  int64_t dgc_warmup_epochs = 0;
-  // Pulls: "dense" (the weights), "delta" (Top-K deltas of `pull_ratio`,
-  // values in `pull_value_type`, with server-side error feedback), "exact"
-  // (every changed element at fp32: lossless, and sparse when the shards'
-  // update is, as plain SGD over sparse pushes makes it) or "auto" ("dense"
-  // beside compressor "none", "delta" otherwise).
-  std::string pull = "auto";
-  // 0: as much as the push keeps, `ratio`, when the compressor is a
-  // sparsifier (topk, randomk, dgc), so both directions shrink alike, but
-  // at least kMinAutoPullRatio; kDenseCompressorPullRatio for the others.
-  double pull_ratio = 0;
-  std::string pull_value_type = "fp16";
-  // The shards' optimizer: sgd, momentum, nesterov, adam, adamw.
-  std::string optimizer = "momentum";
-  double lr = 0.05;
-  double momentum = 0.9;
-  double weight_decay = 0.0;
-  // Where the momentum of "momentum"/"nesterov" runs (MomentumPlacement):
-  // "auto", "server", "worker" or "fold". For "adam"/"adamw": "server"
-  // (Adam on the shards) or "worker" (1-bit Adam: the first moment on the
-  // workers, the second frozen on the shards after adam_freeze_step dense
-  // steps); "auto" picks "worker" for compressed pushes with error feedback
-  // (compressors other than none, fp16 and bf16), "server" otherwise. For
-  // momentum, "auto" picks, from what docs/convergence.md measured:
-  //   uncompressed (none, fp16, bf16) BSP: server, where it is exact;
-  //   onebit with error feedback: fold;
-  //   everything else (compressed pushes, ASP, SSP): worker, before
-  //   compression with masking (DGC's momentum correction), so that the
-  //   shards apply neither error feedback's bursts nor stale pushes with a
-  //   velocity of their own.
-  std::string momentum_placement = "auto";
-  // With momentum on the worker: zero a coordinate's velocity when a sparse
-  // push sends it (DGC's momentum-factor masking).
-  bool momentum_masking = true;
-  // With momentum folded: the share of momentum's long-run step,
-  // lr / (1 - m), that the shards' SGD takes, in (0, 1]. The full step
-  // (0.5 at the default lr) costs 1-bit sign 6 points on the CNN's first
-  // epoch against 0.4 of it (0.8024 against 0.8626, docs/convergence.md):
-  // error feedback already releases a sign's lost magnitude over later
-  // steps, so the full step overshoots.
-  double fold_scale = kDefaultFoldScale;
-  // adam/adamw with the placement "worker" (1-bit Adam): the steps of dense
-  // fp32 pushes while the shards' Adam estimates its second moment, which
-  // then freezes; afterwards each worker compresses its velocity
-  // u = beta1 * u + g with error feedback and the shards divide it by the
-  // frozen sqrt(v). >= 1.
-  int64_t adam_freeze_step = kDefaultAdamFreezeStep;
-  // ASP and SSP: the shards apply each push with lr / num_workers, its
-  // share of a BSP step's mean, so that one push from every worker moves
-  // the weights as far as one BSP step (a staleness-aware step size whose
-  // staleness is the number of workers). false: every push at lr.
-  bool scale_async_lr = true;
-  // Consistency: bsp, asp or ssp (with `staleness`).
-  std::string mode = "bsp";
-  int64_t staleness = 2;
-  int64_t partition_bytes = int64_t{4} << 20;
-  // Threads that compress a push's chunks in parallel; 0: one per core this
-  // process may run on.
-  int64_t compress_threads = 0;
-  // With overlap: push the announced gradients once those not yet pushed
-  // hold this many bytes of float32 (SyncOptions::push_bucket_bytes); 0:
-  // as soon as the pushing thread is free.
-  int64_t push_bucket_bytes = int64_t{1} << 20;
-  // SyncOptions::residual_spare.
-  bool residual_spare = true;
-  // Deadlines: each Init and Push; a Pull waiting for its step.
-  double rpc_timeout_seconds = 30;
-  double pull_timeout_seconds = 300;
-  // How long connecting waits for every shard to answer.
-  double connect_timeout_seconds = 30;
-  // TLS and token files; read (and checked) by SyncOptionsFromSettings.
+#define GRADWIRE_SETTING_FIELD(Type, name, default_value, ...) \
+  Type name = default_value;
+  GRADWIRE_SYNC_SETTINGS(GRADWIRE_SETTING_FIELD)
+#undef GRADWIRE_SETTING_FIELD
+  // TLS and token files (GRADWIRE_TRANSPORT_SETTINGS); read (and checked)
+  // by SyncOptionsFromSettings.
   TransportSecurityFiles transport;
 };
+
+// Calls visit(const SettingInfo&, field) for every setting of `settings`
+// (a SyncSettings, const or not), in SettingInfos() order; `field` is a
+// reference to the field, of the entry's type.
+template <typename Settings, typename Visit>
+void ForEachSetting(Settings& settings, Visit&& visit) {
+  const absl::Span<const SettingInfo> infos = SettingInfos();
+#define GRADWIRE_VISIT_SETTING(Type, name, ...) \
+  visit(infos[static_cast<size_t>(SettingIndex::name)], settings.name);
+#define GRADWIRE_VISIT_TRANSPORT(Type, name, ...)       \
+  visit(infos[static_cast<size_t>(SettingIndex::name)], \
+        settings.transport.name);
+  GRADWIRE_SYNC_SETTINGS(GRADWIRE_VISIT_SETTING)
+  GRADWIRE_TRANSPORT_SETTINGS(GRADWIRE_VISIT_TRANSPORT)
+#undef GRADWIRE_VISIT_SETTING
+#undef GRADWIRE_VISIT_TRANSPORT
+}
 
 // How an error message names a setting, given its key in snake_case
 // ("value_type"): gradwire-worker says "--value-type", Python "value_type".

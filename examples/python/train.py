@@ -102,22 +102,56 @@ def at_least(minimum):
     return parse
 
 
-# (name, type, default, help). Defaults are gradwire-worker's
-# (trainer/worker_flags.cc, worker/sync_settings.h).
+def setting_type(setting):
+    """The argparse type of one of gradwire.settings()."""
+    if setting["type"] == "bool":
+        return parse_bool
+    if setting["type"] == "int":
+        return int if setting["min"] is None else at_least(setting["min"])
+    if setting["type"] == "float":
+        return float
+    if setting["choices"]:
+        return choice(*setting["choices"])
+    return str  # str, and list[str] written "a,b"
+
+
+def setting_flags(*groups):
+    """(name, type, default, help) of gradwire's settings in `groups`, as
+    the table of settings declares them (gradwire.settings(),
+    docs/reference/settings.md): the flags this script shares with
+    gradwire-worker, with OVERRIDES applied."""
+    flags = []
+    for setting in gradwire.settings():
+        if not setting["keyword"] or setting["group"] not in groups:
+            continue
+        default = setting["default"]
+        if setting["type"] == "list[str]":
+            default = ",".join(default)
+        flag = (setting["name"].replace("_", "-"), setting_type(setting),
+                default, setting["help"])
+        flags.append(OVERRIDES.get(setting["name"], lambda f: f)(flag))
+    return flags
+
+
+# Settings that mean more here than on the shards: --optimizer also names
+# torch.optim optimizers this process runs (--api=optimizer, ddp).
+OVERRIDES = {
+    "optimizer": lambda flag: (
+        flag[0], choice("sgd", "momentum", "nesterov", "adam", "adamw",
+                        "adadelta"), flag[2],
+        "Optimizer: sgd, momentum, nesterov, adam, adamw, adadelta. Run by "
+        "the shards with --api=sync (not adadelta); by a local torch.optim "
+        "optimizer with --api=optimizer and --baseline=ddp."),
+    "pull": lambda flag: (
+        flag[0], flag[1], flag[2],
+        flag[3] + " DistributedOptimizer: auto is exact beside a "
+        "sparsifier."),
+}
+
+# (name, type, default, help): gradwire's settings from its table, and
+# this script's own flags.
 FLAG_GROUPS = {
-    "topology": [
-        ("shards", str, "127.0.0.1:7000",
-         "Comma-separated shard addresses (host:port), in shard-id order."),
-        ("worker-id", at_least(0), 0,
-         "This worker's id, in [0, --num-workers)."),
-        ("num-workers", at_least(1), 1, "Number of workers."),
-        ("local-rank", at_least(0), 0, "This process's rank inside its node."),
-        ("local-size", at_least(1), 1,
-         "Processes on this node; > 1 averages gradients inside the node "
-         "(Gloo) before pushing, and turns --overlap off."),
-        ("local-store", str, "127.0.0.1:29500",
-         "host:port of the node's c10d TCPStore (hosted by local rank 0)."),
-    ],
+    "topology": setting_flags("topology"),
     "training": [
         ("data-dir", str, gradwire.datasets.FASHION_MNIST_DIR,
          "Directory holding the Fashion-MNIST .gz IDX files."),
@@ -150,99 +184,9 @@ FLAG_GROUPS = {
          "Check the flags, print what they resolve to and exit (the "
          "gradwire options are checked when connecting)."),
     ],
-    "compression": [
-        ("compressor", str, "topk",
-         "Gradient compressor: none, fp16, bf16, topk, randomk, threshold, "
-         "dgc, qsgd, onebit."),
-        ("ratio", float, 0.01, "Fraction of elements sparsifiers keep."),
-        ("min-kept", int, 64,
-         "Sparsifiers: every chunk keeps at least this many elements per "
-         "push, so small tensors are not starved at low ratios; 1: exactly "
-         "--ratio."),
-        ("threshold", float, 0.001, "threshold compressor: |g| to keep."),
-        ("levels", int, 256, "qsgd: quantisation levels."),
-        ("qsgd-bucket", int, 512,
-         "qsgd: elements that share one norm, a multiple of 64 (0: one norm "
-         "per chunk)."),
-        ("onebit-bucket", int, 512,
-         "onebit: elements that share one scale, a multiple of 64 (0: one "
-         "scale per chunk)."),
-        ("value-type", str, "fp16",
-         "Precision of pushed values: fp32, fp16 or bf16."),
-        ("error-feedback", parse_bool, True,
-         "Keep what compression left out for later steps."),
-        ("dgc-momentum", float, 0.0,
-         "dgc: momentum correction factor (0: off)."),
-        ("dgc-momentum-masking", parse_bool, True,
-         "dgc: momentum-factor masking."),
-        ("dgc-clip-norm", float, 0.0,
-         "dgc: local gradient clipping norm (0: off)."),
-        ("dgc-warmup-epochs", int, 0, "dgc: epochs of sparsity warm-up."),
-    ],
-    "shards": [
-        ("pull", str, "auto",
-         "Pulls: dense (full weights every step), delta (Top-K weight "
-         "deltas with server-side error feedback), exact (every changed "
-         "element at fp32) or auto (dense beside --compressor=none, delta "
-         "otherwise; DistributedOptimizer: exact beside a sparsifier)."),
-        ("pull-ratio", float, 0.0,
-         "Fraction of elements a delta pull keeps; 0: the push's --ratio "
-         "for topk, randomk and dgc (at least 0.01), 0.05 beside the other "
-         "compressors."),
-        ("pull-value-type", choice("fp32", "fp16", "bf16"), "fp16",
-         "Precision of delta pull values (the shards' error feedback keeps "
-         "what rounding leaves out)."),
-        ("optimizer", choice("sgd", "momentum", "nesterov", "adam", "adamw",
-                             "adadelta"),
-         "momentum",
-         "Optimizer: sgd, momentum, nesterov, adam, adamw, adadelta. Run by "
-         "the shards with --api=sync (not adadelta); by a local torch.optim "
-         "optimizer with --api=optimizer and --baseline=ddp."),
-        ("lr", float, 0.05, "Learning rate."),
-        ("momentum", float, 0.9, "Momentum (beta1 for adam)."),
-        ("weight-decay", float, 0.0, "Weight decay."),
-        ("momentum-placement", choice("auto", "fold", "worker", "server"),
-         "auto",
-         "Where momentum runs with --api=sync: server, worker, fold or auto "
-         "(see gradwire-worker --help)."),
-        ("fold-scale", float, 0.4,
-         "With momentum folded: the shards' SGD step is this share of "
-         "lr / (1 - momentum), in (0, 1]."),
-        ("adam-freeze-step", int, 50,
-         "adam/adamw on the worker (1-bit Adam): dense steps before the "
-         "shards' second moment freezes."),
-        ("scale-async-lr", parse_bool, True,
-         "asp/ssp: each push applied at lr / --num-workers."),
-        ("mode", str, "bsp", "Consistency mode: bsp, asp or ssp."),
-        ("staleness", int, 2, "SSP staleness."),
-        ("partition-bytes", int, 4 << 20, "Largest chunk in bytes."),
-        ("compress-threads", int, 0,
-         "Threads that compress a push's chunks in parallel (0: one per "
-         "core this process may run on)."),
-        ("push-bucket-bytes", int, 1 << 20,
-         "With --overlap: push the finished gradients once those not yet "
-         "pushed hold this many bytes of float32 (0: each as soon as the "
-         "pushing thread is free)."),
-        ("residual-spare", parse_bool, True,
-         "Chunks of 512K floats and more keep a second error-feedback "
-         "residual buffer, so that a gradient's non-finite check rides in "
-         "the pass that adds it (4 more bytes per element of those chunks; "
-         "false: a check pass of its own)."),
-        ("rpc-timeout-seconds", float, 30.0,
-         "Deadline of each Init and Push."),
-        ("pull-timeout-seconds", float, 300.0,
-         "How long a Pull waits for its step (Python only)."),
-        ("tls-cert", str, "", "PEM client certificate (mutual TLS)."),
-        ("tls-key", str, "", "PEM key of --tls-cert."),
-        ("tls-ca", str, "",
-         "PEM CA certificates the shards' certificates chain to."),
-        ("tls-server-name", str, "",
-         "Name expected in the shards' certificates."),
-        ("auth-token-file", str, "", "File holding the shards' bearer token."),
-        ("allow-insecure-token", parse_bool, False,
-         "Send --auth-token-file's token without TLS (no --tls-ca), in "
-         "clear; refused otherwise."),
-    ],
+    "compression": setting_flags("compression"),
+    "shards": setting_flags("pulls", "optimizer", "consistency", "chunks",
+                            "deadlines", "security"),
     "python": [
         ("api", choice("sync", "optimizer"), "sync",
          "sync: gradwire.ParameterSync (the shards run the optimizer); "
@@ -612,19 +556,18 @@ def weights_fingerprint(named_parameters):
 # (steps done, resumed ones included), stats() and close().
 # ---------------------------------------------------------------------------
 
-COMPRESSION_FLAGS = ("compressor", "ratio", "min_kept", "threshold", "levels",
-                     "qsgd_bucket", "onebit_bucket", "value_type", "error_feedback", "dgc_momentum",
-                     "dgc_momentum_masking", "dgc_clip_norm",
-                     "dgc_warmup_epochs")
-OPTIMIZER_FLAGS = ("optimizer", "lr", "momentum", "weight_decay",
-                   "momentum_placement", "fold_scale", "adam_freeze_step")
-PULL_FLAGS = ("pull", "pull_ratio", "pull_value_type")
-SYNC_FLAGS = ("worker_id", "num_workers", "local_rank", "local_size",
-              "local_store", "mode", "staleness", "scale_async_lr",
-              "partition_bytes", "compress_threads", "push_bucket_bytes",
-              "residual_spare", "rpc_timeout_seconds",
-              "pull_timeout_seconds", "tls_cert", "tls_key", "tls_ca",
-              "tls_server_name", "auth_token_file", "allow_insecure_token")
+def setting_names(*groups):
+    return tuple(s["name"] for s in gradwire.settings()
+                 if s["keyword"] and s["group"] in groups)
+
+
+COMPRESSION_FLAGS = setting_names("compression")
+OPTIMIZER_FLAGS = setting_names("optimizer")
+PULL_FLAGS = setting_names("pulls")
+SYNC_FLAGS = tuple(
+    name for name in setting_names("topology", "consistency", "chunks",
+                                   "deadlines", "security")
+    if name != "shards")
 
 
 # torch.optim optimizers that the shards do not implement.

@@ -27,11 +27,12 @@ to train a PyTorch model through gradwire:
           sync.step()
 
 The engine is C++ (``gradwire._C``); this package adds the gradient hooks
-that overlap pushes with the backward pass.
+that overlap pushes with the backward pass. ``gradwire.settings()`` lists
+every setting (name, type, default, range, help).
 """
 
 from gradwire import _C
-from gradwire._C import Error, SyncStats, tune_heap
+from gradwire._C import Error, SyncStats, settings, tune_heap
 from gradwire.datasets import FASHION_MNIST_DIR, load_fashion_mnist
 from gradwire._sync import ParameterSync
 from gradwire._env import (Environment, init, local_rank, local_size, rank,
@@ -51,6 +52,7 @@ __all__ = [
     "local_rank",
     "local_size",
     "rank",
+    "settings",
     "shard_addresses",
     "size",
     "load_fashion_mnist",

@@ -25,18 +25,23 @@ command-line flags of gradwire's own:
 
 gradwire's worker id is the host's index, RANK // LOCAL_WORLD_SIZE, and
 its worker count WORLD_SIZE // LOCAL_WORLD_SIZE.
+
+The GRADWIRE_* variables are those of the settings that the table of
+settings marks "env" (docs/reference/settings.md, gradwire.settings()).
 """
 
 import dataclasses
 import os
 
-_TRANSPORT_VARIABLES = (
-    ("tls_ca", "GRADWIRE_TLS_CA"),
-    ("tls_cert", "GRADWIRE_TLS_CERT"),
-    ("tls_key", "GRADWIRE_TLS_KEY"),
-    ("tls_server_name", "GRADWIRE_TLS_SERVER_NAME"),
-    ("auth_token_file", "GRADWIRE_AUTH_TOKEN_FILE"),
-)
+from gradwire import _C
+
+
+def _setting_variables():
+    """(keyword, variable, type, default) of every setting the environment
+    sets, GRADWIRE_SHARDS aside (read by _shards)."""
+    return [(s["name"], s["environment"], s["type"], s["default"])
+            for s in _C.settings()
+            if s["environment"] is not None and s["name"] != "shards"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,15 +140,20 @@ def read_environment(environ=None):
         raise ValueError(
             f"RANK={rank} and LOCAL_RANK={local_rank} disagree: ranks of "
             f"one host must be consecutive (RANK % LOCAL_WORLD_SIZE)")
-    transport = {key: environ[name] for key, name in _TRANSPORT_VARIABLES
-                 if environ.get(name)}
-    if _flag(environ, "GRADWIRE_ALLOW_INSECURE_TOKEN"):
-        transport["allow_insecure_token"] = True
+    # Set variables only: an unset one leaves the setting's default.
+    transport = {}
+    local_store = None
+    for key, name, kind, default in _setting_variables():
+        if kind == "bool":
+            if _flag(environ, name):
+                transport[key] = True
+        elif key == "local_store":
+            local_store = environ.get(name, default)
+        elif environ.get(name):
+            transport[key] = environ[name]
     return Environment(
         shards=shards, rank=rank, size=size, local_rank=local_rank,
-        local_size=local_size,
-        local_store=environ.get("GRADWIRE_LOCAL_STORE", "127.0.0.1:29500"),
-        transport=transport)
+        local_size=local_size, local_store=local_store, transport=transport)
 
 
 def init():

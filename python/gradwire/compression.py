@@ -10,13 +10,19 @@ are set together::
 A plain dict of the same keywords is accepted wherever a Compression is.
 """
 
-# Push keywords (see help(gradwire.ParameterSync)).
-PUSH_KEYS = (
-    "ratio", "min_kept", "threshold", "levels", "qsgd_bucket",
-    "onebit_bucket", "value_type", "error_feedback", "dgc_momentum",
-    "dgc_momentum_masking", "dgc_clip_norm", "dgc_warmup_epochs")
-# Pull keywords.
-PULL_KEYS = ("pull", "pull_ratio", "pull_value_type")
+from gradwire import _C
+
+
+def _group(name):
+    return tuple(s["name"] for s in _C.settings()
+                 if s["group"] == name and s["keyword"])
+
+
+# Push keywords (see help(gradwire.ParameterSync)): the table's
+# "compression" group (docs/reference/settings.md) but the compressor.
+PUSH_KEYS = tuple(k for k in _group("compression") if k != "compressor")
+# Pull keywords: the table's "pulls" group.
+PULL_KEYS = _group("pulls")
 KEYS = ("compressor",) + PUSH_KEYS + PULL_KEYS
 
 # Compressors that send a subset of the elements: the mean of W workers'

@@ -28,7 +28,7 @@ uncompressed, and every worker ends the step with worker 0's values.
 
 import torch
 
-from gradwire import _env
+from gradwire import _C, _env
 from gradwire._C import Error
 from gradwire._sync import ParameterSync, _GradientHooks
 from gradwire.checkpoint import load_checkpoint, save_checkpoint
@@ -37,8 +37,8 @@ from gradwire.compression import PULL_KEYS, PUSH_KEYS, Compression
 __all__ = ["DistributedOptimizer", "save_checkpoint", "load_checkpoint"]
 
 # Options the wrapper decides itself: the shards only aggregate.
-_RESERVED_KEYS = ("optimizer", "lr", "momentum", "weight_decay",
-                  "momentum_placement", "fold_scale", "adam_freeze_step")
+_RESERVED_KEYS = tuple(s["name"] for s in _C.settings()
+                       if s["group"] == "optimizer" and s["keyword"])
 # The prefix of the names under which buffers are registered.
 _BUFFER_PREFIX = "buffer:"
 # The key of gradwire's own part of a state dict.
