@@ -75,6 +75,17 @@ std::string Wrap(absl::string_view text, size_t width) {
   return out;
 }
 
+// ", in (0, 1]", ", >= 1", ", one of bsp, asp, ssp" or "" (any value),
+// with " where used" for a conditional range.
+std::string RangeInWords(const SettingInfo& info) {
+  const std::string range = DescribeRange(info);
+  if (range.empty()) return "";
+  const char* lead = !info.range.choices.empty()          ? ", one of "
+                     : range[0] == '(' || range[0] == '[' ? ", in "
+                                                          : ", ";
+  return absl::StrCat(lead, range, info.range.conditional ? " where used" : "");
+}
+
 template <typename T>
 py::object Bound(double bound) {
   if (std::isinf(bound)) return py::none();
@@ -129,23 +140,19 @@ SyncSettings SettingsFromKeywords(const py::kwargs& keywords) {
 std::string KeywordSettingsDoc() {
   std::string doc;
   absl::string_view group;
-  for (const SettingInfo& info : SettingInfos()) {
-    if (!(info.front_ends & kPythonKeyword)) continue;
+  const SyncSettings defaults;
+  ForEachSetting(defaults, [&](const SettingInfo& info, const auto& value) {
+    if (!(info.front_ends & kPythonKeyword)) return;
     if (info.group != group) {
       group = info.group;
       absl::StrAppend(&doc, group, "\n");
     }
-    std::string line =
+    const std::string entry =
         absl::StrCat(info.name, " (", SettingTypeName(info.type), ", default ",
-                     SettingDefault(info.name), ")");
-    const std::string range = DescribeRange(info);
-    if (!range.empty())
-      absl::StrAppend(&line, " ", range, ":");
-    else
-      absl::StrAppend(&line, ":");
-    absl::StrAppend(&doc,
-                    Wrap(absl::StrCat(line, " ", KeywordHelp(info.help)), 76));
-  }
+                     py::repr(py::cast(value)).template cast<std::string>(),
+                     RangeInWords(info), "): ", KeywordHelp(info.help));
+    absl::StrAppend(&doc, Wrap(entry, 76));
+  });
   return doc;
 }
 

@@ -66,7 +66,8 @@ def test_the_docstring_lists_every_setting_with_its_default():
     text = pydoc.render_doc(gradwire.ParameterSync, renderer=pydoc.plaintext)
     for setting in gradwire.settings():
         assert setting["name"] + " (" in text, setting["name"]
-    assert "fold_scale (float, default 0.4)" in text
+    assert "fold_scale (float, default 0.4, in (0, 1])" in text
+    assert "error_feedback (bool, default True)" in text
     # Help written for flags names the keywords in Python.
     assert "num_workers)" in text and "--num-workers" not in text
 

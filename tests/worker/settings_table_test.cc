@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "absl/strings/ascii.h"
+#include "cli/run_environment.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/settings_reference.h"
@@ -93,6 +94,26 @@ TEST(SettingsTableTest, NamesNearAKnownOneFindIt) {
   EXPECT_EQ(ClosestSettingName("compresor"), "compressor");
   EXPECT_EQ(ClosestSettingName("pull_ration"), "pull_ratio");
   EXPECT_EQ(SettingEnvironmentVariable("local_store"), "GRADWIRE_LOCAL_STORE");
+}
+
+// `gradwire run` sets the variables of the settings the table marks
+// kRunEnvironment (cli/run_environment.h), all but the c10d store, which a
+// run's one-process workers do not use.
+TEST(SettingsTableTest, TheLauncherSetsTheTablesVariables) {
+  const std::set<std::string> launcher = {cli::kShardsVariable,
+                                          cli::kTlsCaVariable,
+                                          cli::kTlsCertVariable,
+                                          cli::kTlsKeyVariable,
+                                          cli::kTlsServerNameVariable,
+                                          cli::kAuthTokenFileVariable,
+                                          cli::kAllowInsecureTokenVariable};
+  std::set<std::string> table;
+  for (const SettingInfo& info : SettingInfos()) {
+    if ((info.front_ends & kRunEnvironment) && info.name != "local_store") {
+      table.insert(SettingEnvironmentVariable(info.name));
+    }
+  }
+  EXPECT_EQ(table, launcher);
 }
 
 TEST(SettingsTableTest, DefaultsReadAsTheFlagsTakeThem) {
