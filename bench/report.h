@@ -28,7 +28,7 @@ struct ResultRow {
   double seconds = 0.0;
   int reps = 0;
   // Threads the call ran on. Above 1: the buffer split into chunks of the
-  // worker's size, compressed in parallel on a TaskPool (as a worker
+  // worker's size, compressed in parallel on a ThreadPool (as a worker
   // compresses a push).
   int threads = 1;
   // Elements per chunk when the buffer was compressed chunk by chunk, one
