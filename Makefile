@@ -15,14 +15,14 @@
 #                    (staleness 2, 4); writes build/bench-straggler.json
 #   make bench-convergence  accuracy and bytes of 6 compression settings,
 #                    each with momentum and with plain SGD, seeds 1,2,3, 10
-#                    MLP epochs (bench/convergence.py; about 1.5 h; writes
-#                    build/convergence.{md,json}, convergence-*.png and
-#                    build/convergence-runs/)
+#                    MLP epochs (bench/convergence/convergence.py; about
+#                    1.5 h; writes build/convergence.{md,json},
+#                    convergence-*.png and build/convergence-runs/)
 #   make bench-optimizers  DistributedOptimizer (Top-K 1% + EF) against DDP
 #                    with the same torch optimizer: SGD momentum, Adam,
 #                    Adadelta, seeds 1,2,3, 1 CNN epoch, 2 workers
-#                    (bench/optimizer_convergence.py; about 1 h; writes
-#                    build/optimizer-convergence.{md,json})
+#                    (bench/convergence/optimizer_convergence.py; about
+#                    1 h; writes build/optimizer-convergence.{md,json})
 #   make bench-python  Python workers against gradwire-worker, overlap on
 #                    shaped links (root), ResNet-18 against DDP
 #                    (build/bench-python.json; PYTHON_BENCH_ARGS="--parts=a")
@@ -74,17 +74,17 @@ DEMO_DASHBOARD ?= $(if $(wildcard /usr/bin/prometheus),--dashboard)
 # Extra flags for `make demo`, appended last so they win, e.g.
 # DEMO_ARGS="--max-steps=100" on a busy machine.
 DEMO_ARGS  ?=
-# Flags for bench/network.sh, e.g. "--rate=10gbit --steps=100".
+# Flags for bench/network/network.sh, e.g. "--rate=10gbit --steps=100".
 NETWORK_ARGS ?=
-# Flags for bench/straggler.sh, e.g. "--delay-ms=300 --every=4".
+# Flags for bench/straggler/straggler.sh, e.g. "--delay-ms=300 --every=4".
 STRAGGLER_ARGS ?=
-# Flags for bench/convergence.sh (bench/convergence.py --help), e.g.
-# "--seeds=1 --only=topk1,dense" or "--model=cnn --epochs=1".
+# Flags for bench/convergence/convergence.sh (its convergence.py --help),
+# e.g. "--seeds=1 --only=topk1,dense" or "--model=cnn --epochs=1".
 CONVERGENCE_ARGS ?=
-# Flags for bench/optimizer_convergence.py (--help), e.g. "--seeds=1
-# --optimizers=adam".
+# Flags for bench/convergence/optimizer_convergence.py (--help), e.g.
+# "--seeds=1 --optimizers=adam".
 OPTIMIZERS_ARGS ?=
-# Flags for bench/python.sh, e.g. "--parts=a --steps=60 --repeat=2".
+# Flags for bench/python/python.sh, e.g. "--parts=a --steps=60 --repeat=2".
 PYTHON_BENCH_ARGS ?=
 # Flags for gradwire-bench-load, e.g. "--mode=bsp --steps=200".
 LOAD_ARGS ?=
@@ -129,19 +129,19 @@ bench: build
 	$(BUILD)/bin/gradwire-bench-compress --json $(BUILD)/bench-compress.json
 
 bench-convergence: build
-	BUILD=$(BUILD) bench/convergence.sh --out $(BUILD) $(CONVERGENCE_ARGS)
+	BUILD=$(BUILD) bench/convergence/convergence.sh --out $(BUILD) $(CONVERGENCE_ARGS)
 
 bench-optimizers: build
-	bench/optimizer_convergence.py --out $(BUILD) --bin $(BUILD)/bin $(OPTIMIZERS_ARGS)
+	bench/convergence/optimizer_convergence.py --out $(BUILD) --bin $(BUILD)/bin $(OPTIMIZERS_ARGS)
 
 bench-network: build
-	bench/network.sh --bin $(BUILD)/bin --json $(BUILD)/bench-network.json $(NETWORK_ARGS)
+	bench/network/network.sh --bin $(BUILD)/bin --json $(BUILD)/bench-network.json $(NETWORK_ARGS)
 
 bench-straggler: build
-	bench/straggler.sh --bin $(BUILD)/bin --json $(BUILD)/bench-straggler.json $(STRAGGLER_ARGS)
+	bench/straggler/straggler.sh --bin $(BUILD)/bin --json $(BUILD)/bench-straggler.json $(STRAGGLER_ARGS)
 
 bench-python: build
-	bench/python.sh --bin $(BUILD)/bin --json $(BUILD)/bench-python.json $(PYTHON_BENCH_ARGS)
+	bench/python/python.sh --bin $(BUILD)/bin --json $(BUILD)/bench-python.json $(PYTHON_BENCH_ARGS)
 
 bench-load: build
 	$(BUILD)/bin/gradwire-bench-load --json $(BUILD)/bench-load.json $(LOAD_ARGS)

@@ -35,11 +35,12 @@ Exit codes: 0; 1 when a summary cannot be read or is not a gradwire summary
 (the message names the file) or matplotlib is missing (Debian package
 python3-matplotlib); 2 for a bad command line.
 
-The benchmark bench/convergence.py imports this module (which re-exports
-report_rows.py and report_plots.py): load_summary,
-Run, make_rows (Row), default_baseline, markdown_table, require_matplotlib,
-plot_accuracy, plot_bytes and write_report are its interface. Matplotlib is imported only by
-require_matplotlib (with the Agg backend: no display needed).
+The benchmark bench/convergence/ (convergence.py, convergence_results.py)
+imports this module (which re-exports report_rows.py and report_plots.py):
+load_summary, Run, make_rows (Row), default_baseline, markdown_table,
+require_matplotlib, plot_accuracy, plot_bytes and write_report are its
+interface. Matplotlib is imported only by require_matplotlib (with the Agg
+backend: no display needed).
 """
 
 

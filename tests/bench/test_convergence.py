@@ -1,5 +1,5 @@
-"""bench/convergence.py without training: its argument checks, --dry-run,
-and whole runs against a fake `gradwire` (testdata/fake-gradwire) that
+"""bench/convergence/convergence.py without training: its argument checks,
+--dry-run, and whole runs against a fake `gradwire` (testdata/fake-gradwire) that
 writes a summary at once: the files it writes, the table, --resume, and a
 failing run."""
 
@@ -13,8 +13,8 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "bench" / "convergence.py"
-WRAPPER = ROOT / "bench" / "convergence.sh"
+SCRIPT = ROOT / "bench" / "convergence" / "convergence.py"
+WRAPPER = ROOT / "bench" / "convergence" / "convergence.sh"
 FAKE = pathlib.Path(__file__).resolve().parent / "testdata" / "fake-gradwire"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -1,0 +1,87 @@
+// Whole compressors on one chunk, as a shard publishes a pull delta and as a
+// worker runs DGC.
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "bench/kernels/benchmarks.h"
+#include "bench/kernels/inputs.h"
+#include "common/compress/compressed_chunk.h"
+#include "common/compress/compressor.h"
+#include "common/compress/registry.h"
+
+namespace gradwire::bench {
+namespace {
+
+// A shard's pull delta (published_deltas.h): Top-K 1% with fp16 values of
+// its weights against the shadow its workers hold, one chunk. "materialised"
+// writes the difference into a buffer and compresses that, as shards did
+// before CompressDifference; "fused" is CompressDifference.
+void PublishDelta(benchmark::State& state, bool fused) {
+  CompressorOptions options;
+  options.name = "topk";
+  options.ratio = 0.01;
+  options.precision = ValuePrecision::kFp16;
+  const std::unique_ptr<Compressor> topk = std::move(*MakeCompressor(options));
+  const std::vector<float> weights = Gaussian(kNumel, 3);
+  const std::vector<float> step = Gaussian(kNumel, 4);
+  std::vector<float> shadow(kNumel);
+  for (size_t i = 0; i < kNumel; ++i) shadow[i] = weights[i] - 1e-3f * step[i];
+  std::vector<float> difference(kNumel);
+  CompressedChunk delta;
+  for (auto _ : state) {
+    if (fused) {
+      benchmark::DoNotOptimize(
+          topk->CompressDifference(weights, shadow, {}, &delta).ok());
+    } else {
+      for (size_t i = 0; i < kNumel; ++i) {
+        difference[i] = weights[i] - shadow[i];
+      }
+      benchmark::DoNotOptimize(topk->Compress(difference, {}, &delta).ok());
+    }
+  }
+  SetFloatsRead(state, 2);
+}
+
+}  // namespace
+
+void RegisterPublish() {
+  benchmark::RegisterBenchmark(
+      "publish/topk_1pct_fp16/materialised",
+      [](benchmark::State& s) { PublishDelta(s, /*fused=*/false); });
+  benchmark::RegisterBenchmark(
+      "publish/topk_1pct_fp16/fused",
+      [](benchmark::State& s) { PublishDelta(s, /*fused=*/true); });
+}
+
+namespace {
+
+// DGC as the paper runs it: momentum correction at 0.9 with masking, error
+// feedback, 1% kept, fp16 values; one chunk compressed again and again.
+void DgcWithMomentum(benchmark::State& state) {
+  CompressorOptions options;
+  options.name = "dgc";
+  options.ratio = 0.01;
+  options.precision = ValuePrecision::kFp16;
+  options.dgc.momentum = 0.9f;
+  const std::unique_ptr<Compressor> dgc = std::move(*MakeCompressor(options));
+  const std::vector<float> gradient = Gaussian(kNumel, 5);
+  FeedbackState feedback;
+  CompressedChunk chunk;
+  CompressContext context;
+  for (auto _ : state) {
+    ++context.step;
+    benchmark::DoNotOptimize(
+        dgc->CompressWithFeedback(gradient, context, &feedback, &chunk).ok());
+  }
+  SetFloatsRead(state, 1);
+}
+
+}  // namespace
+
+void RegisterCompressors() {
+  benchmark::RegisterBenchmark("compressor/dgc_1pct_fp16_momentum_0.9",
+                               DgcWithMomentum);
+}
+
+}  // namespace gradwire::bench
