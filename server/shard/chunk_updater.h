@@ -193,6 +193,13 @@ class ChunkUpdater {
   bool PrepareInPlace(ChunkState* chunk, const CompressedChunk& gradient,
                       PreparedUpdate* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  // PrepareInPlace for a sparse push: whether the step's update, with this
+  // push's `share` of `gradient` added to the sum, leaves every weight
+  // finite. Checks the sum without this push (only at the step's positions
+  // when the step is sparse, StepIsSparse) and then the push's elements.
+  bool SparseStepFinite(const ChunkState& chunk,
+                        const CompressedChunk& gradient, float share) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   // The same for a dense ASP/SSP push: true and *out set to apply
   // `gradient` (no |value| above `gradient_bound`, +infinity when unknown)
   // in place when the optimizer keeps no element state and every new
