@@ -110,4 +110,52 @@ std::string DescribeSettings(const SyncSettings& settings) {
   return absl::StrCat("settings: ", absl::StrJoin(given, " "));
 }
 
+std::string DescribeOptimizerPlacement(const SyncOptions& options) {
+  const v1::OptimizerConfig& optimizer = options.training.optimizer();
+  std::string shards;
+  switch (optimizer.kind()) {
+    case v1::OPTIMIZER_KIND_MOMENTUM:
+      shards = absl::StrFormat("%s %g",
+                               optimizer.nesterov() ? "nesterov" : "momentum",
+                               optimizer.momentum());
+      break;
+    case v1::OPTIMIZER_KIND_ADAM:
+      shards = "adam";
+      break;
+    case v1::OPTIMIZER_KIND_ADAMW:
+      shards = "adamw";
+      break;
+    default:
+      shards = "SGD";
+  }
+  absl::StrAppendFormat(&shards, " lr %g on the shards",
+                        optimizer.learning_rate());
+  if (optimizer.freeze_variance_after() > 0) {
+    const MomentumCorrectionOptions& u = options.worker_momentum;
+    return absl::StrFormat(
+        "optimizer: 1-bit Adam: dense fp32 pushes for %d steps, then the "
+        "first moment (beta1 %g) on the worker before compression%s; %s, its "
+        "second moment frozen after update %d",
+        u.dense_steps, u.momentum,
+        u.masking ? " (masked where a sparse push sent)" : "", shards,
+        optimizer.freeze_variance_after());
+  }
+  if (options.folded_momentum > 0) {
+    return absl::StrFormat(
+        "optimizer: momentum %g folded into the step (%g of lr / (1 - "
+        "momentum); error feedback carries the history); %s",
+        options.folded_momentum, options.fold_scale, shards);
+  }
+  if (!options.worker_momentum.enabled()) {
+    return absl::StrCat("optimizer: ", shards);
+  }
+  return absl::StrFormat(
+      "optimizer: %s %g on the worker before compression%s; %s",
+      options.worker_momentum.nesterov ? "nesterov" : "momentum",
+      options.worker_momentum.momentum,
+      options.worker_momentum.masking ? " (masked where a sparse push sent)"
+                                      : "",
+      shards);
+}
+
 }  // namespace gradwire

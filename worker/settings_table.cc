@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "worker/sync_settings.h"
 
 namespace gradwire {
@@ -73,6 +74,20 @@ std::string Bound(SettingType type, double bound) {
   return absl::StrFormat("%g", bound);
 }
 
+bool InRange(const SettingRange& r, double value) {
+  const bool above_min = r.min_open ? value > r.min : value >= r.min;
+  const bool below_max = r.max_open ? value < r.max : value <= r.max;
+  return above_min && below_max;  // false for NaN
+}
+
+// "a, b or c" for choices "a|b|c".
+std::string ChoicesText(absl::string_view choices) {
+  std::string text = absl::StrReplaceAll(choices, {{"|", ", "}});
+  const size_t last = text.rfind(", ");
+  if (last != std::string::npos) text.replace(last, 2, " or ");
+  return text;
+}
+
 }  // namespace
 
 absl::Span<const SettingInfo> SettingInfos() { return kSettings; }
@@ -126,6 +141,39 @@ std::string DescribeRange(const SettingInfo& info) {
   }
   return absl::StrCat(r.min_open ? "(" : "[", Bound(info.type, r.min), ", ",
                       Bound(info.type, r.max), r.max_open ? ")" : "]");
+}
+
+std::string RangeViolation(const SettingInfo& info, double value) {
+  if (!info.range.bounded() || InRange(info.range, value)) return "";
+  return absl::StrCat(Bound(info.type, value), " is outside ",
+                      DescribeRange(info));
+}
+
+std::string RangeViolation(const SettingInfo& info, int64_t value) {
+  return RangeViolation(info, static_cast<double>(value));
+}
+
+std::string RangeViolation(const SettingInfo& info, absl::string_view value) {
+  const absl::string_view choices = info.range.choices;
+  if (choices.empty()) return "";
+  for (absl::string_view choice : absl::StrSplit(choices, '|')) {
+    if (choice == value) return "";
+  }
+  return absl::StrCat("'", value, "' is not ", ChoicesText(choices));
+}
+
+absl::Status CheckSettingRanges(const SyncSettings& settings,
+                                const SettingNamer& namer) {
+  absl::Status status;
+  ForEachSetting(settings, [&](const SettingInfo& info, const auto& value) {
+    if (!status.ok() || info.range.conditional) return;
+    const std::string outside = RangeViolation(info, value);
+    if (!outside.empty()) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat(namer(info.name), ": ", outside));
+    }
+  });
+  return status;
 }
 
 }  // namespace gradwire

@@ -298,6 +298,19 @@ std::string SettingEnvironmentVariable(absl::string_view name);
 // "(0, 1]", "[1, 65535]", ">= 1", "fp32, fp16, bf16" or "" for any value.
 std::string DescribeRange(const SettingInfo& info);
 
+// "" when `value` is within info's range (or the range is AnyValue()),
+// else what is wrong: "0 is outside (0, 1]", "70000 is outside [1, 65535]".
+std::string RangeViolation(const SettingInfo& info, double value);
+std::string RangeViolation(const SettingInfo& info, int64_t value);
+// "" when `value` is one of info's choices (or any string is allowed),
+// else "'x' is not a, b or c".
+std::string RangeViolation(const SettingInfo& info, absl::string_view value);
+// Booleans and string lists have no range.
+inline std::string RangeViolation(const SettingInfo&, bool) { return ""; }
+inline std::string RangeViolation(const SettingInfo&, const StringList&) {
+  return "";
+}
+
 // The index of each entry in SettingInfos().
 enum class SettingIndex : size_t {
 #define GRADWIRE_SETTING_INDEX(Type, name, ...) name,

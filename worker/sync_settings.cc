@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -34,71 +33,13 @@ class Complaint {
   const SettingNamer& namer_;
 };
 
-// A bound as the range's text writes it: integers without an exponent.
-std::string FormatBound(SettingType type, double bound) {
-  return type == SettingType::kInt64 ? absl::StrFormat("%.0f", bound)
-                                     : absl::StrFormat("%g", bound);
-}
-
-bool InRange(const SettingRange& r, double value) {
-  const bool above_min = r.min_open ? value > r.min : value >= r.min;
-  const bool below_max = r.max_open ? value < r.max : value <= r.max;
-  return above_min && below_max;  // false for NaN
-}
-
-bool IsChoice(const SettingRange& r, absl::string_view value) {
-  for (absl::string_view choice : absl::StrSplit(r.choices, '|')) {
-    if (choice == value) return true;
-  }
-  return false;
-}
-
-// "a, b or c" for choices "a|b|c".
-std::string ChoicesText(absl::string_view choices) {
-  std::string text = absl::StrReplaceAll(choices, {{"|", ", "}});
-  const size_t last = text.rfind(", ");
-  if (last != std::string::npos) text.replace(last, 2, " or ");
-  return text;
-}
-
-// The table's bound or choices for one value of `info`'s setting.
-template <typename T>
-absl::Status CheckValue(const SettingInfo& info, const T& value,
-                        const Complaint& bad) {
-  const SettingRange& r = info.range;
-  if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) {
-    if (!r.bounded() || InRange(r, static_cast<double>(value))) {
-      return absl::OkStatus();
-    }
-    return bad(info.name, "%s is outside %s",
-               FormatBound(info.type, static_cast<double>(value)),
-               DescribeRange(info));
-  } else if constexpr (std::is_same_v<T, std::string>) {
-    if (r.choices.empty() || IsChoice(r, value)) return absl::OkStatus();
-    return bad(info.name, "'%s' is not %s", value, ChoicesText(r.choices));
-  } else {
-    return absl::OkStatus();
-  }
-}
-
-// Every bound and choice of the table that holds whatever the other
-// settings say; the first value outside its range is the error.
-absl::Status CheckUnconditionalRanges(const SyncSettings& s,
-                                      const Complaint& bad) {
-  absl::Status status;
-  ForEachSetting(s, [&](const SettingInfo& info, const auto& value) {
-    if (status.ok() && !info.range.conditional) {
-      status = CheckValue(info, value, bad);
-    }
-  });
-  return status;
-}
-
 // The table's range of a Conditional entry, where its setting is used.
 template <typename T>
 absl::Status CheckWhereUsed(SettingIndex index, const T& value,
                             const Complaint& bad) {
-  return CheckValue(SettingInfos()[static_cast<size_t>(index)], value, bad);
+  const SettingInfo& info = SettingInfos()[static_cast<size_t>(index)];
+  const std::string outside = RangeViolation(info, value);
+  return outside.empty() ? absl::OkStatus() : bad(info.name, "%s", outside);
 }
 
 absl::Status ResolveOptimizer(const SyncSettings& s, const Complaint& bad,
@@ -418,7 +359,7 @@ std::string FlagName(absl::string_view key) {
 absl::StatusOr<SyncOptions> SyncOptionsFromSettings(
     const SyncSettings& settings, const SettingNamer& namer) {
   const Complaint bad(namer);
-  if (absl::Status s = CheckUnconditionalRanges(settings, bad); !s.ok()) {
+  if (absl::Status s = CheckSettingRanges(settings, namer); !s.ok()) {
     return s;
   }
   SyncOptions sync;
@@ -438,54 +379,6 @@ absl::StatusOr<SyncOptions> SyncOptionsFromSettings(
   if (!transport.ok()) return transport.status();
   sync.client.transport = *std::move(transport);
   return sync;
-}
-
-std::string DescribeOptimizerPlacement(const SyncOptions& options) {
-  const v1::OptimizerConfig& optimizer = options.training.optimizer();
-  std::string shards;
-  switch (optimizer.kind()) {
-    case v1::OPTIMIZER_KIND_MOMENTUM:
-      shards = absl::StrFormat("%s %g",
-                               optimizer.nesterov() ? "nesterov" : "momentum",
-                               optimizer.momentum());
-      break;
-    case v1::OPTIMIZER_KIND_ADAM:
-      shards = "adam";
-      break;
-    case v1::OPTIMIZER_KIND_ADAMW:
-      shards = "adamw";
-      break;
-    default:
-      shards = "SGD";
-  }
-  absl::StrAppendFormat(&shards, " lr %g on the shards",
-                        optimizer.learning_rate());
-  if (optimizer.freeze_variance_after() > 0) {
-    const MomentumCorrectionOptions& u = options.worker_momentum;
-    return absl::StrFormat(
-        "optimizer: 1-bit Adam: dense fp32 pushes for %d steps, then the "
-        "first moment (beta1 %g) on the worker before compression%s; %s, its "
-        "second moment frozen after update %d",
-        u.dense_steps, u.momentum,
-        u.masking ? " (masked where a sparse push sent)" : "", shards,
-        optimizer.freeze_variance_after());
-  }
-  if (options.folded_momentum > 0) {
-    return absl::StrFormat(
-        "optimizer: momentum %g folded into the step (%g of lr / (1 - "
-        "momentum); error feedback carries the history); %s",
-        options.folded_momentum, options.fold_scale, shards);
-  }
-  if (!options.worker_momentum.enabled()) {
-    return absl::StrCat("optimizer: ", shards);
-  }
-  return absl::StrFormat(
-      "optimizer: %s %g on the worker before compression%s; %s",
-      options.worker_momentum.nesterov ? "nesterov" : "momentum",
-      options.worker_momentum.momentum,
-      options.worker_momentum.masking ? " (masked where a sparse push sent)"
-                                      : "",
-      shards);
 }
 
 }  // namespace gradwire

@@ -103,9 +103,17 @@ std::string FlagName(absl::string_view key);
 absl::StatusOr<SyncOptions> SyncOptionsFromSettings(
     const SyncSettings& settings, const SettingNamer& namer = FlagName);
 
+// The first setting (in table order) whose value is outside its table
+// range or choices, ranges marked Conditional aside: INVALID_ARGUMENT
+// "NAME: 0 is outside (0, 1]" with NAME as `namer` writes it; OK when
+// every value is allowed. SyncOptionsFromSettings calls it first.
+// (Defined in settings_table.cc.)
+absl::Status CheckSettingRanges(const SyncSettings& settings,
+                                const SettingNamer& namer = FlagName);
+
 // One line saying what runs where: "momentum 0.9 on the worker before
 // compression (masked where sent); SGD lr 0.05 on the shards", for the
-// start of a run's log.
+// start of a run's log. (Defined in settings_reference.cc.)
 std::string DescribeOptimizerPlacement(const SyncOptions& options);
 
 }  // namespace gradwire
