@@ -111,6 +111,7 @@ int Run(gradwire::WorkerConfig& config) {
                 gradwire::DescribeAuthToken(config.sync.client.transport));
   absl::FPrintF(stderr, "%s: %s\n", label,
                 gradwire::DescribeOptimizerPlacement(config.sync));
+  absl::FPrintF(stderr, "%s: %s\n", label, config.settings_summary);
   // Metrics first, so that a scraper sees the worker from its start.
   gradwire::metrics::Registry registry;
   auto exporter = StartMetrics(config, label, &registry);
