@@ -3,13 +3,13 @@
 // absl records the order in which each thread takes its mutexes in a
 // process-wide graph, under a global lock, and aborts on a cycle. Upstream
 // absl does that only in debug builds; the absl that Debian 12 ships runs
-// it in every build. Measured here with that absl: one Lock/Unlock of two
-// nested mutexes takes 103-105 ns with the detector and 29-31 ns without,
-// and taking and releasing 16,384 mutexes in order (what a shard's
-// DropWorker and a rejoining Init do over every chunk, ChunkLocks) 8.5-91
-// ms with it and 0.23 ms without. A shard also locks every chunk a push
-// names, and its gRPC threads, metrics and pools lock their own mutexes on
-// every call.
+// it in every build. With that absl the detector makes a nested lock
+// several times slower, and taking and releasing a mutex per chunk in
+// order (what a shard's DropWorker and a rejoining Init do over every
+// chunk, ChunkLocks) tens to hundreds of times slower
+// (docs/architecture.md#build-and-test). A shard also locks every chunk a
+// push names, and its gRPC threads, metrics and pools lock their own
+// mutexes on every call.
 //
 // gradwire-server, gradwire-worker, the Python module and the benchmarks
 // call DisableMutexDeadlockDetection once at start. The unit tests do

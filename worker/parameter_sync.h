@@ -279,8 +279,9 @@ class ParameterSync {
   uint64_t step_ = 0;
   SyncStats stats_;
   // The residual norm gauge, recomputed at most once per
-  // kResidualNormRefresh: a pass over every residual each step took ~3% of
-  // the CPU of a 2-worker CNN run, for a gauge scraped every few seconds.
+  // kResidualNormRefresh: a pass over every residual each step costs a
+  // noticeable share of a worker's CPU, for a gauge scraped every few
+  // seconds (docs/benchmarks/step-time.md#the-demo-against-ddp).
   absl::Time residual_norm_at_ = absl::InfinitePast();
   double residual_norm_ = 0;
 };

@@ -141,7 +141,8 @@ constexpr SettingRange Conditional(SettingRange range) {
     "qsgd: elements that share one norm, a multiple of 64 (0: one norm per " \
     "chunk, which diverges with error feedback on large chunks).") \
   /* 512: a small layer's elements are sent at their own size, not at the \
-     chunk's largest layer's (+0.6 points on the CNN's first epoch). */ \
+     chunk's largest layer's, which raised the CNN's accuracy \
+     (docs/convergence.md#measured-cnn-3-epochs-one-seed). */ \
   X(int64_t, onebit_bucket, 512, "compression", kPythonKeyword, \
     Closed(0, 1 << 30), \
     "onebit: elements that share one scale, a multiple of 64 (0: one scale " \
@@ -198,8 +199,9 @@ constexpr SettingRange Conditional(SettingRange range) {
   X(bool, momentum_masking, true, "optimizer", kPythonKeyword, AnyValue(), \
     "With momentum on the worker: zero a coordinate's velocity when a " \
     "sparse push sends it (DGC's momentum-factor masking).") \
-  /* 0.4: the full step cost 1-bit sign 6 points on the CNN's first epoch \
-     (docs/convergence.md); error feedback already releases the rest. */ \
+  /* 0.4: the full step overshoots under 1-bit sign and costs accuracy \
+     (docs/convergence.md#measured-cnn-3-epochs-one-seed); error feedback \
+     already releases the rest. */ \
   X(double, fold_scale, kDefaultFoldScale, "optimizer", kPythonKeyword, \
     OpenClosed(0, 1), \
     "With momentum folded: the shards' SGD step is this share of lr / (1 - " \

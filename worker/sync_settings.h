@@ -45,19 +45,19 @@ enum class MomentumPlacement {
 // keeps every element (none, fp16, bf16, qsgd, onebit).
 inline constexpr double kDenseCompressorPullRatio = 0.05;
 // The smallest ratio pull_ratio 0 picks beside a sparsifier. Pulls at the
-// push's ratio cost DGC 0.1% 20 points on the MLP (0.6728 against 0.8785
-// with 5% pulls, 10 epochs, 3 seeds), while 1% pulls keep Top-K 1% where
-// 5% pulls had it (docs/benchmarks/pulls.md).
+// push's ratio cost DGC 0.1% much of its accuracy on the MLP, while 1%
+// pulls keep Top-K 1% where 5% pulls had it
+// (docs/benchmarks/pulls.md#convergence-rows).
 inline constexpr double kMinAutoPullRatio = 0.01;
 
 // SyncSettings::fold_scale's default: at momentum 0.9 the folded step is
 // 4 * lr.
 inline constexpr double kDefaultFoldScale = 0.4;
 
-// SyncSettings::adam_freeze_step's default. On the MLP (Adam lr 0.001, 2
-// workers, Top-K 1% + EF, 10 epochs, docs/convergence.md) 50 dense steps
-// gave 0.8802 over 3 seeds against 0.8765 for 20 and 0.8782 for 200, whose
-// dense pushes also cost 2.6 times the bytes of 50's.
+// SyncSettings::adam_freeze_step's default. On the MLP with Top-K 1% + EF
+// it trained best of the freeze steps measured: fewer lost accuracy, and
+// more gained none while their dense pushes multiplied the pushed bytes
+// (docs/convergence.md#measured-mlp-10-epochs-3-seeds-adam-lr-0001).
 inline constexpr int64_t kDefaultAdamFreezeStep = 50;
 
 // Every setting of GRADWIRE_SYNC_SETTINGS (settings_table.h) as a field

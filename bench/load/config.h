@@ -63,8 +63,10 @@ struct LoadBenchConfig {
   // The memory verdict fails when a shard's RSS grows between the two
   // phases by more than max(max_rss_growth_mib, max_rss_growth_percent % of
   // its RSS after the first phase). glibc keeps freed message buffers
-  // around: with no trend, two quiescent readings of a shard differ by up
-  // to about 20% (docs/benchmarks/load.md), hence the relative part.
+  // around: with no trend, two quiescent readings of a shard differ by a
+  // sizeable share of its RSS
+  // (docs/benchmarks/load.md#why-the-memory-limit-is-relative), hence the
+  // relative part.
   double max_rss_growth_mib = 8.0;
   double max_rss_growth_percent = 25.0;
   uint64_t seed = 42;

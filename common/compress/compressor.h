@@ -82,9 +82,10 @@ struct CompressorOptions {
   // feedback must then carry. Buckets send each part at its own size, but
   // they also send more in total (sum over buckets of n_b mean_b^2 is at
   // least n mean^2), and with the folded momentum auto picks for onebit
-  // (SGD at lr / (1 - m)) the CNN's weights turned non-finite within its
-  // first 20 seconds at bucket 2048, where bucket 0 trains
-  // (docs/convergence.md). So 0 stays the default.
+  // (SGD at lr / (1 - m)) the CNN's weights turned non-finite early in its
+  // first epoch with buckets, where bucket 0 trains
+  // (docs/convergence.md#measured-cnn-3-epochs-one-seed). So 0 stays the
+  // default here.
   uint32_t onebit_bucket = 0;
   // Seed of randomk's index draw and qsgd's stochastic rounding, mixed with
   // the chunk key and step of each call.
@@ -121,13 +122,13 @@ struct CompressContext {
 // Error-feedback state of one chunk, owned by the caller (one per chunk).
 struct FeedbackState {
   // Chunks of at least this many elements (2 MiB of floats) get a second
-  // residual buffer by default. Measured on one core (AMD EPYC, 1 MiB L2,
-  // 32 MiB L3), Top-K 1% over 25M floats against the check pass: 10-15%
-  // faster in chunks of 1M, 3-4% in chunks of 786K (on two threads 3-11%),
-  // as fast in chunks of 512K, and 5% slower in chunks of 256K, where the
-  // gradient a check pass reads is still cached for the pass after it and
-  // the streaming stores only evict the sum. The worker's default 4 MiB
-  // partition cuts a large tensor into near-equal chunks just under 1M.
+  // residual buffer by default. Against the check pass it is faster in
+  // chunks of 1M and 786K, as fast in chunks of 512K, and slower below,
+  // where the gradient a check pass reads is still cached for the pass
+  // after it and the streaming stores only evict the sum
+  // (docs/benchmarks/compress.md#the-finite-check-in-the-accumulating-pass).
+  // The worker's default 4 MiB partition cuts a large tensor into
+  // near-equal chunks just under 1M.
   static constexpr size_t kSpareFrom = size_t{1} << 19;
 
   // What was left out of earlier messages; numel elements, zero at start.

@@ -5,11 +5,11 @@
 // shards after compression, the momentum would act on what the compressor
 // let through, which is not the gradient: with Top-K and error feedback the
 // residual already carries the history that momentum adds again, and the
-// two together overshoot (gradwire measured 3 points lost on the MLP and
-// DGC 0.1% diverging). Run here instead, before compression, it is the
-// velocity u that error feedback accumulates and the compressor sends, so
-// the sum of everything sent equals the sum of the dense updates and the
-// shards only apply plain SGD.
+// two together overshoot: Top-K loses accuracy on the MLP and DGC 0.1%
+// diverges (docs/convergence.md, "What the earlier figures said"). Run here
+// instead, before compression, it is the velocity u that error feedback
+// accumulates and the compressor sends, so the sum of everything sent
+// equals the sum of the dense updates and the shards only apply plain SGD.
 //
 // Momentum-factor masking: where a sparse push sent a coordinate, that
 // coordinate's velocity restarts from zero, so that a stale velocity does

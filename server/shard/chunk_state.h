@@ -97,10 +97,9 @@ struct ChunkState {
 // Beyond numel / this many positions a step's sum is treated as dense. A
 // position costs a scattered read and write of a weight and of the sum,
 // each pass; the dense pass streams. gradwire-bench-server's BSP Top-K 1%
-// rows (1M-float chunks) measured the crossover: 1 pusher (1% positions)
-// update 336-365 us a push over the chunk against 190-222 us at the
-// positions; 2 pushers (2%) 248-282 against 271-300 us; 8 pushers 130-156
-// against 288-317 us.
+// rows put the crossover between one pusher's positions, which win, and
+// two pushers', which lose
+// (docs/benchmarks/server.md#at-the-steps-positions-where-they-are-few).
 inline constexpr uint64_t kMaxStepPositionsShare = 64;
 
 // Publishes the chunk's pull delta at its version and clock now

@@ -22,8 +22,9 @@ struct ShardOptions;
 // the worker is about 4 publications behind: its answer is a chain of about
 // 4 deltas (well within PublishedDeltas::kMaxKept) and misses at most a
 // quarter of a round of updates. Sharing one delta among all workers
-// (num_workers) costs accuracy: MLP, 4 workers, Top-K 1%, 5 seeds, 0.8218
-// against 0.8380 publishing every update (docs/convergence.md).
+// (num_workers) costs accuracy against publishing every update, since a
+// pull then misses the newest updates on top of ASP's staleness
+// (docs/convergence.md#asp-and-ssp-with-shared-published-deltas).
 uint64_t DefaultPublishEvery(uint32_t num_workers);
 
 struct ShardConfig {
