@@ -31,13 +31,13 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 
 echo "== build"
 start=$(date +%s)
-cmake --build "$BUILD" -j "$JOBS" --target common_cuda_compress_test
+cmake --build "$BUILD" -j "$JOBS" --target common_cuda_device_compressor_test
 echo "built in $(($(date +%s) - start)) s"
 
 echo "== test"
-log="$BUILD/cuda_compress_test.log"
+log="$BUILD/device_compressor_test.log"
 status=0
-"$BUILD/tests/common_cuda_compress_test" --gtest_brief=1 2>&1 | tee "$log" ||
+"$BUILD/tests/common_cuda_device_compressor_test" --gtest_brief=1 2>&1 | tee "$log" ||
   status=$?
 grep -E '^\[  (PASSED|FAILED|SKIPPED) *\]|ran\.' "$log" || true
 if [[ $status -ne 0 ]]; then

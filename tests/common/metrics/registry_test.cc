@@ -1,5 +1,7 @@
 // The Registry and its metric types, checked through the text a scrape
 // produces.
+#include "common/metrics/registry.h"
+
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/metrics/registry.h"
 #include "common/metrics/text_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -2,6 +2,8 @@
 // same inputs, with error feedback over several steps, the chunks and the
 // residuals must agree bit for bit. Cases that need a device skip, with
 // "no CUDA device: ...", where the runtime reports none.
+#include "common/cuda/device_compressor.h"
+
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -18,7 +20,6 @@
 #include "common/compress/compressed_chunk.h"
 #include "common/compress/compressor.h"
 #include "common/compress/registry.h"
-#include "common/cuda/device_compressor.h"
 #include "common/cuda/kernels.h"
 #include "common/precision.h"
 #include "gtest/gtest.h"

@@ -1,10 +1,11 @@
+#include "common/metrics/text_format.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "common/metrics/text_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,6 +1,8 @@
 // The shared command-line handling, run as the binaries run it: each case
 // parses a command line in a child process (a death test) and checks the
 // exit code and what was printed.
+#include "common/flags/program.h"
+
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -8,7 +10,6 @@
 #include "absl/flags/flag.h"
 #include "common/flags/command_line.h"
 #include "common/flags/metrics_flags.h"
-#include "common/flags/program.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,9 +1,10 @@
+#include "common/flags/command_line.h"
+
 #include <cstdlib>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "common/flags/command_line.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

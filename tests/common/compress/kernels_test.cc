@@ -1,6 +1,8 @@
 // Every vector kernel table returns, bit for bit, what the portable table
 // returns: on random, tied, all-zero, subnormal and non-finite inputs, at
 // every length around the vector widths and at unaligned starts.
+#include "common/compress/kernels.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,7 +13,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "common/compress/kernels.h"
 #include "common/precision.h"
 #include "gtest/gtest.h"
 

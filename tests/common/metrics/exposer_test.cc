@@ -1,4 +1,6 @@
 // The /metrics endpoint over real sockets.
+#include "common/metrics/exposer.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -13,7 +15,6 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "common/metrics/exposer.h"
 #include "common/metrics/registry.h"
 #include "common/metrics/text_format.h"
 #include "gmock/gmock.h"

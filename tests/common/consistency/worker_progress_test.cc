@@ -1,10 +1,11 @@
+#include "common/consistency/worker_progress.h"
+
 #include <cstdint>
 #include <random>
 #include <set>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/consistency/worker_progress.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,5 +1,7 @@
 // ChildProcess and the file helpers beside it: exit codes, signals, output
 // redirection, the PATH search and a log's tail.
+#include "common/process/child_process.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -9,7 +11,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/process/child_process.h"
 #include "gtest/gtest.h"
 
 namespace gradwire {

@@ -1,6 +1,7 @@
 // HumanBytes and CompressionRatio: the figures every progress line and
 // report prints.
 #include "common/format/human_bytes.h"
+
 #include "gtest/gtest.h"
 
 namespace gradwire {

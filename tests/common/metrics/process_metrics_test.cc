@@ -1,8 +1,9 @@
+#include "common/metrics/process_metrics.h"
+
 #include <string>
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "common/metrics/process_metrics.h"
 #include "common/metrics/registry.h"
 #include "common/metrics/text_format.h"
 #include "gmock/gmock.h"

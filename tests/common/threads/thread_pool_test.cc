@@ -2,6 +2,8 @@
 // bounded queue, drained on Stop), a worker's compression (ParallelFor with
 // the caller working too) and a client's calls to its shards (ParallelFor
 // on a pool that grows, where a blocked task holds up no other call).
+#include "common/threads/thread_pool.h"
+
 #include <atomic>
 #include <chrono>
 #include <set>
@@ -11,7 +13,6 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "common/threads/thread_pool.h"
 #include "gtest/gtest.h"
 
 namespace gradwire {
