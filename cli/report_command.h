@@ -1,9 +1,9 @@
-// `gradwire report`: the table and the two plots of bench/convergence.py
-// (accuracy per epoch, accuracy against bytes) from any summary JSON files.
-// The work is done by scripts/gradwire_report.py (Python and matplotlib);
-// this command finds the interpreter and the script and replaces itself
-// with `INTERPRETER SCRIPT ARGS...`, so that the script's output and exit
-// code are the command's.
+// `gradwire report`: the table and the two plots of
+// bench/convergence/convergence.py (accuracy per epoch, accuracy against bytes)
+// from any summary JSON files. The work is done by scripts/gradwire_report.py
+// (Python and matplotlib); this command finds the interpreter and the script
+// and replaces itself with `INTERPRETER SCRIPT ARGS...`, so that the script's
+// output and exit code are the command's.
 #ifndef GRADWIRE_CLI_REPORT_COMMAND_H_
 #define GRADWIRE_CLI_REPORT_COMMAND_H_
 

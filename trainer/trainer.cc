@@ -487,8 +487,8 @@ std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
     summary["epoch_test_accuracy"] = accuracies;
   }
   // One line with a space after ':' and ',' (nlohmann's compact dump has
-  // none): line-based readers (bench/network.sh's awk, the sed of
-  // bench/*.sh and tests/cluster/) expect that layout.
+  // none): line-based readers (bench/network/network.sh's awk, the sed of
+  // bench/*/*.sh and tests/cluster/) expect that layout.
   std::string out = "{";
   for (const auto& member : summary.items()) {
     if (out.size() > 1) out += ", ";

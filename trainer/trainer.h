@@ -102,7 +102,7 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
 // {"test_accuracy", "steps", "wall_seconds", "pushed_bytes", "pulled_bytes",
 //  "dense_equivalent_bytes", ..., "epoch_loss": [...],
 //  "epoch_test_accuracy": [...]} as one JSON object on one line, with a
-// space after every ':' and ',' (line-based readers such as bench/*.sh rely
+// space after every ':' and ',' (line-based readers such as bench/*/*.sh rely
 // on that), and a newline. No test_accuracy when not evaluated; seconds to
 // the millisecond, accuracy and loss to 1e-6; a loss that is not finite is
 // null.

@@ -69,7 +69,7 @@ ABSL_FLAG(bool, pull_ahead, true,
 ABSL_FLAG(bool, compute_only, false,
           "Train alone, without shards: the same data, model and steps, each "
           "step a local torch SGD step at --lr and --momentum, nothing on the "
-          "network. The compute-only reference of bench/network.sh.");
+          "network. The compute-only reference of bench/network/network.sh.");
 ABSL_FLAG(bool, tune_heap, true,
           "Keep the training step's large buffers in the heap between steps "
           "(glibc malloc thresholds; common/heap_tuning.h) instead of mapping "

@@ -13,7 +13,7 @@
 // known field with another wire type is an unknown field, a singular field
 // seen twice keeps its last value, a message field seen twice is merged,
 // and setting another member of the `payload` oneof empties the previous
-// one (tests/common/push_wire_test.cc checks this against protobuf).
+// one (tests/common/codec/push_wire_test.cc checks this against protobuf).
 //
 // Thread safety: the functions hold no state.
 #ifndef GRADWIRE_COMMON_CODEC_PUSH_WIRE_H_

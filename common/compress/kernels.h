@@ -7,7 +7,7 @@
 // sums), on finite, tied, zero, subnormal and non-finite inputs alike (a sum
 // over a NaN is NaN in every version, its payload may differ; the
 // compressors only sum finite or zeroed input); the vector versions only do
-// it faster. tests/common/compress_kernels_test.cc
+// it faster. tests/common/compress/kernels_test.cc
 // holds every version to the portable one.
 //
 // Floating-point sums (the 1-bit scale, the QSGD norm) are accumulated in

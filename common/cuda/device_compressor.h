@@ -10,7 +10,8 @@
 // values.
 //
 // What runs on the device, with the same result as the CPU compressor of the
-// same options (bit for bit; cuda_compress_test compares them):
+// same options (bit for bit; tests/common/cuda/device_compressor_test.cc
+// compares them):
 //   none, fp16, bf16  dense rounding to the wire precision (fp16 saturates
 //                     at +-65504 like the CPU path), 16-bit patterns copied
 //   topk              exact k, larger magnitude first and ties to the lower

@@ -55,7 +55,7 @@ TEST(SummariseClusterTest, CombinesTheWorkersAndWritesTheClusterSummary) {
                                  "2.0 kB, 5.0x less)"));
   const std::string text = ReadFile(out);
   // One line with a space after ':' and ',', as gradwire-worker writes: the
-  // line-based readers of summaries (sed in bench/*.sh) rely on it.
+  // line-based readers of summaries (sed in bench/*/*.sh) rely on it.
   EXPECT_THAT(text, StartsWith("{\"test_accuracy\": 0.5, \"steps\": 40, "));
   EXPECT_THAT(text, HasSubstr("\"pushed_bytes\": 400, "));
   EXPECT_THAT(text, EndsWith("}\n"));
