@@ -75,6 +75,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/process/call_limits.h"
 #include "server/process/worker_tokens.h"
+#include "server/shard/memory_budget.h"
 #include "server/shard/shard.h"
 #include "server/shard/worker_liveness.h"
 
@@ -161,6 +162,16 @@ class ParameterServerService final : public RawParameterServerService {
                                   const grpc::ByteBuffer* request,
                                   grpc::ByteBuffer* response, ThreadPool* pool,
                                   Work work);
+  // Serve's steps on the pool thread, up to the answer: parses and
+  // authorizes the request, runs `work` and serializes its answer into
+  // *response. A pull answer's serialized copy is reserved in the shard's
+  // memory budget: *serialized holds it, and the caller keeps it until the
+  // call is finished.
+  template <typename Request, typename Response, typename Work>
+  grpc::Status Handle(grpc::CallbackServerContext* context,
+                      const grpc::ByteBuffer& request,
+                      std::optional<uint32_t> caller, const Work& work,
+                      grpc::ByteBuffer* response, MemoryLease* serialized);
 
   // Who the call is (a worker id, or nullopt for the shared token or no
   // token required), or the refusal (counted).
