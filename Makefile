@@ -32,7 +32,7 @@
 #                    (gradwire local; writes build/demo-summary.json), with
 #                    the Prometheus console dashboard when Debian's
 #                    prometheus is installed (its URL is printed)
-#   make demo-python the same with Python workers (examples/python/train.py
+#   make demo-python the same with Python workers (bench/python/worker.py
 #                    through --worker-command; writes
 #                    build/demo-python-summary.json)
 #   make format      clang-format every C++ file
@@ -156,7 +156,7 @@ demo: build
 demo-python: build
 	PYTHONPATH=$(abspath $(BUILD))/python $(BUILD)/bin/gradwire local \
 	  --shards=2 --workers=2 \
-	  --worker-command="/usr/bin/python3 examples/python/train.py" \
+	  --worker-command="/usr/bin/python3 bench/python/worker.py" \
 	  --model=cnn --compressor=topk --ratio=0.01 --error-feedback --epochs=1 \
 	  --summary-json=$(BUILD)/demo-python-summary.json $(DEMO_ARGS)
 

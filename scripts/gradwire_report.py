@@ -6,7 +6,7 @@
 
 (`gradwire report ...` runs this script.) Reads the summaries that
 `gradwire local --summary-json`, `gradwire-worker --summary-json` or
-examples/python/train.py write, one JSON object per file, and
+bench/python/worker.py write, one JSON object per file, and
 
   - prints a table (Markdown), one line per label: the final test accuracy
     as mean ± half the range ((max - min) / 2) over the label's runs, its

@@ -2,10 +2,10 @@
 """Your own optimizer: gradwire.torch.DistributedOptimizer against DDP.
 
 Trains the CNN on Fashion-MNIST with 2 workers, once through gradwire
-(`gradwire local`, 2 shards, examples/python/train.py --api=optimizer: a
+(`gradwire local`, 2 shards, bench/python/worker.py --api=optimizer: a
 local torch optimizer steps on the average of Top-K 1% + error feedback
 pushes, exact pulls by default) and once with torch DDP over gloo (dense
-fp32 all-reduce, train.py --baseline=ddp), for each optimizer and seed,
+fp32 all-reduce, worker.py --baseline=ddp), for each optimizer and seed,
 one run after another. Both sides get the same optimizer and learning
 rate, the same data split and batch order, the same seed and one torch
 thread per worker; worker 0 measures the test accuracy.
@@ -42,10 +42,10 @@ import time
 PROG = "optimizer_convergence.py"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-TRAIN = os.path.join(ROOT, "examples", "python", "train.py")
+TRAIN = os.path.join(ROOT, "bench", "python", "worker.py")
 
-# name -> (title, train.py flags). Each optimizer's settings are spelled
-# out, so that a change of train.py's defaults does not change the rows.
+# name -> (title, worker.py flags). Each optimizer's settings are spelled
+# out, so that a change of worker.py's defaults does not change the rows.
 OPTIMIZERS = {
     "momentum": ("SGD momentum 0.9, lr 0.05",
                  ["--optimizer=momentum", "--momentum=0.9", "--lr=0.05"]),
@@ -109,7 +109,7 @@ def parse_args(argv):
                    "package is taken from DIR/../python")
     p.add_argument("--exchange", choices=["auto", "gradients", "updates"],
                    default="auto",
-                   help="what DistributedOptimizer exchanges (train.py "
+                   help="what DistributedOptimizer exchanges (worker.py "
                    "--exchange; default auto: updates for Adam and "
                    "Adadelta, gradients for SGD)")
     p.add_argument("--ddp-from", metavar="JSON",
@@ -117,7 +117,7 @@ def parse_args(argv):
                    "earlier optimizer-convergence.json instead of training "
                    "it again (the same data, seeds and settings)")
     p.add_argument("gradwire_flags", nargs="*", metavar="-- FLAG",
-                   help="more train.py flags for gradwire's side, after "
+                   help="more worker.py flags for gradwire's side, after "
                    "-- (e.g. -- --pull=delta)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the runs' command lines and exit")

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Python workers (examples/python/train.py) against baselines measured in
+# Python workers (bench/python/worker.py) against baselines measured in
 # the same run, 2 workers each:
 #
-#   a) gradwire-worker (C++) against train.py (gradwire.ParameterSync with
+#   a) gradwire-worker (C++) against worker.py (gradwire.ParameterSync with
 #      overlap, and gradwire.torch.DistributedOptimizer): the same CNN,
 #      data, seed and Top-K 1% + EF, 1 shard on loopback. Seconds per step
 #      and pushed bytes per step; whether the weights came out equal.
-#   b) train.py with --overlap against --overlap=false on shaped links
+#   b) worker.py with --overlap against --overlap=false on shaped links
 #      between network namespaces (tests/cluster/netns.sh and topology.sh,
 #      as bench/network/network.sh; 2 shards; needs root): Top-K 1% + EF
 #      with delta pulls, and dense fp32.
-#   c) ResNet-18 (torchvision, 11.2M parameters): train.py with Top-K 1% +
+#   c) ResNet-18 (torchvision, 11.2M parameters): worker.py with Top-K 1% +
 #      EF on 1 loopback shard, with the shards' default momentum 0.9 at lr
 #      0.05 and with server SGD at lr 0.5, against --baseline=ddp (torch
 #      DistributedDataParallel, gloo, dense fp32 all-reduce, SGD momentum
@@ -42,7 +42,7 @@ source "$root/tests/cluster/topology.sh"
 
 BIN=$root/build/bin
 PYTHON=${PYTHON:-/usr/bin/python3}
-EXAMPLE=$root/examples/python/train.py
+WORKER_PY=$here/worker.py
 COMPARE=$here/python_compare.py
 parts=a,b,c
 steps=60
@@ -205,7 +205,7 @@ shaped() {
   load=$(load_average)
   echo "=== b: $name on $rate links, $network_steps steps (round $round, load $load)" >&2
   topology_up "$rate" 2 2 "$dir"
-  train_workers "$dir" 1 "$PYTHON" "$EXAMPLE" -- \
+  train_workers "$dir" 1 "$PYTHON" "$WORKER_PY" -- \
     --shards="$TOPOLOGY_ADDRESSES" --max-steps="$network_steps" --epochs=1 \
     --evaluate=false "$@"
   topology_down
@@ -223,9 +223,9 @@ for ((round = 1; round <= repeat; ++round)); do
       --train-limit=$((steps * 128)) --test-limit="$test_limit")
     loopback a cpp-worker "" "$steps" 1 "$BIN/gradwire-worker" -- \
       "${flags[@]}" --metrics-port=-1
-    loopback a python-sync cpp-worker "$steps" 1 "$PYTHON" "$EXAMPLE" -- \
+    loopback a python-sync cpp-worker "$steps" 1 "$PYTHON" "$WORKER_PY" -- \
       "${flags[@]}" --api=sync --overlap
-    loopback a python-optimizer cpp-worker "$steps" 1 "$PYTHON" "$EXAMPLE" -- \
+    loopback a python-optimizer cpp-worker "$steps" 1 "$PYTHON" "$WORKER_PY" -- \
       "${flags[@]}" --api=optimizer --overlap
   fi
 done
@@ -246,14 +246,14 @@ for ((round = 1; round <= repeat; ++round)); do
     flags=(--model=resnet18 "${common[@]}" --train-limit=$((resnet_steps * 128))
       --test-limit="$test_limit")
     master=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    loopback c ddp "" "$resnet_steps" 0 "$PYTHON" "$EXAMPLE" -- \
+    loopback c ddp "" "$resnet_steps" 0 "$PYTHON" "$WORKER_PY" -- \
       "${flags[@]}" --baseline=ddp --ddp-master="127.0.0.1:$master"
     # gradwire-worker's default optimizer (server momentum 0.9, lr 0.05,
     # as DDP's torch SGD here), and the setting docs/convergence.md
     # recommends with error feedback: server SGD at the same effective step.
-    loopback c gradwire-topk ddp "$resnet_steps" 1 "$PYTHON" "$EXAMPLE" -- \
+    loopback c gradwire-topk ddp "$resnet_steps" 1 "$PYTHON" "$WORKER_PY" -- \
       "${flags[@]}" "${topk[@]}" --api=sync --overlap
-    loopback c gradwire-topk-sgd ddp "$resnet_steps" 1 "$PYTHON" "$EXAMPLE" -- \
+    loopback c gradwire-topk-sgd ddp "$resnet_steps" 1 "$PYTHON" "$WORKER_PY" -- \
       "${flags[@]}" "${topk[@]}" --api=sync --overlap --optimizer=sgd --lr=0.5
   fi
 done

@@ -12,7 +12,7 @@ files.
 
 Seconds per step: the slowest worker's wall_seconds over the steps (the
 runs evaluate nothing inside the training loop). Bytes per step: pushed +
-pulled by all workers over the steps; DDP's are computed by train.py (the
+pulled by all workers over the steps; DDP's are computed by worker.py (the
 dense fp32 gradient per worker and step), not measured.
 """
 
@@ -85,7 +85,7 @@ def compare(run, baseline):
 
 
 PART_TITLES = {
-    "a": "a) C++ gradwire-worker vs Python train.py: CNN, Top-K 1% + EF, "
+    "a": "a) C++ gradwire-worker vs Python worker.py: CNN, Top-K 1% + EF, "
          "1 loopback shard",
     "b": "b) overlap vs none: CNN, 2 shards on shaped links",
     "c": "c) ResNet-18: gradwire Top-K 1% + EF vs torch DDP (gloo)",

@@ -1,8 +1,10 @@
-"""Smoke tests of examples/python/train.py, the Python worker a user copies.
+"""Smoke tests of bench/python/worker.py, the full-featured Python worker
+(gradwire-worker's flags and summary) that the benchmarks use.
 
 Each test starts real processes: one gradwire-server shard on an OS-chosen
-port (conftest.py's start_shards, stopped in teardown) and two train.py
-workers, or two train.py processes in --baseline=ddp mode, on a few hundred
+port (conftest.py's start_shards, stopped in teardown) and two worker.py
+workers, or two worker.py processes in --baseline=ddp mode, or `gradwire
+local` with its own shards, on a few hundred
 Fashion-MNIST examples.
 
 The binaries: $GRADWIRE_SERVER_BIN, $GRADWIRE_WORKER_BIN and
@@ -22,7 +24,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "python" / "train.py"
+WORKER_PY = ROOT / "bench" / "python" / "worker.py"
 WORKER = pathlib.Path(os.environ.get("GRADWIRE_WORKER_BIN")
                       or ROOT / "build" / "bin" / "gradwire-worker")
 CLI = pathlib.Path(os.environ.get("GRADWIRE_CLI_BIN")
@@ -79,9 +81,9 @@ def shard(start_shards):
 
 
 def run_workers(commands, timeout=120, program=None):
-    """Runs train.py (or `program`) with each command line at once;
+    """Runs worker.py (or `program`) with each command line at once;
     returns [(exit code, output)]."""
-    program = program or [sys.executable, str(EXAMPLE)]
+    program = program or [sys.executable, str(WORKER_PY)]
     processes = [subprocess.Popen(
         program + command, env=worker_env(),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -209,13 +211,13 @@ def test_gradwire_error_exits_1(tmp_path):
 
 
 def test_gradwire_local_accepts_python_workers(tmp_path):
-    """`gradwire local --worker-command` with train.py: it passes its flags,
+    """`gradwire local --worker-command` with worker.py: it passes its flags,
     and reads and adds up the Python workers' summaries."""
     assert CLI.exists(), f"{CLI} is missing: build it (make build)"
     summary = tmp_path / "cluster.json"
     result = subprocess.run(
         [str(CLI), "local", "--shards=1", "--workers=2",
-         f"--worker-command={sys.executable} {EXAMPLE}",
+         f"--worker-command={sys.executable} {WORKER_PY}",
          f"--summary-json={summary}", f"--log-dir={tmp_path}/run"]
         + SMALL_RUN, env=worker_env(), stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, timeout=120)
@@ -224,3 +226,4 @@ def test_gradwire_local_accepts_python_workers(tmp_path):
     assert cluster["workers"] == 2 and cluster["steps"] == 5
     assert about_dense_fp32(cluster["dense_equivalent_bytes"], 5, workers=2)
     assert 0 <= cluster["test_accuracy"] <= 1
+

@@ -1,6 +1,6 @@
 """The table of settings seen from Python: gradwire.settings(), the
 ParameterSync keywords made from it (type checks, unknown keywords, the
-docstring), and the flags examples/python/train.py takes from it."""
+docstring), and the flags bench/python/worker.py takes from it."""
 
 import importlib.util
 import pathlib
@@ -93,7 +93,7 @@ def test_compression_and_optimizer_keys_come_from_the_table():
 
 def test_train_py_has_a_flag_for_every_setting():
     spec = importlib.util.spec_from_file_location(
-        "train_example", ROOT / "examples" / "python" / "train.py")
+        "train_example", ROOT / "bench" / "python" / "worker.py")
     train = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(train)
     flags = {name for group in train.FLAG_GROUPS.values()

@@ -1,22 +1,25 @@
 #!/usr/bin/python3
-"""Fashion-MNIST data-parallel training with gradwire, in Python.
+"""Fashion-MNIST data-parallel training with gradwire, in Python: the
+benchmarks' and tests' Python worker.
 
-A complete training script to copy: every worker process trains its own
-part of Fashion-MNIST and exchanges Top-K-compressed gradients with
-gradwire's parameter-server shards. It is a drop-in worker for
-`gradwire local` and takes gradwire-worker's flags, spelled the same way.
+Every worker process trains its own part of Fashion-MNIST and exchanges
+Top-K-compressed gradients with gradwire's parameter-server shards. It is
+a drop-in worker for `gradwire local` and takes gradwire-worker's flags,
+spelled the same way, so that its runs can be compared with
+gradwire-worker's bit for bit. A short example to read and copy is
+examples/python/train.py.
 
     # a whole job on this machine: 2 shards, 2 Python workers
     PYTHONPATH=build/python build/bin/gradwire local --shards=2 --workers=2 \\
-        --worker-command="/usr/bin/python3 examples/python/train.py" \\
+        --worker-command="/usr/bin/python3 bench/python/worker.py" \\
         --model=cnn --compressor=topk --ratio=0.01 --error-feedback
 
     # by hand, against shards that already run
-    PYTHONPATH=build/python /usr/bin/python3 examples/python/train.py \\
+    PYTHONPATH=build/python /usr/bin/python3 bench/python/worker.py \\
         --shards=127.0.0.1:7000 --worker-id=0 --num-workers=2 --model=resnet18
 
     # the same training with plain PyTorch DDP (gloo), for comparison
-    /usr/bin/python3 examples/python/train.py --baseline=ddp \\
+    /usr/bin/python3 bench/python/worker.py --baseline=ddp \\
         --worker-id=0 --num-workers=2 --ddp-master=127.0.0.1:29511 ...
 
 Three ways to exchange gradients (--api, --baseline):
@@ -54,7 +57,7 @@ try:
     import gradwire
     import gradwire.torch
 except ImportError as error:
-    sys.exit(f"train.py: cannot import gradwire ({error}); build it "
+    sys.exit(f"worker.py: cannot import gradwire ({error}); build it "
              "(make build) and set PYTHONPATH=build/python")
 
 USAGE_EXIT = 2
@@ -249,7 +252,7 @@ GROUP_TITLES = {
 
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog="train.py", allow_abbrev=False,
+        prog="worker.py", allow_abbrev=False,
         usage="%(prog)s [--flag=value ...]",
         description="Trains Fashion-MNIST as one worker of a gradwire job. "
         "Flags as gradwire-worker's: --flag=value or --flag value; booleans "
