@@ -1,10 +1,12 @@
-"""Smoke tests of bench/python/worker.py, the full-featured Python worker
-(gradwire-worker's flags and summary) that the benchmarks use.
+"""Smoke tests of the Python workers: examples/python/train.py, the short
+example a user copies, under `gradwire run`; and bench/python/worker.py, the
+full-featured worker (gradwire-worker's flags and summary) that the
+benchmarks use.
 
 Each test starts real processes: one gradwire-server shard on an OS-chosen
 port (conftest.py's start_shards, stopped in teardown) and two worker.py
 workers, or two worker.py processes in --baseline=ddp mode, or `gradwire
-local` with its own shards, on a few hundred
+run` or `gradwire local` with their own shards, on a few hundred
 Fashion-MNIST examples.
 
 The binaries: $GRADWIRE_SERVER_BIN, $GRADWIRE_WORKER_BIN and
@@ -24,6 +26,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "python" / "train.py"
 WORKER_PY = ROOT / "bench" / "python" / "worker.py"
 WORKER = pathlib.Path(os.environ.get("GRADWIRE_WORKER_BIN")
                       or ROOT / "build" / "bin" / "gradwire-worker")
@@ -227,3 +230,29 @@ def test_gradwire_local_accepts_python_workers(tmp_path):
     assert about_dense_fp32(cluster["dense_equivalent_bytes"], 5, workers=2)
     assert 0 <= cluster["test_accuracy"] <= 1
 
+
+def test_example_trains_under_gradwire_run(tmp_path):
+    """examples/python/train.py as its docstring runs it: 2 workers and 2
+    shards under `gradwire run`, a few steps, progress lines and worker 0's
+    test accuracy."""
+    assert CLI.exists(), f"{CLI} is missing: build it (make build)"
+    result = subprocess.run(
+        [str(CLI), "run", "-n", "2", "--shards", "2", "--run-dir",
+         str(tmp_path / "run"), "--", sys.executable, str(EXAMPLE),
+         "--max-steps=6", "--log-interval=3", "--train-limit=1024",
+         "--test-limit=500"],
+        env=worker_env(), cwd=tmp_path, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, timeout=120)
+    output = result.stdout
+    assert result.returncode == 0, output[-4000:]
+    assert "[0] epoch 1/1 step 3/6 loss " in output, output[-4000:]
+    assert "[0] epoch 1/1 step 6/6 loss " in output, output[-4000:]
+    for rank in (0, 1):
+        assert f"[{rank}] worker {rank}: 6 steps in " in output, output[-4000:]
+    [accuracy] = [line for line in output.splitlines()
+                  if line.startswith("[0] test accuracy ")]
+    assert 0 <= float(accuracy.split()[-1]) <= 1, accuracy
+
+
+def test_example_is_short():
+    assert len(EXAMPLE.read_text().splitlines()) <= 300
