@@ -51,7 +51,7 @@ ABSL_FLAG(double, start_timeout_seconds, 60,
 ABSL_FLAG(std::string, worker_command, "",
           "Command line that starts each worker instead of gradwire-worker, "
           "split on whitespace (no quoting), e.g. \"/usr/bin/python3 "
-          "examples/python/train.py\". Its first word names an executable "
+          "bench/python/worker.py\". Its first word names an executable "
           "file: a path, or a name looked up in PATH. Each worker's flags "
           "(see above) are appended, as for gradwire-worker. Empty: "
           "gradwire-worker next to gradwire.");
