@@ -253,79 +253,6 @@ void ParameterSync::RecordStepMetrics(const SyncStats& before,
   metrics_->RecordStep(timings, residual_norm_);
 }
 
-absl::Status ParameterSync::GradientReady(size_t index, int epoch) {
-  if (!plan_) return absl::FailedPreconditionError("Register first");
-  if (index >= plan_->parameters().size()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("parameter index %d is outside [0, %d)", index,
-                        plan_->parameters().size()));
-  }
-  if (group_->size() > 1) {
-    return absl::FailedPreconditionError(
-        "overlap needs local_size 1: local ranks reduce whole steps");
-  }
-  if (announced_[index]) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the gradient of %s was already pushed in step %d; call Step() "
-        "before the next backward pass",
-        plan_->partition().tensors()[index].name, step_));
-  }
-  if (!pipeline_) {
-    pipeline_ = std::make_unique<ChunkPipeline>(
-        [this](const std::vector<uint64_t>& keys) {
-          absl::Status pushed =
-              CompressAndPush(keys, overlap_epoch_, &overlap_timings_);
-          // The shards answer the pull of these chunks once the step's
-          // rule lets them: in BSP when every worker has pushed them,
-          // while this worker's backward pass goes on.
-          if (pushed.ok() && pull_pipeline_) pull_pipeline_->Enqueue(keys);
-          return pushed;
-        },
-        options_.push_bucket_bytes);
-  }
-  if (!step_announced_) {
-    // The first announcement of a step: the last step's pulls land first
-    // (their slots are about to be pushed from), then nothing is queued,
-    // the pipeline threads are idle, and these fields are the caller's to
-    // set.
-    if (absl::Status s = AwaitWeights(); !s.ok()) return s;
-    if (pull_pipeline_) {
-      pulls_in_flight_ = true;
-      pull_step_ = step_;
-    }
-    step_announced_ = true;
-    overlap_epoch_ = epoch;
-    overlap_timings_ = PushTimings();
-    push_builder_->BeginStep();
-  }
-  announced_[index] = true;
-  EnqueuePush(index);
-  return absl::OkStatus();
-}
-
-absl::Status ParameterSync::FinishOverlappedPush() {
-  const std::vector<torch::Tensor>& parameters = plan_->parameters();
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    if (announced_[i]) continue;
-    const torch::Tensor& p = parameters[i];
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    announced_[i] = true;
-    EnqueuePush(i);
-  }
-  const absl::Status pushed = pipeline_->Drain();
-  announced_.assign(parameters.size(), false);
-  step_announced_ = false;
-  CountPushed(overlap_timings_);
-  return pushed;
-}
-
-void ParameterSync::EnqueuePush(size_t index) {
-  const std::vector<uint64_t>& keys = plan_->OwnedKeys(index);
-  uint64_t bytes = 0;
-  for (const uint64_t key : keys) bytes += plan_->slot(key).spec.numel * 4;
-  pipeline_->Enqueue(keys, bytes);
-}
-
 absl::Status ParameterSync::CompressAndPush(const std::vector<uint64_t>& keys,
                                             int epoch, PushTimings* timings) {
   absl::Time start = absl::Now();
@@ -369,58 +296,6 @@ void ParameterSync::NotePulled(uint64_t step, uint64_t min_clock) {
   if (step + 1 > min_clock) {
     stats_.max_step_lead = std::max(stats_.max_step_lead, step + 1 - min_clock);
   }
-}
-
-absl::Status ParameterSync::PullAhead(const std::vector<uint64_t>& keys) {
-  const absl::Time start = absl::Now();
-  const std::vector<v1::PullRequest> requests =
-      BuildPullRequests(*plan_, keys, options_.client.worker_id,
-                        options_.pull_deltas, rule_->MinStepToPull(pull_step_));
-  std::vector<v1::PullResponse> responses;
-  absl::Status pulled = client_->Pull(requests, &responses);
-  if (pulled.ok()) {
-    pulled = CatchTorch("gradwire pull", [&]() -> absl::Status {
-      // Grad mode is per thread: this one's must not record the writes.
-      torch::NoGradGuard no_grad;
-      absl::StatusOr<uint64_t> min_clock =
-          ApplyPulledWeights(responses, plan_.get());
-      if (!min_clock.ok()) return min_clock.status();
-      pull_tally_.min_clock = std::min(pull_tally_.min_clock, *min_clock);
-      return absl::OkStatus();
-    });
-  }
-  pull_tally_.seconds += SecondsSince(start);
-  return pulled;
-}
-
-absl::Status ParameterSync::AwaitParameter(size_t index) {
-  if (!plan_) return absl::FailedPreconditionError("Register first");
-  if (index >= plan_->parameters().size()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("parameter index %d is outside [0, %d)", index,
-                        plan_->parameters().size()));
-  }
-  if (!pulls_in_flight_) return absl::OkStatus();
-  const absl::Time start = absl::Now();
-  absl::Status landed = pull_pipeline_->Await(plan_->OwnedKeys(index));
-  stats_.pull_wait_seconds += SecondsSince(start);
-  return landed;
-}
-
-absl::Status ParameterSync::AwaitWeights() {
-  if (!pulls_in_flight_) return absl::OkStatus();
-  const absl::Time start = absl::Now();
-  absl::Status landed = pull_pipeline_->Drain();
-  stats_.pull_wait_seconds += SecondsSince(start);
-  pulls_in_flight_ = false;
-  // The pull thread is idle: its tally is this thread's again.
-  stats_.pull_seconds += pull_tally_.seconds;
-  if (pull_tally_.min_clock != std::numeric_limits<uint64_t>::max()) {
-    NotePulled(pull_step_, pull_tally_.min_clock);
-  }
-  pull_tally_ = PullTally();
-  stats_.pulled_bytes = client_->traffic().pull_bytes_received;
-  return landed;
 }
 
 }  // namespace gradwire
