@@ -37,7 +37,7 @@ class Classifier : public torch::nn::Module {
  public:
   // Called with each layer just before forward() runs it, in the order it
   // runs them: a forward pre-hook. The trainer waits there for the layer's
-  // pulled weights (layer_gate.h).
+  // pulled weights (worker/layer_gate.h).
   using LayerHook = std::function<void(const torch::nn::Module& layer)>;
 
   // x: [B, 1, 28, 28] float on the module's device. Returns logits [B, 10].

@@ -17,10 +17,10 @@
 #include "common/precision.h"
 #include "common/usable_cpus.h"
 #include "trainer/fashion_mnist.h"
-#include "trainer/gradient_hooks.h"
-#include "trainer/layer_gate.h"
 #include "trainer/models.h"
 #include "trainer/progress.h"
+#include "worker/gradient_hooks.h"
+#include "worker/layer_gate.h"
 #include "worker/sync_settings.h"
 #include "worker/worker_metrics.h"
 
@@ -375,11 +375,18 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
     }
     std::unique_ptr<LayerGate> gate;
     if (hooks != nullptr && sync_options.pull_ahead) {
-      gate = std::make_unique<LayerGate>(model->get(), sync);
+      gate = std::make_unique<LayerGate>((*model)->parameters(), sync);
+      (*model)->set_layer_hook(
+          [gate = gate.get()](const torch::nn::Module& layer) {
+            gate->BeforeLayer(layer);
+          });
     }
-    return TrainingRun(options, sync_options, *data, **model, sync, hooks.get(),
-                       gate.get())
-        .Run();
+    absl::StatusOr<TrainingResult> result =
+        TrainingRun(options, sync_options, *data, **model, sync, hooks.get(),
+                    gate.get())
+            .Run();
+    (*model)->set_layer_hook(nullptr);
+    return result;
   } catch (const std::exception& e) {
     return absl::InternalError(
         absl::StrFormat("training failed: %s", e.what()));

@@ -37,7 +37,7 @@ struct TrainerOptions {
   // holds the same weights, so one evaluating worker is enough.
   bool evaluate = true;
   // Push each parameter's gradient as soon as backward() has finished it
-  // (gradient_hooks.h), so that communication overlaps the rest of the
+  // (worker/gradient_hooks.h), so that communication overlaps the rest of the
   // backward pass; only with one local rank (a node's ranks reduce whole
   // steps). The weights are the same either way.
   bool overlap = true;
@@ -61,7 +61,7 @@ struct TrainingResult {
   // Whether gradients were pushed during backward() (TrainerOptions::overlap).
   bool overlapped = false;
   // Whether pulls ran ahead, each layer waiting for its own weights
-  // (SyncOptions::pull_ahead, layer_gate.h).
+  // (SyncOptions::pull_ahead, worker/layer_gate.h).
   bool pulled_ahead = false;
   // Valid when evaluated (TrainerOptions::evaluate).
   bool evaluated = false;

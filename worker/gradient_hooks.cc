@@ -1,4 +1,4 @@
-#include "trainer/gradient_hooks.h"
+#include "worker/gradient_hooks.h"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>

@@ -10,8 +10,8 @@
 //
 // Thread safety: the hooks run on autograd's thread (the caller's, on the
 // CPU); TakeError is called by the training loop after backward().
-#ifndef GRADWIRE_TRAINER_GRADIENT_HOOKS_H_
-#define GRADWIRE_TRAINER_GRADIENT_HOOKS_H_
+#ifndef GRADWIRE_WORKER_GRADIENT_HOOKS_H_
+#define GRADWIRE_WORKER_GRADIENT_HOOKS_H_
 
 #include <torch/types.h>
 
@@ -54,4 +54,4 @@ class GradientHooks {
 
 }  // namespace gradwire
 
-#endif  // GRADWIRE_TRAINER_GRADIENT_HOOKS_H_
+#endif  // GRADWIRE_WORKER_GRADIENT_HOOKS_H_

@@ -1,22 +1,18 @@
-#include "trainer/layer_gate.h"
+#include "worker/layer_gate.h"
 
 #include <utility>
 
 namespace gradwire {
 
-LayerGate::LayerGate(Classifier* model, ParameterSync* sync)
-    : model_(model), sync_(sync) {
-  const std::vector<torch::Tensor> parameters = model->parameters();
+LayerGate::LayerGate(const std::vector<torch::Tensor>& parameters,
+                     ParameterSync* sync)
+    : sync_(sync) {
   for (size_t index = 0; index < parameters.size(); ++index) {
     index_of_.emplace(parameters[index].unsafeGetTensorImpl(), index);
   }
-  model_->set_layer_hook(
-      [this](const torch::nn::Module& layer) { Await(layer); });
 }
 
-LayerGate::~LayerGate() { model_->set_layer_hook(nullptr); }
-
-void LayerGate::Await(const torch::nn::Module& layer) {
+void LayerGate::BeforeLayer(const torch::nn::Module& layer) {
   for (const torch::Tensor& parameter : layer.parameters()) {
     auto it = index_of_.find(parameter.unsafeGetTensorImpl());
     if (it == index_of_.end()) continue;  // Not registered: never pulled.
