@@ -148,6 +148,55 @@ absl::Status CutTornTail(const WalSegment& newest, uint32_t shard_id) {
   return TruncateWalSegment(newest.path, newest.valid_bytes);
 }
 
+// Replays the records of one segment newer than the checkpoint
+// (`after_sequence`), counting them into *stats. Sequence numbers must
+// rise across segments: *previous_sequence is the last one seen before.
+absl::Status ReplaySegment(const WalSegment& segment, Shard* shard,
+                           std::optional<uint64_t> after_sequence,
+                           uint32_t num_workers_flag,
+                           uint64_t* previous_sequence,
+                           JournalReplayStats* stats) {
+  // Records are numbered from 1 within their segment.
+  uint64_t index = 0;
+  for (const WalRecord& record : segment.records) {
+    ++stats->records;
+    ++index;
+    if (record.sequence != 0) {
+      if (record.sequence <= *previous_sequence) {
+        return absl::DataLossError(absl::StrFormat(
+            "%s: record %d has sequence number %d, not above the %d before "
+            "it; the log is damaged",
+            segment.path, index, record.sequence, *previous_sequence));
+      }
+      *previous_sequence = record.sequence;
+    }
+    if (!NewerThanCheckpoint(record, after_sequence)) {
+      ++stats->skipped;
+      continue;
+    }
+    absl::Status s = ReplayRecord(record, shard, stats);
+    if (s.ok() && record.sequence != 0) {
+      shard->NoteReplayedRecord(record.sequence);
+    }
+    if (absl::IsFailedPrecondition(s) &&
+        record.type == JournalRecordType::kInit && !shard->initialized()) {
+      return InitConflict(segment, index, record, s, num_workers_flag);
+    }
+    if (absl::IsDataLoss(s)) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s: record %d: %s", segment.path, index, s.message()));
+    }
+    if (!s.ok()) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s: record %d (%s) refused on replay: %s; the log does not "
+          "belong to this state",
+          segment.path, index, RecordTypeName(record.type),
+          OneLine(s.ToString())));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<JournalReplayStats> ReplayJournal(
@@ -161,43 +210,11 @@ absl::StatusOr<JournalReplayStats> ReplayJournal(
   uint64_t previous_sequence = 0;
   for (const WalSegment& segment : *segments) {
     ++stats.segments;
-    // Records are numbered from 1 within their segment.
-    uint64_t index = 0;
-    for (const WalRecord& record : segment.records) {
-      ++stats.records;
-      ++index;
-      if (record.sequence != 0) {
-        if (record.sequence <= previous_sequence) {
-          return absl::DataLossError(absl::StrFormat(
-              "%s: record %d has sequence number %d, not above the %d before "
-              "it; the log is damaged",
-              segment.path, index, record.sequence, previous_sequence));
-        }
-        previous_sequence = record.sequence;
-      }
-      if (!NewerThanCheckpoint(record, after_sequence)) {
-        ++stats.skipped;
-        continue;
-      }
-      absl::Status s = ReplayRecord(record, shard, &stats);
-      if (s.ok() && record.sequence != 0) {
-        shard->NoteReplayedRecord(record.sequence);
-      }
-      if (absl::IsFailedPrecondition(s) &&
-          record.type == JournalRecordType::kInit && !shard->initialized()) {
-        return InitConflict(segment, index, record, s, num_workers_flag);
-      }
-      if (absl::IsDataLoss(s)) {
-        return absl::DataLossError(absl::StrFormat(
-            "%s: record %d: %s", segment.path, index, s.message()));
-      }
-      if (!s.ok()) {
-        return absl::DataLossError(absl::StrFormat(
-            "%s: record %d (%s) refused on replay: %s; the log does not "
-            "belong to this state",
-            segment.path, index, RecordTypeName(record.type),
-            OneLine(s.ToString())));
-      }
+    if (absl::Status s =
+            ReplaySegment(segment, shard, after_sequence, num_workers_flag,
+                          &previous_sequence, &stats);
+        !s.ok()) {
+      return s;
     }
   }
   if (!segments->empty()) {

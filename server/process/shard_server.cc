@@ -59,6 +59,31 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
   }
 };
 
+// The service's settings: the transport's shared token, the per-worker
+// tokens read from --worker-tokens-file, the call pools (handler threads
+// sized from `cpus` unless --threads names them) and the request bounds.
+absl::StatusOr<ParameterServerServiceOptions> ServiceOptionsFor(
+    const ServerOptions& options, const TransportSecurity& security,
+    const UsableCpuCount& cpus) {
+  ParameterServerServiceOptions service;
+  service.auth_token = security.auth_token;
+  if (!options.worker_tokens_file.empty()) {
+    absl::StatusOr<WorkerTokens> tokens =
+        LoadWorkerTokens(options.worker_tokens_file);
+    if (!tokens.ok()) return tokens.status();
+    service.worker_tokens = *std::move(tokens);
+  }
+  service.handler_threads = options.threads > 0
+                                ? static_cast<int>(options.threads)
+                                : DefaultHandlerThreads(cpus);
+  service.pull_threads = static_cast<int>(options.pull_threads);
+  service.max_queued_calls = options.max_queued_calls;
+  service.max_calls_per_connection = options.max_calls_per_connection;
+  service.max_waiting_pulls_per_worker = options.max_waiting_pulls_per_worker;
+  service.max_chunk_entries = static_cast<uint64_t>(options.max_chunks);
+  return service;
+}
+
 }  // namespace
 
 std::string JoinHostPort(const std::string& address, int port) {
@@ -219,23 +244,11 @@ absl::Status ShardServer::Serve() {
   const bool token_required =
       !security->auth_token.empty() || !options_.worker_tokens_file.empty();
   if (token_required) builder.SetOption(std::make_unique<WithoutReflection>());
-  ParameterServerServiceOptions service;
-  service.auth_token = security->auth_token;
-  if (!options_.worker_tokens_file.empty()) {
-    absl::StatusOr<WorkerTokens> tokens =
-        LoadWorkerTokens(options_.worker_tokens_file);
-    if (!tokens.ok()) return tokens.status();
-    service.worker_tokens = *std::move(tokens);
-  }
   const UsableCpuCount cpus = CountUsableCpus();
-  service.handler_threads = options_.threads > 0
-                                ? static_cast<int>(options_.threads)
-                                : DefaultHandlerThreads(cpus);
-  service.pull_threads = static_cast<int>(options_.pull_threads);
-  service.max_queued_calls = options_.max_queued_calls;
-  service.max_calls_per_connection = options_.max_calls_per_connection;
-  service.max_waiting_pulls_per_worker = options_.max_waiting_pulls_per_worker;
-  service.max_chunk_entries = static_cast<uint64_t>(options_.max_chunks);
+  absl::StatusOr<ParameterServerServiceOptions> service_options =
+      ServiceOptionsFor(options_, *security, cpus);
+  if (!service_options.ok()) return service_options.status();
+  const ParameterServerServiceOptions& service = *service_options;
   service_ =
       std::make_unique<ParameterServerService>(&shard_, &activity_, service);
   builder.RegisterService(service_.get());
