@@ -47,10 +47,10 @@ std::string ClusterReport(const nlohmann::ordered_json& cluster,
 // `worker_summaries`, in worker-id order), combines them, writes the
 // cluster's summary to `summary_json` (none when empty) and returns
 // ClusterReport's lines. The summary is one line, {"key": value, ...}: the
-// layout of gradwire-worker's own (trainer/trainer.h), so that the same
-// line-based readers take both. DATA_LOSS naming a summary that is missing,
-// empty, not JSON or not a JSON object; CombineWorkerSummaries' errors;
-// UNAVAILABLE when `summary_json` cannot be written.
+// layout of gradwire-worker's own (apps/fashion_mnist/trainer.h), so that the
+// same line-based readers take both. DATA_LOSS naming a summary that is
+// missing, empty, not JSON or not a JSON object; CombineWorkerSummaries'
+// errors; UNAVAILABLE when `summary_json` cannot be written.
 absl::StatusOr<std::string> SummariseCluster(
     const std::vector<std::string>& worker_summaries, int shards,
     const std::string& summary_json, absl::Duration elapsed,

@@ -2,9 +2,9 @@
 // in GRADWIRE_SYNC_SETTINGS below: its type, name, default, group, front
 // ends, allowed range and help. From that entry come
 //   - the SyncSettings field and its default (sync_settings.h),
-//   - gradwire-worker's flag (trainer/worker_flags.cc; every entry of
-//     GRADWIRE_SYNC_SETTINGS is a flag, which gradwire-worker also reads
-//     from GRADWIRE_<NAME>),
+//   - gradwire-worker's flag (apps/fashion_mnist/worker_flags.cc; every
+//     entry of GRADWIRE_SYNC_SETTINGS is a flag, which gradwire-worker
+//     also reads from GRADWIRE_<NAME>),
 //   - the Python keyword of gradwire.ParameterSync, its type check and its
 //     line in the docstring (python/py_settings.cc), and gradwire.settings(),
 //   - the variable a Python worker reads under `gradwire run` when the

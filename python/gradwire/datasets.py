@@ -1,8 +1,9 @@
 """Fashion-MNIST, as Debian's ``dataset-fashion-mnist`` package installs it.
 
 Pure Python (gzip and torch), so that the extension needs no data reader.
-It gives what gradwire-worker's C++ reader (trainer/fashion_mnist.cc) gives,
-bit for bit: the same examples in file order and the same normalisation.
+It gives what gradwire-worker's C++ reader
+(apps/fashion_mnist/fashion_mnist.cc) gives, bit for bit: the same examples
+in file order and the same normalisation.
 """
 
 import gzip

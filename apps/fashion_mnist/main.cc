@@ -10,6 +10,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "apps/fashion_mnist/trainer.h"
+#include "apps/fashion_mnist/worker_flags.h"
 #include "common/flags/program.h"
 #include "common/format/human_bytes.h"
 #include "common/heap_tuning.h"
@@ -19,8 +21,6 @@
 #include "common/metrics/registry.h"
 #include "common/port_file.h"
 #include "common/tls/transport_security.h"
-#include "trainer/trainer.h"
-#include "trainer/worker_flags.h"
 #include "worker/sync_settings.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "trainer/trainer.h"
+#include "apps/fashion_mnist/trainer.h"
 
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
@@ -14,11 +14,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "apps/fashion_mnist/fashion_mnist.h"
+#include "apps/fashion_mnist/models.h"
+#include "apps/fashion_mnist/progress.h"
 #include "common/precision.h"
 #include "common/usable_cpus.h"
-#include "trainer/fashion_mnist.h"
-#include "trainer/models.h"
-#include "trainer/progress.h"
 #include "worker/gradient_hooks.h"
 #include "worker/layer_gate.h"
 #include "worker/sync_settings.h"

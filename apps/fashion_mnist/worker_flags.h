@@ -1,15 +1,15 @@
 // The command line of gradwire-worker: flag definitions and their
 // validation into SyncOptions and TrainerOptions.
-#ifndef GRADWIRE_TRAINER_WORKER_FLAGS_H_
-#define GRADWIRE_TRAINER_WORKER_FLAGS_H_
+#ifndef GRADWIRE_APPS_FASHION_MNIST_WORKER_FLAGS_H_
+#define GRADWIRE_APPS_FASHION_MNIST_WORKER_FLAGS_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "apps/fashion_mnist/trainer.h"
 #include "common/flags/metrics_flags.h"
-#include "trainer/trainer.h"
 #include "worker/sync_options.h"
 
 namespace gradwire {
@@ -47,4 +47,4 @@ absl::Span<const absl::string_view> WorkerFlagNames();
 
 }  // namespace gradwire
 
-#endif  // GRADWIRE_TRAINER_WORKER_FLAGS_H_
+#endif  // GRADWIRE_APPS_FASHION_MNIST_WORKER_FLAGS_H_

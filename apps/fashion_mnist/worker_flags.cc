@@ -1,4 +1,4 @@
-#include "trainer/worker_flags.h"
+#include "apps/fashion_mnist/worker_flags.h"
 
 #include <unistd.h>
 
@@ -8,12 +8,12 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "apps/fashion_mnist/progress.h"
 #include "common/compress/registry.h"
 #include "common/flags/metrics_flags.h"
 #include "common/flags/program.h"
 #include "common/flags/tls_flags.h"
 #include "common/precision.h"
-#include "trainer/progress.h"
 #include "worker/settings_reference.h"
 #include "worker/sync_settings.h"
 

@@ -1,4 +1,4 @@
-#include "trainer/models.h"
+#include "apps/fashion_mnist/models.h"
 
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "apps/fashion_mnist/fashion_mnist.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "trainer/fashion_mnist.h"
 
 namespace gradwire {
 namespace {

@@ -11,8 +11,8 @@
 // chunking and placement (common/partition) rely on that.
 //
 // This header exposes torch types; include it only from trainer code.
-#ifndef GRADWIRE_TRAINER_MODELS_H_
-#define GRADWIRE_TRAINER_MODELS_H_
+#ifndef GRADWIRE_APPS_FASHION_MNIST_MODELS_H_
+#define GRADWIRE_APPS_FASHION_MNIST_MODELS_H_
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/conv.h>
@@ -105,4 +105,4 @@ int64_t CountParameters(const torch::nn::Module& model);
 
 }  // namespace gradwire
 
-#endif  // GRADWIRE_TRAINER_MODELS_H_
+#endif  // GRADWIRE_APPS_FASHION_MNIST_MODELS_H_

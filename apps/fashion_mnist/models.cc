@@ -1,4 +1,4 @@
-#include "trainer/models.h"
+#include "apps/fashion_mnist/models.h"
 
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/pooling.h>
@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "trainer/fashion_mnist.h"
+#include "apps/fashion_mnist/fashion_mnist.h"
 
 namespace gradwire {
 namespace {

@@ -4,8 +4,8 @@
 //
 // This header exposes torch types; include it only from trainer code, never
 // from headers that common/ or server/ see.
-#ifndef GRADWIRE_TRAINER_FASHION_MNIST_H_
-#define GRADWIRE_TRAINER_FASHION_MNIST_H_
+#ifndef GRADWIRE_APPS_FASHION_MNIST_FASHION_MNIST_H_
+#define GRADWIRE_APPS_FASHION_MNIST_FASHION_MNIST_H_
 
 #include <torch/types.h>
 
@@ -120,4 +120,4 @@ class BatchOrder {
 
 }  // namespace gradwire
 
-#endif  // GRADWIRE_TRAINER_FASHION_MNIST_H_
+#endif  // GRADWIRE_APPS_FASHION_MNIST_FASHION_MNIST_H_

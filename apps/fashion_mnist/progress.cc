@@ -1,4 +1,4 @@
-#include "trainer/progress.h"
+#include "apps/fashion_mnist/progress.h"
 
 #include <unistd.h>
 

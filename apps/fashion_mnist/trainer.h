@@ -1,8 +1,8 @@
 // The Fashion-MNIST trainer behind gradwire-worker: loads this worker's part
 // of the data, builds the model, and trains it through ParameterSync, with
 // progress on the terminal and test accuracy at the end of every epoch.
-#ifndef GRADWIRE_TRAINER_TRAINER_H_
-#define GRADWIRE_TRAINER_TRAINER_H_
+#ifndef GRADWIRE_APPS_FASHION_MNIST_TRAINER_H_
+#define GRADWIRE_APPS_FASHION_MNIST_TRAINER_H_
 
 #include <cstdint>
 #include <memory>
@@ -111,4 +111,4 @@ std::string SummaryJson(const TrainingResult& result,
 
 }  // namespace gradwire
 
-#endif  // GRADWIRE_TRAINER_TRAINER_H_
+#endif  // GRADWIRE_APPS_FASHION_MNIST_TRAINER_H_

@@ -1,4 +1,4 @@
-#include "trainer/fashion_mnist.h"
+#include "apps/fashion_mnist/fashion_mnist.h"
 
 #include <stdlib.h>
 #include <zlib.h>

@@ -1,7 +1,7 @@
 // Training progress on a terminal: a live one-line bar when stdout is a TTY,
 // plain log lines (at most one every few seconds) otherwise.
-#ifndef GRADWIRE_TRAINER_PROGRESS_H_
-#define GRADWIRE_TRAINER_PROGRESS_H_
+#ifndef GRADWIRE_APPS_FASHION_MNIST_PROGRESS_H_
+#define GRADWIRE_APPS_FASHION_MNIST_PROGRESS_H_
 
 #include <cstdint>
 #include <cstdio>
@@ -51,4 +51,4 @@ class Progress {
 
 }  // namespace gradwire
 
-#endif  // GRADWIRE_TRAINER_PROGRESS_H_
+#endif  // GRADWIRE_APPS_FASHION_MNIST_PROGRESS_H_
