@@ -73,6 +73,25 @@ absl::Status FirstError(std::initializer_list<absl::Status> statuses) {
   return absl::OkStatus();
 }
 
+// Assigns children[i] the child of counter family `name` labelled with
+// the shard and `key` = names[i], for every i; the first error ends it.
+template <typename Names, size_t kCount>
+absl::Status AssignEach(metrics::Registry* registry, const char* name,
+                        const char* help, const std::string& shard,
+                        const char* key, const Names& names,
+                        std::array<metrics::Counter*, kCount>& children) {
+  for (size_t i = 0; i < kCount; ++i) {
+    if (absl::Status s =
+            Assign(CounterChild(registry, name, help,
+                                {{"shard", shard}, {key, names[i]}}),
+                   &children[i]);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShardMetrics>> ShardMetrics::Create(
@@ -97,39 +116,23 @@ absl::Status ShardMetrics::AddCounters(metrics::Registry* registry,
   if (!refusals.ok()) return refusals.status();
   budget_refusals_ = *refusals;
   shard_label_ = shard;
-  for (int i = 0; i < kNumPushOutcomes; ++i) {
-    if (absl::Status s = Assign(
-            CounterChild(registry, "gradwire_shard_pushes_total",
-                         "Push calls by result: accepted, duplicate, or the "
-                         "reason of a refusal.",
-                         {{"shard", shard}, {"result", kPushOutcomeNames[i]}}),
-            &pushes_[i]);
-        !s.ok()) {
-      return s;
-    }
-  }
-  for (int i = 0; i < kNumPushStages; ++i) {
-    if (absl::Status s = Assign(
-            CounterChild(registry, "gradwire_shard_push_stage_seconds_total",
-                         "Time Push calls spent in each stage: parse, decode, "
-                         "lock_wait, update, journal, respond.",
-                         {{"shard", shard}, {"stage", kPushStageNames[i]}}),
-            &push_stages_[i]);
-        !s.ok()) {
-      return s;
-    }
-  }
-  for (int i = 0; i < kNumPullAnswers; ++i) {
-    if (absl::Status s = Assign(
-            CounterChild(registry, "gradwire_shard_pulled_chunks_total",
-                         "Chunks answered by Pull calls: dense, delta (one, "
-                         "or empty for a current worker) or chain (several "
-                         "deltas in order).",
-                         {{"shard", shard}, {"answer", kPullAnswerNames[i]}}),
-            &pulled_chunks_[i]);
-        !s.ok()) {
-      return s;
-    }
+  if (absl::Status s = FirstError({
+          AssignEach(registry, "gradwire_shard_pushes_total",
+                     "Push calls by result: accepted, duplicate, or the "
+                     "reason of a refusal.",
+                     shard, "result", kPushOutcomeNames, pushes_),
+          AssignEach(registry, "gradwire_shard_push_stage_seconds_total",
+                     "Time Push calls spent in each stage: parse, decode, "
+                     "lock_wait, update, journal, respond.",
+                     shard, "stage", kPushStageNames, push_stages_),
+          AssignEach(registry, "gradwire_shard_pulled_chunks_total",
+                     "Chunks answered by Pull calls: dense, delta (one, or "
+                     "empty for a current worker) or chain (several deltas "
+                     "in order).",
+                     shard, "answer", kPullAnswerNames, pulled_chunks_),
+      });
+      !s.ok()) {
+    return s;
   }
   constexpr const char* kReceived = "gradwire_shard_received_bytes_total";
   constexpr const char* kReceivedHelp =

@@ -238,24 +238,47 @@ absl::Status TooLarge(uint64_t bytes, uint64_t limit) {
       bytes, limit));
 }
 
-}  // namespace
-
-absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
-                         v1::PullResponse* response, absl::Duration* waited) {
-  if (!initialized()) {
+// What a pull must get right before its chunks are looked at; `config` is
+// null before Init.
+absl::Status CheckPuller(const ShardConfig* config,
+                         const v1::PullRequest& request) {
+  if (config == nullptr) {
     return absl::FailedPreconditionError(
         "shard is not initialised: Init first");
   }
-  if (request.worker_id() >= config_->num_workers) {
+  if (request.worker_id() >= config->num_workers) {
     return absl::OutOfRangeError(
         absl::StrFormat("worker id %d is outside [0, %d)", request.worker_id(),
-                        config_->num_workers));
+                        config->num_workers));
   }
   if (request.dense_value_type() != v1::VALUE_TYPE_UNSPECIFIED &&
       !FromWire(request.dense_value_type())) {
     return absl::InvalidArgumentError(
         absl::StrFormat("unknown dense value type %d",
                         static_cast<int>(request.dense_value_type())));
+  }
+  return absl::OkStatus();
+}
+
+// Counts each chunk of an answered pull by how it was answered.
+void CountPulledChunks(const v1::PullResponse& response,
+                       ShardMetrics* metrics) {
+  for (const v1::ChunkWeights& answer : response.chunks()) {
+    metrics->CountPulledChunk(!answer.is_delta()        ? PullAnswer::kDense
+                              : answer.chain_size() > 0 ? PullAnswer::kChain
+                                                        : PullAnswer::kDelta);
+  }
+}
+
+}  // namespace
+
+absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
+                         v1::PullResponse* response, absl::Duration* waited) {
+  // config_ may be read only once initialized() said so.
+  if (absl::Status s =
+          CheckPuller(initialized() ? config_.get() : nullptr, request);
+      !s.ok()) {
+    return s;
   }
   if (absl::Status s = CheckPulledChunks(request); !s.ok()) return s;
   // Every chunk's step first, then the answer: a pull that waits (and is
@@ -302,11 +325,7 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
       return s;
     }
   }
-  for (const v1::ChunkWeights& answer : response->chunks()) {
-    metrics_->CountPulledChunk(!answer.is_delta()        ? PullAnswer::kDense
-                               : answer.chain_size() > 0 ? PullAnswer::kChain
-                                                         : PullAnswer::kDelta);
-  }
+  CountPulledChunks(*response, metrics_);
   return absl::OkStatus();
 }
 
