@@ -33,7 +33,7 @@ Three ways to exchange gradients (--api, --baseline):
                    gradwire at all: dense fp32 all-reduce.
 
 The data split, the batch order and the model's initial weights follow
-gradwire-worker (trainer/trainer.cc) exactly: worker w of W trains on the
+gradwire-worker (apps/fashion_mnist/trainer.cc) exactly: worker w of W trains on the
 examples i with i % W == w, each epoch visits them in a permutation that
 depends only on (--seed + w, epoch), and torch.manual_seed(--seed) is set
 before the model is built. Every worker takes the same number of steps.
@@ -400,7 +400,7 @@ def uniform_below(rng, bound):
 
 def epoch_batches(num_examples, batch_size, seed, epoch):
     """The epoch's full batches (index tensors): BatchOrder::Batches of
-    trainer/fashion_mnist.cc with drop_last, a Fisher-Yates shuffle seeded
+    apps/fashion_mnist/fashion_mnist.cc with drop_last, a Fisher-Yates shuffle seeded
     from (seed, epoch) only. A script of your own can use
     torch.utils.data.DistributedSampler instead; this one follows
     gradwire-worker so that the two can be compared bit for bit."""
@@ -437,7 +437,7 @@ class TrainingData:
 
 # ---------------------------------------------------------------------------
 # Models. cnn and mlp have gradwire-worker's layers, parameter names and
-# order (trainer/models.h), so C++ and Python workers build equal weights
+# order (apps/fashion_mnist/models.h), so C++ and Python workers build equal weights
 # from equal seeds.
 # ---------------------------------------------------------------------------
 
@@ -496,7 +496,7 @@ def accuracy(model, images, labels, batch=100):
     """Fraction classified correctly, without autograd, on every core this
     process may use: one thread per core, each on its own slice with one
     intra-op thread (slices scale with the cores where torch's intra-op
-    threads do not), as gradwire-worker's Accuracy (trainer/trainer.cc)
+    threads do not), as gradwire-worker's Accuracy (apps/fashion_mnist/trainer.cc)
     slices and batches. Training waits for the evaluation, so the cores the
     other workers trained on are free."""
     size = len(labels)
@@ -534,7 +534,7 @@ def accuracy(model, images, labels, batch=100):
 
 def weights_fingerprint(named_parameters):
     """64-bit FNV-1a over names, shapes (int64) and float32 bytes, as 16 hex
-    digits: WeightsFingerprint of trainer/trainer.cc. Equal fingerprints
+    digits: WeightsFingerprint of apps/fashion_mnist/trainer.cc. Equal fingerprints
     mean bit-identical weights."""
     hash_value = 0xCBF29CE484222325
 
@@ -791,7 +791,7 @@ class Progress:
 
 
 def train(args, data, exchange, progress):
-    """The training loop of trainer/trainer.cc. Returns the summary's
+    """The training loop of apps/fashion_mnist/trainer.cc. Returns the summary's
     training fields."""
     result = {"resumed_at_step": exchange.next_step, "final_loss": 0.0,
               "epoch_loss": [], "epoch_test_accuracy": []}
@@ -869,7 +869,7 @@ def train(args, data, exchange, progress):
 
 
 def summary(args, result, stats):
-    """gradwire-worker's --summary-json keys (trainer/trainer.cc
+    """gradwire-worker's --summary-json keys (apps/fashion_mnist/trainer.cc
     SummaryJson), which gradwire local adds up, plus this script's own."""
     ddp = args.baseline == "ddp"
     out = {}
