@@ -3,7 +3,8 @@
 // The same bit-level algorithms, so that a value rounded on the device is
 // bit for bit what the CPU compressors send: round to nearest even, finite
 // values saturate (fp16 at +-65504, not the hardware conversion's infinity),
-// NaN stays NaN. tests/common/cuda/device_compressor_test.cc compares them over many bit patterns.
+// NaN stays NaN. tests/common/cuda/device_compressor_test.cc compares them over
+// many bit patterns.
 #ifndef GRADWIRE_COMMON_CUDA_DEVICE_PRECISION_CUH_
 #define GRADWIRE_COMMON_CUDA_DEVICE_PRECISION_CUH_
 
