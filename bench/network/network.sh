@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Dense fp32 against Top-K 1% + EF on a shaped network: two shards and two
-# workers on separate network hosts (tests/cluster/netns.sh) joined by
+# workers on separate network hosts (tests/cluster/netns.sh, through
+# bench/common/shaped_links.sh) joined by
 # links of --rate, training the Fashion-MNIST CNN for --steps steps each
 # way; and, as the reference, the same two workers' steps with nothing on
 # the network (--compute-only: local SGD, no shards). Prints seconds and
@@ -26,10 +27,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=tests/cluster/netns.sh
-source "$here/../../tests/cluster/netns.sh"
-# shellcheck source=tests/cluster/topology.sh
-source "$here/../../tests/cluster/topology.sh"
+# shellcheck source=bench/common/shaped_links.sh
+source "$here/../common/shaped_links.sh"
 
 BIN=build/bin
 rate=1gbit
@@ -104,19 +103,10 @@ run() {
 # compute: the same workers' steps without shards or network; sets
 # compute_seconds.
 compute() {
-  local dir="$work/compute" i pids=()
-  mkdir -p "$dir"
+  local dir="$work/compute"
   echo "=== compute only (no shards, no network), $steps steps of the $model" >&2
-  for i in 0 1; do
-    timeout 1200 "$BIN/gradwire-worker" --compute-only --worker-id="$i" \
-      --num-workers=2 --progress=log --evaluate=false --model="$model" \
-      --max-steps="$steps" --epochs=1 --summary-json="$dir/worker-$i.json" \
-      >"$dir/worker$i.log" 2>&1 &
-    pids+=($!)
-  done
-  for i in 0 1; do
-    wait "${pids[$i]}" || { echo "FAILED: compute-only worker $i" >&2; exit 1; }
-  done
+  shaped_compute_only "$dir" --evaluate=false --model="$model" \
+    --max-steps="$steps" --epochs=1
   compute_seconds=$(awk -v n="$steps" '
     /"wall_seconds"/ {
       match($0, /"wall_seconds": [0-9.]+/); w = substr($0, RSTART + 16, RLENGTH - 16)

@@ -1,0 +1,284 @@
+#!/usr/bin/python3
+"""The figures of bench/auto/auto.sh: one row per run, then the table and
+the JSON report.
+
+  auto_report.py record --link L --config C --title T --steps N
+      [--flags TEXT] --elapsed S --load A
+      [--payload measured|computed|none] [--seed N] DIR
+  auto_report.py unavailable --link L --config C --title T --reason TEXT
+  auto_report.py report --json FILE --command TEXT [--steps N]
+      [--slow-steps N] ROWS.jsonl
+  auto_report.py convergence --json FILE --command TEXT ROWS.jsonl
+
+record reads the two workers' summaries in DIR (worker-0.json and
+worker-1.json, gradwire-worker's --summary-json or bench/python/worker.py's)
+and prints one JSON line:
+  seconds_per_step   the slower worker's training time (train_seconds: the
+                     loop without evaluation) over the steps
+  payload_bytes_per_step  what both workers pushed and pulled (the
+                     summaries' pushed_bytes + pulled_bytes) over the steps;
+                     for DDP computed by worker.py (the dense gradient each
+                     worker all-reduces), not measured; 0 for compute only
+  wire_bytes_per_step  the sum of the summaries' *_wire_bytes fields over
+                     the steps, null where the summaries have none
+  test_accuracy      worker 0's test accuracy after the steps
+  startup_seconds    from launching both workers to both having exited, less
+                     the slower worker's training loop (wall_seconds):
+                     loading data and model, connecting and Init (DDP:
+                     init_process_group), writing the summary, exiting
+report prints a table per link and writes FILE: the machine, the command
+and every row, with each row's times against the compute-only row.
+convergence does the same for --convergence runs: accuracy per seed, mean
+and half the range, and a Markdown table for docs/convergence.md.
+"""
+
+import argparse
+import datetime
+import glob
+import importlib.metadata
+import json
+import os
+import platform
+import sys
+
+PROG = "auto_report.py"
+
+
+def read_summaries(directory):
+    paths = sorted(glob.glob(os.path.join(directory, "worker-*.json")))
+    if len(paths) < 2:
+        sys.exit(f"{PROG}: {directory}: expected 2 worker summaries, "
+                 f"found {len(paths)}")
+    summaries = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            summaries.append(json.load(f))
+    return summaries
+
+
+def wire_bytes(summaries):
+    """The summaries' *_wire_bytes fields added up; None without any."""
+    total, seen = 0, False
+    for s in summaries:
+        for key, value in s.items():
+            if key.endswith("wire_bytes") and isinstance(value, (int, float)):
+                total += value
+                seen = True
+    return total if seen else None
+
+
+def record(args):
+    summaries = read_summaries(args.dir)
+    steps = max(s["steps"] for s in summaries)
+    if steps < 1:
+        sys.exit(f"{PROG}: {args.dir}: the workers ran no steps")
+    train = max(s.get("train_seconds", s["wall_seconds"]) for s in summaries)
+    wall = max(s["wall_seconds"] for s in summaries)
+    first = next((s for s in summaries if s.get("worker_id") == 0),
+                 summaries[0])
+    payload = sum(s.get("pushed_bytes", 0) + s.get("pulled_bytes", 0)
+                  for s in summaries)
+    wire = wire_bytes(summaries)
+    row = {
+        "link": args.link, "config": args.config, "title": args.title,
+        "flags": args.flags, "status": "ok", "steps": steps,
+        "reduced_steps": steps < args.steps,
+        "seconds_per_step": round(train / steps, 4),
+        "payload_bytes_per_step": (None if args.payload == "none"
+                                   else round(payload / steps)),
+        "payload_bytes": args.payload,
+        "wire_bytes_per_step": None if wire is None else round(wire / steps),
+        "test_accuracy": first.get("test_accuracy"),
+        "startup_seconds": round(max(args.elapsed - wall, 0.0), 2),
+        "load_average": args.load,
+    }
+    if args.payload == "none":
+        row["payload_bytes_per_step"] = 0
+    if args.seed is not None:
+        row["seed"] = args.seed
+        row["epochs_run"] = len(first.get("epoch_loss", []))
+    print(json.dumps(row))
+
+
+def unavailable(args):
+    row = {"link": args.link, "config": args.config, "title": args.title,
+           "status": args.status, "reason": args.reason}
+    if args.seed is not None:
+        row["seed"] = args.seed
+    print(json.dumps(row))
+
+
+def machine():
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        torch = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch = None
+    return {"cpu": model, "cores": os.cpu_count(),
+            "kernel": platform.release(), "python": platform.python_version(),
+            "torch": torch, "load_average_at_end": os.getloadavg()[0]}
+
+
+def read_rows(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def cell(value, form):
+    return "—" if value is None else form.format(value)
+
+
+def print_table(rows, compute):
+    header = ("config", "steps", "s/step", "x compute", "payload B/step",
+              "wire B/step", "accuracy", "start-up s")
+    widths = (20, 6, 9, 9, 15, 12, 8, 10)
+    links = list(dict.fromkeys(r["link"] for r in rows))
+    for link in links:
+        print(f"\nlink: {link}")
+        print("  " + " ".join(h.rjust(w) if i else h.ljust(w)
+                              for i, (h, w) in enumerate(zip(header, widths))))
+        for r in (r for r in rows if r["link"] == link):
+            if r["status"] != "ok":
+                print(f"  {r['title']:<20} {r['status']}: {r['reason']}")
+                continue
+            steps = f"{r['steps']}{'*' if r['reduced_steps'] else ''}"
+            payload = cell(r["payload_bytes_per_step"], "{:,}")
+            if r["payload_bytes"] == "computed":
+                payload += "c"
+            cells = (r["title"], steps, cell(r["seconds_per_step"], "{:.4f}"),
+                     cell(r.get("vs_compute"), "{:.2f}"), payload,
+                     cell(r["wire_bytes_per_step"], "{:,}"),
+                     cell(r["test_accuracy"], "{:.4f}"),
+                     cell(r["startup_seconds"], "{:.2f}"))
+            print("  " + " ".join(c.rjust(w) if i else c.ljust(w)
+                                  for i, (c, w) in enumerate(zip(cells,
+                                                                 widths))))
+    if compute is None:
+        print("\nx compute: no compute-only row in this run")
+    print("* fewer steps than the others (a slow row); c: DDP's bytes, "
+          "computed (the dense gradient all-reduced), not measured")
+
+
+def report(args):
+    rows = read_rows(args.rows)
+    compute = next((r for r in rows if r["config"] == "compute"
+                    and r["status"] == "ok"), None)
+    for r in rows:
+        if r["status"] == "ok" and compute is not None:
+            r["vs_compute"] = round(r["seconds_per_step"]
+                                    / compute["seconds_per_step"], 3)
+    print_table(rows, compute)
+    out = {"benchmark": "bench/auto/auto.sh",
+           "date": datetime.datetime.now(datetime.timezone.utc)
+           .strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "machine": machine(), "command": args.command,
+           "model": "cnn", "workers": 2, "shards": 2,
+           "steps": args.steps, "slow_steps": args.slow_steps,
+           "fields": FIELDS, "rows": rows}
+    write_json(args.json, out)
+
+
+FIELDS = {
+    "seconds_per_step": "the slower worker's train_seconds over the steps",
+    "vs_compute": "seconds_per_step over the compute-only row's",
+    "payload_bytes_per_step": "pushed + pulled bytes of both workers over "
+                              "the steps (payload_bytes says: measured, or "
+                              "computed for DDP)",
+    "wire_bytes_per_step": "the summaries' *_wire_bytes fields over the "
+                           "steps; null where the worker does not count them",
+    "test_accuracy": "worker 0 after the row's steps",
+    "startup_seconds": "launch to exit of both workers less the slower "
+                       "worker's wall_seconds",
+    "reduced_steps": "true where a slow row ran slow_steps instead of steps",
+}
+
+
+def write_json(path, out):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    print(f"wrote {path}")
+
+
+def convergence(args):
+    rows = read_rows(args.rows)
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["title"], r["link"]), []).append(r)
+    seeds = sorted({r["seed"] for r in rows if r.get("seed") is not None})
+    table = ["| setting | link | "
+             + " | ".join(f"seed {s}" for s in seeds)
+             + " | mean ± half range | s/step |",
+             "|---|---|" + "---:|" * (len(seeds) + 2)]
+    summary = []
+    for (title, link), runs in groups.items():
+        ok = [r for r in runs if r["status"] == "ok"]
+        if not ok:
+            table.append(f"| {title} | {link} | {runs[0]['status']}: "
+                         f"{runs[0]['reason']} |")
+            continue
+        by_seed = {r["seed"]: r["test_accuracy"] for r in ok}
+        accuracies = [a for a in by_seed.values() if a is not None]
+        mean = sum(accuracies) / len(accuracies)
+        half = (max(accuracies) - min(accuracies)) / 2
+        step = sum(r["seconds_per_step"] for r in ok) / len(ok)
+        table.append(f"| {title} | {link} | " + " | ".join(
+            cell(by_seed.get(s), "{:.4f}") for s in seeds)
+            + f" | {mean:.4f} ± {half:.4f} | {step:.4f} |")
+        summary.append({"title": title, "link": link, "mean": round(mean, 6),
+                        "half_range": round(half, 6)})
+    print("\n".join(table))
+    write_json(args.json, {
+        "benchmark": "bench/auto/auto.sh --convergence",
+        "date": datetime.datetime.now(datetime.timezone.utc)
+        .strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": machine(), "command": args.command, "model": "cnn",
+        "epochs": 1, "workers": 2, "shards": 2, "fields": FIELDS,
+        "summary": summary, "markdown": table, "rows": rows})
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog=PROG)
+    sub = parser.add_subparsers(dest="what", required=True)
+    r = sub.add_parser("record")
+    for name in ("link", "config", "title"):
+        r.add_argument(f"--{name}", required=True)
+    r.add_argument("--steps", type=int, required=True,
+                   help="the matrix's step count (fewer: a slow row)")
+    r.add_argument("--flags", default="")
+    r.add_argument("--elapsed", type=float, required=True)
+    r.add_argument("--load", type=float, required=True)
+    r.add_argument("--payload", choices=("measured", "computed", "none"),
+                   default="measured")
+    r.add_argument("--seed", type=int)
+    r.add_argument("dir")
+    u = sub.add_parser("unavailable")
+    for name in ("link", "config", "title", "reason"):
+        u.add_argument(f"--{name}", required=True)
+    u.add_argument("--seed", type=int)
+    u.add_argument("--status", choices=("not available", "failed"),
+                   default="not available")
+    for name in ("report", "convergence"):
+        p = sub.add_parser(name)
+        p.add_argument("--json", required=True)
+        p.add_argument("--command", required=True)
+        p.add_argument("--steps", type=int)
+        p.add_argument("--slow-steps", type=int)
+        p.add_argument("rows")
+    args = parser.parse_args(argv)
+    {"record": record, "unavailable": unavailable, "report": report,
+     "convergence": convergence}[args.what](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
