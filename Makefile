@@ -11,6 +11,8 @@
 #   make bench       the compression benchmark (writes build/bench-compress.json)
 #   make bench-network  dense fp32 against Top-K 1% + EF on 1 Gbit/s links
 #                    between network namespaces (root; build/bench-network.json)
+#   make bench-auto  every compression setting and DDP on 10 Mbit/s to unshaped
+#                    links (root; docs/benchmarks/data/auto-DATE.json; AUTO_ARGS)
 #   make bench-straggler  1 shard + 3 workers, one slowed, under BSP and SSP
 #                    (staleness 2, 4); writes build/bench-straggler.json
 #   make bench-convergence  accuracy and bytes of 6 compression settings,
@@ -89,7 +91,7 @@ PYTHON_BENCH_ARGS ?=
 # Flags for gradwire-bench-load, e.g. "--mode=bsp --steps=200".
 LOAD_ARGS ?=
 
-.PHONY: all deps configure build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-straggler bench-load bench-python demo demo-python format check-deploy check-docs settings-doc images images-prebuilt compose-test clean
+.PHONY: all deps configure build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-auto bench-straggler bench-load bench-python demo demo-python format check-deploy check-docs settings-doc images images-prebuilt compose-test clean
 
 all: build
 
@@ -136,6 +138,9 @@ bench-optimizers: build
 
 bench-network: build
 	bench/network/network.sh --bin $(BUILD)/bin --json $(BUILD)/bench-network.json $(NETWORK_ARGS)
+
+bench-auto: build
+	bench/auto/auto.sh --bin=$(BUILD)/bin $(AUTO_ARGS)
 
 bench-straggler: build
 	bench/straggler/straggler.sh --bin $(BUILD)/bin --json $(BUILD)/bench-straggler.json $(STRAGGLER_ARGS)
