@@ -130,9 +130,9 @@ started=$(date +%s)
 matrix() {
   PLANNED_STEPS=$steps
   local link config n
-  for config in "${config_list[@]}"; do
-    [[ $config == compute ]] && run_row none compute "$steps"
-  done
+  if [[ " ${config_list[*]} " == *" compute "* ]]; then
+    run_row none compute "$steps"
+  fi
   for link in "${link_list[@]}"; do
     for config in "${config_list[@]}"; do
       [[ $config == compute ]] && continue

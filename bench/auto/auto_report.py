@@ -124,7 +124,8 @@ def machine():
         torch = None
     return {"cpu": model, "cores": os.cpu_count(),
             "kernel": platform.release(), "python": platform.python_version(),
-            "torch": torch, "load_average_at_end": os.getloadavg()[0]}
+            "torch": torch,
+            "load_average_at_end": round(os.getloadavg()[0], 2)}
 
 
 def read_rows(path):
