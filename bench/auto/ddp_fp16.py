@@ -18,11 +18,12 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 os.pardir, "python"))
 import worker  # noqa: E402  (bench/python/worker.py)
+from python_worker import exchange, training  # noqa: E402
 from torch.distributed.algorithms.ddp_comm_hooks import (  # noqa: E402
     default_hooks)
 
 
-class Fp16DdpBaseline(worker.DdpBaseline):
+class Fp16DdpBaseline(exchange.DdpBaseline):
     """worker.py's DDP baseline with the gradients all-reduced in fp16."""
 
     def __init__(self, args, model):
@@ -40,8 +41,8 @@ def main(argv):
         print("ddp_fp16.py: --baseline=ddp is required (the fp16 hook is "
               "DDP's)", file=sys.stderr)
         return 2
-    # worker.run() builds its exchange from the module's name.
-    worker.DdpBaseline = Fp16DdpBaseline
+    # python_worker.training.run() builds the DDP exchange by this name.
+    training.DdpBaseline = Fp16DdpBaseline
     return worker.main(argv)
 
 

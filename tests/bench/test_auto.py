@@ -1,10 +1,13 @@
 """bench/auto/auto.sh without training: its argument checks (before it
 needs root or binaries), and bench/auto/auto_report.py on hand-written
 worker summaries: the row it records, the table and JSON report, rows that
-are not available, and the convergence table."""
+are not available, and the convergence table; and bench/auto/ddp_fp16.py
+as two real gloo ranks (DDP with the fp16 hook)."""
 
 import json
+import os
 import pathlib
+import socket
 import subprocess
 import sys
 
@@ -163,3 +166,60 @@ def test_convergence_table_has_a_column_per_seed(tmp_path):
     assert "| auto | 10mbit | not available: not in this build |" in table
     report = json.loads(out_json.read_text())
     assert report["summary"][0]["mean"] == pytest.approx(0.82)
+
+
+def python_package_dir():
+    """build/python beside the CLI under test, where gradwire is built."""
+    cli = os.environ.get("GRADWIRE_CLI_BIN")
+    build = (pathlib.Path(cli).resolve().parents[1] if cli
+             else ROOT / "build")
+    return build / "python"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ddp(script, tmp_path, name):
+    """Two DDP ranks of SCRIPT for 2 steps on loopback; their summaries."""
+    env = dict(os.environ, PYTHONPATH=str(python_package_dir()),
+               OMP_NUM_THREADS="1")
+    master = f"127.0.0.1:{free_port()}"
+    ranks = [subprocess.Popen(
+        [sys.executable, str(script), "--baseline=ddp", f"--worker-id={i}",
+         "--num-workers=2", f"--ddp-master={master}", "--model=mlp",
+         "--max-steps=2", "--train-limit=512", "--test-limit=64",
+         "--progress=none", f"--evaluate={'true' if i == 0 else 'false'}",
+         f"--summary-json={tmp_path / f'{name}-{i}.json'}"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for i in range(2)]
+    for rank in ranks:
+        output, _ = rank.communicate(timeout=100)
+        assert rank.returncode == 0, output
+    return [json.loads((tmp_path / f"{name}-{i}.json").read_text())
+            for i in range(2)]
+
+
+def mlp_parameters():
+    """The number of trainable parameters of worker.py's MLP."""
+    sys.path[:0] = [str(python_package_dir()), str(ROOT / "bench" / "python")]
+    from python_worker.models import make_model
+    return sum(p.numel() for p in make_model("mlp").parameters()
+               if p.requires_grad)
+
+
+def test_ddp_fp16_all_reduces_two_bytes_an_element(tmp_path):
+    probe = subprocess.run(
+        [sys.executable, "-c", "import gradwire, torch.distributed"],
+        env=dict(os.environ, PYTHONPATH=str(python_package_dir())),
+        capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"gradwire is not importable from {python_package_dir()}")
+    ranks = run_ddp(ROOT / "bench" / "auto" / "ddp_fp16.py", tmp_path, "fp16")
+    assert [r["steps"] for r in ranks] == [2, 2]
+    assert all("fp16_compress_hook" in r["optimizer"] for r in ranks)
+    # worker.py's DDP counts 4 bytes an element; the fp16 hook sends 2.
+    assert ranks[0]["pushed_bytes"] == 2 * 2 * mlp_parameters()
+    assert 0 <= ranks[0]["test_accuracy"] <= 1
