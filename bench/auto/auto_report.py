@@ -19,13 +19,17 @@ and prints one JSON line:
                      summaries' pushed_bytes + pulled_bytes) over the steps;
                      for DDP computed by worker.py (the dense gradient each
                      worker all-reduces), not measured; 0 for compute only
-  wire_bytes_per_step  the sum of the summaries' *_wire_bytes fields over
-                     the steps, null where the summaries have none
+  wire_bytes_per_step  what both workers' kernels counted on their TCP
+                     connections (the summaries' wire_sent_bytes +
+                     wire_received_bytes) over the steps; null unless every
+                     summary has both
   test_accuracy      worker 0's test accuracy after the steps
   startup_seconds    from launching both workers to both having exited, less
                      the slower worker's training loop (wall_seconds):
                      loading data and model, connecting and Init (DDP:
-                     init_process_group), writing the summary, exiting
+                     init_process_group), writing the summary, exiting;
+                     worker_startup_seconds: the slower worker's own
+                     startup_seconds, where its summary has one
 report prints a table per link and writes FILE: the machine, the command
 and every row, with each row's times against the compute-only row.
 convergence does the same for --convergence runs: accuracy per seed, mean
@@ -56,15 +60,30 @@ def read_summaries(directory):
     return summaries
 
 
+# The bytes each worker's kernel counted on its TCP connections (TCP_INFO),
+# where gradwire-worker's summary has them.
+WIRE_FIELDS = ("wire_sent_bytes", "wire_received_bytes")
+
+
 def wire_bytes(summaries):
-    """The summaries' *_wire_bytes fields added up; None without any."""
-    total, seen = 0, False
+    """Both workers' wire bytes, sent and received; None unless every
+    summary has both counts (a partial sum would understate the wire)."""
+    total = 0
     for s in summaries:
-        for key, value in s.items():
-            if key.endswith("wire_bytes") and isinstance(value, (int, float)):
-                total += value
-                seen = True
-    return total if seen else None
+        for key in WIRE_FIELDS:
+            value = s.get(key)
+            if not isinstance(value, (int, float)):
+                return None
+            total += value
+    return total
+
+
+def reported_startup(summaries):
+    """The slower worker's own start-up seconds, where summaries have it."""
+    values = [s.get("startup_seconds") for s in summaries]
+    if not all(isinstance(v, (int, float)) for v in values):
+        return None
+    return max(values)
 
 
 def record(args):
@@ -90,6 +109,7 @@ def record(args):
         "wire_bytes_per_step": None if wire is None else round(wire / steps),
         "test_accuracy": first.get("test_accuracy"),
         "startup_seconds": round(max(args.elapsed - wall, 0.0), 2),
+        "worker_startup_seconds": reported_startup(summaries),
         "load_average": args.load,
     }
     if args.payload == "none":
@@ -193,8 +213,11 @@ FIELDS = {
     "payload_bytes_per_step": "pushed + pulled bytes of both workers over "
                               "the steps (payload_bytes says: measured, or "
                               "computed for DDP)",
-    "wire_bytes_per_step": "the summaries' *_wire_bytes fields over the "
-                           "steps; null where the worker does not count them",
+    "wire_bytes_per_step": "wire_sent_bytes + wire_received_bytes (TCP, "
+                           "counted by the kernel) of both workers over the "
+                           "steps; null where a summary lacks them",
+    "worker_startup_seconds": "the slower worker's own startup_seconds; "
+                              "null where the summaries lack it",
     "test_accuracy": "worker 0 after the row's steps",
     "startup_seconds": "launch to exit of both workers less the slower "
                        "worker's wall_seconds",

@@ -91,12 +91,25 @@ def test_record_takes_the_slower_worker_and_both_workers_bytes(tmp_path):
 def test_record_adds_wire_bytes_and_marks_fewer_steps(tmp_path):
     directory = write_summaries(tmp_path / "run", [
         summary(0, 4, 2.0, 2.0, 10, 10, accuracy=0.5,
-                pushed_wire_bytes=400, pulled_wire_bytes=40),
-        summary(1, 4, 2.0, 2.0, 10, 10, pushed_wire_bytes=400,
-                pulled_wire_bytes=40)])
+                wire_sent_bytes=400, wire_received_bytes=40,
+                startup_seconds=1.5),
+        summary(1, 4, 2.0, 2.0, 10, 10, wire_sent_bytes=400,
+                wire_received_bytes=40, startup_seconds=2.5)])
     row = record(directory, steps=30)
     assert row["reduced_steps"]
     assert row["wire_bytes_per_step"] == 220
+    assert row["worker_startup_seconds"] == 2.5
+
+
+def test_record_leaves_wire_bytes_out_unless_every_worker_counts(tmp_path):
+    directory = write_summaries(tmp_path / "run", [
+        summary(0, 4, 2.0, 2.0, 10, 10, accuracy=0.5,
+                wire_sent_bytes=400, wire_received_bytes=40),
+        summary(1, 4, 2.0, 2.0, 10, 10, wire_sent_bytes=None,
+                wire_received_bytes=None)])
+    row = record(directory)
+    assert row["wire_bytes_per_step"] is None
+    assert row["worker_startup_seconds"] is None
 
 
 def test_record_refuses_a_missing_summary(tmp_path):
