@@ -111,7 +111,7 @@ test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
 	  -DGRADWIRE_SANITIZE=ON -DGRADWIRE_BUILD_BENCHMARKS=OFF -DGRADWIRE_CUDA=OFF \
 	  -DGRADWIRE_BUILD_WORKER=OFF
-	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target gradwire-unit-tests
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
 
 fuzz-build: deps
