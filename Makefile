@@ -38,8 +38,9 @@
 #                    through --worker-command; writes
 #                    build/demo-python-summary.json)
 #   make format      clang-format every C++ file
-#   make lint        clang -fsyntax-only -Werror -Wthread-safety over every
-#                    source (build-lint/ holds its compile database), and a
+#   make lint        -Werror -Wthread-safety over every source, and no
+#                    function over 60 lines outside tests/ (clang-tidy-14;
+#                    build-lint/ holds its compile database), and a
 #                    clang-format check of every C++ and proto file
 #   make settings-doc  writes docs/reference/settings.md, the reference of
 #                    every worker setting, from worker/settings_table.h

@@ -2,21 +2,33 @@
 # make lint: clang's static checks over every C++ source, then a
 # clang-format check of every C++ and proto file.
 #
+#   scripts/lint.sh              every project source
+#   scripts/lint.sh FILE.cc ...  only these sources (the format check too)
+#
 # 1. Configures a clang build in $LINT_BUILD (default build-lint) only for
 #    its compile database, and generates the protobuf headers.
-# 2. Runs `clang++ -fsyntax-only` on every project source in that
-#    database, with the project's warnings as errors (-Werror, which takes
-#    in -Wthread-safety: every ABSL_GUARDED_BY is checked). The analyses run
-#    in clang's front end, so nothing is compiled to code.
+# 2. One front-end pass per project source in that database, with the
+#    project's warnings as errors (-Werror, which takes in -Wthread-safety:
+#    every ABSL_GUARDED_BY is checked). Nothing is compiled to code.
+#    - Sources outside tests/ go through clang-tidy-14, which reports the
+#      compiler's warnings (clang-diagnostic-*) and, in the same pass,
+#      readability-function-size: no function body over 60 lines, a lambda
+#      counting in the function around it, in the source or in a project
+#      header it includes. One pass instead of two keeps the lint's time.
+#    - Sources in tests/ go through `clang++ -fsyntax-only`: the same
+#      warnings, no size limit.
 # 3. `clang-format --dry-run --Werror` (Google style, .clang-format).
 #
-# Exit 0 when both are clean; 1 with the diagnostics otherwise.
+# Exit 0 when all are clean; 1 with the diagnostics otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=${LINT_BUILD:-build-lint}
 jobs=${JOBS:-$(nproc)}
 python=/usr/bin/python3
+max_function_lines=60
+# The folders whose functions have the size limit (tests/ has none).
+sized='apps|bench|cli|client|common|examples|include|python|server|worker'
 
 mkdir -p "$build"
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja \
@@ -28,15 +40,34 @@ cmake --build "$build" --target gradwire_proto >/dev/null
 
 commands=$(mktemp)
 trap 'rm -f "$commands"' EXIT
-# One syntax-only command per project source (generated code excluded).
-"$python" - "$build/compile_commands.json" "$PWD" >"$commands" <<'PY'
-import json, shlex, sys
-database, root = sys.argv[1], sys.argv[2] + "/"
+tidy_config="{CheckOptions: [{key: readability-function-size.LineThreshold,\
+ value: $max_function_lines}]}"
+# One command per project source (generated code excluded).
+"$python" - "$build/compile_commands.json" "$PWD" "$sized" "$tidy_config" \
+  "$@" >"$commands" <<'PY'
+import json, os, re, shlex, sys
+database, root, sized, config = sys.argv[1:5]
+root += "/"
+only = {os.path.abspath(path) for path in sys.argv[5:]}
+sized_source = re.compile(re.escape(root) + "(%s)/" % sized)
+tidy = ["clang-tidy-14", "--quiet", "-p", os.path.dirname(database),
+        "-checks=-*,readability-function-size", "-config=" + config,
+        "-warnings-as-errors=*", "-header-filter=^" + sized_source.pattern,
+        "--extra-arg=-Werror", "--extra-arg=-Wthread-safety"]
+# clang-tidy counts on stderr the warnings it hid (system headers) and the
+# errors it printed.
+quiet = (" 2>&1 | { grep -Ev '^[0-9]+ (warnings?|errors?)( and [0-9]+ "
+         "errors?)? generated\\.$' || true; }")
 for entry in json.load(open(database)):
     source = entry["file"]
     if not source.startswith(root) or "/build" in source[len(root) - 1:]:
         continue
-    if not source.endswith(".cc"):
+    if not source.endswith(".cc") or (only and source not in only):
+        continue
+    if sized_source.match(source):
+        print("set -o pipefail; cd %s && %s%s" % (
+            shlex.quote(root), " ".join(map(shlex.quote, tidy + [source])),
+            quiet))
         continue
     args = shlex.split(entry["command"])
     kept, skip = [], False
@@ -53,17 +84,27 @@ for entry in json.load(open(database)):
                            " ".join(shlex.quote(a) for a in kept)))
 PY
 total=$(wc -l <"$commands")
-echo "lint: clang -fsyntax-only -Werror -Wthread-safety on $total sources ($jobs at a time)"
+echo "lint: $total sources ($jobs at a time): clang-tidy-14 -Werror" \
+  "-Wthread-safety, functions <= $max_function_lines lines outside tests/;" \
+  "clang++ -fsyntax-only -Werror -Wthread-safety in tests/"
 failed=0
+if [[ $# -gt 0 && $total -eq 0 ]]; then
+  echo "lint: none of $* is in $build/compile_commands.json" >&2
+  failed=1
+fi
 tr '\n' '\0' <"$commands" |
-  xargs -0 -P "$jobs" -I{} bash -c '{}' || failed=1
+  xargs -0 -r -P "$jobs" -I{} bash -c '{}' || failed=1
 
 echo "lint: clang-format --dry-run --Werror"
 # Tracked and new files, as they are in the working tree.
-git ls-files --cached --others --exclude-standard \
-  '*.cc' '*.h' '*.cu' '*.cuh' '*.proto' |
+if [[ $# -gt 0 ]]; then
+  patterns=("$@")
+else
+  patterns=('*.cc' '*.h' '*.cu' '*.cuh' '*.proto')
+fi
+git ls-files --cached --others --exclude-standard -- "${patterns[@]}" |
   while read -r file; do [[ -f "$file" ]] && echo "$file"; done |
-  xargs clang-format --dry-run --Werror || failed=1
+  xargs -r clang-format --dry-run --Werror || failed=1
 
 if [[ $failed -ne 0 ]]; then
   echo "lint: FAILED" >&2
