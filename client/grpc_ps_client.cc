@@ -23,10 +23,11 @@ namespace gradwire {
 class ShardConnection {
  public:
   ShardConnection(uint32_t shard_id, std::string address,
-                  const ClientOptions& options)
+                  const ClientOptions& options,
+                  std::shared_ptr<WireCounters> wire)
       : shard_id_(shard_id),
         address_(std::move(address)),
-        channel_(CreateShardChannel(address_, options)),
+        channel_(CreateShardChannel(address_, options, std::move(wire))),
         stub_(v1::ParameterServer::NewStub(channel_)),
         push_stub_(channel_) {}
 
@@ -202,6 +203,7 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Connect(
   if (shard_addresses.empty()) {
     return absl::InvalidArgumentError("no shard addresses");
   }
+  auto wire = std::make_shared<WireCounters>();
   std::vector<std::unique_ptr<ShardConnection>> shards;
   for (size_t i = 0; i < shard_addresses.size(); ++i) {
     if (shard_addresses[i].empty()) {
@@ -209,7 +211,7 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Connect(
           absl::StrCat("the address of shard ", i, " is empty"));
     }
     shards.push_back(std::make_unique<ShardConnection>(
-        i, std::move(shard_addresses[i]), options));
+        i, std::move(shard_addresses[i]), options, wire));
   }
   // Start every channel connecting before waiting on the first, so that
   // the shards connect in parallel under one deadline.
@@ -229,13 +231,15 @@ absl::StatusOr<std::unique_ptr<GrpcPsClient>> GrpcPsClient::Connect(
     }
   }
   return std::unique_ptr<GrpcPsClient>(
-      new GrpcPsClient(std::move(options), std::move(shards)));
+      new GrpcPsClient(std::move(options), std::move(shards), std::move(wire)));
 }
 
 GrpcPsClient::GrpcPsClient(ClientOptions options,
-                           std::vector<std::unique_ptr<ShardConnection>> shards)
+                           std::vector<std::unique_ptr<ShardConnection>> shards,
+                           std::shared_ptr<WireCounters> wire)
     : options_(std::move(options)),
       shards_(std::move(shards)),
+      wire_(std::move(wire)),
       calls_(std::make_unique<InFlightCalls>()),
       call_threads_(std::make_unique<ThreadPool>(CallThreadOptions())) {}
 
@@ -350,5 +354,7 @@ TrafficStats GrpcPsClient::traffic() const {
   stats.retries = load(counters_.retries);
   return stats;
 }
+
+WireTotals GrpcPsClient::wire_bytes() const { return wire_->Snapshot(); }
 
 }  // namespace gradwire

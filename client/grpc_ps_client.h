@@ -32,11 +32,12 @@
 // Traffic: bytes sent are request.ByteSizeLong() per attempt (a retried
 // request counts again), bytes received are response.ByteSizeLong() of each
 // successful call. These are serialized protobuf sizes, without gRPC and
-// HTTP/2 framing.
+// HTTP/2 framing. wire_bytes() is what the kernel counted on the
+// client's TCP connections (wire_counters.h), reconnections included.
 //
 // Thread safety: Init, Push and Pull may run concurrently (PsClient's
 // contract: the stubs are thread-safe and the counters atomic); traffic(),
-// num_shards() and address() are safe at any time.
+// wire_bytes(), num_shards() and address() are safe at any time.
 #ifndef GRADWIRE_CLIENT_GRPC_PS_CLIENT_H_
 #define GRADWIRE_CLIENT_GRPC_PS_CLIENT_H_
 
@@ -62,6 +63,8 @@ class ShardConnection;
 class InFlightCalls;
 // The threads of ForEachShard (common/threads/thread_pool.h).
 class ThreadPool;
+// The kernel's byte counters of the shards' sockets (wire_counters.h).
+class WireCounters;
 
 class GrpcPsClient final : public PsClient {
  public:
@@ -93,6 +96,8 @@ class GrpcPsClient final : public PsClient {
                     std::vector<v1::PullResponse>* responses) override;
 
   TrafficStats traffic() const override;
+  // Over every shard's connections (one WireCounters for the client).
+  WireTotals wire_bytes() const override;
 
   // Every attempt in flight ends at once with CANCELLED, and every later
   // call fails with CANCELLED before anything is sent (no retry).
@@ -111,7 +116,8 @@ class GrpcPsClient final : public PsClient {
   };
 
   GrpcPsClient(ClientOptions options,
-               std::vector<std::unique_ptr<ShardConnection>> shards);
+               std::vector<std::unique_ptr<ShardConnection>> shards,
+               std::shared_ptr<WireCounters> wire);
 
   // Checks that there is one request per shard, each with this worker's
   // id; returns the shards whose request has chunks.
@@ -128,6 +134,8 @@ class GrpcPsClient final : public PsClient {
   // Constant after construction.
   const ClientOptions options_;
   const std::vector<std::unique_ptr<ShardConnection>> shards_;
+  // Thread-safe; the shards' channels count into it.
+  const std::shared_ptr<WireCounters> wire_;
 
   // Atomic; safe to read at any time.
   Counters counters_;

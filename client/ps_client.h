@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "client/wire_totals.h"
 #include "gradwire/v1/parameter_server.pb.h"
 
 namespace gradwire {
@@ -50,6 +51,14 @@ class PsClient {
 
   // Totals since construction.
   virtual TrafficStats traffic() const = 0;
+
+  // The TCP stream bytes of this client's connections since construction,
+  // as the kernel counts them (wire_totals.h, wire_counters.h): framing,
+  // headers and TLS included, so at least the payload of traffic() once
+  // acknowledged. Unknown (WireTotals::known false) where the transport cannot
+  // say (Unix sockets, in-memory clients: the default). Reads the kernel's
+  // counters: a few system calls per connection, fine once per step.
+  virtual WireTotals wire_bytes() const { return WireTotals(); }
 
   // For teardown: makes the calls in flight end now (CANCELLED) and every
   // later call fail, so that nothing waits out its deadline (a BSP pull

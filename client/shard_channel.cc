@@ -18,7 +18,8 @@ int Milliseconds(absl::Duration duration) {
 }  // namespace
 
 std::shared_ptr<grpc::Channel> CreateShardChannel(
-    const std::string& address, const ClientOptions& options) {
+    const std::string& address, const ClientOptions& options,
+    std::shared_ptr<WireCounters> wire) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   arguments.SetMaxReceiveMessageSize(
@@ -30,6 +31,7 @@ std::shared_ptr<grpc::Channel> CreateShardChannel(
                    Milliseconds(options.initial_backoff));
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
                    Milliseconds(options.max_backoff));
+  if (wire != nullptr) AttachWireCounters(std::move(wire), &arguments);
   return CreateSecureChannel(address, options.transport, std::move(arguments));
 }
 

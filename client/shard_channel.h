@@ -8,6 +8,7 @@
 #include <string>
 
 #include "client/client_options.h"
+#include "client/wire_counters.h"
 #include "grpcpp/channel.h"
 
 namespace gradwire {
@@ -19,8 +20,12 @@ namespace gradwire {
 // backoff between options.initial_backoff and options.max_backoff.
 // Requires ValidateClientOptions(options).ok(). The channel starts idle; it
 // connects on the first call or GetState(true).
-std::shared_ptr<grpc::Channel> CreateShardChannel(const std::string& address,
-                                                  const ClientOptions& options);
+// With `wire`, every socket the channel opens is counted there
+// (wire_counters.h); the channel then never shares a connection with
+// another channel.
+std::shared_ptr<grpc::Channel> CreateShardChannel(
+    const std::string& address, const ClientOptions& options,
+    std::shared_ptr<WireCounters> wire = nullptr);
 
 }  // namespace gradwire
 
