@@ -38,6 +38,7 @@
 #include "absl/types/span.h"
 #include "bench/common/report.h"
 #include "bench/common/timing.h"
+#include "bench/server/apply.h"
 #include "bench/server/config.h"
 #include "bench/server/push.h"
 #include "bench/server/report.h"
@@ -113,9 +114,11 @@ ServerResultRow NewRow(uint32_t pushers, std::string path, std::string mode,
   return row;
 }
 
+// The raw TCP bound of `loads` (the pushes' own bytes, or the dense
+// gradient's: `path` names which).
 absl::StatusOr<ServerResultRow> MeasureTcp(const ServerBenchConfig& config,
                                            absl::Span<const PusherLoad> loads,
-                                           double density) {
+                                           double density, std::string path) {
   const uint32_t pushers = static_cast<uint32_t>(loads.size());
   absl::StatusOr<std::unique_ptr<TcpLoopback>> loopback =
       TcpLoopback::Open(pushers);
@@ -125,10 +128,11 @@ absl::StatusOr<ServerResultRow> MeasureTcp(const ServerBenchConfig& config,
     return (*loopback)->Transfer(loads, config.rounds);
   });
   if (!t.ok()) return t.status();
-  ServerResultRow row = NewRow(pushers, "tcp", "-", config.rounds);
+  ServerResultRow row = NewRow(pushers, std::move(path), "-", config.rounds);
   row.cpu_cores = cpu.Cores();
   FillRates(loads, density, *t, &row);
   row.vs_tcp = 1.0;
+  row.vs_tcp_dense = row.dense_equiv_gb_per_s * 1e9 / row.payload_bytes_per_s;
   return row;
 }
 
@@ -205,17 +209,30 @@ absl::StatusOr<ServerResultRow> MeasurePushes(const ServerBenchConfig& config,
   return row;
 }
 
-// The tcp bound, then every mode and path, at one pusher count.
+// The tcp bound (and, for sparse pushes, the dense gradient's tcp bound
+// from `dense_loads`), then every mode and path, at one pusher count.
 absl::Status MeasurePusherCount(const ServerBenchConfig& config,
-                                uint32_t pushers, Workload* workload,
+                                uint32_t pushers,
+                                absl::Span<const PusherLoad> dense_loads,
+                                Workload* workload,
                                 std::vector<ServerResultRow>* rows) {
   const absl::Span<const PusherLoad> loads =
       absl::MakeConstSpan(workload->pushers).first(pushers);
   absl::StatusOr<ServerResultRow> tcp =
-      MeasureTcp(config, loads, workload->density);
+      MeasureTcp(config, loads, workload->density, "tcp");
   if (!tcp.ok()) return tcp.status();
   PrintServerTableRow(*tcp, stdout);
   rows->push_back(*tcp);
+  // The dense gradient over raw TCP: what the pushes stand for.
+  double dense_tcp_bytes_per_s = tcp->payload_bytes_per_s;
+  if (!dense_loads.empty()) {
+    absl::StatusOr<ServerResultRow> dense =
+        MeasureTcp(config, dense_loads.first(pushers), 1.0, "tcp_dense");
+    if (!dense.ok()) return dense.status();
+    PrintServerTableRow(*dense, stdout);
+    dense_tcp_bytes_per_s = dense->payload_bytes_per_s;
+    rows->push_back(*std::move(dense));
+  }
   for (v1::ConsistencyMode mode : config.modes) {
     for (PushPath path : config.paths) {
       absl::StatusOr<ServerResultRow> row =
@@ -227,6 +244,8 @@ absl::Status MeasurePusherCount(const ServerBenchConfig& config,
                          PathName(path), ": ", row.status().message()));
       }
       row->vs_tcp = row->payload_bytes_per_s / tcp->payload_bytes_per_s;
+      row->vs_tcp_dense =
+          row->dense_equiv_gb_per_s * 1e9 / dense_tcp_bytes_per_s;
       PrintServerTableRow(*row, stdout);
       rows->push_back(*std::move(row));
     }
@@ -284,7 +303,9 @@ int Main(const ServerBenchConfig& config) {
       "rounds: every pusher pushes every chunk once; ms: median per timed "
       "call; MB/s: serialized PushRequest bytes; Msel/s: selected elements "
       "applied; dense_GB/s: the fp32 volume they stand for; vs_tcp: MB/s / "
-      "tcp MB/s (tcp: same bytes, raw loopback socket, no shard); cores: "
+      "tcp MB/s (tcp: same bytes, raw loopback socket, no shard); "
+      "vs_dense: dense_GB/s / tcp_dense MB/s (tcp_dense: the dense fp32 "
+      "gradient's bytes over the same socket); cores: "
       "CPUs this process kept busy during the measurement; Msel/cpu_s: "
       "Msel/s per core\n",
       info.host.hostname.c_str(), info.host.cpu_model.c_str(),
@@ -293,14 +314,24 @@ int Main(const ServerBenchConfig& config) {
       static_cast<unsigned long long>(info.num_chunks), info.compressor.c_str(),
       info.density, ChunksPerPushText(config.chunks_per_push).c_str(),
       info.bytes_per_push, build_seconds);
+  absl::StatusOr<std::vector<ApplyResultRow>> apply = MeasureApply(config);
+  if (!apply.ok()) return Fail(apply.status());
+  PrintApplyTable(*apply, stdout);
+  // Sparse pushes stand for a dense gradient: its raw TCP bound too.
+  const std::vector<PusherLoad> dense_loads =
+      workload->density < 1.0
+          ? BuildDenseTcpLoads(workload->numel, config.partition_bytes,
+                               max_pushers)
+          : std::vector<PusherLoad>();
   std::vector<ServerResultRow> rows;
   PrintServerTableHeader(stdout);
   for (uint32_t pushers : config.pushers) {
-    absl::Status s = MeasurePusherCount(config, pushers, &*workload, &rows);
+    absl::Status s =
+        MeasurePusherCount(config, pushers, dense_loads, &*workload, &rows);
     if (!s.ok()) return Fail(s);
   }
   if (!config.json_path.empty()) {
-    absl::Status s = WriteServerJson(config.json_path, info, rows);
+    absl::Status s = WriteServerJson(config.json_path, info, rows, *apply);
     if (!s.ok()) return Fail(s);
     std::printf("wrote %s\n", config.json_path.c_str());
   }

@@ -27,7 +27,10 @@ constexpr char kNotes[] =
     "reader that discards them (the bound). dense_equiv_gb_per_s = "
     "selected_per_s / density * 4 / 1e9 (density: the fraction of elements "
     "the pushes carry, 1 when dense); vs_tcp = payload bytes/s / tcp "
-    "payload bytes/s at the same pusher count; cpu_cores: CPUs this "
+    "payload bytes/s at the same pusher count; vs_tcp_dense = "
+    "dense_equiv_gb_per_s * 1e9 / the payload bytes/s of raw TCP carrying the "
+    "dense fp32 gradient (tcp_dense) at the same pusher count; cpu_cores: CPUs "
+    "this "
     "process kept busy over the measurement (on a shared machine a path with "
     "more runnable threads, or threads that sleep between requests, wins "
     "more of it); selected_per_cpu_s = selected_per_s / cpu_cores. "
@@ -56,6 +59,7 @@ Json RowJson(const ServerResultRow& r) {
               {"selected_per_s", Rounded(r.selected_per_s, "%.6g")},
               {"dense_equiv_gb_per_s", Rounded(r.dense_equiv_gb_per_s, "%.6g")},
               {"vs_tcp", Rounded(r.vs_tcp, "%.6g")},
+              {"vs_tcp_dense", Rounded(r.vs_tcp_dense, "%.6g")},
               {"payload_bytes_per_s", Rounded(r.payload_bytes_per_s, "%.6g")},
               {"cpu_cores", Rounded(r.cpu_cores, "%.3g")},
               {"selected_per_cpu_s", Rounded(r.selected_per_cpu_s, "%.6g")},
@@ -66,21 +70,33 @@ Json RowJson(const ServerResultRow& r) {
   return row;
 }
 
+Json ApplyJson(const ApplyResultRow& r) {
+  return {{"rule", r.rule},
+          {"selected", r.selected},
+          {"numel", r.numel},
+          {"sparse_ns_per_selected", Rounded(r.sparse_ns_per_selected, "%.4g")},
+          {"dense_ns_per_element", Rounded(r.dense_ns_per_element, "%.4g")},
+          {"ratio", Rounded(r.ratio, "%.4g")},
+          {"selected_per_s", Rounded(r.selected_per_s, "%.6g")}};
+}
+
 }  // namespace
 
 void PrintServerTableHeader(std::FILE* out) {
-  std::fprintf(out, "%7s %-4s %-10s %6s %9s %4s %9s %10s %9s %7s %5s %11s\n",
-               "pushers", "mode", "path", "rounds", "ms", "reps", "MB/s",
-               "Msel/s", "dense_GB/s", "vs_tcp", "cores", "Msel/cpu_s");
+  std::fprintf(
+      out, "%7s %-4s %-10s %6s %9s %4s %9s %10s %9s %7s %8s %5s %11s\n",
+      "pushers", "mode", "path", "rounds", "ms", "reps", "MB/s", "Msel/s",
+      "dense_GB/s", "vs_tcp", "vs_dense", "cores", "Msel/cpu_s");
 }
 
 void PrintServerTableRow(const ServerResultRow& r, std::FILE* out) {
   std::fprintf(
       out,
-      "%7u %-4s %-10s %6d %9.2f %4d %9.1f %10.2f %10.2f %6.3fx %5.2f %11.2f\n",
+      "%7u %-4s %-10s %6d %9.2f %4d %9.1f %10.2f %10.2f %6.3fx %7.2fx %5.2f "
+      "%11.2f\n",
       r.pushers, r.mode.c_str(), r.path.c_str(), r.rounds, r.seconds * 1e3,
       r.reps, r.payload_bytes_per_s / 1e6, r.selected_per_s / 1e6,
-      r.dense_equiv_gb_per_s, r.vs_tcp, r.cpu_cores,
+      r.dense_equiv_gb_per_s, r.vs_tcp, r.vs_tcp_dense, r.cpu_cores,
       r.selected_per_cpu_s / 1e6);
   if (!r.stage_us_per_push.empty()) {
     std::string stages;
@@ -94,9 +110,12 @@ void PrintServerTableRow(const ServerResultRow& r, std::FILE* out) {
 }
 
 absl::Status WriteServerJson(const std::string& path, const ServerRunInfo& info,
-                             const std::vector<ServerResultRow>& rows) {
+                             const std::vector<ServerResultRow>& rows,
+                             const std::vector<ApplyResultRow>& apply) {
   Json results = Json::array();
   for (const ServerResultRow& r : rows) results.push_back(RowJson(r));
+  Json apply_rows = Json::array();
+  for (const ApplyResultRow& r : apply) apply_rows.push_back(ApplyJson(r));
   const Json report = {{"host", HostJson(info.host)},
                        {"numel", info.numel},
                        {"num_chunks", info.num_chunks},
@@ -105,7 +124,8 @@ absl::Status WriteServerJson(const std::string& path, const ServerRunInfo& info,
                        {"chunks_per_push", info.chunks_per_push},
                        {"bytes_per_push", Rounded(info.bytes_per_push, "%.6g")},
                        {"notes", kNotes},
-                       {"results", std::move(results)}};
+                       {"results", std::move(results)},
+                       {"apply", std::move(apply_rows)}};
   if (!WriteJsonFile(path, report)) {
     return absl::UnavailableError(
         absl::StrCat("cannot write JSON results to '", path, "'"));

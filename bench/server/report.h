@@ -10,12 +10,14 @@
 
 #include "absl/status/status.h"
 #include "bench/common/report.h"
+#include "bench/server/apply.h"
 
 namespace gradwire::bench {
 
 struct ServerResultRow {
   uint32_t pushers = 0;
-  // "in_process", "grpc" or "tcp" (the bound).
+  // "in_process", "grpc", "tcp" (the bound: the pushes' own bytes) or
+  // "tcp_dense" (the dense gradient's bytes, for sparse pushes).
   std::string path;
   // "asp" or "bsp"; "-" for tcp, which has no shard.
   std::string mode;
@@ -32,6 +34,11 @@ struct ServerResultRow {
   double dense_equiv_gb_per_s = 0.0;
   // payload_bytes_per_s / the tcp row's, at the same pusher count.
   double vs_tcp = 0.0;
+  // dense_equiv_gb_per_s * 1e9 / the payload bytes/s of raw TCP carrying
+  // the dense fp32 gradient (the tcp_dense row; the tcp row when the
+  // pushes are dense), at the same pusher count: how many times the dense
+  // volume raw TCP moves the pushes stand for.
+  double vs_tcp_dense = 0.0;
   // CPUs this process kept busy, on average, over the measurement (warm-up
   // and timed calls; client, server and reader threads alike).
   double cpu_cores = 0.0;
@@ -67,12 +74,16 @@ void PrintServerTableRow(const ServerResultRow& row, std::FILE* out);
 // Writes {"host", "numel", "num_chunks", "compressor", "density",
 // "chunks_per_push", "bytes_per_push",
 // "notes", "results": [{"pushers", "path", "mode", "selected_per_s",
-// "dense_equiv_gb_per_s", "vs_tcp", "payload_bytes_per_s", "cpu_cores",
+// "dense_equiv_gb_per_s", "vs_tcp", "vs_tcp_dense", "payload_bytes_per_s",
+// "cpu_cores",
 // "selected_per_cpu_s", "seconds", "reps", "rounds", "stage_us_per_push":
-// {"parse": ..., ...}}]} to `path`. Returns an
-// error naming the file when it cannot be written.
+// {"parse": ..., ...}}], "apply": [{"rule", "selected", "numel",
+// "sparse_ns_per_selected", "dense_ns_per_element", "ratio",
+// "selected_per_s"}]} to `path`. Returns an error naming the file when it
+// cannot be written.
 absl::Status WriteServerJson(const std::string& path, const ServerRunInfo& info,
-                             const std::vector<ServerResultRow>& rows);
+                             const std::vector<ServerResultRow>& rows,
+                             const std::vector<ApplyResultRow>& apply);
 
 }  // namespace gradwire::bench
 

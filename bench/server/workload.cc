@@ -1,6 +1,8 @@
 #include "bench/server/workload.h"
 
+#include <algorithm>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -85,6 +87,24 @@ absl::Status BuildPusher(const Partition& partition,
 }
 
 }  // namespace
+
+std::vector<PusherLoad> BuildDenseTcpLoads(uint64_t numel,
+                                           uint64_t partition_bytes,
+                                           uint32_t pushers) {
+  const uint64_t chunk_numel = partition_bytes / sizeof(float);
+  PusherLoad load;
+  for (uint64_t begin = 0; begin < numel; begin += chunk_numel) {
+    const uint64_t bytes = std::min(chunk_numel, numel - begin) * sizeof(float);
+    std::string frame(4 + bytes, '\0');
+    for (int b = 0; b < 4; ++b) {
+      frame[b] = static_cast<char>(static_cast<uint32_t>(bytes) >> (8 * b));
+    }
+    load.frames.push_back(std::move(frame));
+    load.payload_bytes += bytes;
+  }
+  load.selected = numel;
+  return std::vector<PusherLoad>(pushers, load);
+}
 
 absl::StatusOr<Workload> BuildWorkload(const ServerBenchConfig& config,
                                        uint32_t max_pushers) {

@@ -51,6 +51,15 @@ struct Workload {
 absl::StatusOr<Workload> BuildWorkload(const ServerBenchConfig& config,
                                        uint32_t max_pushers);
 
+// The raw TCP baseline for the dense gradient of the same model: for each of
+// `pushers` pushers, one frame per chunk of `partition_bytes` (the last
+// one shorter) whose payload is the chunk's fp32 values, numel * 4 bytes,
+// behind the same 4-byte length prefix. Only `frames`, `selected` (numel)
+// and `payload_bytes` are set; no requests.
+std::vector<PusherLoad> BuildDenseTcpLoads(uint64_t numel,
+                                           uint64_t partition_bytes,
+                                           uint32_t pushers);
+
 // Sets the worker count and mode of workload->init and returns it.
 const v1::InitRequest& ConfigureInit(uint32_t num_workers,
                                      v1::ConsistencyMode mode,

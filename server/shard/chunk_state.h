@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/consistency/consistency_rule.h"
 #include "common/consistency/live_set.h"
+#include "server/shard/changed_positions.h"
 #include "server/shard/published_deltas.h"
 #include "server/shard/snapshot.h"
 
@@ -39,6 +40,7 @@ struct ChunkState {
     // A new chunk, or a restored one (a new history epoch, whose workers
     // all pull dense first): the shadow is at the chunk's version.
     published.Reset(state.version, state.clock);
+    if (!state.shadow.empty()) changed.ResetFrom(state.weights, state.shadow);
     // A restored step's sum may be non-zero anywhere.
     step_positions_known = state.accumulator.empty();
   }
@@ -60,6 +62,9 @@ struct ChunkState {
   // With shared pull deltas: the deltas published from state.shadow, which
   // is at published.version() (published_deltas.h).
   PublishedDeltas published ABSL_GUARDED_BY(mu);
+  // With shared pull deltas: where state.weights may differ from
+  // state.shadow (changed_positions.h); every update adds what it moved.
+  ChangedPositions changed ABSL_GUARDED_BY(mu);
   // The workers this chunk waits for: Shard::DropWorker takes them out.
   // Kept out of the snapshot: after a restart from a checkpoint every
   // worker is live again.
@@ -109,9 +114,9 @@ inline bool PublishPullDelta(const Compressor& compressor, ChunkState* chunk)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu) {
   ChunkSnapshot& state = chunk->state;
   if (state.version <= chunk->published.version()) return false;
-  return chunk->published.Publish(compressor, chunk->key, state.version,
-                                  state.clock, state.weights,
-                                  absl::MakeSpan(state.shadow));
+  return chunk->published.Publish(
+      compressor, chunk->key, state.version, state.clock, state.weights,
+      absl::MakeSpan(state.shadow), &chunk->changed);
 }
 
 // A shard's chunks by key; immutable once the shard is initialised.

@@ -18,39 +18,63 @@ using chunk_updater_internal::ScaleToMean;
 using chunk_updater_internal::SecondsSince;
 using chunk_updater_internal::SteadyClock;
 
+float ChunkUpdater::CommitInPlace(ChunkState* chunk,
+                                  const PreparedUpdate& prepared) const {
+  ChunkSnapshot& state = chunk->state;
+  const SteadyClock::time_point start = SteadyClock::now();
+  float weight_bound = 0.0f;
+  if (prepared.in_place_gradient.empty() && StepIsSparse(*chunk)) {
+    // The step's sum is zero but at its positions: O(positions). The
+    // other weights keep their bound, when it is current.
+    const float touched = config_.optimizer->ApplySgdAtAndClear(
+        absl::MakeSpan(state.weights), absl::MakeSpan(state.accumulator),
+        chunk->step_positions, &state.optimizer);
+    weight_bound = chunk->weight_bound_version == state.version
+                       ? std::max(chunk->weight_bound, touched)
+                       : std::numeric_limits<float>::infinity();
+    NoteMoved(chunk, chunk->step_positions, /*everywhere=*/false);
+  } else if (prepared.in_place_gradient.empty()) {
+    weight_bound = config_.optimizer->ApplySgdAndClear(
+        absl::MakeSpan(state.weights), absl::MakeSpan(state.accumulator),
+        &state.optimizer);
+    NoteMoved(chunk, {}, /*everywhere=*/true);
+  } else {
+    weight_bound = config_.optimizer->ApplySgdBounded(
+        absl::MakeSpan(state.weights), prepared.in_place_gradient,
+        &state.optimizer);
+    NoteMoved(chunk, {}, /*everywhere=*/true);
+  }
+  metrics_->ObserveOptimizer(prepared.check_seconds + SecondsSince(start));
+  return weight_bound;
+}
+
+void ChunkUpdater::NoteMoved(ChunkState* chunk,
+                             absl::Span<const uint32_t> positions,
+                             bool everywhere) const {
+  if (!config_.shared_deltas()) return;
+  if (everywhere) {
+    chunk->changed.Forget();
+  } else {
+    chunk->changed.Add(positions, chunk->numel);
+  }
+}
+
 void ChunkUpdater::Commit(ChunkState* chunk, PreparedUpdate* prepared) const {
   ChunkSnapshot& state = chunk->state;
   const bool in_place = prepared->in_place;
   float weight_bound = 0.0f;
   if (in_place) {
-    const SteadyClock::time_point start = SteadyClock::now();
-    if (prepared->in_place_gradient.empty() && StepIsSparse(*chunk)) {
-      // The step's sum is zero but at its positions: O(positions). The
-      // other weights keep their bound, when it is current.
-      const float touched = config_.optimizer->ApplySgdAtAndClear(
-          absl::MakeSpan(state.weights), absl::MakeSpan(state.accumulator),
-          chunk->step_positions, &state.optimizer);
-      weight_bound = chunk->weight_bound_version == state.version
-                         ? std::max(chunk->weight_bound, touched)
-                         : std::numeric_limits<float>::infinity();
-    } else if (prepared->in_place_gradient.empty()) {
-      weight_bound = config_.optimizer->ApplySgdAndClear(
-          absl::MakeSpan(state.weights), absl::MakeSpan(state.accumulator),
-          &state.optimizer);
-    } else {
-      weight_bound = config_.optimizer->ApplySgdBounded(
-          absl::MakeSpan(state.weights), prepared->in_place_gradient,
-          &state.optimizer);
-    }
-    metrics_->ObserveOptimizer(prepared->check_seconds + SecondsSince(start));
+    weight_bound = CommitInPlace(chunk, *prepared);
   } else if (prepared->sparse) {
     for (size_t j = 0; j < prepared->indices.size(); ++j) {
       state.weights[prepared->indices[j]] = prepared->values[j];
     }
     config_.optimizer->FinishSelectedUpdate(&state.optimizer);
+    NoteMoved(chunk, prepared->indices, /*everywhere=*/false);
   } else {
     state.weights.swap(prepared->weights);
     std::swap(state.optimizer, prepared->optimizer);
+    NoteMoved(chunk, {}, /*everywhere=*/true);
   }
   prepared->runs = false;
   prepared->in_place = false;

@@ -66,8 +66,10 @@
 //     1-bit Adam past its freeze, without weight decay): the
 //     new weights of the selected elements are computed aside, checked,
 //     and written; nothing is decoded to a dense buffer, and a pull delta
-//     (a pass over the chunk) is published only every publish_every
-//     updates.
+//     is published only every publish_every updates: with a Top-K pull
+//     compressor at the positions the updates since the last one moved
+//     (and what earlier deltas left out), O(those positions), while they
+//     are few (changed_positions.h); otherwise a pass over the chunk.
 //   - ASP/SSP under momentum, Adam or weight decay: the dense rule, which
 //     moves every element (a lazy rule that skipped untouched elements
 //     would train differently from PyTorch's), so the push is decoded and
@@ -225,6 +227,15 @@ class ChunkUpdater {
   absl::Status TryUpdateSelected(ChunkState* chunk,
                                  const CompressedChunk& gradient,
                                  PreparedUpdate* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  // Commit's in-place update (prepared.in_place); returns the new weights'
+  // bound.
+  float CommitInPlace(ChunkState* chunk, const PreparedUpdate& prepared) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
+  // With shared pull deltas, records where an update moved the weights
+  // (ChunkState::changed): at `positions`, or `everywhere`.
+  void NoteMoved(ChunkState* chunk, absl::Span<const uint32_t> positions,
+                 bool everywhere) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
   // Installs a finite update: version + 1, and the pull delta.
   void Commit(ChunkState* chunk, PreparedUpdate* prepared) const

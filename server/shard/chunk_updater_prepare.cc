@@ -243,13 +243,13 @@ absl::Status ChunkUpdater::TryUpdateSelected(ChunkState* chunk,
   const SteadyClock::time_point start = SteadyClock::now();
   out->indices.assign(gradient.indices.begin(), gradient.indices.end());
   out->values.resize(gradient.values.size());
-  config_.optimizer->ApplyAt(chunk->state.weights, chunk->state.optimizer,
-                             out->indices, gradient.values,
-                             chunk->state.optimizer.updates,
-                             absl::MakeSpan(out->values));
+  const bool finite = config_.optimizer->ApplyAt(
+      chunk->state.weights, chunk->state.optimizer, out->indices,
+      gradient.values, chunk->state.optimizer.updates,
+      absl::MakeSpan(out->values));
   metrics_->ObserveOptimizer(SecondsSince(start));
   // The other weights do not move, and were finite.
-  if (!AllFinite(out->values)) {
+  if (!finite) {
     out->runs = false;
     return absl::FailedPreconditionError(absl::StrFormat(
         "chunk %d: update %d would make a weight not finite (the values "

@@ -52,7 +52,7 @@ bool Optimizer::UpdatesOnlySelected(uint64_t update) const {
   return rule_->UpdatesOnlySelected(update);
 }
 
-void Optimizer::ApplyAt(absl::Span<const float> weights,
+bool Optimizer::ApplyAt(absl::Span<const float> weights,
                         const OptimizerState& state,
                         absl::Span<const uint32_t> indices,
                         absl::Span<const float> values, uint64_t update,
@@ -60,7 +60,7 @@ void Optimizer::ApplyAt(absl::Span<const float> weights,
   assert(UpdatesOnlySelected(update));
   assert(indices.size() == values.size() && values.size() == out.size());
   const float neg_lr = static_cast<float>(-LearningRateAt(settings_, update));
-  rule_->ApplyAt(neg_lr, weights, state, indices, values, update, out);
+  return rule_->ApplyAt(neg_lr, weights, state, indices, values, update, out);
 }
 
 void Optimizer::FinishSelectedUpdate(OptimizerState* state) const {

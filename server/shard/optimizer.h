@@ -108,12 +108,15 @@ class Optimizer {
   // `update`, written to `out`; neither the weights nor `state` are
   // changed. Elements outside `indices` keep their weights, bit for bit as
   // Apply would leave them (up to the sign of a zero weight). The caller
-  // stores `out` and then calls FinishSelectedUpdate on the state.
+  // stores `out` and then calls FinishSelectedUpdate on the state. Returns
+  // whether every value written to `out` is finite (found in the same
+  // pass). Cost: one scattered read (two for frozen Adam, which reads the
+  // second moment) per selected element, fetched ahead of its use.
   //
   // Preconditions: UpdatesOnlySelected(update); indices, values and out
   // have the same length; every index is < weights.size() and appears
   // once; for frozen Adam, state.second_moment has weights.size() elements.
-  void ApplyAt(absl::Span<const float> weights, const OptimizerState& state,
+  bool ApplyAt(absl::Span<const float> weights, const OptimizerState& state,
                absl::Span<const uint32_t> indices,
                absl::Span<const float> values, uint64_t update,
                absl::Span<float> out) const;

@@ -40,7 +40,7 @@ class AdamRule final : public OptimizerRule {
     return VarianceFrozenAt(update) && settings_.weight_decay == 0.0;
   }
 
-  void ApplyAt(float neg_lr, absl::Span<const float> weights,
+  bool ApplyAt(float neg_lr, absl::Span<const float> weights,
                const OptimizerState& state, absl::Span<const uint32_t> indices,
                absl::Span<const float> values, uint64_t update,
                absl::Span<float> out) const override;
@@ -135,7 +135,7 @@ void AdamRule::ApplyFrozen(double lr, absl::Span<float> weights,
 }
 
 // ApplyFrozen's expression without weight decay, at the selected elements.
-void AdamRule::ApplyAt(float neg_lr, absl::Span<const float> weights,
+bool AdamRule::ApplyAt(float neg_lr, absl::Span<const float> weights,
                        const OptimizerState& state,
                        absl::Span<const uint32_t> indices,
                        absl::Span<const float> values, uint64_t update,
@@ -145,15 +145,13 @@ void AdamRule::ApplyAt(float neg_lr, absl::Span<const float> weights,
   const float bc2_sqrt = FrozenBiasCorrectionSqrt();
   const float one_minus_beta1 = static_cast<float>(1.0 - settings_.momentum);
   const float eps = static_cast<float>(settings_.epsilon);
-  for (size_t j = 0; j < indices.size(); ++j) {
-    if (j + kApplyAtPrefetchAhead < indices.size()) {
-      __builtin_prefetch(&weights[indices[j + kApplyAtPrefetchAhead]]);
-      __builtin_prefetch(&v[indices[j + kApplyAtPrefetchAhead]]);
-    }
-    const float m = one_minus_beta1 * values[j];
-    const float denom = std::sqrt(v[indices[j]]) / bc2_sqrt + eps;
-    out[j] = weights[indices[j]] + neg_lr * m / denom;
-  }
+  return SelectedLoop(weights.data(), v, indices.data(), values.data(),
+                      indices.size(), out.data(),
+                      [=](float w, float velocity, uint32_t i) {
+                        const float m = one_minus_beta1 * velocity;
+                        const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
+                        return w + neg_lr * m / denom;
+                      });
 }
 
 }  // namespace

@@ -136,20 +136,16 @@ class SgdRule final : public OptimizerRule {
     return settings_.weight_decay == 0.0;
   }
 
-  void ApplyAt(float neg_lr, absl::Span<const float> weights,
+  bool ApplyAt(float neg_lr, absl::Span<const float> weights,
                const OptimizerState& state, absl::Span<const uint32_t> indices,
                absl::Span<const float> values, uint64_t update,
                absl::Span<float> out) const override {
-    const float wd = static_cast<float>(settings_.weight_decay);
-    // Apply's expression, element by element.
-    for (size_t j = 0; j < indices.size(); ++j) {
-      if (j + kApplyAtPrefetchAhead < indices.size()) {
-        __builtin_prefetch(&weights[indices[j + kApplyAtPrefetchAhead]]);
-      }
-      const float w = weights[indices[j]];
-      const float g = values[j] + wd * w;
-      out[j] = w + neg_lr * g;
-    }
+    // Apply's expression (SgdStep::Next), element by element.
+    const SgdStep step{neg_lr, static_cast<float>(settings_.weight_decay)};
+    return SelectedLoop(
+        weights.data(), nullptr, indices.data(), values.data(), indices.size(),
+        out.data(),
+        [step](float w, float g, uint32_t) { return step.Next(w, g); });
   }
 
   bool KeepsNoElementState() const override { return true; }

@@ -28,11 +28,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/types/span.h"
 #include "common/compress/compressor.h"
 #include "gradwire/v1/parameter_server.pb.h"
+#include "server/shard/changed_positions.h"
 #include "server/shard/memory_budget.h"
 
 namespace gradwire {
@@ -61,9 +63,24 @@ class PublishedDeltas {
   // delta (see "Memory" above). Returns false and changes nothing when the
   // compressor refuses the difference (non-finite, which finite weights never
   // give) or the delta does not encode.
+  //
+  // With `changed` set (the positions where weights may differ from
+  // shadow, changed_positions.h) and a Top-K compressor, the difference is
+  // compressed at those positions alone when they are known and hold at
+  // least k non-zero differences: O(positions), and the same delta, bit
+  // for bit, as the pass over the chunk (Top-K keeps the k largest
+  // magnitudes, ties to the lower index; every difference elsewhere is
+  // zero). Otherwise the pass decides. Either way `changed` is then cut
+  // to what the delta left out (ChangedPositions::AfterPublish).
   bool Publish(const Compressor& compressor, uint64_t chunk_key,
                uint64_t version, uint64_t clock,
-               absl::Span<const float> weights, absl::Span<float> shadow);
+               absl::Span<const float> weights, absl::Span<float> shadow,
+               ChangedPositions* changed = nullptr);
+
+  // Publications whose delta was compressed at the changed positions
+  // alone, and by a pass over the chunk.
+  uint64_t lazy_publications() const { return lazy_publications_; }
+  uint64_t full_publications() const { return full_publications_; }
 
   // The deltas from `have_version` to version(), oldest first, into
   // *chain; false (and *chain empty) when `have_version` is not a version
@@ -84,6 +101,19 @@ class PublishedDeltas {
     MemoryLease lease;
   };
 
+  // The delta of weights - shadow into *delta, at the changed positions
+  // when that gives the pass's result (see Publish), else by the pass.
+  absl::Status CompressDelta(const Compressor& compressor,
+                             const CompressContext& context,
+                             absl::Span<const float> weights,
+                             absl::Span<const float> shadow,
+                             ChangedPositions* changed, CompressedChunk* delta);
+  // The Top-K compressor that keeps k(numel) elements of any input (k set
+  // to what `compressor` keeps of numel), made on first use; null when
+  // `compressor` is not Top-K.
+  const Compressor* ExactKCompressor(const Compressor& compressor,
+                                     uint64_t numel);
+
   // Reserves `bytes` for a new delta, dropping the oldest kept ones while
   // the budget refuses; an empty lease when even an empty list does not
   // leave room (or there is no budget).
@@ -95,6 +125,10 @@ class PublishedDeltas {
   uint64_t version_ = 0;
   uint64_t clock_ = 0;
   MemoryBudget* budget_ = nullptr;
+  std::unique_ptr<Compressor> exact_k_;
+  bool exact_k_made_ = false;
+  uint64_t lazy_publications_ = 0;
+  uint64_t full_publications_ = 0;
 };
 
 }  // namespace gradwire
