@@ -112,6 +112,46 @@ std::string SummaryLine(const Json& summary) {
   return out + "}\n";
 }
 
+// Wire bytes, as the workers' kernels counted them (TCP_INFO), beside the
+// payload (serialized messages) and their ratio. They count only when
+// every worker knew its own: a partial sum would understate the wire, so
+// then the cluster's are null. Summaries without them (older workers)
+// leave the cluster without them too.
+void AddWireFigures(const std::vector<Json>& workers, Json* cluster) {
+  if (!workers[0].contains("wire_sent_bytes")) return;
+  for (const Json& w : workers) {
+    if (NumberMember(w, "wire_sent_bytes") == nullptr ||
+        NumberMember(w, "wire_received_bytes") == nullptr) {
+      (*cluster)["wire_sent_bytes"] = nullptr;
+      (*cluster)["wire_received_bytes"] = nullptr;
+      (*cluster)["wire_payload_ratio"] = nullptr;
+      return;
+    }
+  }
+  const double wire = NumberOf(*cluster, "wire_sent_bytes") +
+                      NumberOf(*cluster, "wire_received_bytes");
+  const double payload = NumberOf(*cluster, "payload_sent_bytes") +
+                         NumberOf(*cluster, "payload_received_bytes");
+  (*cluster)["wire_payload_ratio"] = Real(payload > 0 ? wire / payload : 0);
+}
+
+// "  wire bytes ..." for the report; empty without wire figures.
+std::string WireLine(const Json& cluster) {
+  if (!cluster.contains("wire_sent_bytes")) return "";
+  if (NumberMember(cluster, "wire_sent_bytes") == nullptr) {
+    return "  wire bytes     unknown (a transport without TCP_INFO)\n";
+  }
+  const auto bytes = [&cluster](absl::string_view key) {
+    return HumanBytes(static_cast<uint64_t>(NumberOf(cluster, key)));
+  };
+  return absl::StrFormat(
+      "  wire bytes     %s sent, %s received (TCP), %.2fx the payload of "
+      "%s sent, %s received\n",
+      bytes("wire_sent_bytes"), bytes("wire_received_bytes"),
+      NumberOf(cluster, "wire_payload_ratio"), bytes("payload_sent_bytes"),
+      bytes("payload_received_bytes"));
+}
+
 absl::StatusOr<Json> ParseSummary(const std::string& text) {
   if (text.empty()) {
     return absl::InvalidArgumentError("the file is missing or empty");
@@ -159,6 +199,7 @@ absl::StatusOr<Json> CombineWorkerSummaries(const std::vector<Json>& workers,
   // weights of every chunk (Init excluded on both sides).
   cluster["total_compression_ratio"] =
       Real(pushed + pulled > 0 ? 2 * dense / (pushed + pulled) : 0);
+  AddWireFigures(workers, &cluster);
   return cluster;
 }
 
@@ -181,6 +222,7 @@ std::string ClusterReport(const Json& cluster, absl::Duration elapsed,
       "  test accuracy  %s\n"
       "  pushed         %s (dense fp32 would be %s, %.1fx less)\n"
       "  pulled         %s (both ways %.1fx less than dense push + pull)\n"
+      "%s"
       "  wall time      %.1f s training, %.1f s evaluation (slowest "
       "worker), %.1f s in all\n",
       tool, static_cast<int64_t>(NumberOf(cluster, "workers")),
@@ -188,7 +230,7 @@ std::string ClusterReport(const Json& cluster, absl::Duration elapsed,
       static_cast<int64_t>(NumberOf(cluster, "steps")), accuracy,
       bytes("pushed_bytes"), bytes("dense_equivalent_bytes"),
       NumberOf(cluster, "compression_ratio"), bytes("pulled_bytes"),
-      NumberOf(cluster, "total_compression_ratio"), train,
+      NumberOf(cluster, "total_compression_ratio"), WireLine(cluster), train,
       NumberOf(cluster, "eval_seconds"), absl::ToDoubleSeconds(elapsed));
 }
 
