@@ -1,0 +1,162 @@
+#include "common/compress/auto/compression_chooser.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <utility>
+
+namespace gradwire {
+
+CompressionChooser::CompressionChooser(ChooserOptions options,
+                                       std::vector<uint64_t> group_numel)
+    : options_(options),
+      group_numel_(std::move(group_numel)),
+      rungs_(group_numel_.size(), kStartRung) {}
+
+double CompressionChooser::GroupBytes(size_t group, Rung rung) const {
+  return RungPayloadBytes(rung, group_numel_[group], options_.min_kept,
+                          options_.precision);
+}
+
+double CompressionChooser::PayloadBytes(const std::vector<Rung>& rungs) const {
+  double bytes = 0;
+  for (size_t g = 0; g < rungs.size(); ++g) bytes += GroupBytes(g, rungs[g]);
+  return bytes;
+}
+
+double CompressionChooser::BudgetBytes(const ChooserInputs& inputs) const {
+  if (!inputs.link || !(inputs.link->bytes_per_second > 0)) return 0;
+  const double window =
+      std::max(0.0, inputs.backward_seconds * options_.budget_fraction -
+                        inputs.link->latency_seconds);
+  const double boost = inputs.critical ? options_.critical_boost : 1.0;
+  return inputs.link->bytes_per_second * window * boost /
+         std::max(inputs.wire_overhead, 1e-9);
+}
+
+double CompressionChooser::PredictStepSeconds(
+    const std::vector<Rung>& rungs, const ChooserInputs& inputs) const {
+  if (!inputs.link || !(inputs.link->bytes_per_second > 0)) {
+    return inputs.compute_seconds;
+  }
+  const double transfer = inputs.link->latency_seconds +
+                          PayloadBytes(rungs) * inputs.wire_overhead /
+                              inputs.link->bytes_per_second;
+  return inputs.compute_seconds +
+         std::max(0.0, transfer - inputs.backward_seconds);
+}
+
+std::vector<double> CompressionChooser::Shares(
+    const ChooserInputs& inputs) const {
+  const size_t n = group_numel_.size();
+  double total_numel = 0;
+  for (const uint64_t numel : group_numel_) total_numel += numel;
+  std::vector<double> norms(n, 0.0);
+  double total_norm = 0;
+  if (inputs.groups.size() == n) {
+    for (size_t g = 0; g < n; ++g) {
+      const GroupStatistics& s = inputs.groups[g];
+      const double norm = std::hypot(s.gradient_norm, s.residual_norm);
+      norms[g] = std::isfinite(norm) ? norm : 0.0;
+      total_norm += norms[g];
+    }
+  }
+  const double by_size =
+      total_norm > 0 ? std::clamp(options_.size_share, 0.0, 1.0) : 1.0;
+  std::vector<double> shares(n);
+  for (size_t g = 0; g < n; ++g) {
+    shares[g] = by_size * group_numel_[g] / std::max(total_numel, 1.0);
+    if (total_norm > 0) shares[g] += (1 - by_size) * norms[g] / total_norm;
+  }
+  return shares;
+}
+
+std::vector<Rung> CompressionChooser::Propose(
+    const ChooserInputs& inputs) const {
+  const double budget = BudgetBytes(inputs);
+  const std::vector<double> shares = Shares(inputs);
+  const size_t n = group_numel_.size();
+  std::vector<Rung> rungs(n, 0);
+  double spent = 0;
+  for (size_t g = 0; g < n; ++g) {
+    // The highest rung within the share; the cheapest when none is (a
+    // tiny group may cost less dense than sparse with its min_kept).
+    Rung cheapest = 0;
+    for (Rung r = 0; r < kRungCount; ++r) {
+      if (GroupBytes(g, r) < GroupBytes(g, cheapest)) cheapest = r;
+    }
+    rungs[g] = cheapest;
+    for (Rung r = kRungCount - 1; r >= 0; --r) {
+      if (GroupBytes(g, r) <= budget * shares[g]) {
+        rungs[g] = r;
+        break;
+      }
+    }
+    spent += GroupBytes(g, rungs[g]);
+  }
+  // What rounding down left: one rung at a time to the group furthest
+  // below its share.
+  while (true) {
+    size_t best = n;
+    double best_gap = 0;
+    for (size_t g = 0; g < n; ++g) {
+      if (rungs[g] + 1 >= kRungCount) continue;
+      const double extra =
+          GroupBytes(g, rungs[g] + 1) - GroupBytes(g, rungs[g]);
+      if (spent + extra > budget) continue;
+      const double gap = shares[g] * budget / GroupBytes(g, rungs[g]);
+      if (best == n || gap > best_gap) {
+        best = g;
+        best_gap = gap;
+      }
+    }
+    if (best == n) break;
+    spent += GroupBytes(best, rungs[best] + 1) - GroupBytes(best, rungs[best]);
+    ++rungs[best];
+  }
+  return rungs;
+}
+
+bool CompressionChooser::Better(const std::vector<Rung>& candidate,
+                                const ChooserInputs& inputs) const {
+  const double x = options_.improvement;
+  const double now = PredictStepSeconds(rungs_, inputs);
+  if (PredictStepSeconds(candidate, inputs) < now * (1 - x)) return true;
+  const double bytes = PayloadBytes(candidate);
+  if (bytes <= BudgetBytes(inputs) && bytes > PayloadBytes(rungs_) * (1 + x)) {
+    return true;
+  }
+  for (size_t g = 0; g < candidate.size(); ++g) {
+    if (std::abs(candidate[g] - rungs_[g]) >= 2) return true;
+  }
+  return false;
+}
+
+bool CompressionChooser::Evaluate(const ChooserInputs& inputs) {
+  if (!inputs.link || !(inputs.link->bytes_per_second > 0) ||
+      !(inputs.backward_seconds > 0)) {
+    return false;
+  }
+  const std::vector<Rung> candidate = Propose(inputs);
+  const bool phase_changed = inputs.critical != critical_;
+  critical_ = inputs.critical;
+  if (candidate == rungs_) {
+    pending_ = 0;
+    return false;
+  }
+  if (phase_changed) {
+    rungs_ = candidate;
+    pending_ = 0;
+    return true;
+  }
+  if (!Better(candidate, inputs)) {
+    pending_ = 0;
+    return false;
+  }
+  if (++pending_ < std::max(options_.patience, 1)) return false;
+  rungs_ = candidate;
+  pending_ = 0;
+  return true;
+}
+
+}  // namespace gradwire

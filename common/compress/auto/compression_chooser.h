@@ -1,0 +1,130 @@
+// Compressor "auto": chooses, for each layer group, a rung of the ratio
+// ladder (ratio_ladder.h) from the measured link, the measured compute and
+// the gradients, so that the bytes a step pushes fit in the time the
+// backward pass can hide them in.
+//
+// The budget. A step may push
+//   B = rate * max(0, backward * budget_fraction - latency) / wire_overhead
+// payload bytes (rate and latency from LinkEstimator; wire_overhead the
+// wire bytes per payload byte), times critical_boost in a critical phase
+// (critical_phase.h), when compressing costs the most accuracy.
+//
+// The allocation. Group g gets the share
+//   s_g = (1 - size_share) * norm_g / sum(norm) + size_share * n_g / sum(n)
+// of B, norm_g being the L2 norm of its gradient and of its error-feedback
+// residual together: a layer whose gradient is large, or which compression
+// has left much owed, gets more bytes per element. (Giving each group B
+// * s_g maximises sum(s_g * log(bytes_g)).) Each group then takes the
+// highest rung that fits its share, and what the rounding down left is
+// spent on the groups furthest below their share, one rung at a time.
+//
+// Hysteresis. A proposal replaces the current choice only after
+// `patience` consecutive evaluations in which it would
+//   - shorten the predicted step time
+//     compute + max(0, latency + bytes * wire_overhead / rate - backward)
+//     by more than `improvement` of it, or
+//   - fit the budget and send more than `improvement` more bytes, or
+//   - move a group by two rungs or more;
+// an evaluation where none holds starts the count again. So a link that
+// flaps between two rates leaves the choice where it was. Entering or
+// leaving a critical phase changes the choice at once: that comes from the
+// gradients, not from a noisy clock.
+//
+// Every worker chooses on its own measurements; the shards decode each
+// pushed chunk by its own encoding and average the decoded values, so
+// pushes of one step may differ in rung (docs/compression.md).
+//
+// Thread safety: not thread-safe; one training loop drives it.
+#ifndef GRADWIRE_COMMON_COMPRESS_AUTO_COMPRESSION_CHOOSER_H_
+#define GRADWIRE_COMMON_COMPRESS_AUTO_COMPRESSION_CHOOSER_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "common/compress/auto/link_estimator.h"
+#include "common/compress/auto/ratio_ladder.h"
+#include "common/precision.h"
+
+namespace gradwire {
+
+struct ChooserOptions {
+  // The share of the backward time the pushes may take, in (0, 10]; above
+  // 1 the pushes may outlast the backward pass.
+  double budget_fraction = 1.0;
+  // The budget's multiplier in a critical phase.
+  double critical_boost = 4.0;
+  // Hysteresis: the relative gain a change needs, and for how many
+  // consecutive evaluations.
+  double improvement = 0.05;
+  int patience = 3;
+  // The share of the budget spread by group size rather than gradient norm,
+  // in [0, 1].
+  double size_share = 0.5;
+  // As CompressorOptions::min_kept and ::precision of the pushes.
+  uint64_t min_kept = 64;
+  ValuePrecision precision = ValuePrecision::kFp16;
+};
+
+// One group's gradient statistics at an evaluation.
+struct GroupStatistics {
+  double gradient_norm = 0;
+  double residual_norm = 0;
+};
+
+struct ChooserInputs {
+  // None before the first transfer: the choice stays.
+  std::optional<LinkEstimate> link;
+  // Seconds of one step's computation (forward and backward), and of its
+  // backward pass alone, which the pushes overlap.
+  double compute_seconds = 0;
+  double backward_seconds = 0;
+  // Wire bytes per payload byte (framing, headers).
+  double wire_overhead = 1.3;
+  bool critical = false;
+  // One per group, or empty (then the budget is shared by size alone).
+  std::vector<GroupStatistics> groups;
+};
+
+class CompressionChooser {
+ public:
+  // Groups of `group_numel` elements each; every group starts at
+  // kStartRung.
+  CompressionChooser(ChooserOptions options, std::vector<uint64_t> group_numel);
+
+  // One evaluation; returns whether the choice changed.
+  bool Evaluate(const ChooserInputs& inputs);
+
+  // The rung of each group.
+  const std::vector<Rung>& rungs() const { return rungs_; }
+  const ChooserOptions& options() const { return options_; }
+
+  // What an evaluation of `inputs` proposes, before hysteresis.
+  std::vector<Rung> Propose(const ChooserInputs& inputs) const;
+  // The payload bytes a step pushes under `rungs`.
+  double PayloadBytes(const std::vector<Rung>& rungs) const;
+  // The payload bytes a step may push (B above; 0 without a link).
+  double BudgetBytes(const ChooserInputs& inputs) const;
+  // The predicted step seconds under `rungs` (above; compute_seconds
+  // without a link).
+  double PredictStepSeconds(const std::vector<Rung>& rungs,
+                            const ChooserInputs& inputs) const;
+
+ private:
+  double GroupBytes(size_t group, Rung rung) const;
+  // Each group's share of the budget (s_g above).
+  std::vector<double> Shares(const ChooserInputs& inputs) const;
+  // Whether `candidate` beats the current choice (the three cases above).
+  bool Better(const std::vector<Rung>& candidate,
+              const ChooserInputs& inputs) const;
+
+  const ChooserOptions options_;
+  const std::vector<uint64_t> group_numel_;
+  std::vector<Rung> rungs_;
+  int pending_ = 0;
+  bool critical_ = false;
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_COMMON_COMPRESS_AUTO_COMPRESSION_CHOOSER_H_
