@@ -74,8 +74,6 @@ constexpr absl::string_view kStartedShardFlags[] = {"shards", "server_args",
 constexpr absl::string_view kClientFileFlags[] = {"tls_ca", "tls_cert",
                                                   "tls_key"};
 
-constexpr int kMaxProcesses = 256;
-
 // --flag names as the user spells them.
 std::string Dashed(absl::string_view name) {
   std::string dashed = absl::StrCat("--", name);
@@ -93,61 +91,65 @@ struct SplitArguments {
   std::vector<std::string> command;
 };
 
-SplitArguments SplitRunArguments(const std::vector<std::string>& args) {
-  SplitArguments split;
-  bool dashes = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (arg == "--") {
-      split.command.assign(args.begin() + i + 1, args.end());
-      dashes = true;
-      break;
-    }
-    if (arg == "-n" || absl::StartsWith(arg, "-n=")) {
-      arg = absl::StrCat("--workers", arg.substr(2));
-    }
-    const std::string name = FlagName(arg);
-    if (name.empty()) {
-      UsageError(kCommand, absl::StrCat("'", arg,
-                                        "' comes before --: the worker "
-                                        "command goes after it (gradwire run "
-                                        "-n 2 -- CMD ARGS...)"));
-    }
-    if (name == "dashboard") {
-      UsageError(kCommand,
-                 "--dashboard is not supported by gradwire run (use gradwire "
-                 "local --dashboard, or point Prometheus at the shards' "
-                 "/metrics URLs it prints)");
-    }
-    const bool negated_bool =
-        absl::StartsWith(name, "no") && Contains(kRunBoolFlags, name.substr(2));
-    if (!Contains(kRunFlags, name) && !negated_bool) {
-      UsageError(kCommand,
-                 absl::StrCat("unknown option ", args[i],
-                              " (the worker command and its flags go after "
-                              "--)"));
-    }
-    split.given.insert(negated_bool ? name.substr(2) : name);
-    const size_t equals = arg.find('=');
-    std::string value;
-    if (equals != std::string::npos) {
-      value = arg.substr(equals + 1);
-      split.own.push_back(arg);
-    } else if (negated_bool || Contains(kRunBoolFlags, name)) {
-      split.own.push_back(arg);
-    } else {
-      if (i + 1 == args.size()) {
-        UsageError(kCommand, absl::StrCat("missing value for ", args[i]));
-      }
-      value = args[++i];
-      split.own.push_back(absl::StrCat(arg, "=", value));
-    }
-    int64_t count = 0;
-    if (name == "workers" && !absl::SimpleAtoi(value, &count)) {
-      UsageError(kCommand,
-                 absl::StrCat("-n: '", value, "' is not a number of workers"));
-    }
+// Whether `name` is "no" before one of gradwire run's boolean flags.
+bool IsNegatedBool(const std::string& name) {
+  return absl::StartsWith(name, "no") &&
+         Contains(kRunBoolFlags, name.substr(2));
+}
+
+// The name of gradwire run's own flag `arg` (`as_given` is how the command
+// line spelled it); exits with a usage error for anything else.
+std::string OwnFlagNameOrExit(const std::string& arg,
+                              const std::string& as_given) {
+  const std::string name = FlagName(arg);
+  if (name.empty()) {
+    UsageError(kCommand, absl::StrCat("'", arg,
+                                      "' comes before --: the worker "
+                                      "command goes after it (gradwire run "
+                                      "-n 2 -- CMD ARGS...)"));
   }
+  if (name == "dashboard") {
+    UsageError(kCommand,
+               "--dashboard is not supported by gradwire run (use gradwire "
+               "local --dashboard, or point Prometheus at the shards' "
+               "/metrics URLs it prints)");
+  }
+  if (!Contains(kRunFlags, name) && !IsNegatedBool(name)) {
+    UsageError(kCommand,
+               absl::StrCat("unknown option ", as_given,
+                            " (the worker command and its flags go after "
+                            "--)"));
+  }
+  return name;
+}
+
+// Adds the flag args[*i] (spelled `arg`, named `name`) to split->own and
+// split->given, taking its value from the next argument when it has none
+// (then *i moves past it). Returns the value ("" for a boolean without one).
+std::string TakeOwnFlag(const std::vector<std::string>& args,
+                        const std::string& arg, const std::string& name,
+                        size_t* i, SplitArguments* split) {
+  const bool negated_bool = IsNegatedBool(name);
+  split->given.insert(negated_bool ? name.substr(2) : name);
+  const size_t equals = arg.find('=');
+  if (equals != std::string::npos) {
+    split->own.push_back(arg);
+    return arg.substr(equals + 1);
+  }
+  if (negated_bool || Contains(kRunBoolFlags, name)) {
+    split->own.push_back(arg);
+    return "";
+  }
+  if (*i + 1 == args.size()) {
+    UsageError(kCommand, absl::StrCat("missing value for ", args[*i]));
+  }
+  std::string value = args[++*i];
+  split->own.push_back(absl::StrCat(arg, "=", value));
+  return value;
+}
+
+// Exits with a usage error unless "--" and a worker command followed.
+void CheckWorkerCommandOrExit(bool dashes, const SplitArguments& split) {
   if (!dashes) {
     UsageError(kCommand,
                "missing -- before the worker command (gradwire run -n 2 -- "
@@ -158,13 +160,37 @@ SplitArguments SplitRunArguments(const std::vector<std::string>& args) {
                "no worker command after -- (gradwire run -n 2 -- "
                "CMD ARGS...)");
   }
+}
+
+SplitArguments SplitRunArguments(const std::vector<std::string>& args) {
+  SplitArguments split;
+  bool dashes = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      split.command.assign(args.begin() + i + 1, args.end());
+      dashes = true;
+      break;
+    }
+    std::string arg = args[i];
+    if (arg == "-n" || absl::StartsWith(arg, "-n=")) {
+      arg = absl::StrCat("--workers", arg.substr(2));
+    }
+    const std::string name = OwnFlagNameOrExit(arg, args[i]);
+    const std::string value = TakeOwnFlag(args, arg, name, &i, &split);
+    int64_t count = 0;
+    if (name == "workers" && !absl::SimpleAtoi(value, &count)) {
+      UsageError(kCommand,
+                 absl::StrCat("-n: '", value, "' is not a number of workers"));
+    }
+  }
+  CheckWorkerCommandOrExit(dashes, split);
   return split;
 }
 
 int CountOrExit(int64_t value, absl::string_view option) {
-  if (value < 1 || value > kMaxProcesses) {
+  if (value < 1 || value > kMaxRunProcesses) {
     UsageError(kCommand, absl::StrCat(option, ": ", value, " is outside [1, ",
-                                      kMaxProcesses, "]"));
+                                      kMaxRunProcesses, "]"));
   }
   return static_cast<int>(value);
 }
@@ -279,83 +305,6 @@ RunJobOptions RunOptionsOrExit(const std::vector<std::string>& args) {
 }
 
 }  // namespace
-
-std::string RunHelp() {
-  return absl::StrFormat(
-      R"(gradwire run: runs a training command as W workers, with gradwire shards.
-
-  gradwire run -n 2 -- python3 train.py --epochs 3
-  gradwire run -n 4 --shards 2 --run-dir runs/a -- ./my_trainer
-  gradwire run -n 2 --shard-addresses ps-0:7000,ps-1:7000 --tls-ca ca.pem -- python3 train.py
-
-Starts --shards gradwire-server processes on 127.0.0.1 (ports chosen by the
-OS, as gradwire local starts them) and waits until they serve; or, with
---shard-addresses, waits until the shards there answer their health check.
-Then starts WORKERS copies of CMD ARGS exactly as given: nothing is added to
-the command line, and CMD is looked up in PATH. Each line a worker writes
-appears here behind its rank ("[0] ", "[1] ", ...) on stdout or stderr, as
-the worker wrote it, and in RUN_DIR/worker-<i>.log. gradwire run's own
-messages go to stderr.
-
-Each worker i finds in its environment, besides what it inherits:
-  GRADWIRE_SHARDS=HOST:PORT,...   the shards, in shard-id order
-  RANK=i  WORLD_SIZE=WORKERS  LOCAL_RANK=0  LOCAL_WORLD_SIZE=1
-                                  (every worker is a node of its own)
-  GRADWIRE_RUN_DIR=RUN_DIR        the run directory, an absolute path
-  GRADWIRE_SUMMARY_JSON=RUN_DIR/worker-<i>.json
-                                  where the worker MAY write its summary
-  GRADWIRE_TLS_CA, GRADWIRE_TLS_CERT, GRADWIRE_TLS_KEY (absolute paths),
-  GRADWIRE_TLS_SERVER_NAME, GRADWIRE_AUTH_TOKEN_FILE (an absolute path)
-                                  only those in use (--tls-dir, --tls-*,
-                                  --auth-token-file); inherited ones that
-                                  are not in use are removed
-  OMP_NUM_THREADS=CORES/WORKERS (at least 1), PYTHONUNBUFFERED=1
-                                  unless already set
-
-SIGINT (Ctrl-C), SIGTERM and SIGHUP are passed on to the workers, then the
-shards get SIGTERM; what still runs --grace-seconds later is killed (a second
-Ctrl-C kills at once). When a worker fails, the others get SIGTERM.
-After a successful run, a summary: gradwire local's report when every worker
-wrote its GRADWIRE_SUMMARY_JSON (docs/run.md lists the keys), otherwise the
-bytes and steps the shards counted (their /metrics).
---dashboard is not supported here (use gradwire local --dashboard, or scrape
-the /metrics URLs printed for the shards).
-
-Exit code: 0 when every worker exited 0; otherwise the exit code of the first
-worker that failed (128+N for one killed by signal N); 128+N when gradwire run
-was stopped by signal N; 1 when a shard failed or did not serve; 2 for a bad
-command line.
-
-Options:
-  -n N, --workers=N        workers to start, 1..%d (required)
-  --shards=N               shards to start on 127.0.0.1, 1..%d (default 1)
-  --shard-addresses=HOST:PORT,...
-                           join these running shards (in shard-id order)
-                           instead; excludes --shards, --server-args and
-                           --checkpoint-dir
-  --run-dir=DIR            the run directory, kept (default: a temporary one,
-                           removed after a successful run)
-  --keep-logs              keep the temporary run directory
-  --grace-seconds=S        how long workers, then shards, may take to exit
-                           after the stop signal before SIGKILL (default %g)
-  --start-timeout-seconds=S
-                           how long the shards may take to serve (default %g)
-  --server-args="--FLAG ..."
-                           flags added to every gradwire-server started here
-  --checkpoint-dir=DIR     shard i checkpoints into DIR/shard-i
-  --tls-dir=DIR            mutual TLS and a bearer token from the files of
-                           scripts/dev-certs.sh DIR (shards started here and
-                           workers; or the workers' side for joined shards)
-  --auth-token-file=FILE   the bearer token of shards and workers (default
-                           with --tls-dir: DIR/auth-token); without TLS
-                           it needs --allow-insecure-token
-  --tls-ca=FILE, --tls-cert=FILE, --tls-key=FILE
-                           with --shard-addresses: the workers' TLS files
-  --tls-server-name=NAME   the name to check in the shards' certificates
-)",
-      kMaxProcesses, kMaxProcesses, absl::GetFlag(FLAGS_grace_seconds),
-      absl::GetFlag(FLAGS_start_timeout_seconds));
-}
 
 int RunRun(const std::vector<std::string>& args) {
   RunJobOptions options = RunOptionsOrExit(args);

@@ -13,6 +13,9 @@
 
 namespace gradwire::cli {
 
+// The most workers, and the most shards, that gradwire run starts.
+inline constexpr int kMaxRunProcesses = 256;
+
 // --help text of `gradwire run`, with the environment contract.
 std::string RunHelp();
 
