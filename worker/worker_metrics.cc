@@ -39,6 +39,33 @@ struct FollowingCounter {
   }
 };
 
+// A counter of a family whose child appears only once there is a value to
+// give it (wire bytes: absent, not 0, while unknown).
+struct LateCounter {
+  Family<Counter>* family = nullptr;
+  Labels labels;
+  std::atomic<Counter*> counter{nullptr};
+  std::atomic<uint64_t> seen{0};
+
+  // Only RecordWire calls it, from one thread at a time.
+  void Follow(uint64_t total) {
+    Counter* child = counter.load(std::memory_order_acquire);
+    if (child == nullptr) {
+      child = &family->Add(labels);
+      counter.store(child, std::memory_order_release);
+    }
+    const uint64_t before = seen.exchange(total, std::memory_order_relaxed);
+    if (total > before) child->Increment(static_cast<double>(total - before));
+  }
+  bool known() const {
+    return counter.load(std::memory_order_acquire) != nullptr;
+  }
+  uint64_t Value() const {
+    const Counter* child = counter.load(std::memory_order_acquire);
+    return child == nullptr ? 0 : static_cast<uint64_t>(child->Value());
+  }
+};
+
 // A child to register: where to keep it, and its family's name and help.
 template <typename Child>
 struct ChildSpec {
@@ -88,6 +115,8 @@ struct WorkerMetrics::Children {
   FollowingCounter sent[kNumRpcs];
   FollowingCounter received[kNumRpcs];
   FollowingCounter retries;
+  LateCounter wire_sent;
+  LateCounter wire_received;
   Counter* dense_equivalent = nullptr;
   Counter* steps = nullptr;
   Histogram* step_seconds = nullptr;
@@ -143,6 +172,9 @@ absl::Status WorkerMetrics::AddTrafficFamilies(metrics::Registry* registry,
       followers[i].counter = &(*family)->Add(with_rpc);
     }
   }
+  if (absl::Status s = AddWireFamilies(registry, labels, children); !s.ok()) {
+    return s;
+  }
   return AddCounters(
       registry, labels,
       {{&children->retries.counter, "gradwire_worker_rpc_retries_total",
@@ -150,6 +182,27 @@ absl::Status WorkerMetrics::AddTrafficFamilies(metrics::Registry* registry,
        {&children->dense_equivalent,
         "gradwire_worker_dense_equivalent_bytes_total",
         "What fp32 dense pushes of the same gradients would have sent."}});
+}
+
+absl::Status WorkerMetrics::AddWireFamilies(metrics::Registry* registry,
+                                            const Labels& labels,
+                                            Children* children) {
+  for (const auto& [family_name, help, follower] :
+       {std::make_tuple("gradwire_worker_wire_sent_bytes_total",
+                        "TCP stream bytes sent to the shards and acknowledged, "
+                        "as the kernel counts them (payload plus HTTP/2, gRPC "
+                        "and TLS framing).",
+                        &children->wire_sent),
+        std::make_tuple("gradwire_worker_wire_received_bytes_total",
+                        "TCP stream bytes received from the shards, as the "
+                        "kernel counts them.",
+                        &children->wire_received)}) {
+    auto family = registry->AddCounterFamily({family_name, help});
+    if (!family.ok()) return family.status();
+    follower->family = *family;
+    follower->labels = labels;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status WorkerMetrics::AddStepFamilies(metrics::Registry* registry,
@@ -214,6 +267,12 @@ void WorkerMetrics::RecordTraffic(const TrafficStats& traffic) {
   c.retries.Follow(traffic.retries);
 }
 
+void WorkerMetrics::RecordWire(const WireTotals& wire) {
+  if (!wire.known) return;
+  children_->wire_sent.Follow(wire.sent);
+  children_->wire_received.Follow(wire.received);
+}
+
 void WorkerMetrics::AddDenseEquivalentBytes(uint64_t bytes) {
   children_->dense_equivalent->Increment(static_cast<double>(bytes));
 }
@@ -255,6 +314,14 @@ uint64_t WorkerMetrics::ReceivedBytes(const char* rpc) const {
 
 uint64_t WorkerMetrics::DenseEquivalentBytes() const {
   return static_cast<uint64_t>(children_->dense_equivalent->Value());
+}
+
+WireTotals WorkerMetrics::WireBytes() const {
+  WireTotals wire;
+  wire.known = children_->wire_sent.known();
+  wire.sent = children_->wire_sent.Value();
+  wire.received = children_->wire_received.Value();
+  return wire;
 }
 
 }  // namespace gradwire

@@ -5,6 +5,11 @@
 //   gradwire_worker_sent_bytes_total{rpc}       serialized request bytes
 //   gradwire_worker_received_bytes_total{rpc}   serialized response bytes
 //       rpc: init | push | pull (retried attempts included)
+//   gradwire_worker_wire_sent_bytes_total       TCP stream bytes the shards
+//   gradwire_worker_wire_received_bytes_total   acknowledged / sent back, as
+//       the kernel counts them (client/wire_counters.h): the above plus
+//       HTTP/2, gRPC and TLS framing; absent where the transport cannot
+//       say (a Unix socket), rather than 0
 //   gradwire_worker_dense_equivalent_bytes_total  fp32 dense pushes of the
 //                                               same gradients
 //   gradwire_worker_steps_total, gradwire_worker_rpc_retries_total
@@ -68,6 +73,10 @@ class WorkerMetrics {
   // Brings the byte and retry counters up to `traffic` (totals since the
   // client was made; they only grow).
   void RecordTraffic(const TrafficStats& traffic);
+  // Brings the wire byte counters up to `wire` (PsClient::wire_bytes();
+  // they only grow). Unknown totals change nothing: the wire series
+  // appear with the first known totals.
+  void RecordWire(const WireTotals& wire);
   void AddDenseEquivalentBytes(uint64_t bytes);
   // One finished step.
   void RecordStep(const StepTimings& timings, double residual_norm);
@@ -80,6 +89,8 @@ class WorkerMetrics {
   uint64_t SentBytes(const char* rpc) const;
   uint64_t ReceivedBytes(const char* rpc) const;
   uint64_t DenseEquivalentBytes() const;
+  // The wire counters; unknown until RecordWire saw known totals.
+  WireTotals WireBytes() const;
 
  private:
   struct Children;
@@ -91,6 +102,11 @@ class WorkerMetrics {
   static absl::Status AddTrafficFamilies(metrics::Registry* registry,
                                          const metrics::Labels& labels,
                                          Children* children);
+  // Wire bytes: the families only; their children come with the first
+  // known totals (RecordWire).
+  static absl::Status AddWireFamilies(metrics::Registry* registry,
+                                      const metrics::Labels& labels,
+                                      Children* children);
   // Steps: their count and the phase histograms.
   static absl::Status AddStepFamilies(metrics::Registry* registry,
                                       const metrics::Labels& labels,
