@@ -149,7 +149,10 @@ absl::Status ParameterSync::Register(const NamedTensors& parameters,
   announced_.assign(plan_->parameters().size(), false);
   dense_equivalent_ =
       std::make_unique<DenseEquivalent>(*plan_, options_.client.worker_id);
-  return InitShards();
+  const absl::Status initialized = InitShards();
+  // The first step's wire bytes count from here.
+  wire_at_step_end_ = client_->wire_bytes();
+  return initialized;
 }
 
 absl::Status ParameterSync::InitShards() {
@@ -204,6 +207,9 @@ absl::Status ParameterSync::Step(int epoch) {
     stats_.reduce_seconds += SecondsSince(share_start);
     ++step_;
     ++stats_.steps;
+    const WireTotals wire = client_->wire_bytes();
+    step_wire_bytes_ = WireDifference(wire, wire_at_step_end_);
+    wire_at_step_end_ = wire;
     if (metrics_) RecordStepMetrics(before, SecondsSince(step_start));
     return absl::OkStatus();
   });
@@ -235,6 +241,7 @@ absl::Status ParameterSync::ReduceAndPush(int epoch) {
 void ParameterSync::RecordStepMetrics(const SyncStats& before,
                                       double step_seconds) {
   metrics_->RecordTraffic(client_->traffic());
+  metrics_->RecordWire(wire_at_step_end_);
   metrics_->AddDenseEquivalentBytes(stats_.dense_equivalent_bytes -
                                     before.dense_equivalent_bytes);
   StepTimings timings;

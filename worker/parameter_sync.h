@@ -192,6 +192,21 @@ class ParameterSync {
   // The worker's metrics (null without options.metrics_registry); the
   // training loop sets its loss, throughput and epoch there.
   WorkerMetrics* metrics() const { return metrics_.get(); }
+  // The TCP stream bytes of this worker's connections to the shards since
+  // Connect, as the kernel counts them (client/wire_totals.h): the payload
+  // that stats() counts plus HTTP/2, gRPC and TLS framing. Unknown where
+  // the transport cannot say (Unix sockets, an in-memory client). Reads
+  // the kernel's counters now: a few system calls per connection.
+  WireTotals WireBytes() const { return client_->wire_bytes(); }
+  // The wire bytes of the last finished Step(): from the end of the one
+  // before it (or of Register) to its end, so pushes announced with
+  // GradientReady count in their step; with pull ahead, pulls still in
+  // flight when Step() returns count in the next one. Unknown before the
+  // first Step() and wherever WireBytes() is.
+  const WireTotals& StepWireBytes() const { return step_wire_bytes_; }
+  // The payload beside it: the client's serialized bytes by RPC, every
+  // attempt (PsClient::traffic()).
+  TrafficStats Traffic() const { return client_->traffic(); }
 
  private:
   // Seconds of one batch of pushed chunks.
@@ -278,6 +293,10 @@ class ParameterSync {
 
   uint64_t step_ = 0;
   SyncStats stats_;
+  // WireBytes() at the end of Register and of the last Step(), and that
+  // step's share.
+  WireTotals wire_at_step_end_;
+  WireTotals step_wire_bytes_;
   // The residual norm gauge, recomputed at most once per
   // kResidualNormRefresh: a pass over every residual each step costs a
   // noticeable share of a worker's CPU, for a gauge scraped every few

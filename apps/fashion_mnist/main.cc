@@ -79,6 +79,15 @@ gradwire::WorkerConfig ConfigOrExit(int argc, char** argv) {
   return *std::move(config);
 }
 
+// ", wire X sent, Y received (TCP)" for the done line; empty where the
+// transport cannot count its bytes.
+std::string WireBytesText(const gradwire::TrainingResult& result) {
+  if (!result.wire.known) return "";
+  return absl::StrFormat(", wire %s sent, %s received (TCP)",
+                         gradwire::HumanBytes(result.wire.sent),
+                         gradwire::HumanBytes(result.wire.received));
+}
+
 // The run's last line on stdout: steps, accuracy and bytes.
 void PrintDone(const std::string& label,
                const gradwire::TrainingResult& result) {
@@ -88,13 +97,14 @@ void PrintDone(const std::string& label,
           : std::string("not evaluated");
   std::printf(
       "%s done: %d steps in %.1f s, %s, pushed %s "
-      "(dense fp32 would be %s, %.1fx less), pulled %s\n",
+      "(dense fp32 would be %s, %.1fx less), pulled %s%s\n",
       label.c_str(), static_cast<int>(result.steps), result.wall_seconds,
       accuracy.c_str(), gradwire::HumanBytes(result.sync.pushed_bytes).c_str(),
       gradwire::HumanBytes(result.sync.dense_equivalent_bytes).c_str(),
       gradwire::CompressionRatio(result.sync.dense_equivalent_bytes,
                                  result.sync.pushed_bytes),
-      gradwire::HumanBytes(result.sync.pulled_bytes).c_str());
+      gradwire::HumanBytes(result.sync.pulled_bytes).c_str(),
+      WireBytesText(result).c_str());
   std::fflush(stdout);
 }
 
