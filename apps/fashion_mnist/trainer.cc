@@ -4,86 +4,21 @@
 #include <torch/optim/sgd.h>
 
 #include <algorithm>
-#include <cmath>
-#include <exception>
 #include <memory>
-#include <nlohmann/json.hpp>
-#include <thread>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "apps/fashion_mnist/evaluation.h"
 #include "apps/fashion_mnist/fashion_mnist.h"
 #include "apps/fashion_mnist/models.h"
 #include "apps/fashion_mnist/progress.h"
-#include "common/precision.h"
-#include "common/usable_cpus.h"
 #include "worker/gradient_hooks.h"
 #include "worker/layer_gate.h"
-#include "worker/sync_settings.h"
 #include "worker/worker_metrics.h"
 
 namespace gradwire {
 namespace {
-
-// Examples of data[start, end) that `model` classifies correctly, in
-// batches of `batch`, without autograd (the guard is per thread).
-int64_t CountCorrect(Classifier& model, const Dataset& data, int64_t start,
-                     int64_t end, int64_t batch) {
-  torch::NoGradGuard no_grad;
-  int64_t correct = 0;
-  for (int64_t first = start; first < end; first += batch) {
-    const int64_t last = std::min(first + batch, end);
-    const torch::Tensor logits =
-        model.forward(data.images.slice(0, first, last));
-    correct += logits.argmax(1)
-                   .eq(data.labels.slice(0, first, last))
-                   .sum()
-                   .item<int64_t>();
-  }
-  return correct;
-}
-
-// Fraction of `data` that `model` classifies correctly, on every core this
-// process may run on: one thread per core, each on its own slice of the
-// data with one intra-op thread. Splitting the examples scales with the
-// cores where torch's intra-op threads do not (the CNN's forward pass runs
-// no faster at 2 intra-op threads than at 1 here, and 2x faster on 2
-// slices). An evaluation runs while training waits (at an epoch's end every
-// BSP worker waits for the one that evaluates; at the run's end the others
-// are done), so the cores the other workers trained on are free.
-double Accuracy(Classifier& model, const Dataset& data, int64_t batch) {
-  const int64_t size = data.size();
-  if (size == 0) return 0.0;
-  const int64_t threads =
-      std::clamp<int64_t>(UsableCpus(), 1, (size + batch - 1) / batch);
-  const int saved_threads = at::get_num_threads();
-  at::set_num_threads(1);
-  model.eval();
-  std::vector<int64_t> correct(threads, 0);
-  std::vector<std::exception_ptr> errors(threads);
-  std::vector<std::thread> workers;
-  for (int64_t t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      try {
-        correct[t] = CountCorrect(model, data, size * t / threads,
-                                  size * (t + 1) / threads, batch);
-      } catch (...) {
-        errors[t] = std::current_exception();
-      }
-    });
-  }
-  for (std::thread& worker : workers) worker.join();
-  model.train();
-  at::set_num_threads(saved_threads);
-  for (const std::exception_ptr& error : errors) {
-    if (error) std::rethrow_exception(error);
-  }
-  int64_t total = 0;
-  for (int64_t c : correct) total += c;
-  return static_cast<double>(total) / size;
-}
 
 // The data are cut into one part per process: worker w's local rank r
 // trains on part w * local_size + r, so the ranks of a node see different
@@ -343,8 +278,6 @@ void TrainingRun::Finish(absl::Time start) {
   result_.train_seconds = result_.wall_seconds - result_.eval_seconds;
   if (sync_ == nullptr) return;
   result_.sync = sync_->stats();
-  result_.payload = sync_->Traffic();
-  result_.wire = sync_->WireBytes();
   if (const WorkerMetrics* m = sync_->metrics()) {
     // The summary reports what the dashboards show: the same counters.
     result_.sync.pushed_bytes = m->SentBytes("push");
@@ -393,117 +326,6 @@ absl::StatusOr<TrainingResult> Train(const TrainerOptions& options,
     return absl::InternalError(
         absl::StrFormat("training failed: %s", e.what()));
   }
-}
-
-std::string WeightsFingerprint(const ParameterSync::NamedTensors& tensors) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  const auto mix = [&hash](const void* data, size_t size) {
-    const auto* bytes = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < size; ++i) {
-      hash = (hash ^ bytes[i]) * 0x100000001b3ull;
-    }
-  };
-  for (const auto& [name, tensor] : tensors) {
-    mix(name.data(), name.size());
-    const torch::Tensor values =
-        tensor.detach().to(torch::kCPU, torch::kFloat).contiguous();
-    for (const int64_t size : values.sizes()) mix(&size, sizeof(size));
-    mix(values.data_ptr<float>(), values.numel() * sizeof(float));
-  }
-  return absl::StrFormat("%016x", hash);
-}
-
-namespace {
-
-// `value` rounded to 1/`per_unit` (1000: milliseconds), the precision the
-// summary has always carried (and examples/python/train.py rounds to). Ties
-// go to even, as Python's round() (an accuracy of 98/256 is 0.382812 in
-// both). Not finite stays as it is, and is written as null.
-double Rounded(double value, double per_unit) {
-  return std::isfinite(value) ? std::nearbyint(value * per_unit) / per_unit
-                              : value;
-}
-
-std::string ModeName(v1::ConsistencyMode mode) {
-  switch (mode) {
-    case v1::CONSISTENCY_MODE_ASP:
-      return "asp";
-    case v1::CONSISTENCY_MODE_SSP:
-      return "ssp";
-    default:
-      return "bsp";
-  }
-}
-
-// Never throws: text that is not valid UTF-8 is written with U+FFFD.
-std::string Dump(const nlohmann::ordered_json& value) {
-  return value.dump(-1, ' ', false,
-                    nlohmann::ordered_json::error_handler_t::replace);
-}
-
-}  // namespace
-
-std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
-  nlohmann::ordered_json summary = nlohmann::ordered_json::object();
-  // Without an evaluation the summary has no test_accuracy (not a made-up
-  // number) and says so; gradwire local takes the cluster's accuracy from
-  // worker 0.
-  if (r.evaluated) summary["test_accuracy"] = Rounded(r.test_accuracy, 1e6);
-  summary["evaluated"] = r.evaluated;
-  summary["steps"] = r.steps;
-  summary["resumed_at_step"] = r.resumed_at_step;
-  summary["steps_run"] = r.sync.steps;
-  summary["max_step_lead"] = r.sync.max_step_lead;
-  summary["wall_seconds"] = Rounded(r.wall_seconds, 1e3);
-  summary["train_seconds"] = Rounded(r.train_seconds, 1e3);
-  summary["eval_seconds"] = Rounded(r.eval_seconds, 1e3);
-  summary["pushed_bytes"] = r.sync.pushed_bytes;
-  summary["pulled_bytes"] = r.sync.pulled_bytes;
-  summary["dense_equivalent_bytes"] = r.sync.dense_equivalent_bytes;
-  summary["init_bytes"] = r.sync.init_bytes;
-  summary["retries"] = r.sync.retries;
-  summary["final_loss"] = Rounded(r.final_loss, 1e6);
-  summary["worker_id"] = sync.client.worker_id;
-  summary["num_workers"] = sync.num_workers;
-  summary["compressor"] = sync.compressor.name;
-  summary["ratio"] = sync.compressor.ratio;
-  summary["min_kept"] = sync.compressor.min_kept;
-  summary["overlap"] = r.overlapped;
-  summary["push_bucket_bytes"] = sync.push_bucket_bytes;
-  summary["residual_spare"] = sync.residual_spare;
-  summary["compress_threads"] =
-      sync.compress_threads == 0 ? UsableCpus() : sync.compress_threads;
-  summary["error_feedback"] = sync.error_feedback;
-  summary["value_type"] = std::string(PrecisionName(sync.compressor.precision));
-  summary["mode"] = ModeName(sync.training.mode());
-  // What ran where (the line the worker logs at start): lets a report tell
-  // runs with different optimizers apart.
-  summary["optimizer"] = DescribeOptimizerPlacement(sync);
-  summary["compress_seconds"] = Rounded(r.sync.compress_seconds, 1e3);
-  summary["push_seconds"] = Rounded(r.sync.push_seconds, 1e3);
-  summary["pull_seconds"] = Rounded(r.sync.pull_seconds, 1e3);
-  summary["pull_wait_seconds"] = Rounded(r.sync.pull_wait_seconds, 1e3);
-  summary["pull_ahead"] = r.pulled_ahead;
-  summary["reduce_seconds"] = Rounded(r.sync.reduce_seconds, 1e3);
-  summary["weights_fingerprint"] = r.weights_fingerprint;
-  nlohmann::ordered_json losses = nlohmann::ordered_json::array();
-  for (double loss : r.epoch_loss) losses.push_back(Rounded(loss, 1e6));
-  summary["epoch_loss"] = losses;
-  if (r.evaluated) {
-    nlohmann::ordered_json accuracies = nlohmann::ordered_json::array();
-    for (double a : r.epoch_test_accuracy)
-      accuracies.push_back(Rounded(a, 1e6));
-    summary["epoch_test_accuracy"] = accuracies;
-  }
-  // One line with a space after ':' and ',' (nlohmann's compact dump has
-  // none): line-based readers (bench/network/network.sh's awk, the sed of
-  // bench/*/*.sh and tests/cluster/) expect that layout.
-  std::string out = "{";
-  for (const auto& member : summary.items()) {
-    if (out.size() > 1) out += ", ";
-    absl::StrAppend(&out, Dump(member.key()), ": ", Dump(member.value()));
-  }
-  return out + "}\n";
 }
 
 }  // namespace gradwire

@@ -1,6 +1,7 @@
 // The Fashion-MNIST trainer behind gradwire-worker: loads this worker's part
 // of the data, builds the model, and trains it through ParameterSync, with
-// progress on the terminal and test accuracy at the end of every epoch.
+// progress on the terminal and test accuracy at the end of every epoch
+// (evaluation.h). WeightsFingerprint and SummaryJson are in summary.cc.
 #ifndef GRADWIRE_APPS_FASHION_MNIST_TRAINER_H_
 #define GRADWIRE_APPS_FASHION_MNIST_TRAINER_H_
 
@@ -83,11 +84,6 @@ struct TrainingResult {
   // WeightsFingerprint of the model at the end.
   std::string weights_fingerprint;
   SyncStats sync;
-  // The client's payload (serialized messages of every RPC, both ways) and
-  // the TCP bytes the kernel counted on its connections (unknown where it
-  // cannot: ParameterSync::WireBytes()).
-  TrafficStats payload;
-  WireTotals wire;
 };
 
 // A 64-bit FNV-1a hash of the tensors' names, shapes and float32 bytes, as
