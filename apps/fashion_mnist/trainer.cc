@@ -278,6 +278,8 @@ void TrainingRun::Finish(absl::Time start) {
   result_.train_seconds = result_.wall_seconds - result_.eval_seconds;
   if (sync_ == nullptr) return;
   result_.sync = sync_->stats();
+  result_.payload = sync_->Traffic();
+  result_.wire = sync_->WireBytes();
   if (const WorkerMetrics* m = sync_->metrics()) {
     // The summary reports what the dashboards show: the same counters.
     result_.sync.pushed_bytes = m->SentBytes("push");

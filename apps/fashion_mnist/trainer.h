@@ -84,6 +84,11 @@ struct TrainingResult {
   // WeightsFingerprint of the model at the end.
   std::string weights_fingerprint;
   SyncStats sync;
+  // The client's payload (serialized messages of every RPC, both ways) and
+  // the TCP bytes the kernel counted on its connections (unknown where it
+  // cannot: ParameterSync::WireBytes()).
+  TrafficStats payload;
+  WireTotals wire;
 };
 
 // A 64-bit FNV-1a hash of the tensors' names, shapes and float32 bytes, as
