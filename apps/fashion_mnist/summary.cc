@@ -80,6 +80,16 @@ void AddRunFields(const TrainingResult& r, Json& summary) {
   summary["pulled_bytes"] = r.sync.pulled_bytes;
   summary["dense_equivalent_bytes"] = r.sync.dense_equivalent_bytes;
   summary["init_bytes"] = r.sync.init_bytes;
+  // Every RPC both ways, and the TCP bytes that carried them (null where
+  // the transport cannot count them).
+  const TrafficStats& p = r.payload;
+  summary["payload_sent_bytes"] =
+      p.init_bytes_sent + p.push_bytes_sent + p.pull_bytes_sent;
+  summary["payload_received_bytes"] =
+      p.init_bytes_received + p.push_bytes_received + p.pull_bytes_received;
+  summary["wire_sent_bytes"] = r.wire.known ? Json(r.wire.sent) : Json(nullptr);
+  summary["wire_received_bytes"] =
+      r.wire.known ? Json(r.wire.received) : Json(nullptr);
   summary["retries"] = r.sync.retries;
   summary["final_loss"] = Rounded(r.final_loss, 1e6);
 }
