@@ -3,7 +3,8 @@
 # clang-format check of every C++ and proto file.
 #
 #   scripts/lint.sh              every project source
-#   scripts/lint.sh FILE.cc ...  only these sources (the format check too)
+#   scripts/lint.sh FILE.cc ...  only these sources (the format check too;
+#                                paths from the repository root)
 #
 # 1. Configures a clang build in $LINT_BUILD (default build-lint) only for
 #    its compile database, and generates the protobuf headers (nothing is
