@@ -6,19 +6,40 @@ namespace gradwire {
 
 LayerGate::LayerGate(const std::vector<torch::Tensor>& parameters,
                      ParameterSync* sync)
-    : sync_(sync) {
+    : LayerGate(parameters,
+                [sync](size_t index) { return sync->AwaitParameter(index); }) {}
+
+LayerGate::LayerGate(const std::vector<torch::Tensor>& parameters, Await await)
+    : await_(std::move(await)) {
   for (size_t index = 0; index < parameters.size(); ++index) {
     index_of_.emplace(parameters[index].unsafeGetTensorImpl(), index);
   }
 }
 
-void LayerGate::BeforeLayer(const torch::nn::Module& layer) {
-  for (const torch::Tensor& parameter : layer.parameters()) {
+std::vector<size_t> LayerGate::IndicesOf(
+    const std::vector<torch::Tensor>& layer_parameters) const {
+  std::vector<size_t> indices;
+  for (const torch::Tensor& parameter : layer_parameters) {
     auto it = index_of_.find(parameter.unsafeGetTensorImpl());
-    if (it == index_of_.end()) continue;  // Not registered: never pulled.
-    absl::Status landed = sync_->AwaitParameter(it->second);
-    if (!landed.ok() && error_.ok()) error_ = std::move(landed);
+    // Not registered: never pulled.
+    if (it != index_of_.end()) indices.push_back(it->second);
   }
+  return indices;
+}
+
+absl::Status LayerGate::BeforeParameters(
+    const std::vector<torch::Tensor>& layer_parameters) {
+  absl::Status first;
+  for (const size_t index : IndicesOf(layer_parameters)) {
+    absl::Status landed = await_(index);
+    if (!landed.ok() && first.ok()) first = std::move(landed);
+  }
+  return first;
+}
+
+void LayerGate::BeforeLayer(const torch::nn::Module& layer) {
+  absl::Status landed = BeforeParameters(layer.parameters());
+  if (!landed.ok() && error_.ok()) error_ = std::move(landed);
 }
 
 absl::Status LayerGate::TakeError() {

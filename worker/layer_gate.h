@@ -5,6 +5,9 @@
 // ParameterSync::AwaitParameter for every registered parameter of that
 // layer. With pushes during backward() (gradient_hooks.h), the pulls of the
 // last layers' chunks, pushed first, land while the first layers compute.
+// The one copy of this machinery: the demo trainer calls BeforeLayer, the
+// Python package's forward pre-hooks call BeforeParameters through its
+// extension (python/py_overlap.h).
 //
 //   LayerGate gate(model->parameters(), sync);
 //   // in the model's forward(), before each layer:
@@ -12,8 +15,8 @@
 //   ...
 //   if (absl::Status s = gate.TakeError(); !s.ok()) { ... }
 //
-// Thread safety: BeforeLayer runs on the thread that calls forward(), the
-// training thread; TakeError is called by the same thread after forward().
+// Thread safety: BeforeLayer, BeforeParameters and TakeError run on the
+// thread that calls forward(), the training thread; IndicesOf on any.
 #ifndef GRADWIRE_WORKER_LAYER_GATE_H_
 #define GRADWIRE_WORKER_LAYER_GATE_H_
 
@@ -21,6 +24,7 @@
 #include <torch/types.h>
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -31,24 +35,42 @@ namespace gradwire {
 
 class LayerGate {
  public:
+  // Blocks until parameter `index` (registration order) holds its pulled
+  // weights; ParameterSync::AwaitParameter's contract.
+  using Await = std::function<absl::Status(size_t index)>;
+
   // `parameters`: the model's parameters in registration order, as given to
   // sync->Register. `sync` must outlive the gate.
   LayerGate(const std::vector<torch::Tensor>& parameters, ParameterSync* sync);
+  // The same, awaiting through `await` (which must be callable).
+  LayerGate(const std::vector<torch::Tensor>& parameters, Await await);
   LayerGate(const LayerGate&) = delete;
   LayerGate& operator=(const LayerGate&) = delete;
 
   // Waits until every registered parameter of `layer` holds its pulled
-  // weights; a parameter that was not registered is skipped.
+  // weights; a parameter that was not registered is skipped. An error is
+  // kept for TakeError.
   void BeforeLayer(const torch::nn::Module& layer);
 
-  // The first AwaitParameter error since the last call, cleared. After an
+  // The same for the parameters a layer holds, given as tensors: awaits
+  // every registered one and returns the first error (not kept).
+  absl::Status BeforeParameters(
+      const std::vector<torch::Tensor>& layer_parameters);
+
+  // The registration indices of the registered tensors among
+  // `layer_parameters`, in their order: empty when the layer holds none.
+  std::vector<size_t> IndicesOf(
+      const std::vector<torch::Tensor>& layer_parameters) const;
+
+  // The first BeforeLayer error since the last call, cleared. After an
   // error the forward pass went on with weights that may mix two steps;
   // the caller fails the step.
   absl::Status TakeError();
 
  private:
-  ParameterSync* const sync_;
-  // Registration index of each parameter, by its storage.
+  const Await await_;
+  // Registration index of each parameter, by its TensorImpl (which keeps
+  // its identity when `p.data` is replaced).
   absl::flat_hash_map<const void*, size_t> index_of_;
   absl::Status error_;
 };

@@ -247,6 +247,7 @@ absl::StatusOr<double> TrainingRun::TrainStep(const torch::Tensor& index,
   loss.backward();
   if (hooks_ != nullptr) {
     if (absl::Status s = hooks_->TakeError(); !s.ok()) return s;
+    if (absl::Status s = hooks_->FinishStep(); !s.ok()) return s;
   }
   if (options_.step_delay > absl::ZeroDuration() &&
       StepsDone() % options_.step_delay_every == 0) {

@@ -1,5 +1,7 @@
 // LayerGate against in-memory shards: a layer about to run holds its pulled
-// weights, and AwaitParameter's errors reach the training loop once.
+// weights, and AwaitParameter's errors reach the training loop once; and
+// with a recording wait: the indices a layer's tensors map to, and
+// BeforeParameters' errors.
 #include "worker/layer_gate.h"
 
 #include <torch/nn/modules/linear.h>
@@ -100,6 +102,34 @@ TEST(LayerGateTest, FirstErrorIsKeptAndCleared) {
   gate.BeforeLayer(*unregistered);
   EXPECT_EQ(gate.TakeError().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(gate.TakeError().ok());
+}
+
+TEST(LayerGateTest, BeforeParametersAwaitsTheRegisteredOnesInOrder) {
+  torch::nn::Linear first(3, 2);
+  torch::nn::Linear second(2, 2);
+  std::vector<torch::Tensor> registered = first->parameters();
+  for (const torch::Tensor& p : second->parameters()) registered.push_back(p);
+  std::vector<size_t> awaited;
+  LayerGate gate(registered, [&awaited](size_t index) {
+    awaited.push_back(index);
+    return index == 2 ? absl::UnavailableError("pull failed")
+                      : absl::OkStatus();
+  });
+  EXPECT_EQ(gate.IndicesOf(second->parameters()), (std::vector<size_t>{2, 3}));
+  torch::nn::Linear other(2, 2);
+  EXPECT_TRUE(gate.IndicesOf(other->parameters()).empty());
+  // A layer mixing registered and other tensors: only the registered.
+  std::vector<torch::Tensor> mixed = {other->weight, first->bias};
+  EXPECT_TRUE(gate.BeforeParameters(mixed).ok());
+  EXPECT_EQ(awaited, (std::vector<size_t>{1}));
+  // Every registered tensor is awaited; the error comes back, not kept.
+  const absl::Status failed = gate.BeforeParameters(second->parameters());
+  EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(awaited, (std::vector<size_t>{1, 2, 3}));
+  EXPECT_TRUE(gate.TakeError().ok());
+  // A replaced p.data keeps the tensor's identity.
+  second->weight.set_data(torch::zeros({2, 2}));
+  EXPECT_EQ(gate.IndicesOf({second->weight}), (std::vector<size_t>{2}));
 }
 
 }  // namespace
