@@ -77,7 +77,8 @@ std::vector<v1::PullRequest> BuildPullRequests(const ChunkPlan& plan,
 }
 
 absl::StatusOr<uint64_t> ApplyPulledWeights(
-    const std::vector<v1::PullResponse>& responses, ChunkPlan* plan) {
+    const std::vector<v1::PullResponse>& responses, ChunkPlan* plan,
+    CpuAccount* account) {
   std::vector<CompressedChunk> decoded;
   uint64_t min_clock = std::numeric_limits<uint64_t>::max();
   for (const v1::PullResponse& response : responses) {
@@ -98,6 +99,7 @@ absl::StatusOr<uint64_t> ApplyPulledWeights(
       // Every part decodes before any is written: a bad one leaves the
       // chunk as it was.
       decoded.resize(1 + weights.chain_size());
+      CpuAccount::Scope decoding(account, CpuActivity::kDecode);
       for (int i = 0; i < static_cast<int>(decoded.size()); ++i) {
         const v1::ChunkData& data =
             i == 0 ? weights.data() : weights.chain(i - 1);
@@ -106,6 +108,7 @@ absl::StatusOr<uint64_t> ApplyPulledWeights(
                                                         spec.key, s.message()));
         }
       }
+      CpuAccount::Scope writing(account, CpuActivity::kCopy);
       for (const CompressedChunk& part : decoded) {
         WriteChunk(part, weights.is_delta(), plan->ParameterOf(spec), spec);
       }

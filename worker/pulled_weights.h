@@ -22,6 +22,7 @@
 #include "absl/types/span.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "worker/chunk_plan.h"
+#include "worker/cpu_account.h"
 
 namespace gradwire {
 
@@ -44,9 +45,11 @@ std::vector<v1::PullRequest> BuildPullRequests(const ChunkPlan& plan,
 // or a delta from a version or history epoch the worker does not hold; the
 // codec's errors, naming the chunk. On error the parameters
 // may hold a mix of old and new chunks. Throws as libtorch does for CUDA
-// parameters.
+// parameters. Its decoding and writing count in `account` (when not
+// null) as CpuActivity::kDecode and kCopy.
 absl::StatusOr<uint64_t> ApplyPulledWeights(
-    const std::vector<v1::PullResponse>& responses, ChunkPlan* plan);
+    const std::vector<v1::PullResponse>& responses, ChunkPlan* plan,
+    CpuAccount* account = nullptr);
 
 }  // namespace gradwire
 

@@ -66,6 +66,50 @@ struct LateCounter {
   }
 };
 
+// The CPU counters' activity labels: CpuActivity's, then the two the
+// account derives.
+constexpr int kNumCpuLabels = kNumCpuActivities + 2;
+
+const char* CpuLabel(int i) {
+  if (i < kNumCpuActivities) {
+    return CpuActivityName(static_cast<CpuActivity>(i));
+  }
+  return i == kNumCpuActivities ? "other_threads" : "compute";
+}
+
+// A counter of seconds that follows a running total of seconds, in whole
+// nanoseconds (a total that shrinks a little, as other_threads may while a
+// scope spans a step's end, adds nothing until it has grown past its peak).
+struct FollowingSeconds {
+  Counter* counter = nullptr;
+  std::atomic<int64_t> seen_ns{0};
+
+  void Follow(double total_seconds) {
+    const auto total = static_cast<int64_t>(total_seconds * 1e9);
+    int64_t before = seen_ns.load(std::memory_order_relaxed);
+    while (total > before && !seen_ns.compare_exchange_weak(before, total)) {
+    }
+    if (total > before) counter->Increment((total - before) * 1e-9);
+  }
+};
+
+// gradwire_worker_cpu_seconds_total with one child per activity.
+absl::Status AddCpuCounters(metrics::Registry* registry, const Labels& labels,
+                            FollowingSeconds* cpu) {
+  auto family = registry->AddCounterFamily(
+      {"gradwire_worker_cpu_seconds_total",
+       "CPU seconds of the worker process since Register, by activity: the "
+       "communication's (compress, momentum, encode, rpc, decode, copy, "
+       "sync_other, other_threads) and the training thread's compute."});
+  if (!family.ok()) return family.status();
+  for (int i = 0; i < kNumCpuLabels; ++i) {
+    Labels with_activity = labels;
+    with_activity["activity"] = CpuLabel(i);
+    cpu[i].counter = &(*family)->Add(with_activity);
+  }
+  return absl::OkStatus();
+}
+
 // A child to register: where to keep it, and its family's name and help.
 template <typename Child>
 struct ChildSpec {
@@ -130,6 +174,7 @@ struct WorkerMetrics::Children {
   Gauge* loss = nullptr;
   Gauge* samples_per_second = nullptr;
   Gauge* epoch = nullptr;
+  FollowingSeconds cpu[kNumCpuLabels];
 };
 
 absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(
@@ -146,6 +191,10 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(
     return s;
   }
   if (absl::Status s = AddTrainingFamilies(registry, labels, children.get());
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = AddCpuCounters(registry, labels, children->cpu);
       !s.ok()) {
     return s;
   }
@@ -291,6 +340,14 @@ void WorkerMetrics::RecordStep(const StepTimings& t, double residual_norm) {
 
 void WorkerMetrics::SetCompressionStateBytes(uint64_t bytes) {
   children_->compression_state_bytes->Set(static_cast<double>(bytes));
+}
+
+void WorkerMetrics::RecordCpu(const CpuTotals& totals) {
+  for (int i = 0; i < kNumCpuActivities; ++i) {
+    children_->cpu[i].Follow(totals.activity[i]);
+  }
+  children_->cpu[kNumCpuActivities].Follow(totals.other_threads);
+  children_->cpu[kNumCpuActivities + 1].Follow(totals.compute);
 }
 
 void WorkerMetrics::SetLoss(double loss) { children_->loss->Set(loss); }

@@ -25,6 +25,10 @@
 //                                   with the residual norm)
 //   gradwire_worker_loss, gradwire_worker_samples_per_second,
 //   gradwire_worker_epoch           set by the training loop
+//   gradwire_worker_cpu_seconds_total{activity}  CPU seconds since
+//       Register, by activity (cpu_account.h): compress, momentum, encode,
+//       rpc, decode, copy, sync_other, other_threads (communication) and
+//       compute (the training thread's forward, backward and loop)
 //
 // Every series has the labels worker (the worker id; "0.1" for local rank 1
 // of worker 0) and compressor. The byte counters are the numbers the
@@ -44,6 +48,7 @@
 #include "absl/status/statusor.h"
 #include "client/ps_client.h"
 #include "common/metrics/registry.h"
+#include "worker/cpu_account.h"
 
 namespace gradwire {
 
@@ -81,6 +86,9 @@ class WorkerMetrics {
   // One finished step.
   void RecordStep(const StepTimings& timings, double residual_norm);
   void SetCompressionStateBytes(uint64_t bytes);
+  // Brings the CPU counters up to `totals` (CpuAccount::Totals(); they
+  // only grow).
+  void RecordCpu(const CpuTotals& totals);
   void SetLoss(double loss);
   void SetSamplesPerSecond(double samples_per_second);
   void SetEpoch(int epoch);
