@@ -17,7 +17,10 @@ bench/python/worker.py write, one JSON object per file, and
     summaries' epoch_test_accuracy), one line per label (mean over its
     runs) in a shaded min-max band;
   - draws DIR/NAME-bytes.png: final test accuracy against bytes pushed +
-    pulled (log scale), one point per label with min-max error bars.
+    pulled (log scale), one point per label with min-max error bars;
+  - draws DIR/NAME-auto.png when runs used --compressor=auto: the ratio
+    chosen for each layer and the measured link rate over the steps
+    (report_auto.py).
 
 A file's label is its name without .json, or NAME for --label=NAME=FILE
 (FILE need not be repeated as an argument). Files that share a label (the
@@ -48,6 +51,7 @@ import argparse
 import os
 import sys
 
+from report_auto import auto_runs, plot_auto
 from report_plots import plot_accuracy, plot_bytes, require_matplotlib
 from report_rows import (MissingMatplotlib, ReportError, Row, Run,
                          default_baseline, load_summary, make_rows,
@@ -173,6 +177,8 @@ def main(argv=None):
         baseline = args.baseline or default_baseline(runs)
         rows = make_rows(runs, baseline)
         text = write_report(rows, args.out, args.prefix, baseline)
+        if auto_runs(runs):
+            plot_auto(runs, os.path.join(args.out, f"{args.prefix}-auto.png"))
     except ReportError as e:
         sys.stderr.write(f"{prog}: {e}\n")
         return 1

@@ -29,20 +29,23 @@ double SecondsSince(absl::Time start) {
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
 
+// The worker's metrics label: local ranks of one node show up as
+// "worker.rank".
+std::string WorkerLabel(const SyncOptions& options) {
+  return options.local.size > 1
+             ? absl::StrFormat("%d.%d", options.client.worker_id,
+                               options.local.rank)
+             : absl::StrFormat("%d", options.client.worker_id);
+}
+
 // The worker's metrics in options.metrics_registry, or null without one.
-// Local ranks of one node show up as "worker.rank".
 absl::StatusOr<std::unique_ptr<WorkerMetrics>> MetricsFor(
     const SyncOptions& options) {
   if (options.metrics_registry == nullptr) {
     return std::unique_ptr<WorkerMetrics>();
   }
-  const std::string worker =
-      options.local.size > 1
-          ? absl::StrFormat("%d.%d", options.client.worker_id,
-                            options.local.rank)
-          : absl::StrFormat("%d", options.client.worker_id);
-  return WorkerMetrics::Create(options.metrics_registry, worker,
-                               options.compressor.name);
+  return WorkerMetrics::Create(options.metrics_registry,
+                               WorkerLabel(options), options.compressor.name);
 }
 
 }  // namespace
@@ -144,7 +147,14 @@ absl::Status ParameterSync::Register(const NamedTensors& parameters,
   plan_options.uncompressed = std::move(uncompressed);
   auto plan = ChunkPlan::Build(parameters, plan_options);
   if (!plan.ok()) return plan.status();
-  if (absl::Status s = push_builder_->PrepareFor(**plan); !s.ok()) return s;
+  AutoCompressionSetup setup;
+  setup.budget_fraction = options_.auto_budget;
+  setup.registry = options_.metrics_registry;
+  setup.labels = {{"worker", WorkerLabel(options_)},
+                  {"compressor", options_.compressor.name}};
+  if (absl::Status s = push_builder_->PrepareFor(**plan, setup); !s.ok()) {
+    return s;
+  }
   plan_ = *std::move(plan);
   announced_.assign(plan_->parameters().size(), false);
   dense_equivalent_ =
@@ -152,6 +162,7 @@ absl::Status ParameterSync::Register(const NamedTensors& parameters,
   const absl::Status initialized = InitShards();
   // The first step's wire bytes count from here.
   wire_at_step_end_ = client_->wire_bytes();
+  last_step_end_ = absl::Now();
   return initialized;
 }
 
@@ -184,6 +195,7 @@ absl::Status ParameterSync::Step(int epoch) {
     torch::NoGradGuard no_grad;
     const SyncStats before = stats_;
     const absl::Time step_start = absl::Now();
+    NoteCompute(step_start);
     // The pulls of this step are in flight already when they were enqueued
     // as the pushes went (GradientReady with pull ahead).
     const bool pulled_ahead = step_announced_ && pull_pipeline_ != nullptr;
@@ -210,7 +222,9 @@ absl::Status ParameterSync::Step(int epoch) {
     const WireTotals wire = client_->wire_bytes();
     step_wire_bytes_ = WireDifference(wire, wire_at_step_end_);
     wire_at_step_end_ = wire;
+    NoteWireRatio(before);
     if (metrics_) RecordStepMetrics(before, SecondsSince(step_start));
+    last_step_end_ = absl::Now();
     return absl::OkStatus();
   });
 }
@@ -230,7 +244,7 @@ absl::Status ParameterSync::ReduceAndPush(int epoch) {
     if (absl::Status s = group_->AllReduceMean(gradients); !s.ok()) return s;
   }
   stats_.reduce_seconds += SecondsSince(start);
-  push_builder_->BeginStep();
+  BeginPushes();
   PushTimings timings;
   const absl::Status pushed =
       CompressAndPush(plan_->AllOwnedKeys(), epoch, &timings);
@@ -271,9 +285,14 @@ absl::Status ParameterSync::CompressAndPush(const std::vector<uint64_t>& keys,
   }
   timings->compress_seconds += SecondsSince(start);
   start = absl::Now();
+  const uint64_t sent = client_->traffic().push_bytes_sent;
   std::vector<v1::PushResponse> responses;
   absl::Status pushed = client_->Push(requests, &responses);
-  timings->push_seconds += SecondsSince(start);
+  const double seconds = SecondsSince(start);
+  timings->push_seconds += seconds;
+  if (pushed.ok()) {
+    NoteTransfer(client_->traffic().push_bytes_sent - sent, seconds);
+  }
   return pushed;
 }
 
@@ -291,7 +310,13 @@ absl::StatusOr<uint64_t> ParameterSync::PullWeights(uint64_t min_step) {
       *plan_, plan_->AllOwnedKeys(), options_.client.worker_id,
       options_.pull_deltas, min_step);
   std::vector<v1::PullResponse> responses;
+  const uint64_t received = client_->traffic().pull_bytes_received;
+  const absl::Time start = absl::Now();
   const absl::Status answered = client_->Pull(requests, &responses);
+  if (answered.ok()) {
+    NoteTransfer(client_->traffic().pull_bytes_received - received,
+                 SecondsSince(start));
+  }
   const absl::StatusOr<uint64_t> pulled =
       answered.ok() ? ApplyPulledWeights(responses, plan_.get())
                     : absl::StatusOr<uint64_t>(answered);

@@ -55,6 +55,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/ps_client.h"
+#include "worker/auto_compression.h"
 #include "worker/sync_options.h"
 
 namespace gradwire {
@@ -192,6 +193,9 @@ class ParameterSync {
   // The worker's metrics (null without options.metrics_registry); the
   // training loop sets its loss, throughput and epoch there.
   WorkerMetrics* metrics() const { return metrics_.get(); }
+  // What compressor "auto" chose, step by step (auto_compression.h); null
+  // for another compressor or before Register.
+  const AutoCompressionReport* auto_compression() const;
   // The TCP stream bytes of this worker's connections to the shards since
   // Connect, as the kernel counts them (client/wire_totals.h): the payload
   // that stats() counts plus HTTP/2, gRPC and TLS framing. Unknown where
@@ -251,6 +255,15 @@ class ParameterSync {
   void NotePulled(uint64_t step, uint64_t min_clock);
   // Exports one finished step (stats before it: `before`) to metrics_.
   void RecordStepMetrics(const SyncStats& before, double step_seconds);
+  // Starts the pushes of step_: compressor "auto" chooses its rungs.
+  void BeginPushes();
+  // Compressor "auto": the computation since the last step ended, up to
+  // `step_start` (Step's call), and its backward part; and one transfer.
+  void NoteCompute(absl::Time step_start);
+  void NoteTransfer(uint64_t bytes, double seconds);
+  // Compressor "auto": the last step's wire bytes per payload byte (stats
+  // before it: `before`), where the client counts wire bytes.
+  void NoteWireRatio(const SyncStats& before);
 
   // Constant after construction.
   const SyncOptions options_;
@@ -293,6 +306,10 @@ class ParameterSync {
 
   uint64_t step_ = 0;
   SyncStats stats_;
+  // Compressor "auto"'s compute timings: when the last step (or Register)
+  // returned, and when this step's first gradient was announced.
+  absl::Time last_step_end_ = absl::InfinitePast();
+  absl::Time first_announced_at_ = absl::InfinitePast();
   // WireBytes() at the end of Register and of the last Step(), and that
   // step's share.
   WireTotals wire_at_step_end_;

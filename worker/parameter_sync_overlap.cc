@@ -69,7 +69,8 @@ absl::Status ParameterSync::GradientReady(size_t index, int epoch) {
     step_announced_ = true;
     overlap_epoch_ = epoch;
     overlap_timings_ = PushTimings();
-    push_builder_->BeginStep();
+    first_announced_at_ = absl::Now();
+    BeginPushes();
   }
   announced_[index] = true;
   EnqueuePush(index);
@@ -105,8 +106,11 @@ absl::Status ParameterSync::PullAhead(const std::vector<uint64_t>& keys) {
       BuildPullRequests(*plan_, keys, options_.client.worker_id,
                         options_.pull_deltas, rule_->MinStepToPull(pull_step_));
   std::vector<v1::PullResponse> responses;
+  const uint64_t received = client_->traffic().pull_bytes_received;
   absl::Status pulled = client_->Pull(requests, &responses);
   if (pulled.ok()) {
+    NoteTransfer(client_->traffic().pull_bytes_received - received,
+                 SecondsSince(start));
     pulled = CatchTorch("gradwire pull", [&]() -> absl::Status {
       // Grad mode is per thread: this one's must not record the writes.
       torch::NoGradGuard no_grad;

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_format.h"
 #include "common/codec/codec.h"
+#include "common/compress/auto/ratio_ladder.h"
+#include "common/compress/kernels.h"
 #include "common/compress/registry.h"
 #include "common/usable_cpus.h"
 #include "worker/host_chunk.h"
@@ -25,21 +27,46 @@ std::unique_ptr<const Compressor> MakeUncompressed(NonFinitePolicy policy) {
   return made.ok() ? *std::move(made) : nullptr;
 }
 
+// Under "auto", the compressor until the first choice: its starting rung.
+absl::StatusOr<std::unique_ptr<Compressor>> MakeFixedCompressor(
+    const CompressorOptions& options) {
+  if (options.name != "auto") return MakeCompressor(options);
+  return MakeCompressor(RungCompressorOptions(kStartRung, options));
+}
+
+double SumOfSquares(absl::Span<const float> values) {
+  double lanes[compress_kernels::kSumLanes] = {};
+  compress_kernels::Kernels().sum_squares(values.data(), true, values.size(),
+                                          lanes);
+  return compress_kernels::CombineLanes(lanes);
+}
+
+// Per registered tensor, the elements of its chunks this local rank pushes.
+std::vector<uint64_t> OwnedNumel(const ChunkPlan& plan) {
+  std::vector<uint64_t> numel(plan.partition().tensors().size(), 0);
+  for (const ChunkSlot& slot : plan.slots()) {
+    if (slot.uncompressed || !plan.OwnsLocally(slot.spec.key)) continue;
+    numel[slot.spec.tensor_index] += slot.spec.numel;
+  }
+  return numel;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PushRequestBuilder>> PushRequestBuilder::Create(
     const CompressorOptions& options, bool error_feedback,
     const MomentumCorrectionOptions& momentum, uint32_t worker_id,
     int compress_threads) {
-  if (!error_feedback && options.name == "dgc") {
-    return absl::InvalidArgumentError("dgc needs error feedback");
+  if (!error_feedback && (options.name == "dgc" || options.name == "auto")) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s needs error feedback", options.name));
   }
   if (momentum.enabled() && options.dgc.momentum > 0.0f) {
     return absl::InvalidArgumentError(
         "dgc's momentum correction and the optimizer's momentum on the "
         "worker would keep two velocities: use one");
   }
-  auto compressor = MakeCompressor(options);
+  auto compressor = MakeFixedCompressor(options);
   if (!compressor.ok()) return compressor.status();
   std::unique_ptr<const Compressor> warmup;
   if (momentum.enabled() && momentum.dense_steps > 0) {
@@ -77,7 +104,32 @@ PushRequestBuilder::PushRequestBuilder(
       // The building thread compresses too: one thread fewer.
       pool_(ThreadPoolOptions{/*threads=*/compress_threads - 1}) {}
 
-absl::Status PushRequestBuilder::PrepareFor(const ChunkPlan& plan) {
+absl::Status PushRequestBuilder::PrepareFor(const ChunkPlan& plan,
+                                            const AutoCompressionSetup& setup) {
+  if (options_.name == "auto") {
+    AutoCompressionOptions options;
+    options.base = options_;
+    options.chooser.min_kept = options_.min_kept;
+    options.chooser.precision = options_.precision;
+    options.chooser.budget_fraction = setup.budget_fraction;
+    options.registry = setup.registry;
+    options.labels = setup.labels;
+    std::vector<std::string> names;
+    for (const TensorSpec& tensor : plan.partition().tensors()) {
+      names.push_back(tensor.name);
+    }
+    std::vector<uint32_t> chunk_group;
+    for (const ChunkSlot& slot : plan.slots()) {
+      chunk_group.push_back(slot.spec.tensor_index);
+    }
+    auto made =
+        AutoCompression::Create(std::move(options), std::move(names),
+                                OwnedNumel(plan), std::move(chunk_group));
+    if (!made.ok()) return made.status();
+    auto_ = *std::move(made);
+    // Every rung runs on the host, with the chunk's host residual.
+    return absl::OkStatus();
+  }
   // The device kernels keep no velocity: with momentum on the worker, CUDA
   // gradients go through the host.
   if (!plan.any_cuda() || momentum_.enabled()) return absl::OkStatus();
@@ -87,8 +139,20 @@ absl::Status PushRequestBuilder::PrepareFor(const ChunkPlan& plan) {
   return absl::OkStatus();
 }
 
-void PushRequestBuilder::BeginStep() {
+void PushRequestBuilder::BeginStep(uint64_t step, double learning_rate) {
   if (device_compressor_) device_compressor_->BeginStep();
+  if (auto_) auto_->BeginStep(step, learning_rate);
+}
+
+const Compressor& PushRequestBuilder::HostCompressor(
+    const ChunkSlot& slot) const {
+  return auto_ ? auto_->CompressorFor(slot.spec.key) : *compressor_;
+}
+
+void PushRequestBuilder::NoteNorms(const ChunkSlot& slot,
+                                   absl::Span<const float> values) {
+  auto_->NoteChunkNorms(slot.spec.key, SumOfSquares(values),
+                        SumOfSquares(slot.feedback.residual));
 }
 
 absl::Status PushRequestBuilder::Build(const std::vector<uint64_t>& keys,
@@ -192,10 +256,12 @@ absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,
   }
   absl::Status compressed =
       error_feedback_
-          ? compressor_->CompressWithFeedback(values, compress_context,
-                                              &slot->feedback, &slot->scratch)
-          : compressor_->Compress(values, compress_context, &slot->scratch);
+          ? compressor.CompressWithFeedback(values, compress_context,
+                                            &slot->feedback, &slot->scratch)
+          : compressor.Compress(values, compress_context, &slot->scratch);
+  if (compressed.ok() && auto_) NoteNorms(*slot, values);
   if (compressed.ok() && momentum_.enabled()) {
+  const Compressor& compressor = HostCompressor(*slot);
     MaskSentVelocity(momentum_, slot->scratch, absl::MakeSpan(slot->velocity));
   }
   return compressed;

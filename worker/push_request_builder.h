@@ -16,6 +16,11 @@
 // and the compressor runs there (device_chunks.h); otherwise they are
 // copied to the host and compressed like CPU ones.
 //
+// With compressor "auto" (auto_compression.h), each chunk is compressed by
+// the rung its layer group holds this step, all rungs sharing the chunk's
+// residual, and the gradient's and residual's norms are noted for the
+// next choice; CUDA gradients then go through the host.
+//
 // Thread safety: not thread-safe; ParameterSync calls it from the training
 // thread, or from its push pipeline's thread while that one owns the
 // chunks.
@@ -34,6 +39,7 @@
 #include "common/threads/thread_pool.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "worker/chunk_plan.h"
+#include "worker/auto_compression.h"
 #include "worker/device_chunks.h"
 
 namespace gradwire {
@@ -59,8 +65,15 @@ class PushRequestBuilder {
 
   // Once the parameters are known: when some live on a CUDA device,
   // prepares to compress their chunks there (DeviceChunkCompressor::Create;
-  // its errors).
-  absl::Status PrepareFor(const ChunkPlan& plan);
+  // its errors). With compressor "auto", makes its chooser over the
+  // tensors whose chunks this local rank pushes, as `setup` says
+  // (AutoCompression::Create's errors).
+  absl::Status PrepareFor(const ChunkPlan& plan,
+                          const AutoCompressionSetup& setup = {});
+
+  // Compressor "auto"'s state; null for any other compressor (or before
+  // PrepareFor).
+  AutoCompression* auto_compression() const { return auto_.get(); }
 
   // The compressor of CUDA chunks on their device, which keeps their
   // residuals; null when there is none (PrepareFor).
@@ -68,9 +81,10 @@ class PushRequestBuilder {
     return device_compressor_.get();
   }
 
-  // Starts a step: device compression first waits for the stream that
-  // produced the gradients. Call before the step's first Build.
-  void BeginStep();
+  // Starts step `step`: device compression first waits for the stream that
+  // produced the gradients, and compressor "auto" chooses the step's rungs
+  // (at `learning_rate`, 0: unknown). Call before the step's first Build.
+  void BeginStep(uint64_t step = 0, double learning_rate = 0);
 
   // Requests of step `step` (one per shard, index = shard id; a shard
   // without chunks gets an empty request) with the gradients of chunks
@@ -103,6 +117,11 @@ class PushRequestBuilder {
   // through the CPU compressor. Throws as libtorch does.
   absl::Status CompressChunk(const torch::Tensor& gradient,
                              const CompressContext& context, ChunkSlot* slot);
+  // The compressor of a host chunk: its rung's under "auto".
+  const Compressor& HostCompressor(const ChunkSlot& slot) const;
+  // Under "auto": notes the norms of what `slot` compressed (`values`) and
+  // of the residual it left.
+  void NoteNorms(const ChunkSlot& slot, absl::Span<const float> values);
 
   // Constant after construction.
   const CompressorOptions options_;
@@ -117,6 +136,8 @@ class PushRequestBuilder {
   // CUDA gradients compressed on the device; null when there are no CUDA
   // parameters or they go through the host.
   std::unique_ptr<DeviceChunkCompressor> device_compressor_;
+  // Compressor "auto"'s chooser and rungs (PrepareFor); null otherwise.
+  std::unique_ptr<AutoCompression> auto_;
   ThreadPool pool_;
 };
 

@@ -122,9 +122,17 @@ constexpr SettingRange Conditional(SettingRange range) {
   X(std::string, compressor, "topk", "compression", kPythonKeyword, \
     AnyValue(), \
     "Gradient compressor: none, fp16, bf16, topk, randomk, threshold, dgc, " \
-    "qsgd, onebit.") \
+    "qsgd, onebit, or auto (each step, per layer: Top-K 0.1% to 10%, " \
+    "dense 16-bit or fp32, chosen from the measured link, backward time " \
+    "and gradients; docs/compression.md).") \
   X(double, ratio, 0.01, "compression", kPythonKeyword, OpenClosed(0, 1), \
-    "Fraction of elements sparsifiers keep.") \
+    "Fraction of elements sparsifiers keep (not with --compressor=auto, " \
+    "which chooses it).") \
+  X(double, auto_budget, 1.0, "compression", kPythonKeyword, \
+    OpenClosed(0, 10), \
+    "--compressor=auto: the pushed bytes may take this share of the " \
+    "backward pass's time on the measured link (above 1: more bytes than " \
+    "the backward pass hides).") \
   /* 64: at 16, DGC 0.1% diverged on one of three CNN seeds, which train \
      at 64; on the MLP 64 also did better (docs/convergence.md). */ \
   X(int64_t, min_kept, 64, "compression", kPythonKeyword, AtLeast(1), \

@@ -50,8 +50,12 @@ struct SyncOptions {
   // [0, num_workers).
   uint32_t num_workers = 1;
   // Gradient compression; error feedback wraps it unless disabled.
+  // compressor.name "auto" chooses a rung per layer each step
+  // (auto_compression.h) so that the pushed bytes fit in auto_budget times
+  // the backward pass's time on the measured link.
   CompressorOptions compressor;
   bool error_feedback = true;
+  double auto_budget = 1.0;
   // Largest chunk, in bytes of float32.
   uint64_t partition_bytes = uint64_t{4} << 20;
   // Threads that compress the chunks of one push in parallel (the pushing

@@ -1,6 +1,7 @@
 #include "worker/sync_settings.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -12,6 +13,7 @@
 #include "common/codec/codec.h"
 #include "common/compress/registry.h"
 #include "common/precision.h"
+#include "worker/auto_settings.h"
 
 namespace gradwire {
 namespace {
@@ -132,6 +134,11 @@ absl::Status ResolveCompressor(const SyncSettings& s, const Complaint& bad,
   c.dgc.clip_norm = static_cast<float>(s.dgc_clip_norm);
   c.dgc.warmup_epochs = static_cast<int>(s.dgc_warmup_epochs);
   sync->error_feedback = s.error_feedback;
+  sync->auto_budget = s.auto_budget;
+  if (std::optional<SettingProblem> p = CheckAutoCompressor(s, c)) {
+    return bad(p->key, "%s", p->message);
+  }
+  if (s.compressor == "auto") return absl::OkStatus();
   auto made = MakeCompressor(c);
   if (!made.ok()) return bad("compressor", "%s", made.status().message());
   if (!s.error_feedback && s.compressor == "dgc") {
@@ -263,6 +270,8 @@ absl::Status ResolvePlacement(const SyncSettings& s, const Complaint& bad,
 
 double PullRatio(const SyncSettings& s) {
   if (s.pull_ratio > 0) return s.pull_ratio;
+  // "auto" pushes mostly Top-K: its pulls are those of Top-K 1%.
+  if (s.compressor == "auto") return kMinAutoPullRatio;
   return IsSparsifier(s.compressor) ? std::max(s.ratio, kMinAutoPullRatio)
                                     : kDenseCompressorPullRatio;
 }

@@ -127,6 +127,18 @@ void AddPhaseFields(const TrainingResult& r, Json& summary) {
 }
 
 // The loss and (when evaluated) the test accuracy of every epoch.
+// Compressor "auto": its last choice per layer, the link rate it was made
+// on, and the history `gradwire report` plots (AutoCompressionSummaryJson).
+void AddAutoCompressionFields(const TrainingResult& r, Json& summary) {
+  if (r.auto_compression.groups.empty()) return;
+  const Json fields = Json::parse(
+      AutoCompressionSummaryJson(r.auto_compression), nullptr, false);
+  if (!fields.is_object()) return;
+  for (const auto& member : fields.items()) {
+    summary[member.key()] = member.value();
+  }
+}
+
 void AddEpochFields(const TrainingResult& r, Json& summary) {
   Json losses = Json::array();
   for (double loss : r.epoch_loss) losses.push_back(Rounded(loss, 1e6));
@@ -160,6 +172,7 @@ std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
   AddSettingFields(r, sync, summary);
   AddPhaseFields(r, summary);
   AddEpochFields(r, summary);
+  AddAutoCompressionFields(r, summary);
   return SpacedLine(summary);
 }
 

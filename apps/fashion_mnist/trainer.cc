@@ -279,6 +279,9 @@ void TrainingRun::Finish(absl::Time start) {
   result_.train_seconds = result_.wall_seconds - result_.eval_seconds;
   if (sync_ == nullptr) return;
   result_.sync = sync_->stats();
+  if (const AutoCompressionReport* chosen = sync_->auto_compression()) {
+    result_.auto_compression = *chosen;
+  }
   result_.payload = sync_->Traffic();
   result_.wire = sync_->WireBytes();
   if (const WorkerMetrics* m = sync_->metrics()) {

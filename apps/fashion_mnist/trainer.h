@@ -84,6 +84,8 @@ struct TrainingResult {
   // WeightsFingerprint of the model at the end.
   std::string weights_fingerprint;
   SyncStats sync;
+  // Compressor "auto"'s choices, step by step (no groups otherwise).
+  AutoCompressionReport auto_compression;
   // The client's payload (serialized messages of every RPC, both ways) and
   // the TCP bytes the kernel counted on its connections (unknown where it
   // cannot: ParameterSync::WireBytes()).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <utility>
 
 namespace gradwire {
@@ -11,7 +12,8 @@ CompressionChooser::CompressionChooser(ChooserOptions options,
                                        std::vector<uint64_t> group_numel)
     : options_(options),
       group_numel_(std::move(group_numel)),
-      rungs_(group_numel_.size(), kStartRung) {}
+      rungs_(group_numel_.size(), kStartRung),
+      byte_cap_(std::numeric_limits<double>::infinity()) {}
 
 double CompressionChooser::GroupBytes(size_t group, Rung rung) const {
   return RungPayloadBytes(rung, group_numel_[group], options_.min_kept,
@@ -30,8 +32,9 @@ double CompressionChooser::BudgetBytes(const ChooserInputs& inputs) const {
       std::max(0.0, inputs.backward_seconds * options_.budget_fraction -
                         inputs.link->latency_seconds);
   const double boost = inputs.critical ? options_.critical_boost : 1.0;
-  return inputs.link->bytes_per_second * window * boost /
-         std::max(inputs.wire_overhead, 1e-9);
+  const double budget = inputs.link->bytes_per_second * window /
+                        std::max(inputs.wire_overhead, 1e-9);
+  return std::min(budget, byte_cap_) * boost;
 }
 
 double CompressionChooser::PredictStepSeconds(
@@ -132,11 +135,49 @@ bool CompressionChooser::Better(const std::vector<Rung>& candidate,
   return false;
 }
 
+bool CompressionChooser::Verify(const ChooserInputs& inputs) {
+  if (verify_left_ == 0 || --verify_left_ > 0) return false;
+  if (!(inputs.step_seconds > 0) || !(step_before_ > 0) ||
+      inputs.step_seconds <= step_before_ * (1 + options_.improvement)) {
+    return false;
+  }
+  byte_cap_ = PayloadBytes(previous_);
+  rungs_ = previous_;
+  pending_ = 0;
+  return true;
+}
+
+void CompressionChooser::Adopt(std::vector<Rung> rungs,
+                               const ChooserInputs& inputs) {
+  if (PayloadBytes(rungs) > PayloadBytes(rungs_) && inputs.step_seconds > 0) {
+    previous_ = rungs_;
+    step_before_ = fastest_step_;
+    verify_left_ = std::max(options_.verify_after, 1);
+  } else {
+    verify_left_ = 0;
+  }
+  rungs_ = std::move(rungs);
+  pending_ = 0;
+  fastest_step_ = 0;
+}
+
 bool CompressionChooser::Evaluate(const ChooserInputs& inputs) {
   if (!inputs.link || !(inputs.link->bytes_per_second > 0) ||
       !(inputs.backward_seconds > 0)) {
     return false;
   }
+  if (std::isfinite(byte_cap_)) byte_cap_ *= options_.cap_growth;
+  if (inputs.step_seconds > 0 &&
+      (fastest_step_ == 0 || inputs.step_seconds < fastest_step_)) {
+    fastest_step_ = inputs.step_seconds;
+  }
+  // The starting choice's step time first: what the first change is
+  // verified against.
+  if (inputs.step_seconds > 0 && settled_ < options_.settle) {
+    ++settled_;
+    return false;
+  }
+  if (Verify(inputs)) return true;
   const std::vector<Rung> candidate = Propose(inputs);
   const bool phase_changed = inputs.critical != critical_;
   critical_ = inputs.critical;
@@ -145,8 +186,7 @@ bool CompressionChooser::Evaluate(const ChooserInputs& inputs) {
     return false;
   }
   if (phase_changed) {
-    rungs_ = candidate;
-    pending_ = 0;
+    Adopt(candidate, inputs);
     return true;
   }
   if (!Better(candidate, inputs)) {
@@ -154,8 +194,7 @@ bool CompressionChooser::Evaluate(const ChooserInputs& inputs) {
     return false;
   }
   if (++pending_ < std::max(options_.patience, 1)) return false;
-  rungs_ = candidate;
-  pending_ = 0;
+  Adopt(candidate, inputs);
   return true;
 }
 

@@ -30,6 +30,19 @@
 // leaving a critical phase changes the choice at once: that comes from the
 // gradients, not from a noisy clock.
 //
+// Verification. The model assumes pushes cost only link time; where they
+// also cost the computation time (a shared CPU, loopback shards), more
+// bytes slow the step although they fit the budget. So after a change to
+// more bytes the measured step time (ChooserInputs::step_seconds) is
+// compared, `verify_after` evaluations later, with the fastest under the
+// choice before it: when
+// it grew by more than `improvement`, the change is undone and the budget
+// capped at the bytes before it. The cap loosens by `cap_growth` per
+// evaluation, so that a changed situation is tried again later. This holds
+// for critical phases too: their extra bytes are sent where they do not
+// slow the step. The first `settle` evaluations with a step time only
+// measure the starting choice, the reference of the first change.
+//
 // Every worker chooses on its own measurements; the shards decode each
 // pushed chunk by its own encoding and average the decoded values, so
 // pushes of one step may differ in rung (docs/compression.md).
@@ -58,6 +71,12 @@ struct ChooserOptions {
   // consecutive evaluations.
   double improvement = 0.05;
   int patience = 3;
+  // Verification: evaluations until a change is judged, and the cap's
+  // growth per evaluation.
+  int verify_after = 6;
+  double cap_growth = 1.02;
+  // Evaluations with a measured step time before the first change.
+  int settle = 5;
   // The share of the budget spread by group size rather than gradient norm,
   // in [0, 1].
   double size_share = 0.5;
@@ -79,6 +98,8 @@ struct ChooserInputs {
   // backward pass alone, which the pushes overlap.
   double compute_seconds = 0;
   double backward_seconds = 0;
+  // The measured seconds of a whole step, smoothed (0: unknown).
+  double step_seconds = 0;
   // Wire bytes per payload byte (framing, headers).
   double wire_overhead = 1.3;
   bool critical = false;
@@ -103,7 +124,8 @@ class CompressionChooser {
   std::vector<Rung> Propose(const ChooserInputs& inputs) const;
   // The payload bytes a step pushes under `rungs`.
   double PayloadBytes(const std::vector<Rung>& rungs) const;
-  // The payload bytes a step may push (B above; 0 without a link).
+  // The payload bytes a step may push (B above, within the verification's
+  // cap; 0 without a link).
   double BudgetBytes(const ChooserInputs& inputs) const;
   // The predicted step seconds under `rungs` (above; compute_seconds
   // without a link).
@@ -117,12 +139,27 @@ class CompressionChooser {
   // Whether `candidate` beats the current choice (the three cases above).
   bool Better(const std::vector<Rung>& candidate,
               const ChooserInputs& inputs) const;
+  // Verification: judges the last change once it is due; true when it was
+  // undone.
+  bool Verify(const ChooserInputs& inputs);
+  // Makes `rungs` the choice, to be verified when it sends more.
+  void Adopt(std::vector<Rung> rungs, const ChooserInputs& inputs);
 
   const ChooserOptions options_;
   const std::vector<uint64_t> group_numel_;
   std::vector<Rung> rungs_;
   int pending_ = 0;
   bool critical_ = false;
+  // Verification: the choice before the last change, the step time then,
+  // and the evaluations left until it is judged (0: nothing to judge).
+  std::vector<Rung> previous_;
+  double step_before_ = 0;
+  int verify_left_ = 0;
+  int settled_ = 0;
+  // The smallest step time measured under the current choice (0: none).
+  double fastest_step_ = 0;
+  // The payload bytes the budget may not exceed (infinite: no cap).
+  double byte_cap_;
 };
 
 }  // namespace gradwire

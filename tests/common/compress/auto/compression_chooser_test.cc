@@ -151,6 +151,35 @@ TEST(CompressionChooserTest, SmallNoiseDoesNotMoveTheChoice) {
   EXPECT_EQ(chooser.rungs(), settled);
 }
 
+// More bytes that slow the measured step (pushes that cost computation
+// time too) are undone, and the budget stays capped near the bytes before.
+TEST(CompressionChooserTest, ChangeThatSlowsTheStepIsUndone) {
+  ChooserOptions options;
+  options.verify_after = 4;
+  CompressionChooser chooser(options, Groups());
+  ChooserInputs slow = Inputs(10 * kMbit, 0.03);
+  slow.step_seconds = 0.05;
+  for (int i = 0; i < 5; ++i) chooser.Evaluate(slow);
+  const std::vector<Rung> before = chooser.rungs();
+  ChooserInputs fast = Inputs(1000 * kMbit, 0.03);
+  fast.step_seconds = 0.05;
+  int evaluations = 0;
+  while (chooser.rungs() == before && evaluations++ < 10)
+    chooser.Evaluate(fast);
+  ASSERT_GT(chooser.PayloadBytes(chooser.rungs()),
+            chooser.PayloadBytes(before));
+  // The step now takes twice as long: undone at the check.
+  fast.step_seconds = 0.1;
+  for (int i = 0; i < 4; ++i) chooser.Evaluate(fast);
+  EXPECT_EQ(chooser.rungs(), before);
+  EXPECT_LE(chooser.BudgetBytes(fast), chooser.PayloadBytes(before) * 1.1);
+  // Where the step time holds, the change stays.
+  CompressionChooser steady(options, Groups());
+  for (int i = 0; i < 5; ++i) steady.Evaluate(slow);
+  for (int i = 0; i < 20; ++i) steady.Evaluate(fast);
+  EXPECT_GT(steady.PayloadBytes(steady.rungs()), steady.PayloadBytes(before));
+}
+
 TEST(CompressionChooserTest, LargerBudgetFractionSendsMore) {
   ChooserOptions wide;
   wide.budget_fraction = 4;

@@ -1,0 +1,59 @@
+// ParameterSync's part in compressor "auto" (auto_compression.h): the
+// timings and transfers it notes for the chooser, and the start of each
+// step's pushes, where the chooser decides.
+#include "absl/time/clock.h"
+#include "worker/parameter_sync.h"
+#include "worker/push_request_builder.h"
+
+namespace gradwire {
+namespace {
+
+// Without overlap the backward pass is not seen apart from the forward
+// pass: it is taken as this share of the computation (it does about twice
+// the forward pass's work).
+constexpr double kBackwardShare = 2.0 / 3.0;
+
+}  // namespace
+
+const AutoCompressionReport* ParameterSync::auto_compression() const {
+  const AutoCompression* chooser = push_builder_->auto_compression();
+  return chooser == nullptr ? nullptr : &chooser->report();
+}
+
+void ParameterSync::BeginPushes() {
+  push_builder_->BeginStep(
+      step_, ScheduledLearningRate(options_.training.optimizer(), step_));
+}
+
+void ParameterSync::NoteCompute(absl::Time step_start) {
+  AutoCompression* chooser = push_builder_->auto_compression();
+  if (chooser == nullptr || last_step_end_ == absl::InfinitePast()) return;
+  const double compute = absl::ToDoubleSeconds(step_start - last_step_end_);
+  // With overlap the backward pass runs from the first announced gradient
+  // (the last layer's) to Step().
+  const double backward =
+      step_announced_ && first_announced_at_ > last_step_end_
+          ? absl::ToDoubleSeconds(step_start - first_announced_at_)
+          : compute * kBackwardShare;
+  chooser->NoteCompute(compute, backward);
+}
+
+void ParameterSync::NoteTransfer(uint64_t bytes, double seconds) {
+  AutoCompression* chooser = push_builder_->auto_compression();
+  if (chooser != nullptr) chooser->ObserveTransfer(bytes, seconds);
+}
+
+void ParameterSync::NoteWireRatio(const SyncStats& before) {
+  AutoCompression* chooser = push_builder_->auto_compression();
+  if (chooser == nullptr || !step_wire_bytes_.known) return;
+  const double payload =
+      static_cast<double>(stats_.pushed_bytes - before.pushed_bytes) +
+      static_cast<double>(stats_.pulled_bytes - before.pulled_bytes);
+  if (payload > 0) {
+    chooser->NoteWireRatio(
+        static_cast<double>(step_wire_bytes_.sent + step_wire_bytes_.received) /
+        payload);
+  }
+}
+
+}  // namespace gradwire
