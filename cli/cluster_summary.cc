@@ -27,6 +27,9 @@ Rule RuleFor(absl::string_view key) {
   if (key == "worker_id") return Rule::kDrop;
   // A setting, not a count.
   if (key == "push_bucket_bytes") return Rule::kFirst;
+  // The CPU account: seconds, steps and scopes of every worker (the ratio
+  // and the activities are recomputed from the sums: AddCpuFigures).
+  if (absl::StartsWith(key, "cpu_")) return Rule::kSum;
   if (absl::EndsWith(key, "_bytes") || key == "retries") return Rule::kSum;
   if (key == "steps" || key == "steps_run" || key == "max_step_lead" ||
       absl::EndsWith(key, "_seconds")) {
@@ -166,6 +169,55 @@ absl::StatusOr<Json> ParseSummary(const std::string& text) {
   return summary;
 }
 
+// The CPU account of every worker together: its activities summed, and
+// communication against compute. Summaries without it (older workers, or
+// a worker without one) leave the cluster's as worker 0's.
+void AddCpuFigures(const std::vector<Json>& workers, Json* cluster) {
+  Json sums = Json::object();
+  for (const Json& w : workers) {
+    const auto it = w.find("cpu_seconds_by_activity");
+    if (it == w.end() || !it->is_object()) return;
+    for (const auto& activity : it->items()) {
+      if (!activity.value().is_number()) continue;
+      const double before = NumberOf(sums, activity.key());
+      sums[activity.key()] = before + activity.value().get<double>();
+    }
+  }
+  (*cluster)["cpu_seconds_by_activity"] = sums;
+  const double compute = NumberOf(*cluster, "cpu_compute_seconds");
+  (*cluster)["cpu_communication_ratio"] = Real(
+      compute > 0 ? NumberOf(*cluster, "cpu_communication_seconds") / compute
+                  : 0);
+}
+
+// "  worker CPU ..." for the report: communication against compute per
+// step (the mean over workers), and the activities, largest first; empty
+// without the account.
+std::string CpuLine(const Json& cluster) {
+  const double steps = NumberOf(cluster, "cpu_steps");
+  const auto it = cluster.find("cpu_seconds_by_activity");
+  if (steps <= 0 || it == cluster.end() || !it->is_object()) return "";
+  std::vector<std::pair<double, std::string>> activities;
+  for (const auto& activity : it->items()) {
+    if (activity.value().is_number() && activity.value().get<double>() > 0) {
+      activities.emplace_back(activity.value().get<double>(), activity.key());
+    }
+  }
+  std::sort(activities.rbegin(), activities.rend());
+  std::string parts;
+  for (const auto& [seconds, name] : activities) {
+    absl::StrAppend(&parts, parts.empty() ? "" : ", ", name, " ",
+                    absl::StrFormat("%.2f", 1e3 * seconds / steps));
+  }
+  return absl::StrFormat(
+      "  worker CPU     communication %.2f ms/step against compute %.2f "
+      "ms/step (%.1f%%)\n"
+      "                 by activity, ms/step: %s\n",
+      1e3 * NumberOf(cluster, "cpu_communication_seconds") / steps,
+      1e3 * NumberOf(cluster, "cpu_compute_seconds") / steps,
+      100 * NumberOf(cluster, "cpu_communication_ratio"), parts);
+}
+
 }  // namespace
 
 absl::StatusOr<Json> CombineWorkerSummaries(const std::vector<Json>& workers,
@@ -200,6 +252,7 @@ absl::StatusOr<Json> CombineWorkerSummaries(const std::vector<Json>& workers,
   cluster["total_compression_ratio"] =
       Real(pushed + pulled > 0 ? 2 * dense / (pushed + pulled) : 0);
   AddWireFigures(workers, &cluster);
+  AddCpuFigures(workers, &cluster);
   return cluster;
 }
 
@@ -223,6 +276,7 @@ std::string ClusterReport(const Json& cluster, absl::Duration elapsed,
       "  pushed         %s (dense fp32 would be %s, %.1fx less)\n"
       "  pulled         %s (both ways %.1fx less than dense push + pull)\n"
       "%s"
+      "%s"
       "  wall time      %.1f s training, %.1f s evaluation (slowest "
       "worker), %.1f s in all\n",
       tool, static_cast<int64_t>(NumberOf(cluster, "workers")),
@@ -230,8 +284,9 @@ std::string ClusterReport(const Json& cluster, absl::Duration elapsed,
       static_cast<int64_t>(NumberOf(cluster, "steps")), accuracy,
       bytes("pushed_bytes"), bytes("dense_equivalent_bytes"),
       NumberOf(cluster, "compression_ratio"), bytes("pulled_bytes"),
-      NumberOf(cluster, "total_compression_ratio"), WireLine(cluster), train,
-      NumberOf(cluster, "eval_seconds"), absl::ToDoubleSeconds(elapsed));
+      NumberOf(cluster, "total_compression_ratio"), WireLine(cluster),
+      CpuLine(cluster), train, NumberOf(cluster, "eval_seconds"),
+      absl::ToDoubleSeconds(elapsed));
 }
 
 absl::StatusOr<std::string> SummariseCluster(

@@ -21,13 +21,21 @@
 namespace gradwire {
 namespace {
 
-// How stale gradwire_worker_residual_norm may be (Prometheus scrapes every
-// few seconds).
-constexpr absl::Duration kResidualNormRefresh = absl::Seconds(1);
+// How stale gradwire_worker_residual_norm may be: Prometheus scrapes every
+// 5 s (deploy/prometheus/prometheus.yml), and a refresh reads every
+// residual (about 1 ms of CPU per million parameters).
+constexpr absl::Duration kResidualNormRefresh = absl::Seconds(5);
 
 double SecondsSince(absl::Time start) {
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
+
+// Closes a step in the CPU account when destroyed: declared before Step()'s
+// own scope, it runs after that scope has added its time.
+struct CpuStepEnd {
+  CpuAccount* account;
+  ~CpuStepEnd() { account->EndStep(); }
+};
 
 // The worker's metrics label: local ranks of one node show up as
 // "worker.rank".
@@ -92,6 +100,7 @@ ParameterSync::ParameterSync(SyncOptions options,
       rule_(MakeConsistencyRule(options_.training.mode(),
                                 options_.training.staleness())),
       metrics_(std::move(metrics)) {
+  push_builder_->set_cpu_account(&cpu_account_);
   // Cannot fail: no step is under way.
   SetPullAhead(options_.pull_ahead).IgnoreError();
 }
@@ -163,6 +172,7 @@ absl::Status ParameterSync::Register(const NamedTensors& parameters,
   // The first step's wire bytes count from here.
   wire_at_step_end_ = client_->wire_bytes();
   last_step_end_ = absl::Now();
+  cpu_account_.StartSteps();
   return initialized;
 }
 
@@ -191,6 +201,8 @@ absl::Status ParameterSync::InitShards() {
 
 absl::Status ParameterSync::Step(int epoch) {
   if (!plan_) return absl::FailedPreconditionError("Register first");
+  const CpuStepEnd step_end{&cpu_account_};
+  CpuAccount::Scope scope(&cpu_account_, CpuActivity::kSyncOther);
   return CatchTorch("gradwire step", [&]() -> absl::Status {
     torch::NoGradGuard no_grad;
     const SyncStats before = stats_;
@@ -272,6 +284,7 @@ void ParameterSync::RecordStepMetrics(const SyncStats& before,
     metrics_->SetCompressionStateBytes(plan_->CompressionStateBytes());
   }
   metrics_->RecordStep(timings, residual_norm_);
+  metrics_->RecordCpu(cpu_account_.Totals());
 }
 
 absl::Status ParameterSync::CompressAndPush(const std::vector<uint64_t>& keys,
@@ -287,7 +300,11 @@ absl::Status ParameterSync::CompressAndPush(const std::vector<uint64_t>& keys,
   start = absl::Now();
   const uint64_t sent = client_->traffic().push_bytes_sent;
   std::vector<v1::PushResponse> responses;
-  absl::Status pushed = client_->Push(requests, &responses);
+  absl::Status pushed;
+  {
+    CpuAccount::Scope scope(&cpu_account_, CpuActivity::kRpc);
+    pushed = client_->Push(requests, &responses);
+  }
   const double seconds = SecondsSince(start);
   timings->push_seconds += seconds;
   if (pushed.ok()) {
@@ -306,19 +323,27 @@ void ParameterSync::CountPushed(const PushTimings& timings) {
 }
 
 absl::StatusOr<uint64_t> ParameterSync::PullWeights(uint64_t min_step) {
-  const std::vector<v1::PullRequest> requests = BuildPullRequests(
-      *plan_, plan_->AllOwnedKeys(), options_.client.worker_id,
-      options_.pull_deltas, min_step);
+  std::vector<v1::PullRequest> requests;
+  {
+    CpuAccount::Scope scope(&cpu_account_, CpuActivity::kEncode);
+    requests = BuildPullRequests(*plan_, plan_->AllOwnedKeys(),
+                                 options_.client.worker_id,
+                                 options_.pull_deltas, min_step);
+  }
   std::vector<v1::PullResponse> responses;
   const uint64_t received = client_->traffic().pull_bytes_received;
   const absl::Time start = absl::Now();
-  const absl::Status answered = client_->Pull(requests, &responses);
+  absl::Status answered;
+  {
+    CpuAccount::Scope scope(&cpu_account_, CpuActivity::kRpc);
+    answered = client_->Pull(requests, &responses);
+  }
   if (answered.ok()) {
     NoteTransfer(client_->traffic().pull_bytes_received - received,
                  SecondsSince(start));
   }
   const absl::StatusOr<uint64_t> pulled =
-      answered.ok() ? ApplyPulledWeights(responses, plan_.get())
+      answered.ok() ? ApplyPulledWeights(responses, plan_.get(), &cpu_account_)
                     : absl::StatusOr<uint64_t>(answered);
   stats_.pulled_bytes = client_->traffic().pull_bytes_received;
   return pulled;

@@ -56,6 +56,7 @@
 #include "absl/time/time.h"
 #include "client/ps_client.h"
 #include "worker/auto_compression.h"
+#include "worker/cpu_account.h"
 #include "worker/sync_options.h"
 
 namespace gradwire {
@@ -211,6 +212,10 @@ class ParameterSync {
   // The payload beside it: the client's serialized bytes by RPC, every
   // attempt (PsClient::traffic()).
   TrafficStats Traffic() const { return client_->traffic(); }
+  // The CPU of every step, by activity, against the training thread's
+  // compute (cpu_account.h): counted from the end of Register, each step
+  // closed at the end of Step(). Totals() may be read from any thread.
+  const CpuAccount& cpu_account() const { return cpu_account_; }
 
  private:
   // Seconds of one batch of pushed chunks.
@@ -267,6 +272,9 @@ class ParameterSync {
 
   // Constant after construction.
   const SyncOptions options_;
+  // Declared before everything whose threads enter its scopes (the
+  // builder's pool, the pipelines), so that it outlives them.
+  CpuAccount cpu_account_;
   const std::unique_ptr<PsClient> client_;
   const std::unique_ptr<LocalGroup> group_;
   const std::unique_ptr<PushRequestBuilder> push_builder_;

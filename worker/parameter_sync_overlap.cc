@@ -28,6 +28,7 @@ double SecondsSince(absl::Time start) {
 
 absl::Status ParameterSync::GradientReady(size_t index, int epoch) {
   if (!plan_) return absl::FailedPreconditionError("Register first");
+  CpuAccount::Scope scope(&cpu_account_, CpuActivity::kSyncOther);
   if (index >= plan_->parameters().size()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("parameter index %d is outside [0, %d)", index,
@@ -46,6 +47,7 @@ absl::Status ParameterSync::GradientReady(size_t index, int epoch) {
   if (!pipeline_) {
     pipeline_ = std::make_unique<ChunkPipeline>(
         [this](const std::vector<uint64_t>& keys) {
+          CpuAccount::Scope scope(&cpu_account_, CpuActivity::kSyncOther);
           absl::Status pushed =
               CompressAndPush(keys, overlap_epoch_, &overlap_timings_);
           // The shards answer the pull of these chunks once the step's
@@ -101,13 +103,22 @@ void ParameterSync::EnqueuePush(size_t index) {
 }
 
 absl::Status ParameterSync::PullAhead(const std::vector<uint64_t>& keys) {
+  CpuAccount::Scope scope(&cpu_account_, CpuActivity::kSyncOther);
   const absl::Time start = absl::Now();
-  const std::vector<v1::PullRequest> requests =
-      BuildPullRequests(*plan_, keys, options_.client.worker_id,
-                        options_.pull_deltas, rule_->MinStepToPull(pull_step_));
+  std::vector<v1::PullRequest> requests;
+  {
+    CpuAccount::Scope scope(&cpu_account_, CpuActivity::kEncode);
+    requests = BuildPullRequests(*plan_, keys, options_.client.worker_id,
+                                 options_.pull_deltas,
+                                 rule_->MinStepToPull(pull_step_));
+  }
   std::vector<v1::PullResponse> responses;
   const uint64_t received = client_->traffic().pull_bytes_received;
-  absl::Status pulled = client_->Pull(requests, &responses);
+  absl::Status pulled;
+  {
+    CpuAccount::Scope scope(&cpu_account_, CpuActivity::kRpc);
+    pulled = client_->Pull(requests, &responses);
+  }
   if (pulled.ok()) {
     NoteTransfer(client_->traffic().pull_bytes_received - received,
                  SecondsSince(start));
@@ -115,7 +126,7 @@ absl::Status ParameterSync::PullAhead(const std::vector<uint64_t>& keys) {
       // Grad mode is per thread: this one's must not record the writes.
       torch::NoGradGuard no_grad;
       absl::StatusOr<uint64_t> min_clock =
-          ApplyPulledWeights(responses, plan_.get());
+          ApplyPulledWeights(responses, plan_.get(), &cpu_account_);
       if (!min_clock.ok()) return min_clock.status();
       pull_tally_.min_clock = std::min(pull_tally_.min_clock, *min_clock);
       return absl::OkStatus();
@@ -133,6 +144,7 @@ absl::Status ParameterSync::AwaitParameter(size_t index) {
                         plan_->parameters().size()));
   }
   if (!pulls_in_flight_) return absl::OkStatus();
+  CpuAccount::Scope scope(&cpu_account_, CpuActivity::kSyncOther);
   const absl::Time start = absl::Now();
   absl::Status landed = pull_pipeline_->Await(plan_->OwnedKeys(index));
   stats_.pull_wait_seconds += SecondsSince(start);
@@ -141,6 +153,7 @@ absl::Status ParameterSync::AwaitParameter(size_t index) {
 
 absl::Status ParameterSync::AwaitWeights() {
   if (!pulls_in_flight_) return absl::OkStatus();
+  CpuAccount::Scope scope(&cpu_account_, CpuActivity::kSyncOther);
   const absl::Time start = absl::Now();
   absl::Status landed = pull_pipeline_->Drain();
   stats_.pull_wait_seconds += SecondsSince(start);

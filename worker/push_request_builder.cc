@@ -159,6 +159,7 @@ absl::Status PushRequestBuilder::Build(const std::vector<uint64_t>& keys,
                                        uint64_t step, int epoch,
                                        ChunkPlan* plan,
                                        std::vector<v1::PushRequest>* requests) {
+  CpuAccount::Scope scope(cpu_account_, CpuActivity::kEncode);
   requests->assign(plan->num_shards(), v1::PushRequest());
   for (v1::PushRequest& request : *requests) {
     request.set_worker_id(worker_id_);
@@ -199,12 +200,14 @@ absl::Status PushRequestBuilder::CompressAndEncode(uint64_t key,
   // A retry of this step: its message goes again as it was (its residual
   // and velocities moved once already; ChunkSlot::scratch_step).
   if (slot.scratch_step == context.step) {
+    CpuAccount::Scope scope(cpu_account_, CpuActivity::kEncode);
     return EncodeChunk(slot.scratch, encoded);
   }
   const torch::Tensor& parameter = plan->ParameterOf(spec);
   context.chunk_key = spec.key;
   slot.scratch_step = kNotCompressed;  // Overwritten from here on.
   absl::Status s = CatchTorch("gradwire push", [&] {
+    CpuAccount::Scope scope(cpu_account_, CpuActivity::kCompress);
     return CompressChunk(parameter.grad(), context, &slot);
   });
   if (!s.ok()) {
@@ -213,6 +216,7 @@ absl::Status PushRequestBuilder::CompressAndEncode(uint64_t key,
                                         plan->NameOf(spec), s.message()));
   }
   slot.scratch_step = context.step;
+  CpuAccount::Scope scope(cpu_account_, CpuActivity::kEncode);
   return EncodeChunk(slot.scratch, encoded);
 }
 
@@ -234,6 +238,7 @@ absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,
   torch::Tensor host = gradient;
   uint64_t offset = spec.offset;
   if (gradient.device().is_cuda()) {
+    CpuAccount::Scope scope(cpu_account_, CpuActivity::kCopy);
     host = ChunkView(gradient, spec.offset, spec.numel).cpu();
     offset = 0;
   }
@@ -242,6 +247,7 @@ absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,
   absl::Span<const float> values = gradient_values;
   CompressContext compress_context = context;
   if (momentum_.enabled()) {
+    CpuAccount::Scope scope(cpu_account_, CpuActivity::kMomentum);
     if (absl::Status s =
             AccumulateVelocity(momentum_, options_.non_finite, values,
                                &slot->velocity, &slot->momentum_input, &values,
@@ -254,6 +260,7 @@ absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,
     return warmup_compressor_->Compress(gradient_values, context,
                                         &slot->scratch);
   }
+  const Compressor& compressor = HostCompressor(*slot);
   absl::Status compressed =
       error_feedback_
           ? compressor.CompressWithFeedback(values, compress_context,
@@ -261,7 +268,7 @@ absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,
           : compressor.Compress(values, compress_context, &slot->scratch);
   if (compressed.ok() && auto_) NoteNorms(*slot, values);
   if (compressed.ok() && momentum_.enabled()) {
-  const Compressor& compressor = HostCompressor(*slot);
+    CpuAccount::Scope scope(cpu_account_, CpuActivity::kMomentum);
     MaskSentVelocity(momentum_, slot->scratch, absl::MakeSpan(slot->velocity));
   }
   return compressed;

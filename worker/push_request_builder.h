@@ -38,8 +38,9 @@
 #include "common/compress/momentum_correction.h"
 #include "common/threads/thread_pool.h"
 #include "gradwire/v1/parameter_server.pb.h"
-#include "worker/chunk_plan.h"
 #include "worker/auto_compression.h"
+#include "worker/chunk_plan.h"
+#include "worker/cpu_account.h"
 #include "worker/device_chunks.h"
 
 namespace gradwire {
@@ -70,6 +71,10 @@ class PushRequestBuilder {
   // (AutoCompression::Create's errors).
   absl::Status PrepareFor(const ChunkPlan& plan,
                           const AutoCompressionSetup& setup = {});
+
+  // Where the CPU of compression, momentum and encoding is counted (null:
+  // nowhere). `account` must outlive this builder's Builds.
+  void set_cpu_account(CpuAccount* account) { cpu_account_ = account; }
 
   // Compressor "auto"'s state; null for any other compressor (or before
   // PrepareFor).
@@ -138,6 +143,8 @@ class PushRequestBuilder {
   std::unique_ptr<DeviceChunkCompressor> device_compressor_;
   // Compressor "auto"'s chooser and rungs (PrepareFor); null otherwise.
   std::unique_ptr<AutoCompression> auto_;
+  // Set before the first Build; never owned.
+  CpuAccount* cpu_account_ = nullptr;
   ThreadPool pool_;
 };
 

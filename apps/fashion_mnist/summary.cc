@@ -126,6 +126,24 @@ void AddPhaseFields(const TrainingResult& r, Json& summary) {
   summary["weights_fingerprint"] = r.weights_fingerprint;
 }
 
+// The CPU account (worker/cpu_account.h): seconds since Register, to the
+// microsecond, the communication's by activity against the compute's.
+void AddCpuFields(const CpuTotals& cpu, Json& summary) {
+  summary["cpu_steps"] = cpu.steps;
+  summary["cpu_compute_seconds"] = Rounded(cpu.compute, 1e6);
+  summary["cpu_communication_seconds"] = Rounded(cpu.communication(), 1e6);
+  summary["cpu_communication_ratio"] =
+      Rounded(cpu.compute > 0 ? cpu.communication() / cpu.compute : 0, 1e4);
+  Json by_activity = Json::object();
+  for (int a = 0; a < kNumCpuActivities; ++a) {
+    by_activity[CpuActivityName(static_cast<CpuActivity>(a))] =
+        Rounded(cpu.activity[a], 1e6);
+  }
+  by_activity["other_threads"] = Rounded(cpu.other_threads, 1e6);
+  summary["cpu_seconds_by_activity"] = by_activity;
+  summary["cpu_account_scopes"] = cpu.scopes;
+}
+
 // The loss and (when evaluated) the test accuracy of every epoch.
 // Compressor "auto": its last choice per layer, the link rate it was made
 // on, and the history `gradwire report` plots (AutoCompressionSummaryJson).
@@ -171,6 +189,7 @@ std::string SummaryJson(const TrainingResult& r, const SyncOptions& sync) {
   AddRunFields(r, summary);
   AddSettingFields(r, sync, summary);
   AddPhaseFields(r, summary);
+  AddCpuFields(r.cpu, summary);
   AddEpochFields(r, summary);
   AddAutoCompressionFields(r, summary);
   return SpacedLine(summary);

@@ -284,6 +284,7 @@ void TrainingRun::Finish(absl::Time start) {
   }
   result_.payload = sync_->Traffic();
   result_.wire = sync_->WireBytes();
+  result_.cpu = sync_->cpu_account().Totals();
   if (const WorkerMetrics* m = sync_->metrics()) {
     // The summary reports what the dashboards show: the same counters.
     result_.sync.pushed_bytes = m->SentBytes("push");

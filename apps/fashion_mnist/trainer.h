@@ -91,6 +91,9 @@ struct TrainingResult {
   // cannot: ParameterSync::WireBytes()).
   TrafficStats payload;
   WireTotals wire;
+  // The worker's CPU by activity, against its compute
+  // (ParameterSync::cpu_account()).
+  CpuTotals cpu;
 };
 
 // A 64-bit FNV-1a hash of the tensors' names, shapes and float32 bytes, as
