@@ -138,6 +138,11 @@ ABSL_FLAG(int64_t, max_init_overhead_bytes, int64_t{64} << 20,
           "worker (about 16 bytes per chunk and worker), estimated from the "
           "request before anything is allocated. An Init over it is refused "
           "with RESOURCE_EXHAUSTED naming the estimate and this flag.");
+ABSL_FLAG(double, init_values_timeout_seconds, 60.0,
+          "How long a worker elected to send the shard its initial values "
+          "has before the next worker is elected instead (a worker that "
+          "died at start-up); in (0, 86400]. Allow for one copy of the "
+          "shard's chunks over the slowest link.");
 ABSL_FLAG(double, shutdown_grace_seconds, 10.0,
           "On SIGTERM/SIGINT, how long in-flight calls may run before they "
           "are cancelled.");
@@ -191,6 +196,7 @@ constexpr absl::string_view kServerFlagNames[] = {
     "async_pull_deltas",
     "async_publish_every",
     "max_replica_bytes",
+    "init_values_timeout_seconds",
     "shutdown_grace_seconds",
     "worker_timeout_seconds"};
 
@@ -226,6 +232,8 @@ ServerOptions OptionsFromFlags() {
   o.async_pull_deltas = absl::GetFlag(FLAGS_async_pull_deltas);
   o.async_publish_every = absl::GetFlag(FLAGS_async_publish_every);
   o.max_replica_bytes = absl::GetFlag(FLAGS_max_replica_bytes);
+  o.init_values_timeout_seconds =
+      absl::GetFlag(FLAGS_init_values_timeout_seconds);
   o.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   o.worker_timeout_seconds = absl::GetFlag(FLAGS_worker_timeout_seconds);
   o.metrics = MetricsEndpointFromFlags();

@@ -175,6 +175,13 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
         "a worker)",
         options.worker_timeout_seconds));
   }
+  if (!(std::isfinite(options.init_values_timeout_seconds) &&
+        options.init_values_timeout_seconds > 0.0 &&
+        options.init_values_timeout_seconds <= 86400.0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--init-values-timeout-seconds=%g: must be in (0, 86400]",
+        options.init_values_timeout_seconds));
+  }
   if (!(std::isfinite(options.shutdown_grace_seconds) &&
         options.shutdown_grace_seconds >= 0.0 &&
         options.shutdown_grace_seconds <= 86400.0)) {
@@ -203,6 +210,8 @@ ShardOptions ToShardOptions(const ServerOptions& options) {
   shard.async_publish_every =
       static_cast<uint64_t>(options.async_publish_every);
   shard.max_replica_bytes = static_cast<uint64_t>(options.max_replica_bytes);
+  shard.init_values_timeout =
+      absl::Seconds(options.init_values_timeout_seconds);
   return shard;
 }
 

@@ -96,6 +96,9 @@ struct ServerOptions {
   // ASP/SSP: most bytes of per-worker pull replicas, >= 0
   // (ShardOptions::max_replica_bytes).
   int64_t max_replica_bytes = int64_t{1} << 30;
+  // How long a worker elected to send the initial values has, in (0, 86400]
+  // seconds (ShardOptions::init_values_timeout).
+  double init_values_timeout_seconds = 60.0;
   // How long in-flight calls may run once shutdown starts, >= 0 seconds.
   double shutdown_grace_seconds = 10.0;
   // Seconds a worker may stay silent (no Init, Push or Pull; a waiting Pull

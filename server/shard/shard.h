@@ -3,7 +3,9 @@
 //
 // One class, one file per operation:
 //   shard.cc             construction, Info, ActiveWorkers
-//   shard_init.cc        Init: the first one installs config and chunks
+//   shard_init.cc        Init: the first one with values installs config and
+//                        chunks; before it, the election of the worker
+//                        that sends them (init_election.h)
 //   shard_push.cc        Push: sender -> decode (pushed_chunks.h) -> lock ->
 //                        consistency rule judges each step -> ChunkUpdater
 //                        (optimizer, pull delta) -> journal
@@ -101,6 +103,7 @@
 #include "common/compress/compressor.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "server/shard/chunk_state.h"
+#include "server/shard/init_election.h"
 #include "server/shard/memory_budget.h"
 #include "server/shard/shard_config.h"
 #include "server/shard/shard_journal.h"
@@ -170,6 +173,11 @@ struct ShardOptions {
   // RESOURCE_EXHAUSTED with nothing changed; a publication that would pass
   // it drops the chunk's oldest kept deltas instead (published_deltas.h).
   uint64_t memory_budget_bytes = uint64_t{4} << 30;
+  // How long a worker elected to send the initial values has before the
+  // next worker without values is elected instead (the server's
+  // --init-values-timeout; init_election.h); > 0. Long enough to send one
+  // copy of the shard's chunks over the slowest link of the job.
+  absl::Duration init_values_timeout = absl::Seconds(60);
 };
 
 class Shard {
@@ -181,12 +189,27 @@ class Shard {
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
 
-  // Declares chunks and config. The first valid Init wins; an identical one
-  // later is acknowledged; a conflicting one is FAILED_PRECONDITION naming
-  // the difference. Invalid requests are INVALID_ARGUMENT. A first Init over
-  // max_chunks or max_init_overhead_bytes is RESOURCE_EXHAUSTED, refused
-  // before anything is allocated for its chunks.
+  // Declares chunks and config. The first valid Init with values wins; an
+  // identical one later (with or without values) is acknowledged; a
+  // conflicting one is FAILED_PRECONDITION naming the difference. Invalid
+  // requests are INVALID_ARGUMENT. A first Init over max_chunks or
+  // max_init_overhead_bytes is RESOURCE_EXHAUSTED, refused before anything
+  // is allocated for its chunks. An accepted Init is answered with each
+  // declared chunk's version, the worker's next step and, where a pull
+  // would need nothing else, the fingerprint of the weights a first pull
+  // answers (init_answer.h).
+  //
+  // An Init with values_omitted on an uninitialised shard is checked as
+  // the Init with values would be (config, identity, budget, numel, repeated
+  // keys), then answered from the election (init_election.h): send_values
+  // to the elected worker, values_pending with retry_after_ms to the
+  // others. It changes nothing on the shard and is not journaled, and
+  // never waits: a replay that meets one (it cannot, since it follows the
+  // Init that installed) would still not block. `now` is the election's
+  // clock (tests pass their own).
   absl::Status Init(const v1::InitRequest& request, v1::InitResponse* response);
+  absl::Status Init(const v1::InitRequest& request, v1::InitResponse* response,
+                    absl::Time now);
 
   // Validates the whole request, then applies it atomically (see above).
   absl::Status Push(const v1::PushRequest& request, v1::PushResponse* response);
@@ -316,8 +339,13 @@ class Shard {
 
   // Init under init_mu_; sets *journal_ticket when it journaled the Init
   // (shard_init.cc).
-  absl::Status InitLocked(const v1::InitRequest& request,
+  absl::Status InitLocked(const v1::InitRequest& request, absl::Time now,
                           v1::InitResponse* response, uint64_t* journal_ticket);
+  // The answer to an Init without values on an uninitialised shard, after
+  // the checks an Init with values gets (shard_init.cc).
+  absl::Status ElectValuesProvider(const v1::InitRequest& request,
+                                   absl::Time now, v1::InitResponse* response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(init_mu_);
   // Makes `config` and `chunks` the shard's state: the step from
   // uninitialised to initialised, of Init and of Restore.
   void Install(std::unique_ptr<const ShardConfig> config, ChunkMap chunks)
@@ -359,6 +387,9 @@ class Shard {
   std::atomic<bool> initialized_{false};
   std::unique_ptr<const ShardConfig> config_;
   ChunkMap chunks_;
+  // Who sends the initial values while the shard has none.
+  InitElection election_ ABSL_GUARDED_BY(init_mu_){
+      options_.init_values_timeout};
   // Carries out accepted pushes and clock moves on a chunk (config_'s rule
   // and optimizer).
   std::unique_ptr<const ChunkUpdater> updater_;

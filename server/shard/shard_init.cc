@@ -1,13 +1,18 @@
-// Shard::Init: the first valid Init installs config and chunks; a later one
-// is compared with it (and may put a dropped worker back into the live set).
+// Shard::Init: the first valid Init with values installs config and chunks;
+// a later one is compared with it (and may put a dropped worker back into
+// the live set). An Init without values on an uninitialised shard only
+// takes part in the election of the worker that sends them
+// (init_election.h).
 #include <cstring>
 #include <map>
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/codec/codec.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "server/shard/init_answer.h"
 #include "server/shard/init_budget.h"
 #include "server/shard/shard.h"
 
@@ -130,32 +135,27 @@ absl::Status CompareWithAccepted(const v1::InitRequest& request,
   return absl::OkStatus();
 }
 
-// Each declared chunk's version and the worker's next step on it.
-void FillInitResponse(const v1::InitRequest& request, const ChunkMap& chunks,
-                      v1::InitResponse* response) {
-  for (const v1::ChunkDeclaration& declaration : request.chunks()) {
-    const ChunkState& chunk = *chunks.at(declaration.key());
-    absl::MutexLock lock(&chunk.mu);
-    response->add_versions(chunk.state.version);
-    response->add_next_steps(
-        chunk.state.workers[request.worker_id()].next_step);
-  }
-}
-
 }  // namespace
 
 absl::Status Shard::Init(const v1::InitRequest& request,
                          v1::InitResponse* response) {
+  return Init(request, response, absl::Now());
+}
+
+absl::Status Shard::Init(const v1::InitRequest& request,
+                         v1::InitResponse* response, absl::Time now) {
   uint64_t ticket = 0;
-  absl::Status status = InitLocked(request, response, &ticket);
-  if (status.ok() && !response->initialized_now()) {
+  absl::Status status = InitLocked(request, now, response, &ticket);
+  // An Init without values on an uninitialised shard joins nothing yet.
+  const bool joined = !response->send_values() && !response->values_pending();
+  if (status.ok() && joined && !response->initialized_now()) {
     RejoinByInit(request, &ticket);
   }
   if (ticket != 0) journal_->WaitDurable(ticket);
   return status;
 }
 
-absl::Status Shard::InitLocked(const v1::InitRequest& request,
+absl::Status Shard::InitLocked(const v1::InitRequest& request, absl::Time now,
                                v1::InitResponse* response,
                                uint64_t* journal_ticket) {
   absl::MutexLock lock(&init_mu_);
@@ -170,6 +170,8 @@ absl::Status Shard::InitLocked(const v1::InitRequest& request,
       return s;
     }
     response->set_initialized_now(false);
+  } else if (request.values_omitted()) {
+    return ElectValuesProvider(request, now, response);
   } else {
     auto config = ShardConfig::FromProto(request.config(), options_);
     if (!config.ok()) return config.status();
@@ -181,6 +183,7 @@ absl::Status Shard::InitLocked(const v1::InitRequest& request,
       return s;
     }
     Install(*std::move(config), *std::move(chunks));
+    election_.Close();
     response->set_initialized_now(true);
     if (journal_ != nullptr) {
       *journal_ticket = journal_->Append(JournalRecordType::kInit,
@@ -188,7 +191,41 @@ absl::Status Shard::InitLocked(const v1::InitRequest& request,
       NoteJournaled(*journal_ticket);
     }
   }
-  FillInitResponse(request, chunks_, response);
+  FillInitAnswer(request, *config_, chunks_, history_epoch_, response);
+  return absl::OkStatus();
+}
+
+absl::Status Shard::ElectValuesProvider(const v1::InitRequest& request,
+                                        absl::Time now,
+                                        v1::InitResponse* response) {
+  // Refused here for what the Init with values would be refused for, so
+  // that a bad request is not elected to send them.
+  auto config = ShardConfig::FromProto(request.config(), options_);
+  if (!config.ok()) return config.status();
+  if (absl::Status s = CheckInitIdentity(request, **config, options_.shard_id);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          CheckInitBudget(request, (*config)->num_workers, options_);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          CheckValuelessDeclarations(request, options_.max_chunk_numel);
+      !s.ok()) {
+    return s;
+  }
+  const InitElection::Verdict verdict =
+      election_.Offer(request.worker_id(), now);
+  if (verdict.send_values) {
+    response->set_send_values(true);
+  } else {
+    response->set_values_pending(true);
+    response->set_values_provider(verdict.provider);
+    response->set_retry_after_ms(
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(verdict.retry_after)));
+  }
   return absl::OkStatus();
 }
 

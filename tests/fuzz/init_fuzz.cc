@@ -127,6 +127,13 @@ class CheckedShard {
       }
       return;
     }
+    if (response.send_values() || response.values_pending()) {
+      // An Init without values before the shard has them only elects.
+      Check(!was_initialized && request.values_omitted());
+      Check(shard_->StateDigest() == before && !shard_->initialized());
+      Check(response.versions_size() == 0);
+      return;
+    }
     Check(response.versions_size() == request.chunks_size());
     Check(response.next_steps_size() == request.chunks_size());
     if (was_initialized) {

@@ -1,0 +1,69 @@
+// Which worker sends a shard its initial values (internal to
+// server/shard/).
+//
+// Workers of one job start from the same weights when they share a seed,
+// so one copy of them per shard is enough. An Init without values
+// (InitRequest.values_omitted) on an uninitialised shard asks the election:
+// the first caller becomes the provider and is told to send its values;
+// every other caller is told to call again later. A provider that has not
+// delivered by its deadline (dead, or too slow for its link) loses the
+// post to the next caller, so a worker that dies at start-up holds the job
+// up for at most one timeout. Values that arrive from anyone, provider or
+// not, initialise the shard (the first Init with values wins, as always),
+// and the election is over.
+//
+// The election is not durable and not journaled: it decides only who
+// sends values, never what the shard holds, so a restarted shard simply
+// holds a new one.
+//
+// Thread safety: not thread-safe; the shard holds its Init lock around
+// every call.
+#ifndef GRADWIRE_SERVER_SHARD_INIT_ELECTION_H_
+#define GRADWIRE_SERVER_SHARD_INIT_ELECTION_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/time/time.h"
+
+namespace gradwire {
+
+class InitElection {
+ public:
+  // What a caller without values is told.
+  struct Verdict {
+    // True: the caller is the provider and sends its values now.
+    bool send_values = false;
+    // The provider (the caller itself when send_values).
+    uint32_t provider = 0;
+    // When the caller waits: how long before it asks again, in [5 ms,
+    // 200 ms] and no longer than the time left to the provider's deadline
+    // (5 ms at least), so that the values or a re-election are noticed
+    // soon after they are due.
+    absl::Duration retry_after;
+  };
+
+  // `provider_timeout` > 0: how long an elected provider has to deliver.
+  explicit InitElection(absl::Duration provider_timeout);
+
+  // The verdict for `worker` at `now`. The first caller, and the first
+  // caller after the provider's deadline passed, is elected (the deadline
+  // starts again from `now`); the provider asking again is told again to
+  // send, with its deadline unchanged; everyone else waits.
+  Verdict Offer(uint32_t worker, absl::Time now);
+
+  // The current provider, if any.
+  std::optional<uint32_t> provider() const { return provider_; }
+
+  // Ends the election: the shard has its values.
+  void Close() { provider_.reset(); }
+
+ private:
+  const absl::Duration provider_timeout_;
+  std::optional<uint32_t> provider_;
+  absl::Time deadline_ = absl::InfinitePast();
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_SERVER_SHARD_INIT_ELECTION_H_
