@@ -134,6 +134,11 @@ absl::Status ShardMetrics::AddCounters(metrics::Registry* registry,
       !s.ok()) {
     return s;
   }
+  return AddTrafficCounters(registry, shard);
+}
+
+absl::Status ShardMetrics::AddTrafficCounters(metrics::Registry* registry,
+                                              const std::string& shard) {
   constexpr const char* kReceived = "gradwire_shard_received_bytes_total";
   constexpr const char* kReceivedHelp =
       "Serialized size of the Push and Pull requests received, in bytes.";

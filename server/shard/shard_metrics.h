@@ -178,6 +178,10 @@ class ShardMetrics {
   // Each registers its families and resolves the children of `shard`.
   absl::Status AddCounters(metrics::Registry* registry,
                            const std::string& shard);
+  // The counters of bytes, checkpoint failures, worker drops and rejoins,
+  // and auth refusals (AddCounters ends with them).
+  absl::Status AddTrafficCounters(metrics::Registry* registry,
+                                  const std::string& shard);
   absl::Status AddHistograms(metrics::Registry* registry,
                              const std::string& shard);
   absl::Status AddCheckpointAge(metrics::Registry* registry,
