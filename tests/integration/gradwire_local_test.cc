@@ -134,6 +134,15 @@ TEST_F(GradwireLocalTest, TinyRunSucceedsAndSumsUpTheCluster) {
   EXPECT_GT(number("dense_equivalent_bytes"), number("pushed_bytes")) << json;
   EXPECT_GT(number("compression_ratio"), 1) << json;
   EXPECT_GT(number("test_accuracy"), 0.3) << json;
+  // The workers' CPU account: 20 steps each, compute and communication
+  // measured, and the report's line from it.
+  EXPECT_EQ(number("cpu_steps"), 40) << json;
+  EXPECT_GT(number("cpu_compute_seconds"), 0) << json;
+  EXPECT_GT(number("cpu_communication_seconds"), 0) << json;
+  EXPECT_THAT(json, HasSubstr("\"cpu_seconds_by_activity\": {\"compress\":"));
+  EXPECT_THAT(json, HasSubstr(",\"rpc\":"));
+  EXPECT_THAT(run.out, HasSubstr("worker CPU     communication "));
+  EXPECT_THAT(run.out, HasSubstr("by activity, ms/step: "));
   EXPECT_THAT(ProcessesMentioning(dir_.path()), ::testing::IsEmpty());
 }
 
