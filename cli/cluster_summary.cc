@@ -218,6 +218,20 @@ std::string CpuLine(const Json& cluster) {
       100 * NumberOf(cluster, "cpu_communication_ratio"), parts);
 }
 
+// What the workers sent and received before step 0, and the slowest
+// worker's start-up; empty for summaries without it (older workers).
+std::string StartupLine(const Json& cluster) {
+  if (NumberMember(cluster, "startup_sent_bytes") == nullptr) return "";
+  return absl::StrFormat(
+      "  start-up       %s sent, %s received before step 0, %.1f s (slowest "
+      "worker)\n",
+      HumanBytes(
+          static_cast<uint64_t>(NumberOf(cluster, "startup_sent_bytes"))),
+      HumanBytes(
+          static_cast<uint64_t>(NumberOf(cluster, "startup_received_bytes"))),
+      NumberOf(cluster, "startup_seconds"));
+}
+
 }  // namespace
 
 absl::StatusOr<Json> CombineWorkerSummaries(const std::vector<Json>& workers,
@@ -277,6 +291,7 @@ std::string ClusterReport(const Json& cluster, absl::Duration elapsed,
       "  pulled         %s (both ways %.1fx less than dense push + pull)\n"
       "%s"
       "%s"
+      "%s"
       "  wall time      %.1f s training, %.1f s evaluation (slowest "
       "worker), %.1f s in all\n",
       tool, static_cast<int64_t>(NumberOf(cluster, "workers")),
@@ -285,8 +300,8 @@ std::string ClusterReport(const Json& cluster, absl::Duration elapsed,
       bytes("pushed_bytes"), bytes("dense_equivalent_bytes"),
       NumberOf(cluster, "compression_ratio"), bytes("pulled_bytes"),
       NumberOf(cluster, "total_compression_ratio"), WireLine(cluster),
-      CpuLine(cluster), train, NumberOf(cluster, "eval_seconds"),
-      absl::ToDoubleSeconds(elapsed));
+      StartupLine(cluster), CpuLine(cluster), train,
+      NumberOf(cluster, "eval_seconds"), absl::ToDoubleSeconds(elapsed));
 }
 
 absl::StatusOr<std::string> SummariseCluster(

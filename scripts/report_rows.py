@@ -252,4 +252,24 @@ def markdown_table(rows, baseline_title=None, group_name="group"):
         lines += ["", "† against the summaries' dense_equivalent_bytes (what "
                   "dense fp32 pushes would have sent): no baseline row to "
                   "measure against."]
-    return lines
+    return lines + _startup_lines(rows)
+
+
+def _startup_lines(rows):
+    """What the runs sent and received before step 0 (the Init exchange and
+    the first pull) and how long that took, means over the runs whose
+    summaries carry it; nothing when none does (older summaries)."""
+    lines = []
+    for r in rows:
+        runs = [x.summary for x in r.runs if "startup_sent_bytes" in x.summary]
+        if not runs:
+            continue
+        sent = mean([s["startup_sent_bytes"] for s in runs])
+        received = mean([s.get("startup_received_bytes", 0) for s in runs])
+        seconds = mean([s.get("startup_seconds", 0) for s in runs])
+        lines.append(f"- {r.title}: {sent / 1e6:.2f} MB sent, "
+                     f"{received / 1e6:.2f} MB received, {seconds:.1f} s")
+    if not lines:
+        return []
+    return ["", "Start-up before step 0 (Init and the first pull; means):",
+            ""] + lines

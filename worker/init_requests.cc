@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/codec/chunk_fingerprint.h"
 #include "common/codec/codec.h"
 #include "worker/host_chunk.h"
 #include "worker/torch_errors.h"
@@ -23,13 +24,14 @@ std::vector<torch::Tensor> OnHost(const std::vector<torch::Tensor>& tensors) {
 }  // namespace
 
 absl::StatusOr<std::vector<v1::InitRequest>> BuildInitRequests(
-    const ChunkPlan& plan, const v1::TrainingConfig& config,
-    uint32_t worker_id) {
+    const ChunkPlan& plan, const v1::TrainingConfig& config, uint32_t worker_id,
+    InitValues values) {
   std::vector<v1::InitRequest> requests(plan.num_shards());
   for (uint32_t s = 0; s < plan.num_shards(); ++s) {
     requests[s].set_worker_id(worker_id);
     requests[s].set_shard_id(s);
     *requests[s].mutable_config() = config;
+    requests[s].set_values_omitted(values == InitValues::kOmitted);
   }
   std::vector<torch::Tensor> host_values;
   if (absl::Status s = CatchTorch("gradwire register",
@@ -46,11 +48,16 @@ absl::StatusOr<std::vector<v1::InitRequest>> BuildInitRequests(
     declaration->set_key(spec.key);
     declaration->set_tensor_name(plan.NameOf(spec));
     declaration->set_offset(spec.offset);
+    const auto chunk =
+        HostChunk(host_values[spec.tensor_index], spec.offset, spec.numel);
+    declaration->set_fingerprint(ChunkFingerprint(chunk));
+    if (values == InitValues::kOmitted) {
+      declaration->mutable_initial()->set_numel(spec.numel);
+      continue;
+    }
     CompressedChunk dense;
     dense.numel = spec.numel;
-    const auto values =
-        HostChunk(host_values[spec.tensor_index], spec.offset, spec.numel);
-    dense.values.assign(values.begin(), values.end());
+    dense.values.assign(chunk.begin(), chunk.end());
     if (absl::Status s = EncodeChunk(dense, declaration->mutable_initial());
         !s.ok()) {
       return s;

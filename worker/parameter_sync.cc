@@ -9,6 +9,7 @@
 #include "worker/chunk_pipeline.h"
 #include "worker/chunk_plan.h"
 #include "worker/dense_equivalent.h"
+#include "worker/init_exchange.h"
 #include "worker/init_requests.h"
 #include "worker/local_group.h"
 #include "worker/node_broadcast.h"
@@ -52,8 +53,8 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> MetricsFor(
   if (options.metrics_registry == nullptr) {
     return std::unique_ptr<WorkerMetrics>();
   }
-  return WorkerMetrics::Create(options.metrics_registry,
-                               WorkerLabel(options), options.compressor.name);
+  return WorkerMetrics::Create(options.metrics_registry, WorkerLabel(options),
+                               options.compressor.name);
 }
 
 }  // namespace
@@ -147,6 +148,7 @@ absl::Status ParameterSync::Register(const NamedTensors& parameters) {
 absl::Status ParameterSync::Register(const NamedTensors& parameters,
                                      std::vector<bool> uncompressed) {
   if (plan_) return absl::FailedPreconditionError("already registered");
+  const absl::Time start = absl::Now();
   ChunkPlanOptions plan_options;
   plan_options.partition_bytes = options_.partition_bytes;
   plan_options.num_shards = client_->num_shards();
@@ -168,7 +170,7 @@ absl::Status ParameterSync::Register(const NamedTensors& parameters,
   announced_.assign(plan_->parameters().size(), false);
   dense_equivalent_ =
       std::make_unique<DenseEquivalent>(*plan_, options_.client.worker_id);
-  const absl::Status initialized = InitShards();
+  const absl::Status initialized = InitShards(start);
   // The first step's wire bytes count from here.
   wire_at_step_end_ = client_->wire_bytes();
   last_step_end_ = absl::Now();
@@ -176,27 +178,44 @@ absl::Status ParameterSync::Register(const NamedTensors& parameters,
   return initialized;
 }
 
-absl::Status ParameterSync::InitShards() {
-  auto requests =
-      BuildInitRequests(*plan_, InitConfig(options_, plan_->partition()),
-                        options_.client.worker_id);
-  if (!requests.ok()) return requests.status();
-  std::vector<v1::InitResponse> responses;
-  if (absl::Status s = client_->Init(*requests, &responses); !s.ok()) return s;
-  // The first Init's values won: pull them, and resume where this worker's
-  // pushes stopped (non-zero after a shard restarted from a checkpoint).
-  step_ = ResumeStep(responses);
+absl::Status ParameterSync::InitShards(absl::Time register_start) {
+  absl::StatusOr<InitExchange> exchange = ExchangeInit(
+      client_.get(), plan_.get(), InitConfig(options_, plan_->partition()),
+      options_.client.worker_id, options_.client.pull_timeout);
+  if (!exchange.ok()) return exchange.status();
+  // Resume where this worker's pushes stopped (non-zero after a shard
+  // restarted from a checkpoint).
+  step_ = ResumeStep(exchange->responses);
   stats_.init_bytes = client_->traffic().init_bytes_sent;
-  if (metrics_) metrics_->RecordTraffic(client_->traffic());
-  plan_->ForgetVersions();
-  return CatchTorch("gradwire register", [&]() -> absl::Status {
-    torch::NoGradGuard no_grad;
-    if (absl::StatusOr<uint64_t> pulled = PullWeights(/*min_step=*/0);
-        !pulled.ok()) {
-      return pulled.status();
-    }
-    return ShareInsideNode(*group_, *plan_);
-  });
+  // This local rank pulls what it handles of the chunks whose values
+  // differ from the shards'; the node's broadcast spreads every chunk.
+  std::vector<uint64_t> keys;
+  for (const uint64_t key : exchange->keys_to_pull) {
+    if (plan_->OwnsLocally(key)) keys.push_back(key);
+  }
+  const absl::Status landed =
+      CatchTorch("gradwire register", [&]() -> absl::Status {
+        torch::NoGradGuard no_grad;
+        if (!keys.empty()) {
+          if (absl::StatusOr<uint64_t> pulled = PullChunks(keys, 0);
+              !pulled.ok()) {
+            return pulled.status();
+          }
+        }
+        return ShareInsideNode(*group_, *plan_);
+      });
+  const TrafficStats traffic = client_->traffic();
+  stats_.startup_bytes_sent = traffic.init_bytes_sent + traffic.pull_bytes_sent;
+  stats_.startup_bytes_received =
+      traffic.init_bytes_received + traffic.pull_bytes_received;
+  stats_.startup_seconds = SecondsSince(register_start);
+  if (metrics_) {
+    metrics_->RecordTraffic(traffic);
+    metrics_->SetStartup(
+        stats_.startup_bytes_sent + stats_.startup_bytes_received,
+        stats_.startup_seconds);
+  }
+  return landed;
 }
 
 absl::Status ParameterSync::Step(int epoch) {
@@ -323,11 +342,15 @@ void ParameterSync::CountPushed(const PushTimings& timings) {
 }
 
 absl::StatusOr<uint64_t> ParameterSync::PullWeights(uint64_t min_step) {
+  return PullChunks(plan_->AllOwnedKeys(), min_step);
+}
+
+absl::StatusOr<uint64_t> ParameterSync::PullChunks(
+    const std::vector<uint64_t>& keys, uint64_t min_step) {
   std::vector<v1::PullRequest> requests;
   {
     CpuAccount::Scope scope(&cpu_account_, CpuActivity::kEncode);
-    requests = BuildPullRequests(*plan_, plan_->AllOwnedKeys(),
-                                 options_.client.worker_id,
+    requests = BuildPullRequests(*plan_, keys, options_.client.worker_id,
                                  options_.pull_deltas, min_step);
   }
   std::vector<v1::PullResponse> responses;

@@ -77,6 +77,12 @@ struct SyncStats {
   // What fp32 dense pushes of the same gradients would have cost.
   uint64_t dense_equivalent_bytes = 0;
   uint64_t init_bytes = 0;
+  // Start-up: what Register sent and received before step 0 (the Init
+  // exchange and the pull of the chunks whose values differ from the
+  // shards'), and its seconds from its start to the weights in place.
+  uint64_t startup_bytes_sent = 0;
+  uint64_t startup_bytes_received = 0;
+  double startup_seconds = 0;
   uint64_t retries = 0;
   // The most steps this worker ran ahead of the slowest one, as its pulls
   // saw it: step + 1 - the smallest chunk clock pulled (0 in BSP; at most
@@ -229,9 +235,11 @@ class ParameterSync {
                 std::unique_ptr<PushRequestBuilder> push_builder,
                 std::unique_ptr<WorkerMetrics> metrics);
 
-  // Inits every shard with the registered values, resumes at the step they
-  // recorded, and pulls the weights the shards kept.
-  absl::Status InitShards();
+  // Inits every shard (init_exchange.h: values only where a shard asks for
+  // them), resumes at the step they recorded, pulls the chunks whose values
+  // differ from the shards' and records the start-up since
+  // `register_start`.
+  absl::Status InitShards(absl::Time register_start);
   // Without overlap: gives a missing gradient zeros, averages the gradients
   // inside the node and pushes every chunk this local rank handles.
   absl::Status ReduceAndPush(int epoch);
@@ -255,6 +263,9 @@ class ParameterSync {
   // `min_step`, and writes them; returns the smallest chunk clock
   // answered.
   absl::StatusOr<uint64_t> PullWeights(uint64_t min_step);
+  // The same for the chunks `keys` (of this local rank) only.
+  absl::StatusOr<uint64_t> PullChunks(const std::vector<uint64_t>& keys,
+                                      uint64_t min_step);
   // Accounts for the pulls of step `step`, whose smallest chunk clock was
   // `min_clock`, in stats_.max_step_lead.
   void NotePulled(uint64_t step, uint64_t min_clock);

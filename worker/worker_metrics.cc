@@ -171,6 +171,8 @@ struct WorkerMetrics::Children {
   Histogram* pull_wait_seconds = nullptr;
   Gauge* residual_norm = nullptr;
   Gauge* compression_state_bytes = nullptr;
+  Gauge* startup_bytes = nullptr;
+  Gauge* startup_seconds = nullptr;
   Gauge* loss = nullptr;
   Gauge* samples_per_second = nullptr;
   Gauge* epoch = nullptr;
@@ -293,6 +295,11 @@ absl::Status WorkerMetrics::AddTrainingFamilies(metrics::Registry* registry,
         "gradwire_worker_compression_state_bytes",
         "Host memory of the per-chunk compression state (error-feedback "
         "residuals, their spare buffers, momentum velocities), bytes."},
+       {&children->startup_bytes, "gradwire_worker_startup_bytes",
+        "Bytes sent and received before step 0 (Init and the first pull)."},
+       {&children->startup_seconds, "gradwire_worker_startup_seconds",
+        "Seconds from the start of Register to the weights in place for "
+        "step 0."},
        {&children->loss, "gradwire_worker_loss",
         "Training loss of the last step."},
        {&children->samples_per_second, "gradwire_worker_samples_per_second",
@@ -320,6 +327,11 @@ void WorkerMetrics::RecordWire(const WireTotals& wire) {
   if (!wire.known) return;
   children_->wire_sent.Follow(wire.sent);
   children_->wire_received.Follow(wire.received);
+}
+
+void WorkerMetrics::SetStartup(uint64_t bytes, double seconds) {
+  children_->startup_bytes->Set(static_cast<double>(bytes));
+  children_->startup_seconds->Set(seconds);
 }
 
 void WorkerMetrics::AddDenseEquivalentBytes(uint64_t bytes) {

@@ -23,6 +23,9 @@
 //                                   compression state: residuals, their
 //                                   spare buffers, velocities (refreshed
 //                                   with the residual norm)
+//   gradwire_worker_startup_bytes   bytes sent and received by Register,
+//                                   before step 0 (Init and the first pull)
+//   gradwire_worker_startup_seconds  how long Register took
 //   gradwire_worker_loss, gradwire_worker_samples_per_second,
 //   gradwire_worker_epoch           set by the training loop
 //   gradwire_worker_cpu_seconds_total{activity}  CPU seconds since
@@ -86,6 +89,8 @@ class WorkerMetrics {
   // One finished step.
   void RecordStep(const StepTimings& timings, double residual_norm);
   void SetCompressionStateBytes(uint64_t bytes);
+  // What the start-up (Register) cost: bytes both ways and seconds.
+  void SetStartup(uint64_t bytes, double seconds);
   // Brings the CPU counters up to `totals` (CpuAccount::Totals(); they
   // only grow).
   void RecordCpu(const CpuTotals& totals);
@@ -119,7 +124,7 @@ class WorkerMetrics {
   static absl::Status AddStepFamilies(metrics::Registry* registry,
                                       const metrics::Labels& labels,
                                       Children* children);
-  // Training: residual norm, loss, throughput, epoch.
+  // Training: residual norm, start-up, loss, throughput, epoch.
   static absl::Status AddTrainingFamilies(metrics::Registry* registry,
                                           const metrics::Labels& labels,
                                           Children* children);

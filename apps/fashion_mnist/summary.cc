@@ -90,6 +90,10 @@ void AddRunFields(const TrainingResult& r, Json& summary) {
   summary["wire_sent_bytes"] = r.wire.known ? Json(r.wire.sent) : Json(nullptr);
   summary["wire_received_bytes"] =
       r.wire.known ? Json(r.wire.received) : Json(nullptr);
+  // Start-up: what Register cost before step 0 (Init and the first pull).
+  summary["startup_sent_bytes"] = r.sync.startup_bytes_sent;
+  summary["startup_received_bytes"] = r.sync.startup_bytes_received;
+  summary["startup_seconds"] = Rounded(r.sync.startup_seconds, 1e3);
   summary["retries"] = r.sync.retries;
   summary["final_loss"] = Rounded(r.final_loss, 1e6);
 }

@@ -184,3 +184,22 @@ def test_rows_compare_within_their_group():
     lines = report.markdown_table(rows, "dense fp32", "optimizer")
     assert lines[2].startswith("| setting | optimizer | runs |")
     assert "| topk | sgd | 2 | 0.7500 ± 0.0100 | +5.00 |" in "\n".join(lines)
+
+
+def test_start_up_lines_follow_the_table():
+    with_startup = summary(0.80, 1000)
+    with_startup.update({"startup_sent_bytes": 13_000_000,
+                         "startup_received_bytes": 40_000,
+                         "startup_seconds": 2.5})
+    other = dict(with_startup, startup_sent_bytes=1_000_000,
+                 startup_seconds=0.5)
+    runs = [report.Run("one-copy", with_startup),
+            report.Run("one-copy", other),
+            report.Run("older", summary(0.80, 1000))]
+    lines = report.markdown_table(report.make_rows(runs))
+    assert lines[-3:] == [
+        "Start-up before step 0 (Init and the first pull; means):", "",
+        "- one-copy: 7.00 MB sent, 0.04 MB received, 1.5 s"]
+    # Summaries without start-up figures add nothing.
+    plain = report.markdown_table(report.make_rows(runs[2:]))
+    assert not any("Start-up" in line for line in plain)

@@ -153,6 +153,30 @@ TEST(CombineWorkerSummariesTest, OnlyWorkerZeroNeedsAnAccuracy) {
   EXPECT_DOUBLE_EQ((*cluster)["test_accuracy"].get<double>(), 0.5);
 }
 
+TEST(CombineWorkerSummariesTest, StartUpIsSummedAndTheSlowestReported) {
+  std::vector<Json> workers = {Json::parse(Summary(0, 100, 2.5)),
+                               Json::parse(Summary(1, 300, 3.5))};
+  // Without start-up figures (older workers) the report has no such line.
+  absl::StatusOr<Json> without = CombineWorkerSummaries(workers, 2);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_THAT(ClusterReport(*without, absl::Seconds(1)),
+              ::testing::Not(HasSubstr("start-up")));
+  workers[0]["startup_sent_bytes"] = 3000;
+  workers[0]["startup_received_bytes"] = 50;
+  workers[0]["startup_seconds"] = 1.25;
+  workers[1]["startup_sent_bytes"] = 200;
+  workers[1]["startup_received_bytes"] = 70;
+  workers[1]["startup_seconds"] = 0.5;
+  absl::StatusOr<Json> cluster = CombineWorkerSummaries(workers, 2);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_EQ((*cluster)["startup_sent_bytes"], 3200);
+  EXPECT_EQ((*cluster)["startup_received_bytes"], 120);
+  EXPECT_DOUBLE_EQ((*cluster)["startup_seconds"].get<double>(), 1.25);
+  EXPECT_THAT(ClusterReport(*cluster, absl::Seconds(1)),
+              HasSubstr("  start-up       3.2 kB sent, 120 B received before "
+                        "step 0, 1.2 s (slowest worker)\n"));
+}
+
 TEST(CombineWorkerSummariesTest, NoWorkerIsInvalidArgument) {
   EXPECT_EQ(CombineWorkerSummaries({}, 1).status().code(),
             absl::StatusCode::kInvalidArgument);
