@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -48,6 +49,8 @@ ParameterSync::NamedTensors MakeParameters(int seed) {
 }
 
 struct Worker {
+  explicit Worker(ParameterSync::NamedTensors initial)
+      : parameters(std::move(initial)) {}
   ParameterSync::NamedTensors parameters;
   std::unique_ptr<ParameterSync> sync;
   absl::Status status;
@@ -95,7 +98,7 @@ bool Identical(const Worker& a, const Worker& b) {
 }
 
 TEST(ParameterSyncStartupTest, SameValuesTravelOncePerShard) {
-  Worker workers[2] = {{MakeParameters(0)}, {MakeParameters(0)}};
+  Worker workers[2] = {Worker(MakeParameters(0)), Worker(MakeParameters(0))};
   RunWorkers(/*steps=*/0, /*deltas=*/false, /*in_order=*/false, workers);
   uint64_t sent = 0;
   for (const Worker& worker : workers) {
@@ -116,7 +119,7 @@ TEST(ParameterSyncStartupTest, SameValuesTravelOncePerShard) {
 TEST(ParameterSyncStartupTest, SameValuesStayInStepWithDeltas) {
   // The skipped pull leaves each chunk at the shard's version and epoch, so
   // the first steps' pulls are deltas that apply to it.
-  Worker workers[2] = {{MakeParameters(0)}, {MakeParameters(0)}};
+  Worker workers[2] = {Worker(MakeParameters(0)), Worker(MakeParameters(0))};
   RunWorkers(/*steps=*/3, /*deltas=*/true, /*in_order=*/false, workers);
   ASSERT_TRUE(workers[0].status.ok()) << workers[0].status;
   ASSERT_TRUE(workers[1].status.ok()) << workers[1].status;
@@ -126,7 +129,7 @@ TEST(ParameterSyncStartupTest, SameValuesStayInStepWithDeltas) {
 }
 
 TEST(ParameterSyncStartupTest, OtherValuesArePulledAndEndIdentical) {
-  Worker workers[2] = {{MakeParameters(0)}, {MakeParameters(1)}};
+  Worker workers[2] = {Worker(MakeParameters(0)), Worker(MakeParameters(1))};
   RunWorkers(/*steps=*/2, /*deltas=*/true, /*in_order=*/true, workers);
   ASSERT_TRUE(workers[0].status.ok()) << workers[0].status;
   ASSERT_TRUE(workers[1].status.ok()) << workers[1].status;
@@ -141,7 +144,7 @@ TEST(ParameterSyncStartupTest, OtherValuesArePulledAndEndIdentical) {
 }
 
 TEST(ParameterSyncStartupTest, OtherValuesWithoutStepsMatchTheFirst) {
-  Worker workers[2] = {{MakeParameters(0)}, {MakeParameters(1)}};
+  Worker workers[2] = {Worker(MakeParameters(0)), Worker(MakeParameters(1))};
   RunWorkers(/*steps=*/0, /*deltas=*/false, /*in_order=*/true, workers);
   ASSERT_TRUE(workers[1].status.ok()) << workers[1].status;
   EXPECT_TRUE(Identical(workers[0], workers[1]));
