@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "common/heap_tuning.h"
 #include "common/lock_checks.h"
+#include "python/py_overlap.h"
 #include "python/py_settings.h"
 #include "python/py_sync.h"
 #include "worker/parameter_sync.h"
@@ -30,7 +31,7 @@ namespace {
 // Python names its options as written: "value_type", not "--value-type".
 std::string KeywordName(absl::string_view key) { return std::string(key); }
 
-std::unique_ptr<PySync> Connect(const SyncSettings& settings) {
+std::shared_ptr<PySync> Connect(const SyncSettings& settings) {
   absl::StatusOr<SyncOptions> options =
       SyncOptionsFromSettings(settings, KeywordName);
   Check(options.status());
@@ -40,7 +41,7 @@ std::unique_ptr<PySync> Connect(const SyncSettings& settings) {
     sync = ParameterSync::Connect(*std::move(options));
   }
   Check(sync.status());
-  return std::make_unique<PySync>(*std::move(sync));
+  return std::make_shared<PySync>(*std::move(sync));
 }
 
 constexpr char kSyncDoc[] = R"doc(
@@ -68,12 +69,16 @@ in time.
 // gradwire.ParameterSync(shards=..., ...): every keyword is a setting of
 // the table (py_settings.h), resolved by SyncOptionsFromSettings like
 // gradwire-worker's flags.
-std::unique_ptr<PySync> ConnectWithKeywords(const py::kwargs& keywords) {
+std::shared_ptr<PySync> ConnectWithKeywords(const py::kwargs& keywords) {
   return Connect(SettingsFromKeywords(keywords));
 }
 
+// gradwire._C.ParameterSync is held by std::shared_ptr: the gradient hooks
+// and the layer gate (py_overlap.h) hold it too.
+using SyncClass = py::class_<PySync, std::shared_ptr<PySync>>;
+
 // The methods and properties of gradwire._C.ParameterSync.
-void DefineSyncMethods(py::class_<PySync>& sync) {
+void DefineSyncMethods(SyncClass& sync) {
   sync.def(
           "_register",
           [](PySync& s, const py::handle& parameters,
@@ -88,13 +93,6 @@ during backward() by overlap), waits for the consistency mode's step, and
 writes the shards' new weights into the registered tensors. ``epoch`` feeds
 compressor warm-up schedules. Raises gradwire.Error when a shard fails or
 the deadline passes; the step can be retried.)doc")
-      .def("_gradient_ready", &PySync::GradientReady, py::arg("index"),
-           py::arg("epoch") = 0,
-           "Pushes parameter `index`'s gradient now, on a background "
-           "thread (overlap; called by the gradient hooks).")
-      .def("_await_parameter", &PySync::AwaitParameter, py::arg("index"),
-           "Blocks until parameter `index`'s pulled weights have landed "
-           "(pull ahead; called by the forward pre-hooks).")
       .def("await_weights", &PySync::AwaitWeights,
            R"doc(Blocks until the weights of the last step's pulls have all
 landed (with pull ahead, step() returns before they do). Call it before
@@ -132,7 +130,7 @@ void DefineParameterSync(py::module_& m) {
   // pybind11 keeps the pointer: the text lives as long as the module.
   static const std::string* const doc = new std::string(
       absl::StrCat(kSyncDoc, KeywordSettingsDoc(), kSyncDocEnd));
-  py::class_<PySync> sync(m, "ParameterSync", doc->c_str());
+  SyncClass sync(m, "ParameterSync", doc->c_str());
   sync.def(py::init(&ConnectWithKeywords));
   DefineSyncMethods(sync);
 }
@@ -200,6 +198,7 @@ PYBIND11_MODULE(_C, m) {
   SetErrorType(g_error);
   DefineStats(m);
   DefineParameterSync(m);
+  DefineOverlap(m);
   m.def("settings", &SettingsAsPython,
         "Every worker setting of the table (docs/reference/settings.md): "
         "a list of dicts with name, type, default, group, help, choices, "

@@ -43,18 +43,23 @@ ParameterSync::NamedTensors ReadNamedTensors(const py::handle& parameters) {
   return named;
 }
 
-void Raise(const absl::Status& status) {
+void SetPythonError(const absl::Status& status) {
   if (absl::IsInvalidArgument(status)) {
-    throw py::value_error(std::string(status.message()));
+    PyErr_SetString(PyExc_ValueError, std::string(status.message()).c_str());
+    return;
   }
   PyErr_SetString(g_error, status.ToString().c_str());
+}
+
+void Raise(const absl::Status& status) {
+  SetPythonError(status);
   throw py::error_already_set();
 }
 
 class PySync::Use {
  public:
-  // Raises FAILED_PRECONDITION once close() has begun. Needs the GIL; takes
-  // mu_ only briefly, and Close() never asks for the GIL while holding it.
+  // Takes mu_ only briefly, and Close() never asks for the GIL while
+  // holding it: with or without the GIL.
   explicit Use(PySync* owner) : owner_(owner) {
     absl::MutexLock lock(&owner_->mu_);
     if (owner_->closing_ || owner_->sync_ == nullptr) {
@@ -72,11 +77,17 @@ class PySync::Use {
   Use(const Use&) = delete;
   Use& operator=(const Use&) = delete;
 
+  // Null once close() has begun.
+  ParameterSync* sync() { return sync_; }
+
+  // Raises FAILED_PRECONDITION once close() has begun. Needs the GIL.
   ParameterSync& get() {
-    if (sync_ == nullptr) {
-      Raise(absl::FailedPreconditionError("ParameterSync is closed"));
-    }
+    if (sync_ == nullptr) Raise(Closed());
     return *sync_;
+  }
+
+  static absl::Status Closed() {
+    return absl::FailedPreconditionError("ParameterSync is closed");
   }
 
  private:
@@ -114,15 +125,22 @@ void PySync::Step(int epoch) {
   Released([&](ParameterSync& sync) { return sync.Step(epoch); });
 }
 
-void PySync::GradientReady(size_t index, int epoch) {
-  Check(tensors_.Check(index));
-  Released(
+template <typename Call>
+absl::Status PySync::Run(Call call) {
+  Use use(this);
+  if (use.sync() == nullptr) return Use::Closed();
+  return call(*use.sync());
+}
+
+absl::Status PySync::AnnounceGradient(size_t index, int epoch) {
+  if (absl::Status s = tensors_.Check(index); !s.ok()) return s;
+  return Run(
       [&](ParameterSync& sync) { return sync.GradientReady(index, epoch); });
 }
 
-void PySync::AwaitParameter(size_t index) {
-  Check(tensors_.Check(index));
-  Released([&](ParameterSync& sync) { return sync.AwaitParameter(index); });
+absl::Status PySync::AwaitParameter(size_t index) {
+  if (absl::Status s = tensors_.Check(index); !s.ok()) return s;
+  return Run([&](ParameterSync& sync) { return sync.AwaitParameter(index); });
 }
 
 void PySync::AwaitWeights() {

@@ -12,7 +12,8 @@
 // waits at most that long.
 //
 // Thread safety: every method may be called from any Python thread with
-// the GIL held.
+// the GIL held, except AnnounceGradient and AwaitParameter, which run
+// without it (see there).
 #ifndef GRADWIRE_PYTHON_PY_SYNC_H_
 #define GRADWIRE_PYTHON_PY_SYNC_H_
 
@@ -35,9 +36,11 @@ namespace gradwire {
 // bad argument (called once by the module's initialisation).
 void SetErrorType(PyObject* error);
 
-// Raises the Python exception for a failed status: ValueError for
+// Sets the Python error for a failed status: ValueError for
 // INVALID_ARGUMENT (a bad option or tensor), gradwire.Error otherwise
 // ("UNAVAILABLE: ..."). Needs the GIL.
+void SetPythonError(const absl::Status& status);
+// Raises that error as pybind11::error_already_set. Needs the GIL.
 [[noreturn]] void Raise(const absl::Status& status);
 inline void Check(const absl::Status& status) {
   if (!status.ok()) Raise(status);
@@ -59,8 +62,6 @@ class PySync {
   // Each raises ValueError when a registered tensor it reads or writes
   // changed layout since register(), before touching any of them.
   void Step(int epoch);
-  void GradientReady(size_t index, int epoch);
-  void AwaitParameter(size_t index);
   void AwaitWeights();
   std::string SaveState();
   void LoadState(const std::string& state);
@@ -76,9 +77,24 @@ class PySync {
 
   size_t registered() const { return tensors_.size(); }
 
+  // For the gradient hooks and the layer gate (py_overlap.h): the sync's
+  // GradientReady and AwaitParameter after the layout check of parameter
+  // `index`, returning the error instead of raising it (FAILED_PRECONDITION
+  // once closed). They neither need nor take the GIL: the hooks run on
+  // autograd's threads, the gate with the GIL released. The layout check
+  // reads tensor metadata without the GIL: registered tensors must not be
+  // replaced from another Python thread during backward() or forward().
+  absl::Status AnnounceGradient(size_t index, int epoch);
+  absl::Status AwaitParameter(size_t index);
+
  private:
   // Holds the sync open for one call: close() waits until no Use is alive.
   class Use;
+
+  // Runs `call` on the sync on the calling thread, GIL or not;
+  // FAILED_PRECONDITION once closed.
+  template <typename Call>
+  absl::Status Run(Call call);
 
   // Runs `call` on the sync without the GIL (it may block on the network,
   // and the pull thread's hooks need none) and raises its error.

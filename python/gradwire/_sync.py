@@ -1,116 +1,39 @@
-"""gradwire.ParameterSync: the C++ ParameterSync plus the gradient hooks that
-push each parameter's gradient as soon as backward() has finished it, and
-the forward pre-hooks that let each layer wait for its own pulled weights
-(pull ahead)."""
-
-import torch
+"""gradwire.ParameterSync: the C++ ParameterSync plus the extension's
+gradient hooks (gradwire._C.GradientHooks), which push each parameter's
+gradient as soon as backward() has finished it, and forward pre-hooks that
+let each layer wait for its own pulled weights through the extension's
+gradwire._C.LayerGate (pull ahead)."""
 
 from gradwire import _C, _env
 from gradwire.compression import KEYS as _COMPRESSION_KEYS
 from gradwire.compression import Compression
 
 
-class _GradientHooks:
-    """Calls ``on_ready(index)`` when the gradient of ``tensors[index]`` is
-    final in a backward pass (after its AccumulateGrad node ran), on the
-    ``passes``-th backward pass since the last ``reset()`` (gradient
-    accumulation over micro-batches pushes only the sum).
-
-    It also records the gradient's version counter at that moment, so that
-    ``check_unchanged()`` can tell when the gradient was modified after it
-    was pushed (clipping or scaling between backward() and step())."""
-
-    def __init__(self, tensors, names, on_ready, passes):
-        if passes < 1:
-            raise ValueError(
-                f"backward_passes_per_step: {passes} must be >= 1")
-        self.tensors = tensors  # Registration order.
-        self._names = names
-        self._on_ready = on_ready
-        self._passes = passes
-        self._counts = [0] * len(tensors)
-        self._versions = [None] * len(tensors)
-        # The AccumulateGrad nodes must stay alive for their hooks to fire.
-        self._accumulators = []
-        self._handles = []
-        for index, tensor in enumerate(tensors):
-            if not tensor.requires_grad:
-                continue
-            accumulator = tensor.expand_as(tensor).grad_fn.next_functions[0][0]
-            self._accumulators.append(accumulator)
-            self._handles.append(
-                accumulator.register_hook(self._make_hook(index)))
-
-    def _make_hook(self, index):
-        def hook(*_):
-            self._counts[index] += 1
-            if self._counts[index] == self._passes:
-                self._versions[index] = self.tensors[index].grad._version
-                self._on_ready(index)
-            elif self._counts[index] > self._passes:
-                raise _C.Error(
-                    f"FAILED_PRECONDITION: {self._names[index]} got "
-                    f"{self._counts[index]} backward passes in one step "
-                    f"(backward_passes_per_step={self._passes}); call "
-                    "step() after each step's backward passes")
-        return hook
-
-    def check_unchanged(self):
-        """Raises gradwire.Error when a pushed gradient changed since."""
-        for index, version in enumerate(self._versions):
-            if version is None:
-                continue
-            grad = self.tensors[index].grad
-            if grad is None or grad._version != version:
-                raise _C.Error(
-                    f"FAILED_PRECONDITION: the gradient of "
-                    f"{self._names[index]} changed after it was pushed "
-                    "during backward() (clipping or scaling before step()?). "
-                    "With overlap, change gradients with "
-                    "DistributedOptimizer.synchronize() first, or pass "
-                    "overlap=False")
-
-    def reset(self):
-        self._counts = [0] * len(self._counts)
-        self._versions = [None] * len(self._versions)
-
-    def remove(self):
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
-        self._accumulators = []
-
-
-class _LayerGate:
+def _gate_modules(gate, model):
     """A forward pre-hook on every submodule of ``model`` that holds
-    registered parameters of its own: before the submodule runs, each of
-    them is awaited (``await_parameter(index)``), so that the forward pass
-    waits for each layer's pulled weights, not for the whole step's."""
+    registered parameters of its own: before the submodule runs, the
+    extension's LayerGate waits (without the GIL) for their pulled weights,
+    so that the forward pass waits for each layer's, not the whole
+    step's. Returns the hooks' handles."""
+    handles = []
+    for module in model.modules():
+        own = list(module.parameters(recurse=False))
+        if not gate.holds(own):
+            continue
 
-    def __init__(self, model, tensors, await_parameter):
-        index_of = {id(tensor): index for index, tensor in enumerate(tensors)}
-        self._handles = []
-        for module in model.modules():
-            indices = [index_of[id(p)]
-                       for p in module.parameters(recurse=False)
-                       if id(p) in index_of]
-            if not indices:
-                continue
+        def hook(_module, _inputs, own=own):
+            gate.before_layer(own)
 
-            def hook(_module, _inputs, indices=indices):
-                for index in indices:
-                    await_parameter(index)
+        handles.append(module.register_forward_pre_hook(hook))
+    if not handles:
+        raise ValueError(
+            "pull_ahead: the model holds none of the registered parameters")
+    return handles
 
-            self._handles.append(module.register_forward_pre_hook(hook))
-        if not self._handles:
-            raise ValueError(
-                "pull_ahead: the model holds none of the registered "
-                "parameters")
 
-    def remove(self):
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
+def _remove(handles):
+    for handle in handles:
+        handle.remove()
 
 
 def _resolve_options(options):
@@ -138,8 +61,9 @@ environment (gradwire.init(), gradwire run).
 
     def __init__(self, **options):
         super().__init__(**_resolve_options(options))
+        self._tensors = []
         self._hooks = None
-        self._gate = None
+        self._gate_handles = []
         self._epoch = 0
 
     def register(self, parameters, *, overlap=True,
@@ -178,12 +102,21 @@ environment (gradwire.init(), gradwire run).
         elif len(uncompressed) != len(named):
             raise ValueError(f"uncompressed: {len(uncompressed)} flags for "
                              f"{len(named)} parameters")
-        self._register(named, [bool(u) for u in uncompressed])
+        hooks = None
         if overlap:
-            self._hooks = _GradientHooks(
-                [t for _, t in named], [n for n, _ in named],
-                lambda index: self._gradient_ready(index, self._epoch),
-                backward_passes_per_step)
+            # Made first: a bad backward_passes_per_step changes nothing
+            # (a bad list raises register()'s ValueError here).
+            hooks = _C.GradientHooks(self, named, backward_passes_per_step)
+            hooks.set_epoch(self._epoch)
+        try:
+            self._register(named, [bool(u) for u in uncompressed])
+        except BaseException:
+            if hooks is not None:
+                hooks.remove()
+            raise
+        self._remove_overlap()
+        self._tensors = [t for _, t in named]
+        self._hooks = hooks
         return self
 
     def pull_ahead(self, model):
@@ -203,10 +136,9 @@ environment (gradwire.init(), gradwire run).
                 "FAILED_PRECONDITION: pull_ahead needs "
                 "register(..., overlap=True): pulls follow the pushes "
                 "made during backward()")
-        if self._gate is not None:
-            self._gate.remove()
-        self._gate = _LayerGate(model, self._hooks.tensors,
-                                self._await_parameter)
+        handles = _gate_modules(_C.LayerGate(self, self._tensors), model)
+        _remove(self._gate_handles)
+        self._gate_handles = handles
         self._set_pull_ahead(True)
         return self
 
@@ -215,6 +147,8 @@ environment (gradwire.init(), gradwire run).
         ``DistributedSampler.set_epoch``: call it at the start of every
         epoch, since with overlap the pushes start before step()."""
         self._epoch = int(epoch)
+        if self._hooks is not None:
+            self._hooks.set_epoch(self._epoch)
 
     def step(self, epoch=None):
         """One step: pushes the compressed gradients (those that overlap
@@ -224,12 +158,9 @@ environment (gradwire.init(), gradwire run).
         set_epoch gave) feeds warm-up schedules. Raises gradwire.Error when
         a shard fails or a deadline passes; the step can be retried."""
         if epoch is not None:
-            self._epoch = int(epoch)
+            self.set_epoch(epoch)
         if self._hooks is not None:
-            try:
-                self._hooks.check_unchanged()
-            finally:
-                self._hooks.reset()
+            self._hooks.finish_step()
         super().step(self._epoch)
         return self
 
@@ -250,13 +181,15 @@ environment (gradwire.init(), gradwire run).
                              "ParameterSync.state_dict() returned")
         self._load_state(state_dict["worker_state"])
 
-    def close(self):
+    def _remove_overlap(self):
         if self._hooks is not None:
             self._hooks.remove()
             self._hooks = None
-        if self._gate is not None:
-            self._gate.remove()
-            self._gate = None
+        _remove(self._gate_handles)
+        self._gate_handles = []
+
+    def close(self):
+        self._remove_overlap()
         super().close()
 
     def __enter__(self):

@@ -30,7 +30,7 @@ import torch
 
 from gradwire import _C, _env
 from gradwire._C import Error
-from gradwire._sync import ParameterSync, _GradientHooks
+from gradwire._sync import ParameterSync
 from gradwire.checkpoint import load_checkpoint, save_checkpoint
 from gradwire.compression import PULL_KEYS, PUSH_KEYS, Compression
 
@@ -181,10 +181,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._connect(named, sync_options)
         self._hooks = None
         if overlap:
-            self._hooks = _GradientHooks(self._parameters,
-                                         [name for name, _ in named],
-                                         self._gradient_ready,
-                                         backward_passes_per_step)
+            # The extension's hooks push the model's gradients through the
+            # replicas: each replica's .grad becomes its parameter's just
+            # before the push.
+            self._hooks = _C.GradientHooks(
+                self._sync, named, backward_passes_per_step,
+                self._replicas[:len(self._parameters)])
         self._synchronized = False
         self._epoch = 0
 
@@ -224,11 +226,6 @@ class DistributedOptimizer(torch.optim.Optimizer):
         for (_, b), r in zip(self._model_buffers, self._replicas[count:]):
             b.copy_(r)
 
-    def _gradient_ready(self, index):
-        # The replica carries the parameter's gradient to the C++ side.
-        self._replicas[index].grad = self._parameters[index].grad
-        self._sync._gradient_ready(index, self._epoch)
-
     @property
     def exchange(self):
         """What is exchanged: "gradients" or "updates"."""
@@ -254,6 +251,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         """The epoch compressor warm-up schedules see (DGC)."""
         self._epoch = int(epoch)
         self._sync.set_epoch(epoch)
+        if self._hooks is not None:
+            self._hooks.set_epoch(self._epoch)
 
     @torch.no_grad()
     def _stage_buffers(self):
@@ -308,10 +307,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 p.grad = torch.zeros_like(p)
             r.grad = p.grad
         if self._hooks is not None:
-            try:
-                self._hooks.check_unchanged()
-            finally:
-                self._hooks.reset()
+            self._hooks.finish_step()
         self._exchange()
         for p, r, before in zip(self._parameters, self._replicas,
                                 self._before):
