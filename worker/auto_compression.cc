@@ -15,6 +15,11 @@ namespace {
 // EWMA weight of each step's compute timings.
 constexpr double kComputeSmoothing = 0.3;
 
+// The backward pass's share of a step's computation (it does about twice
+// the forward pass's work), for the CPU measure, which does not see the
+// backward pass apart.
+constexpr double kBackwardShare = 2.0 / 3.0;
+
 double Smoothed(double previous, double sample) {
   if (!(sample > 0)) return previous;
   return previous > 0
@@ -204,6 +209,22 @@ void AutoCompression::NoteCompute(double compute_seconds,
   last_compute_note_ = now;
 }
 
+void AutoCompression::NoteCpu(double compute_cpu_seconds,
+                              double byte_cpu_seconds, double payload_bytes) {
+  if (last_compute_cpu_ >= 0 && compute_cpu_seconds >= last_compute_cpu_) {
+    cpu_compute_seconds_ =
+        Smoothed(cpu_compute_seconds_, compute_cpu_seconds - last_compute_cpu_);
+  }
+  const double bytes = payload_bytes - last_payload_bytes_;
+  const double cpu = byte_cpu_seconds - last_byte_cpu_;
+  if (last_payload_bytes_ >= 0 && bytes > 0 && cpu >= 0) {
+    cpu_seconds_per_byte_ = Smoothed(cpu_seconds_per_byte_, cpu / bytes);
+  }
+  last_compute_cpu_ = compute_cpu_seconds;
+  last_byte_cpu_ = byte_cpu_seconds;
+  last_payload_bytes_ = payload_bytes;
+}
+
 void AutoCompression::NoteWireRatio(double ratio) {
   if (ratio >= 1 && std::isfinite(ratio)) wire_ratio_ = ratio;
 }
@@ -242,9 +263,19 @@ void AutoCompression::BeginStep(uint64_t step, double learning_rate) {
   inputs.link = link_.Current();
   inputs.compute_seconds = compute_seconds_;
   inputs.backward_seconds = backward_seconds_;
+  if (cpu_compute_seconds_ > 0) {
+    // The wall clock can only add what communication took; the CPU
+    // measure misses only the intra-op threads: the smaller is taken.
+    inputs.compute_seconds = std::min(compute_seconds_, cpu_compute_seconds_);
+    inputs.backward_seconds =
+        std::min(backward_seconds_, cpu_compute_seconds_ * kBackwardShare);
+  }
   inputs.step_seconds = step_seconds_;
   inputs.wire_overhead = wire_ratio_;
-  if (chooser_.Evaluate(inputs) && metrics_) {
+  inputs.cpu_seconds_per_byte = cpu_seconds_per_byte_;
+  // Nothing changes before a step time is measured: the chooser's
+  // reference for its first change is the starting rung's step time.
+  if (step_seconds_ > 0 && chooser_.Evaluate(inputs) && metrics_) {
     for (size_t g = 0; g < metrics_->chosen_ratio.size(); ++g) {
       metrics_->chosen_ratio[g]->Set(RungRatio(chooser_.rungs()[g]));
     }

@@ -9,12 +9,21 @@
 //     payload byte (NoteWireRatio) when the client can count them, else
 //     1.3;
 //   - the compute: each step's computation and backward seconds
-//     (NoteCompute), smoothed;
+//     (NoteCompute), smoothed, and the training thread's CPU seconds of
+//     computation (NoteCpu); the smaller of the two is taken, since the
+//     wall clock of a step also holds the CPU that the step's own pushes
+//     take on a shared host (which would make more bytes look affordable,
+//     and send more, the more bytes are sent);
+//   - the CPU cost of a byte: the worker's CPU seconds of encoding, RPCs
+//     and decoding per payload byte (NoteCpu), which the chooser adds to
+//     each byte's link time;
 //   - the gradients: each chunk's gradient and residual norms, written
 //     by the compressing threads (NoteChunkNorms), summed per group, and the
 //     model's gradient norm through a CriticalPhaseDetector.
 // BeginStep evaluates the chooser once per step, before the step's first
-// chunk is compressed; a chunk's compressor changes only there, and its
+// chunk is compressed, from the first step with a measured step time on
+// (before it no choice changes, so that the chooser's reference step time
+// is the starting rung's); a chunk's compressor changes only there, and its
 // error-feedback residual carries over (every rung is compressed with the
 // same residual, whose meaning, what earlier pushes left out, no rung
 // changes).
@@ -22,7 +31,8 @@
 // Thread safety: ObserveTransfer may be called from any thread at any
 // time. CompressorFor and NoteChunkNorms may be called concurrently for
 // different chunks between BeginStep calls (the compressing threads).
-// BeginStep, NoteCompute, NoteWireRatio and the accessors belong to the
+// BeginStep, NoteCompute, NoteCpu, NoteWireRatio and the accessors belong
+// to the
 // training thread, while no chunk is being compressed.
 #ifndef GRADWIRE_WORKER_AUTO_COMPRESSION_H_
 #define GRADWIRE_WORKER_AUTO_COMPRESSION_H_
@@ -124,6 +134,13 @@ class AutoCompression {
   // at the start of each Step(); the time between two notes is a whole
   // step's, which verifies the choice (compression_chooser.h).
   void NoteCompute(double compute_seconds, double backward_seconds);
+  // Running totals since the worker started counting (CpuAccount): the
+  // training thread's CPU seconds of computation, the CPU seconds spent on
+  // work that grows with the payload bytes (encode, rpc, decode), and the
+  // payload bytes pushed and pulled. Noted once per step; the differences
+  // between notes are used. Totals that go backwards are ignored.
+  void NoteCpu(double compute_cpu_seconds, double byte_cpu_seconds,
+               double payload_bytes);
   // Wire bytes per payload byte, as measured (ignored unless >= 1).
   void NoteWireRatio(double ratio);
 
@@ -163,6 +180,13 @@ class AutoCompression {
   double compute_seconds_ = 0;
   double backward_seconds_ = 0;
   double step_seconds_ = 0;
+  // From NoteCpu: the smoothed per-step CPU compute and CPU per byte, and
+  // the totals of the last note (negative: none yet).
+  double cpu_compute_seconds_ = 0;
+  double cpu_seconds_per_byte_ = 0;
+  double last_compute_cpu_ = -1;
+  double last_byte_cpu_ = -1;
+  double last_payload_bytes_ = -1;
   absl::Time last_compute_note_ = absl::InfinitePast();
   int compute_notes_ = 0;
   double wire_ratio_ = 1.3;

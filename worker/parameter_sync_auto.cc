@@ -36,6 +36,12 @@ void ParameterSync::NoteCompute(absl::Time step_start) {
           ? absl::ToDoubleSeconds(step_start - first_announced_at_)
           : compute * kBackwardShare;
   chooser->NoteCompute(compute, backward);
+  const CpuTotals cpu = cpu_account_.Totals();
+  chooser->NoteCpu(
+      cpu.compute,
+      cpu.of(CpuActivity::kEncode) + cpu.of(CpuActivity::kRpc) +
+          cpu.of(CpuActivity::kDecode),
+      static_cast<double>(stats_.pushed_bytes + stats_.pulled_bytes));
 }
 
 void ParameterSync::NoteTransfer(uint64_t bytes, double seconds) {

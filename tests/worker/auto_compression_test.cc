@@ -105,7 +105,9 @@ TEST(AutoCompressionTest, SlowLinkLowersTheRungsAndTheGauge) {
   AutoCompression& chooser = **made;
   EXPECT_EQ(chooser.CompressorFor(0).name(), "topk");
   EXPECT_DOUBLE_EQ(chooser.CompressorFor(0).options().ratio, 0.01);
-  for (uint64_t step = 0; step < 6; ++step) {
+  // Two steps without a step time, five that measure the starting
+  // choice's, then the choice follows the link.
+  for (uint64_t step = 0; step < 12; ++step) {
     // 1 Mbit/s, 30 ms of backward pass.
     chooser.ObserveTransfer(100000, 0.8);
     chooser.ObserveTransfer(25000, 0.2);
@@ -118,7 +120,7 @@ TEST(AutoCompressionTest, SlowLinkLowersTheRungsAndTheGauge) {
   EXPECT_LT(chooser.CompressorFor(0).options().ratio, 0.01);
   EXPECT_LT(chooser.CompressorFor(2).options().ratio, 0.01);
   const AutoCompressionReport& report = chooser.report();
-  ASSERT_EQ(report.history.size(), 6u);
+  ASSERT_EQ(report.history.size(), 12u);
   EXPECT_NEAR(report.history.back().link_bytes_per_second, 125000, 1000);
   EXPECT_LT(report.history.back().ratios[0], 0.01);
   bool found = false;
@@ -135,7 +137,7 @@ TEST(AutoCompressionTest, SummaryJsonHoldsTheLastChoiceAndTheHistory) {
   auto made = AutoCompression::Create(Options(nullptr), {"fc\"1", "fc2"},
                                       {1 << 20, 1 << 18}, {0, 1});
   ASSERT_TRUE(made.ok()) << made.status();
-  for (uint64_t step = 0; step < 4; ++step) {
+  for (uint64_t step = 0; step < 12; ++step) {
     (*made)->ObserveTransfer(100000, 0.8);
     (*made)->NoteCompute(0.045, 0.03);
     (*made)->BeginStep(step, 0);
@@ -148,9 +150,68 @@ TEST(AutoCompressionTest, SummaryJsonHoldsTheLastChoiceAndTheHistory) {
   EXPECT_EQ(json["auto_chosen_ratios"].size(), 2u);
   EXPECT_LT(json["auto_chosen_ratios"]["fc\"1"].get<double>(), 0.01);
   const nlohmann::json& history = json["auto_history"];
-  EXPECT_EQ(history["steps"], nlohmann::json({0, 1, 2, 3}));
-  EXPECT_EQ(history["ratios"]["fc2"].size(), 4u);
-  EXPECT_EQ(history["budget_bytes"].size(), 4u);
+  EXPECT_EQ(history["steps"].size(), 12u);
+  EXPECT_EQ(history["steps"][11], 11);
+  EXPECT_EQ(history["ratios"]["fc2"].size(), 12u);
+  EXPECT_EQ(history["budget_bytes"].size(), 12u);
+}
+
+// Before a step time is measured nothing changes, critical phase or not:
+// the first change is verified against the starting rung's step time.
+TEST(AutoCompressionTest, NoChangeBeforeTheStepTimeIsMeasured) {
+  auto made =
+      AutoCompression::Create(Options(nullptr), {"fc1"}, {1 << 20}, {0});
+  ASSERT_TRUE(made.ok()) << made.status();
+  // The first two notes give no step time (the first step holds the
+  // start-up).
+  for (uint64_t step = 0; step < 2; ++step) {
+    (*made)->ObserveTransfer(100000, 0.8);
+    (*made)->NoteCompute(0.045, 0.03);
+    (*made)->NoteChunkNorms(0, 100.0 / (step + 1), 0.0);
+    (*made)->BeginStep(step, 0.05);
+  }
+  EXPECT_DOUBLE_EQ((*made)->CompressorFor(0).options().ratio, 0.01);
+}
+
+// The budget at the last evaluation after `steps` steps on a fast link,
+// with the wall-clock compute `wall_backward` and, when `cpu_compute` > 0,
+// the CPU account's compute and `cpu_per_byte`.
+double BudgetAfter(double wall_backward, double cpu_compute,
+                   double cpu_per_byte) {
+  auto made =
+      AutoCompression::Create(Options(nullptr), {"fc1"}, {1 << 20}, {0});
+  EXPECT_TRUE(made.ok()) << made.status();
+  if (!made.ok()) return 0;
+  double cpu_total = 0;
+  double byte_cpu_total = 0;
+  double bytes_total = 0;
+  for (uint64_t step = 0; step < 4; ++step) {
+    // 1 Gbit/s.
+    (*made)->ObserveTransfer(1250000, 0.01);
+    (*made)->NoteCompute(wall_backward * 1.5, wall_backward);
+    if (cpu_compute > 0) {
+      (*made)->NoteCpu(cpu_total, byte_cpu_total, bytes_total);
+      cpu_total += cpu_compute;
+      bytes_total += 1e6;
+      byte_cpu_total += 1e6 * cpu_per_byte;
+    }
+    (*made)->BeginStep(step, 0);
+  }
+  return (*made)->report().history.back().budget_bytes;
+}
+
+// A wall-clock backward time inflated by the pushes' own CPU does not
+// widen the budget: the training thread's CPU compute bounds it; and CPU
+// spent per byte shrinks it further.
+TEST(AutoCompressionTest, CpuComputeAndCpuPerByteBoundTheBudget) {
+  const double wall = BudgetAfter(0.2, 0, 0);
+  const double cpu = BudgetAfter(0.2, 0.06, 0);
+  const double per_byte = BudgetAfter(0.2, 0.06, 20e-9);
+  EXPECT_GT(wall, 0);
+  EXPECT_LT(cpu, wall * 0.4);
+  EXPECT_GT(cpu, 0);
+  EXPECT_LT(per_byte, cpu * 0.5);
+  EXPECT_GT(per_byte, 0);
 }
 
 TEST(AutoCompressionTest, LearningRateSchedule) {

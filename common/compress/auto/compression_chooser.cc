@@ -13,7 +13,21 @@ CompressionChooser::CompressionChooser(ChooserOptions options,
     : options_(options),
       group_numel_(std::move(group_numel)),
       rungs_(group_numel_.size(), kStartRung),
-      byte_cap_(std::numeric_limits<double>::infinity()) {}
+      byte_cap_(std::numeric_limits<double>::infinity()),
+      cap_growth_(options_.cap_growth) {}
+
+namespace {
+
+// Seconds per payload byte: the link's time and the worker's CPU.
+double SecondsPerByte(const ChooserInputs& inputs) {
+  const double cpu = std::isfinite(inputs.cpu_seconds_per_byte)
+                         ? std::max(inputs.cpu_seconds_per_byte, 0.0)
+                         : 0.0;
+  return std::max(inputs.wire_overhead, 1e-9) / inputs.link->bytes_per_second +
+         cpu;
+}
+
+}  // namespace
 
 double CompressionChooser::GroupBytes(size_t group, Rung rung) const {
   return RungPayloadBytes(rung, group_numel_[group], options_.min_kept,
@@ -32,8 +46,7 @@ double CompressionChooser::BudgetBytes(const ChooserInputs& inputs) const {
       std::max(0.0, inputs.backward_seconds * options_.budget_fraction -
                         inputs.link->latency_seconds);
   const double boost = inputs.critical ? options_.critical_boost : 1.0;
-  const double budget = inputs.link->bytes_per_second * window /
-                        std::max(inputs.wire_overhead, 1e-9);
+  const double budget = window / SecondsPerByte(inputs);
   return std::min(budget, byte_cap_) * boost;
 }
 
@@ -43,8 +56,7 @@ double CompressionChooser::PredictStepSeconds(
     return inputs.compute_seconds;
   }
   const double transfer = inputs.link->latency_seconds +
-                          PayloadBytes(rungs) * inputs.wire_overhead /
-                              inputs.link->bytes_per_second;
+                          PayloadBytes(rungs) * SecondsPerByte(inputs);
   return inputs.compute_seconds +
          std::max(0.0, transfer - inputs.backward_seconds);
 }
@@ -141,15 +153,20 @@ bool CompressionChooser::Verify(const ChooserInputs& inputs) {
       inputs.step_seconds <= step_before_ * (1 + options_.improvement)) {
     return false;
   }
-  byte_cap_ = PayloadBytes(previous_);
+  if (PayloadBytes(previous_) < PayloadBytes(rungs_)) {
+    byte_cap_ = PayloadBytes(previous_);
+    cap_growth_ = std::sqrt(cap_growth_);
+  }
   rungs_ = previous_;
   pending_ = 0;
+  // The restored choice's reference is what it measured before.
+  fastest_step_ = step_before_;
   return true;
 }
 
 void CompressionChooser::Adopt(std::vector<Rung> rungs,
                                const ChooserInputs& inputs) {
-  if (PayloadBytes(rungs) > PayloadBytes(rungs_) && inputs.step_seconds > 0) {
+  if (inputs.step_seconds > 0 && fastest_step_ > 0) {
     previous_ = rungs_;
     step_before_ = fastest_step_;
     verify_left_ = std::max(options_.verify_after, 1);
@@ -166,7 +183,7 @@ bool CompressionChooser::Evaluate(const ChooserInputs& inputs) {
       !(inputs.backward_seconds > 0)) {
     return false;
   }
-  if (std::isfinite(byte_cap_)) byte_cap_ *= options_.cap_growth;
+  if (std::isfinite(byte_cap_)) byte_cap_ *= cap_growth_;
   if (inputs.step_seconds > 0 &&
       (fastest_step_ == 0 || inputs.step_seconds < fastest_step_)) {
     fastest_step_ = inputs.step_seconds;

@@ -4,10 +4,14 @@
 // backward pass can hide them in.
 //
 // The budget. A step may push
-//   B = rate * max(0, backward * budget_fraction - latency) / wire_overhead
+//   B = max(0, backward * budget_fraction - latency) / per_byte,
+//   per_byte = wire_overhead / rate + cpu_per_byte
 // payload bytes (rate and latency from LinkEstimator; wire_overhead the
-// wire bytes per payload byte), times critical_boost in a critical phase
-// (critical_phase.h), when compressing costs the most accuracy.
+// wire bytes per payload byte; cpu_per_byte the CPU seconds that encoding
+// and sending a payload byte costs the worker, which on a CPU host is taken
+// from the same cores as the backward pass), times critical_boost in a
+// critical phase (critical_phase.h), when compressing costs the most
+// accuracy.
 //
 // The allocation. Group g gets the share
 //   s_g = (1 - size_share) * norm_g / sum(norm) + size_share * n_g / sum(n)
@@ -21,7 +25,7 @@
 // Hysteresis. A proposal replaces the current choice only after
 // `patience` consecutive evaluations in which it would
 //   - shorten the predicted step time
-//     compute + max(0, latency + bytes * wire_overhead / rate - backward)
+//     compute + max(0, latency + bytes * per_byte - backward)
 //     by more than `improvement` of it, or
 //   - fit the budget and send more than `improvement` more bytes, or
 //   - move a group by two rungs or more;
@@ -30,18 +34,22 @@
 // leaving a critical phase changes the choice at once: that comes from the
 // gradients, not from a noisy clock.
 //
-// Verification. The model assumes pushes cost only link time; where they
-// also cost the computation time (a shared CPU, loopback shards), more
-// bytes slow the step although they fit the budget. So after a change to
-// more bytes the measured step time (ChooserInputs::step_seconds) is
-// compared, `verify_after` evaluations later, with the fastest under the
-// choice before it: when
-// it grew by more than `improvement`, the change is undone and the budget
-// capped at the bytes before it. The cap loosens by `cap_growth` per
-// evaluation, so that a changed situation is tried again later. This holds
-// for critical phases too: their extra bytes are sent where they do not
-// slow the step. The first `settle` evaluations with a step time only
-// measure the starting choice, the reference of the first change.
+// Verification. The model cannot see every cost of a byte (the shards'
+// CPU on a shared host, contention), so more bytes may slow the step
+// although they fit the budget. So after every change made while the step
+// time (ChooserInputs::step_seconds) is measured, the step time
+// `verify_after` evaluations later is compared with the fastest under the
+// choice before it: when it grew by more than `improvement`, the change is
+// undone, and when it sent more bytes the budget is capped at the bytes
+// before it. The cap loosens by `cap_growth` per evaluation, so that a
+// changed situation is tried again later, and more slowly after each undo
+// (the exponent of the growth halves), so that a change that keeps failing
+// costs ever fewer slow steps. This holds for critical phases too: their
+// extra bytes are sent where they do not slow the step. The first `settle`
+// evaluations with a step time only measure the starting choice, the
+// reference of the first change; no choice changes during them, critical
+// phases included. Without a step time (0) nothing is verified and the
+// choice follows the model alone.
 //
 // Every worker chooses on its own measurements; the shards decode each
 // pushed chunk by its own encoding and average the decoded values, so
@@ -102,6 +110,10 @@ struct ChooserInputs {
   double step_seconds = 0;
   // Wire bytes per payload byte (framing, headers).
   double wire_overhead = 1.3;
+  // CPU seconds the worker spends per payload byte sent or received
+  // (encoding, the RPC stack, decoding; 0: not measured, bytes cost link
+  // time only).
+  double cpu_seconds_per_byte = 0;
   bool critical = false;
   // One per group, or empty (then the budget is shared by size alone).
   std::vector<GroupStatistics> groups;
@@ -142,7 +154,7 @@ class CompressionChooser {
   // Verification: judges the last change once it is due; true when it was
   // undone.
   bool Verify(const ChooserInputs& inputs);
-  // Makes `rungs` the choice, to be verified when it sends more.
+  // Makes `rungs` the choice, to be verified when a step time is known.
   void Adopt(std::vector<Rung> rungs, const ChooserInputs& inputs);
 
   const ChooserOptions options_;
@@ -160,6 +172,9 @@ class CompressionChooser {
   double fastest_step_ = 0;
   // The payload bytes the budget may not exceed (infinite: no cap).
   double byte_cap_;
+  // The cap's growth per evaluation: cap_growth, its exponent halved at
+  // each undo of a change to more bytes.
+  double cap_growth_;
 };
 
 }  // namespace gradwire

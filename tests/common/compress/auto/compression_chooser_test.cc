@@ -151,6 +151,55 @@ TEST(CompressionChooserTest, SmallNoiseDoesNotMoveTheChoice) {
   EXPECT_EQ(chooser.rungs(), settled);
 }
 
+// Bytes that cost the worker's CPU besides the link's time: fewer bytes.
+TEST(CompressionChooserTest, CpuCostPerByteSendsFewerBytes) {
+  ChooserInputs free_cpu = Inputs(1000 * kMbit, 0.03);
+  ChooserInputs costly_cpu = free_cpu;
+  costly_cpu.cpu_seconds_per_byte = 50e-9;
+  EXPECT_LT(Bytes(Settled(costly_cpu)), Bytes(Settled(free_cpu)));
+  EXPECT_LT(
+      CompressionChooser(ChooserOptions(), Groups()).BudgetBytes(costly_cpu),
+      CompressionChooser(ChooserOptions(), Groups()).BudgetBytes(free_cpu));
+}
+
+// With a step time, the first `settle` evaluations measure the starting
+// choice; a critical phase waits for them too, then changes at once.
+TEST(CompressionChooserTest, CriticalPhaseWaitsForTheReference) {
+  ChooserOptions options;
+  CompressionChooser chooser(options, Groups());
+  ChooserInputs critical = Inputs(1000 * kMbit, 0.03);
+  critical.critical = true;
+  critical.step_seconds = 0.05;
+  const std::vector<Rung> start = chooser.rungs();
+  for (int i = 0; i < options.settle; ++i) {
+    EXPECT_FALSE(chooser.Evaluate(critical));
+    EXPECT_EQ(chooser.rungs(), start);
+  }
+  EXPECT_TRUE(chooser.Evaluate(critical));
+  EXPECT_GT(chooser.PayloadBytes(chooser.rungs()), chooser.PayloadBytes(start));
+}
+
+// A change to fewer bytes that slows the step is undone as well.
+TEST(CompressionChooserTest, AnyChangeThatSlowsTheStepIsUndone) {
+  ChooserOptions options;
+  options.verify_after = 4;
+  CompressionChooser chooser(options, Groups());
+  ChooserInputs fast = Inputs(1000 * kMbit, 0.03);
+  fast.step_seconds = 0.05;
+  for (int i = 0; i < 5; ++i) chooser.Evaluate(fast);
+  const std::vector<Rung> before = chooser.rungs();
+  ChooserInputs slow = Inputs(1 * kMbit, 0.03);
+  slow.step_seconds = 0.05;
+  int evaluations = 0;
+  while (chooser.rungs() == before && evaluations++ < 10)
+    chooser.Evaluate(slow);
+  ASSERT_LT(chooser.PayloadBytes(chooser.rungs()),
+            chooser.PayloadBytes(before));
+  slow.step_seconds = 0.08;
+  for (int i = 0; i < 4; ++i) chooser.Evaluate(slow);
+  EXPECT_EQ(chooser.rungs(), before);
+}
+
 // More bytes that slow the measured step (pushes that cost computation
 // time too) are undone, and the budget stays capped near the bytes before.
 TEST(CompressionChooserTest, ChangeThatSlowsTheStepIsUndone) {
