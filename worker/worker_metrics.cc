@@ -323,15 +323,15 @@ void WorkerMetrics::RecordTraffic(const TrafficStats& traffic) {
   c.retries.Follow(traffic.retries);
 }
 
+void WorkerMetrics::SetStartup(uint64_t bytes, double seconds) {
+  children_->startup_bytes->Set(static_cast<double>(bytes));
+  children_->startup_seconds->Set(seconds);
+}
+
 void WorkerMetrics::RecordWire(const WireTotals& wire) {
   if (!wire.known) return;
   children_->wire_sent.Follow(wire.sent);
   children_->wire_received.Follow(wire.received);
-}
-
-void WorkerMetrics::SetStartup(uint64_t bytes, double seconds) {
-  children_->startup_bytes->Set(static_cast<double>(bytes));
-  children_->startup_seconds->Set(seconds);
 }
 
 void WorkerMetrics::AddDenseEquivalentBytes(uint64_t bytes) {

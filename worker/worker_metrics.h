@@ -89,11 +89,11 @@ class WorkerMetrics {
   // One finished step.
   void RecordStep(const StepTimings& timings, double residual_norm);
   void SetCompressionStateBytes(uint64_t bytes);
-  // What the start-up (Register) cost: bytes both ways and seconds.
-  void SetStartup(uint64_t bytes, double seconds);
   // Brings the CPU counters up to `totals` (CpuAccount::Totals(); they
   // only grow).
   void RecordCpu(const CpuTotals& totals);
+  // What the start-up (Register) cost: bytes both ways and seconds.
+  void SetStartup(uint64_t bytes, double seconds);
   void SetLoss(double loss);
   void SetSamplesPerSecond(double samples_per_second);
   void SetEpoch(int epoch);
