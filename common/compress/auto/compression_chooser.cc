@@ -47,7 +47,9 @@ double CompressionChooser::BudgetBytes(const ChooserInputs& inputs) const {
                         inputs.link->latency_seconds);
   const double boost = inputs.critical ? options_.critical_boost : 1.0;
   const double budget = window / SecondsPerByte(inputs);
-  return std::min(budget, byte_cap_) * boost;
+  // The cap bounds a critical phase's bytes too: they are sent only where
+  // they do not slow the step.
+  return std::min(budget * boost, byte_cap_);
 }
 
 double CompressionChooser::PredictStepSeconds(
@@ -88,7 +90,11 @@ std::vector<double> CompressionChooser::Shares(
 
 std::vector<Rung> CompressionChooser::Propose(
     const ChooserInputs& inputs) const {
-  const double budget = BudgetBytes(inputs);
+  double budget = BudgetBytes(inputs);
+  if (inputs.step_seconds > 0) {
+    budget = std::min(
+        budget, std::max(options_.max_step_up, 1.0) * PayloadBytes(rungs_));
+  }
   const std::vector<double> shares = Shares(inputs);
   const size_t n = group_numel_.size();
   std::vector<Rung> rungs(n, 0);
@@ -195,6 +201,13 @@ bool CompressionChooser::Evaluate(const ChooserInputs& inputs) {
     return false;
   }
   if (Verify(inputs)) return true;
+  // While a change is judged nothing else changes (a critical phase's
+  // start or end included, seen once it is judged): a change made on top
+  // would take the unjudged choice's step time as its reference.
+  if (verify_left_ > 0) {
+    pending_ = 0;
+    return false;
+  }
   const std::vector<Rung> candidate = Propose(inputs);
   const bool phase_changed = inputs.critical != critical_;
   critical_ = inputs.critical;

@@ -41,15 +41,19 @@
 // `verify_after` evaluations later is compared with the fastest under the
 // choice before it: when it grew by more than `improvement`, the change is
 // undone, and when it sent more bytes the budget is capped at the bytes
-// before it. The cap loosens by `cap_growth` per evaluation, so that a
-// changed situation is tried again later, and more slowly after each undo
-// (the exponent of the growth halves), so that a change that keeps failing
-// costs ever fewer slow steps. This holds for critical phases too: their
-// extra bytes are sent where they do not slow the step. The first `settle`
-// evaluations with a step time only measure the starting choice, the
-// reference of the first change; no choice changes during them, critical
-// phases included. Without a step time (0) nothing is verified and the
-// choice follows the model alone.
+// before it (critical phases included). While a change is judged no other
+// change is made (a critical phase's start or end waits for the judgement):
+// a change on top of it would take an unjudged choice's step time as its
+// reference, and a chain of such changes could climb to bytes that slow the
+// step without ever being compared with the starting choice. The cap loosens by
+// `cap_growth` per evaluation, so that a changed situation is tried again
+// later, and more slowly after each undo (the exponent of the growth halves),
+// so that a change that keeps failing costs ever fewer slow steps. This holds
+// for critical phases too: their extra bytes are sent where they do not slow
+// the step. The first `settle` evaluations with a step time only measure the
+// starting choice, the reference of the first change; no choice changes during
+// them, critical phases included. Without a step time (0) nothing is verified
+// and the choice follows the model alone.
 //
 // Every worker chooses on its own measurements; the shards decode each
 // pushed chunk by its own encoding and average the decoded values, so
@@ -85,6 +89,11 @@ struct ChooserOptions {
   double cap_growth = 1.02;
   // Evaluations with a measured step time before the first change.
   int settle = 5;
+  // With a measured step time, a proposal sends at most this many times
+  // the current choice's bytes: each step up is judged on its own, and one
+  // that fails costs `verify_after` steps of a small excess, not of dense
+  // fp32.
+  double max_step_up = 4.0;
   // The share of the budget spread by group size rather than gradient norm,
   // in [0, 1].
   double size_share = 0.5;

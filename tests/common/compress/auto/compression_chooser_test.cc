@@ -179,6 +179,33 @@ TEST(CompressionChooserTest, CriticalPhaseWaitsForTheReference) {
   EXPECT_GT(chooser.PayloadBytes(chooser.rungs()), chooser.PayloadBytes(start));
 }
 
+// While a change is judged no other is made, and with a step time each
+// step up is at most max_step_up times the bytes.
+TEST(CompressionChooserTest, OneJudgedStepUpAtATime) {
+  ChooserOptions options;
+  CompressionChooser chooser(options, Groups());
+  ChooserInputs fast = Inputs(1000 * kMbit, 0.03);
+  fast.step_seconds = 0.05;
+  for (int i = 0; i < options.settle; ++i) chooser.Evaluate(fast);
+  double bytes = chooser.PayloadBytes(chooser.rungs());
+  int evaluations = 0;
+  while (chooser.PayloadBytes(chooser.rungs()) == bytes && evaluations++ < 10)
+    chooser.Evaluate(fast);
+  const std::vector<Rung> first = chooser.rungs();
+  ASSERT_GT(chooser.PayloadBytes(first), bytes);
+  EXPECT_LE(chooser.PayloadBytes(first), bytes * options.max_step_up);
+  // An even faster link proposes more, but the change is being judged.
+  ChooserInputs faster = Inputs(100000 * kMbit, 0.03);
+  faster.step_seconds = 0.05;
+  for (int i = 0; i < options.verify_after - 1; ++i) {
+    EXPECT_FALSE(chooser.Evaluate(faster));
+    EXPECT_EQ(chooser.rungs(), first);
+  }
+  // Judged (the step time held): the next step up follows.
+  for (int i = 0; i < options.patience + 1; ++i) chooser.Evaluate(faster);
+  EXPECT_GT(chooser.PayloadBytes(chooser.rungs()), chooser.PayloadBytes(first));
+}
+
 // A change to fewer bytes that slows the step is undone as well.
 TEST(CompressionChooserTest, AnyChangeThatSlowsTheStepIsUndone) {
   ChooserOptions options;
