@@ -32,24 +32,11 @@
 //        slowest worker's pushed-step count.
 //   SSP  as ASP, but a push of step t is OUT_OF_RANGE unless
 //        t <= clock + staleness.
-// Live set: each chunk waits only for the workers in its live set; all
-// are live after Init or a restore. DropWorker takes a worker out: a BSP
-// step that waits only for dropped workers completes with the pushes that
-// arrived, averaged over the workers that pushed (the pre-divided sum is
-// scaled by num_workers / pushers; with nobody dropped nothing is scaled, so
-// results are bit for bit those of a full live set), and later steps
-// complete without it; in ASP/SSP the clock is the slowest live worker's.
-// The dropped worker's progress is marked done for every step completed
-// without it, so a late push of such a step is a duplicate. It is live
-// again after an Init (which tells it, in next_steps, to resume at the
-// chunk's clock) or after a push that the chunk applies (a step not yet
-// completed); each rejoin is counted and logged (one line). An Init revives
-// a dropped worker once: a worker that rejoined by Init and was dropped
-// again before any of its pushes was applied rejoins only by such a push,
-// so that a worker that only ever re-sends Init cannot hold every step up
-// for a liveness timeout again and again. Drops are not
-// part of snapshots: after a restart from a checkpoint every worker is live
-// again.
+// Live set: each chunk waits only for the workers in its live set. A
+// dropped worker's BSP steps complete with the pushers' mean, its late
+// pushes are duplicates, and it rejoins by Init (once without a push) or
+// by a push the chunk applies; the rules are in docs/failure.md
+// ("Worker failure"). Drops are not part of snapshots.
 //
 // Exactly once: a push of (worker, step, chunk) that was already accounted
 // for is acknowledged with duplicate = true and not applied again. A worker
@@ -58,17 +45,11 @@
 //
 // Pull deltas: with a pull compressor configured, each chunk keeps
 // `shadow`, the weights every worker on deltas holds, and publishes
-// d = C(w - shadow), adding D(d) to shadow; what was not sent stays in
-// w - shadow and goes out later (published_deltas.h). BSP publishes at
-// each update; ASP and SSP every publish_every updates and when a pull
-// needs newer weights than the last publication (the worker holds it
-// already, or SSP's min_step is past it). A worker holding a published
-// version gets the deltas from it (several, in order, when its request
-// allows a chain); any other gets the dense shadow, always at fp32 so that
-// it equals the shadow bit for bit. Alternatively
+// d = C(w - shadow), adding D(d) to shadow (published_deltas.h; when
+// it publishes, per mode, is in docs/architecture.md). Alternatively
 // (AsyncPullDeltas::kPerWorker) ASP and SSP keep one shadow per worker
-// (worker_replicas.h) and build a delta for each pull. Without a pull
-// compressor, pulls return w in the requested dense precision.
+// (worker_replicas.h). Without a pull compressor, pulls return w in the
+// requested dense precision.
 //
 // History epoch: versions name weights only within one history, and a
 // restart (from a checkpoint without the write-ahead log, or from nothing)
