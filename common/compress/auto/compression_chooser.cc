@@ -174,7 +174,10 @@ void CompressionChooser::Adopt(std::vector<Rung> rungs,
                                const ChooserInputs& inputs) {
   if (inputs.step_seconds > 0 && fastest_step_ > 0) {
     previous_ = rungs_;
-    step_before_ = fastest_step_;
+    // Judged against the fastest step of any settled choice, the starting
+    // one's included: steps up that each slow the step a little below the
+    // threshold cannot add up.
+    step_before_ = best_step_ > 0 ? best_step_ : fastest_step_;
     verify_left_ = std::max(options_.verify_after, 1);
   } else {
     verify_left_ = 0;
@@ -193,6 +196,10 @@ bool CompressionChooser::Evaluate(const ChooserInputs& inputs) {
   if (inputs.step_seconds > 0 &&
       (fastest_step_ == 0 || inputs.step_seconds < fastest_step_)) {
     fastest_step_ = inputs.step_seconds;
+  }
+  if (inputs.step_seconds > 0 && verify_left_ == 0 &&
+      (best_step_ == 0 || inputs.step_seconds < best_step_)) {
+    best_step_ = inputs.step_seconds;
   }
   // The starting choice's step time first: what the first change is
   // verified against.

@@ -38,22 +38,23 @@
 // CPU on a shared host, contention), so more bytes may slow the step
 // although they fit the budget. So after every change made while the step
 // time (ChooserInputs::step_seconds) is measured, the step time
-// `verify_after` evaluations later is compared with the fastest under the
-// choice before it: when it grew by more than `improvement`, the change is
-// undone, and when it sent more bytes the budget is capped at the bytes
-// before it (critical phases included). While a change is judged no other
-// change is made (a critical phase's start or end waits for the judgement):
-// a change on top of it would take an unjudged choice's step time as its
-// reference, and a chain of such changes could climb to bytes that slow the
-// step without ever being compared with the starting choice. The cap loosens by
-// `cap_growth` per evaluation, so that a changed situation is tried again
-// later, and more slowly after each undo (the exponent of the growth halves),
-// so that a change that keeps failing costs ever fewer slow steps. This holds
-// for critical phases too: their extra bytes are sent where they do not slow
-// the step. The first `settle` evaluations with a step time only measure the
-// starting choice, the reference of the first change; no choice changes during
-// them, critical phases included. Without a step time (0) nothing is verified
-// and the choice follows the model alone.
+// `verify_after` evaluations later is compared with the fastest measured
+// under any settled choice (the starting one's included, so that steps up
+// that each slow the step a little cannot add up): when it grew by more than
+// `improvement`, the change is undone, and when it sent more bytes the budget
+// is capped at the bytes before it (critical phases included). While a change
+// is judged no other change is made (a critical phase's start or end waits for
+// the judgement): a change on top of it would take an unjudged choice's step
+// time as its reference, and a chain of such changes could climb to bytes that
+// slow the step without ever being compared with the starting choice. The cap
+// loosens by `cap_growth` per evaluation, so that a changed situation is tried
+// again later, and more slowly after each undo (the exponent of the growth
+// halves), so that a change that keeps failing costs ever fewer slow steps.
+// This holds for critical phases too: their extra bytes are sent where they do
+// not slow the step. The first `settle` evaluations with a step time only
+// measure the starting choice, the reference of the first change; no choice
+// changes during them, critical phases included. Without a step time (0)
+// nothing is verified and the choice follows the model alone.
 //
 // Every worker chooses on its own measurements; the shards decode each
 // pushed chunk by its own encoding and average the decoded values, so
@@ -179,6 +180,10 @@ class CompressionChooser {
   int settled_ = 0;
   // The smallest step time measured under the current choice (0: none).
   double fastest_step_ = 0;
+  // The smallest step time measured under any choice not being judged
+  // (the starting choice's settle included; 0: none): every change's
+  // reference.
+  double best_step_ = 0;
   // The payload bytes the budget may not exceed (infinite: no cap).
   double byte_cap_;
   // The cap's growth per evaluation: cap_growth, its exponent halved at

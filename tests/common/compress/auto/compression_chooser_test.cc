@@ -206,6 +206,34 @@ TEST(CompressionChooserTest, OneJudgedStepUpAtATime) {
   EXPECT_GT(chooser.PayloadBytes(chooser.rungs()), chooser.PayloadBytes(first));
 }
 
+// Steps up that each slow the step by less than the threshold cannot add
+// up: every change is judged against the starting choice's step time.
+TEST(CompressionChooserTest, SmallSlowdownsDoNotAddUp) {
+  ChooserOptions options;
+  CompressionChooser chooser(options, Groups());
+  ChooserInputs fast = Inputs(100000 * kMbit, 0.03);
+  fast.step_seconds = 0.1;
+  for (int i = 0; i < options.settle; ++i) chooser.Evaluate(fast);
+  const double start = chooser.PayloadBytes(chooser.rungs());
+  // Each step up costs 4% of the step: the first is kept, the second (8%
+  // over the start) is undone.
+  double bytes = start;
+  std::vector<Rung> kept;
+  for (int up = 1; up <= 2; ++up) {
+    int evaluations = 0;
+    while (chooser.PayloadBytes(chooser.rungs()) <= bytes &&
+           evaluations++ < 10) {
+      chooser.Evaluate(fast);
+    }
+    ASSERT_GT(chooser.PayloadBytes(chooser.rungs()), bytes) << up;
+    if (up == 1) kept = chooser.rungs();
+    bytes = chooser.PayloadBytes(chooser.rungs());
+    fast.step_seconds = 0.1 * (1 + 0.04 * up);
+    for (int i = 0; i < options.verify_after; ++i) chooser.Evaluate(fast);
+  }
+  EXPECT_EQ(chooser.rungs(), kept);
+}
+
 // A change to fewer bytes that slows the step is undone as well.
 TEST(CompressionChooserTest, AnyChangeThatSlowsTheStepIsUndone) {
   ChooserOptions options;
