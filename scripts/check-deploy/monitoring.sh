@@ -21,8 +21,8 @@ grafana() {
 
 # The metric names of the dashboards' queries must be among the string
 # literals of the files that register the families.
-METRIC_SOURCES=(worker/worker_metrics.cc server/shard/shard_metrics.cc
-  common/metrics/process_metrics.cc)
+METRIC_SOURCES=(worker/worker_metrics.cc worker/auto_compression.cc
+  server/shard/shard_metrics.cc common/metrics/process_metrics.cc)
 
 dashboard() {
   local dashboards datasources file args=()
