@@ -246,6 +246,9 @@ absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,
       HostChunk(host, offset, spec.numel);
   absl::Span<const float> values = gradient_values;
   CompressContext compress_context = context;
+  if (FusesMomentum(context)) {
+    return CompressVelocity(gradient_values, context, slot);
+  }
   if (momentum_.enabled()) {
     CpuAccount::Scope scope(cpu_account_, CpuActivity::kMomentum);
     if (absl::Status s =
@@ -272,6 +275,27 @@ absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,
     MaskSentVelocity(momentum_, slot->scratch, absl::MakeSpan(slot->velocity));
   }
   return compressed;
+}
+
+bool PushRequestBuilder::FusesMomentum(const CompressContext& context) const {
+  return momentum_.enabled() && !momentum_.nesterov && error_feedback_ &&
+         !(warmup_compressor_ && context.step < momentum_.dense_steps);
+}
+
+absl::Status PushRequestBuilder::CompressVelocity(
+    absl::Span<const float> gradient, const CompressContext& context,
+    ChunkSlot* slot) {
+  // Momentum and error feedback in one call (one pass for Top-K): the time
+  // counts as compression.
+  const Compressor& compressor = HostCompressor(*slot);
+  absl::Status compressed = compressor.CompressVelocityWithFeedback(
+      gradient, momentum_.momentum, context, &slot->velocity, &slot->feedback,
+      &slot->scratch);
+  if (!compressed.ok()) return compressed;
+  if (auto_) NoteNorms(*slot, slot->velocity);
+  CpuAccount::Scope scope(cpu_account_, CpuActivity::kMomentum);
+  MaskSentVelocity(momentum_, slot->scratch, absl::MakeSpan(slot->velocity));
+  return absl::OkStatus();
 }
 
 }  // namespace gradwire

@@ -122,6 +122,14 @@ class PushRequestBuilder {
   // through the CPU compressor. Throws as libtorch does.
   absl::Status CompressChunk(const torch::Tensor& gradient,
                              const CompressContext& context, ChunkSlot* slot);
+  // Whether a host chunk's momentum step runs inside its compression
+  // (Compressor::CompressVelocityWithFeedback): momentum without Nesterov,
+  // with error feedback, past the dense warm-up.
+  bool FusesMomentum(const CompressContext& context) const;
+  // That path for one chunk's host gradient, masking included.
+  absl::Status CompressVelocity(absl::Span<const float> gradient,
+                                const CompressContext& context,
+                                ChunkSlot* slot);
   // The compressor of a host chunk: its rung's under "auto".
   const Compressor& HostCompressor(const ChunkSlot& slot) const;
   // Under "auto": notes the norms of what `slot` compressed (`values`) and

@@ -40,6 +40,10 @@ ABSL_FLAG(int, threads, 0,
           "worker compresses a push (0: one per core of this process; 1: "
           "no multi-threaded rows); sizes above --chunk-elements also get a "
           "row of the chunks on one thread");
+ABSL_FLAG(double, momentum, 0.9,
+          "also time each ratio compressor after the worker's momentum step "
+          "(this factor, in [0, 1)), in one pass (NAME+momentum) and as two "
+          "(NAME+momentum/2pass); 0: no such rows");
 ABSL_FLAG(uint64_t, chunk_elements, uint64_t{1} << 20,
           "floats per chunk of the chunked rows (the worker's default "
           "--partition-bytes is 4 MiB: 1M floats)");
@@ -59,7 +63,8 @@ constexpr absl::string_view kFlagNames[] = {"quick",
                                             "torch_threads",
                                             "seed",
                                             "threads",
-                                            "chunk_elements"};
+                                            "chunk_elements",
+                                            "momentum"};
 
 // Indices travel as uint32 and the decoder's default bound is 2^31.
 constexpr double kMaxNumel = 2147483648.0;
@@ -179,6 +184,11 @@ absl::StatusOr<BenchConfig> BenchConfigFromFlags() {
   if (config.chunk_elements < 1 || config.chunk_elements > kMaxNumel) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--chunk_elements: ", config.chunk_elements, " is outside [1, 2^31]"));
+  }
+  config.momentum = absl::GetFlag(FLAGS_momentum);
+  if (!(config.momentum >= 0.0 && config.momentum < 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--momentum: ", config.momentum, " is outside [0, 1)"));
   }
   return config;
 }

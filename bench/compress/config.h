@@ -33,6 +33,9 @@ struct BenchConfig {
   // of this process).
   int threads = 1;
   uint64_t chunk_elements = uint64_t{1} << 20;
+  // Momentum factor of the NAME+momentum rows (worker-side momentum before
+  // a ratio compressor, fused and in two passes); 0: none.
+  double momentum = 0.9;
 };
 
 // Reads the flags (after absl::ParseCommandLine). Returns INVALID_ARGUMENT

@@ -28,6 +28,7 @@
 #include "bench/compress/torch_baseline.h"
 #include "common/codec/codec.h"
 #include "common/compress/compressor.h"
+#include "common/compress/momentum_correction.h"
 #include "common/compress/registry.h"
 #include "common/flags/program.h"
 #include "common/threads/thread_pool.h"
@@ -132,24 +133,79 @@ absl::StatusOr<std::unique_ptr<Compressor>> MakeBenchCompressor(
   return MakeCompressor(options);
 }
 
+// What a timed call runs before error feedback.
+enum class Momentum {
+  kNone,
+  // Compressor::CompressVelocityWithFeedback (one pass for Top-K).
+  kFused,
+  // AccumulateVelocity, then CompressWithFeedback on the velocity: the
+  // worker's path before the fused one.
+  kTwoPasses,
+};
+
+const char* RowSuffix(Momentum momentum) {
+  switch (momentum) {
+    case Momentum::kNone:
+      return "";
+    case Momentum::kFused:
+      return "+momentum";
+    case Momentum::kTwoPasses:
+      return "+momentum/2pass";
+  }
+  return "";
+}
+
+// One chunk's state across calls, as one chunk keeps during training.
+struct ChunkState {
+  FeedbackState feedback;
+  std::vector<float> velocity;
+  std::vector<float> nesterov_scratch;  // Unused: no Nesterov.
+  CompressedChunk out;
+};
+
+absl::Status CompressOnce(const Compressor& compressor, Momentum momentum,
+                          float factor, absl::Span<const float> g,
+                          const CompressContext& context, ChunkState* chunk) {
+  if (momentum == Momentum::kFused) {
+    return compressor.CompressVelocityWithFeedback(
+        g, factor, context, &chunk->velocity, &chunk->feedback, &chunk->out);
+  }
+  if (momentum == Momentum::kNone) {
+    return compressor.CompressWithFeedback(g, context, &chunk->feedback,
+                                           &chunk->out);
+  }
+  MomentumCorrectionOptions options;
+  options.momentum = factor;
+  absl::Span<const float> input;
+  CompressContext input_context = context;
+  if (absl::Status s = AccumulateVelocity(
+          options, compressor.options().non_finite, g, &chunk->velocity,
+          &chunk->nesterov_scratch, &input, &input_context.input_known_finite);
+      !s.ok()) {
+    return s;
+  }
+  return compressor.CompressWithFeedback(input, input_context, &chunk->feedback,
+                                         &chunk->out);
+}
+
 // One compressor at one ratio (nullopt: the compressor takes none).
 absl::StatusOr<ResultRow> MeasureCompressor(const std::string& name,
                                             std::optional<double> ratio,
                                             absl::Span<const float> g,
+                                            Momentum momentum, float factor,
                                             const TimingOptions& timing) {
   absl::StatusOr<std::unique_ptr<Compressor>> compressor =
       MakeBenchCompressor(name, ratio, g);
   if (!compressor.ok()) return compressor.status();
-  // One residual across calls, as one chunk keeps during training.
-  FeedbackState state;
-  CompressedChunk chunk;
+  ChunkState state;
   CompressContext context;
   absl::StatusOr<Timing> t = MeasureMedian(timing, [&] {
     ++context.step;
-    return (*compressor)->CompressWithFeedback(g, context, &state, &chunk);
+    return CompressOnce(**compressor, momentum, factor, g, context, &state);
   });
   if (!t.ok()) return t.status();
-  ResultRow row = NewRow(name, g.size(), ratio);
+  const CompressedChunk& chunk = state.out;
+  ResultRow row = NewRow(name + RowSuffix(momentum), g.size(), ratio);
   row.seconds = t->median_seconds;
   row.reps = t->reps;
   if (absl::Status s = DescribeOutput(chunk, &row); !s.ok()) return s;
@@ -158,18 +214,15 @@ absl::StatusOr<ResultRow> MeasureCompressor(const std::string& name,
 
 // One compressor at one ratio over chunks of `chunk_elements` floats of g,
 // compressed in parallel on `pool`, one FeedbackState per chunk.
-absl::StatusOr<ResultRow> MeasureParallel(const std::string& name,
-                                          std::optional<double> ratio,
-                                          absl::Span<const float> g,
-                                          uint64_t chunk_elements,
-                                          ThreadPool* pool,
-                                          const TimingOptions& timing) {
+absl::StatusOr<ResultRow> MeasureParallel(
+    const std::string& name, std::optional<double> ratio,
+    absl::Span<const float> g, Momentum momentum, float factor,
+    uint64_t chunk_elements, ThreadPool* pool, const TimingOptions& timing) {
   absl::StatusOr<std::unique_ptr<Compressor>> compressor =
       MakeBenchCompressor(name, ratio, g);
   if (!compressor.ok()) return compressor.status();
   const size_t chunks = (g.size() + chunk_elements - 1) / chunk_elements;
-  std::vector<FeedbackState> states(chunks);
-  std::vector<CompressedChunk> outputs(chunks);
+  std::vector<ChunkState> states(chunks);
   std::vector<absl::Status> status(chunks);
   CompressContext context;
   absl::StatusOr<Timing> t = MeasureMedian(timing, [&] {
@@ -178,12 +231,11 @@ absl::StatusOr<ResultRow> MeasureParallel(const std::string& name,
       CompressContext chunk_context = context;
       chunk_context.chunk_key = i;
       const uint64_t first = i * chunk_elements;
-      status[i] =
-          (*compressor)
-              ->CompressWithFeedback(
-                  g.subspan(first, std::min<uint64_t>(chunk_elements,
-                                                      g.size() - first)),
-                  chunk_context, &states[i], &outputs[i]);
+      status[i] = CompressOnce(
+          **compressor, momentum, factor,
+          g.subspan(first,
+                    std::min<uint64_t>(chunk_elements, g.size() - first)),
+          chunk_context, &states[i]);
     });
     for (const absl::Status& s : status) {
       if (!s.ok()) return s;
@@ -191,13 +243,13 @@ absl::StatusOr<ResultRow> MeasureParallel(const std::string& name,
     return absl::OkStatus();
   });
   if (!t.ok()) return t.status();
-  ResultRow row = NewRow(name, g.size(), ratio);
+  ResultRow row = NewRow(name + RowSuffix(momentum), g.size(), ratio);
   row.seconds = t->median_seconds;
   row.reps = t->reps;
   row.threads = pool->threads() + 1;  // The caller's among them.
   row.chunk_elements = chunk_elements;
   uint64_t selected = 0;
-  for (const CompressedChunk& out : outputs) selected += out.SelectedCount();
+  for (const ChunkState& state : states) selected += state.out.SelectedCount();
   row.achieved_ratio = static_cast<double>(selected) / g.size();
   return row;
 }
@@ -228,13 +280,18 @@ class SizeRun {
     }
     for (const std::string& name : config_.compressors) {
       if (!TakesRatio(name)) {
-        if (absl::Status s = RunCompressor(name, std::nullopt); !s.ok()) {
+        if (absl::Status s = RunCompressor(name, std::nullopt, Momentum::kNone);
+            !s.ok()) {
           return s;
         }
         continue;
       }
       for (double ratio : config_.ratios) {
-        if (absl::Status s = RunCompressor(name, ratio); !s.ok()) return s;
+        for (Momentum momentum : MomentumRows()) {
+          if (absl::Status s = RunCompressor(name, ratio, momentum); !s.ok()) {
+            return s;
+          }
+        }
       }
     }
     return absl::OkStatus();
@@ -252,10 +309,18 @@ class SizeRun {
     return absl::OkStatus();
   }
 
+  // The rows of a ratio compressor: without momentum, then (with
+  // --momentum) after the momentum step, fused and in two passes.
+  std::vector<Momentum> MomentumRows() const {
+    if (config_.momentum == 0.0) return {Momentum::kNone};
+    return {Momentum::kNone, Momentum::kFused, Momentum::kTwoPasses};
+  }
+
   absl::Status RunCompressor(const std::string& name,
-                             std::optional<double> ratio) {
+                             std::optional<double> ratio, Momentum momentum) {
+    const auto factor = static_cast<float>(config_.momentum);
     absl::StatusOr<ResultRow> row =
-        MeasureCompressor(name, ratio, g_, config_.timing);
+        MeasureCompressor(name, ratio, g_, momentum, factor, config_.timing);
     if (!row.ok()) return row.status();
     Add(*std::move(row), ratio.value_or(kReferenceRatio));
     if (g_.size() <= config_.chunk_elements) return absl::OkStatus();
@@ -263,8 +328,8 @@ class SizeRun {
     // push of this size; then the same chunks on every thread.
     for (ThreadPool* pool : {&one_thread_, &pool_}) {
       if (pool == &pool_ && pool_.threads() == 0) break;
-      row = MeasureParallel(name, ratio, g_, config_.chunk_elements, pool,
-                            config_.timing);
+      row = MeasureParallel(name, ratio, g_, momentum, factor,
+                            config_.chunk_elements, pool, config_.timing);
       if (!row.ok()) return row.status();
       Add(*std::move(row), ratio.value_or(kReferenceRatio));
     }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/compress/kernels.h"
+#include "common/compress/momentum_correction.h"
 
 namespace gradwire {
 namespace {
@@ -79,6 +80,24 @@ absl::Status Compressor::CompressWithFeedback(absl::Span<const float> gradient,
   if (absl::Status s = Compress(r, sum_ctx, out); !s.ok()) return s;
   SubtractFrom(*out, absl::MakeSpan(r));
   return absl::OkStatus();
+}
+
+absl::Status Compressor::CompressVelocityWithFeedback(
+    absl::Span<const float> gradient, float momentum,
+    const CompressContext& ctx, std::vector<float>* velocity,
+    FeedbackState* state, CompressedChunk* out) const {
+  MomentumCorrectionOptions correction;
+  correction.momentum = momentum;
+  CompressContext velocity_ctx = ctx;
+  absl::Span<const float> input;
+  std::vector<float> unused;  // Nesterov's look-ahead only.
+  if (absl::Status s = AccumulateVelocity(correction, options_.non_finite,
+                                          gradient, velocity, &unused, &input,
+                                          &velocity_ctx.input_known_finite);
+      !s.ok()) {
+    return s;
+  }
+  return CompressWithFeedback(input, velocity_ctx, state, out);
 }
 
 }  // namespace gradwire

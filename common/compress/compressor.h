@@ -190,6 +190,22 @@ class Compressor {
                                             FeedbackState* state,
                                             CompressedChunk* out) const;
 
+  // The worker's momentum correction, then error feedback on the velocity:
+  // u = m * u + g (`velocity` sized and zeroed on first use), then
+  // CompressWithFeedback(u). The result is AccumulateVelocity's
+  // (momentum_correction.h, without Nesterov) followed by
+  // CompressWithFeedback's, bit for bit, and so is a refusal: a non-finite
+  // gradient under kReject changes neither `velocity` nor `*state`. Where
+  // finite values overflow to a non-finite residual under kReject, the
+  // call is refused too (INVALID_ARGUMENT), with both already changed.
+  // The default runs the two steps; Top-K fuses them into one pass over
+  // memory, which reads the gradient, velocity and residual once each.
+  // Masking the velocity (MaskSentVelocity) stays with the caller.
+  virtual absl::Status CompressVelocityWithFeedback(
+      absl::Span<const float> gradient, float momentum,
+      const CompressContext& ctx, std::vector<float>* velocity,
+      FeedbackState* state, CompressedChunk* out) const;
+
   const CompressorOptions& options() const { return options_; }
 
  protected:

@@ -65,6 +65,20 @@ struct KernelTable {
                                    uint32_t first, uint32_t* out, float* values,
                                    bool* non_finite);
 
+  // accumulate_and_collect with the worker's momentum folded in, so that
+  // the velocity, the residual and the gradient are each read once: for i
+  // in [0, n), u' = m * u[i] + g'[i] (g' as above; the product and the sum
+  // rounded separately), u[i] = u', then v = r[i] + u'' with u'' = u', or 0
+  // when `zero_non_finite` and u' is not finite, r[i] = v, and the
+  // collection of accumulate_and_collect on v. The same bits as
+  // UpdateVelocity's pass then accumulate_and_collect at scale 1. Sets
+  // *non_finite when a v is NaN or infinite.
+  size_t (*velocity_accumulate_and_collect)(const float* g, float m,
+                                            bool zero_non_finite, float* u,
+                                            float* r, size_t n, float threshold,
+                                            uint32_t first, uint32_t* out,
+                                            float* values, bool* non_finite);
+
   // Writes first + i to `out` for every i in [0, n) with |x[i]| >=
   // threshold; returns how many, in increasing order. `out` must have room
   // for n.

@@ -152,6 +152,50 @@ size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
                      values + count, non_finite);
 }
 
+// The residual's new value after the velocity step (kernels.h), which
+// also stores u' at u + i.
+inline __m256 VelocityStep(const float* g, __m256 m, bool zero_non_finite,
+                           float* u, const float* r, size_t i) {
+  const __m256 product = _mm256_mul_ps(m, _mm256_loadu_ps(u + i));
+  const __m256 velocity = _mm256_add_ps(
+      product, Sanitized(_mm256_loadu_ps(g + i), zero_non_finite));
+  _mm256_storeu_ps(u + i, velocity);
+  return _mm256_add_ps(_mm256_loadu_ps(r + i),
+                       Sanitized(velocity, zero_non_finite));
+}
+
+size_t VelocityAccumulateAndCollect(const float* g, float momentum,
+                                    bool zero_non_finite, float* u, float* r,
+                                    size_t n, float threshold, uint32_t first,
+                                    uint32_t* out, float* values,
+                                    bool* non_finite) {
+  const __m256 m = _mm256_set1_ps(momentum);
+  const __m256 t = _mm256_set1_ps(threshold);
+  __m256i finite = _mm256_set1_epi32(-1);
+  size_t count = 0;
+  size_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    const __m256 v0 = VelocityStep(g, m, zero_non_finite, u, r, i);
+    const __m256 v1 = VelocityStep(g, m, zero_non_finite, u, r, i + kLanes);
+    _mm256_storeu_ps(r + i, v0);
+    _mm256_storeu_ps(r + i + kLanes, v1);
+    finite = _mm256_and_si256(
+        finite, _mm256_and_si256(FiniteLanes(v0), FiniteLanes(v1)));
+    const unsigned mask = AtLeast(v0, t) | (AtLeast(v1, t) << kLanes);
+    if (mask != 0) {
+      count += EmitWithValues(mask, v0, v1, first + static_cast<uint32_t>(i),
+                              out + count, values + count);
+    }
+  }
+  if (_mm256_movemask_ps(_mm256_castsi256_ps(finite)) != 0xff) {
+    *non_finite = true;
+  }
+  return count + PortableKernels().velocity_accumulate_and_collect(
+                     g + i, momentum, zero_non_finite, u + i, r + i, n - i,
+                     threshold, first + static_cast<uint32_t>(i), out + count,
+                     values + count, non_finite);
+}
+
 size_t CollectAtLeast(const float* x, size_t n, float threshold, uint32_t first,
                       uint32_t* out) {
   const __m256 t = _mm256_set1_ps(threshold);
@@ -507,6 +551,7 @@ bool AllFiniteVectors(const float* x, size_t n) {
 constexpr KernelTable kAvx2 = {
     InstructionSet::kAvx2,
     AccumulateAndCollect,
+    VelocityAccumulateAndCollect,
     CollectAtLeast,
     DifferenceAndCollect,
     DenseFeedback,

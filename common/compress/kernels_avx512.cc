@@ -144,6 +144,47 @@ size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
                      values + count, non_finite);
 }
 
+// The residual's new value after the velocity step (kernels.h), which
+// also stores u' at u + i.
+inline __m512 VelocityStep(const float* g, __m512 m, bool zero_non_finite,
+                           float* u, const float* r, size_t i) {
+  const __m512 product = _mm512_mul_ps(m, _mm512_loadu_ps(u + i));
+  const __m512 velocity = _mm512_add_ps(
+      product, Sanitized(_mm512_loadu_ps(g + i), zero_non_finite));
+  _mm512_storeu_ps(u + i, velocity);
+  return _mm512_add_ps(_mm512_loadu_ps(r + i),
+                       Sanitized(velocity, zero_non_finite));
+}
+
+size_t VelocityAccumulateAndCollect(const float* g, float momentum,
+                                    bool zero_non_finite, float* u, float* r,
+                                    size_t n, float threshold, uint32_t first,
+                                    uint32_t* out, float* values,
+                                    bool* non_finite) {
+  const __m512 m = _mm512_set1_ps(momentum);
+  const __m512 t = _mm512_set1_ps(threshold);
+  __mmask16 finite = 0xffff;
+  size_t count = 0;
+  size_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    const __m512 v0 = VelocityStep(g, m, zero_non_finite, u, r, i);
+    const __m512 v1 = VelocityStep(g, m, zero_non_finite, u, r, i + kLanes);
+    _mm512_storeu_ps(r + i, v0);
+    _mm512_storeu_ps(r + i + kLanes, v1);
+    finite &= FiniteMask(v0) & FiniteMask(v1);
+    const uint32_t mask = AtLeast(v0, t) | (uint32_t{AtLeast(v1, t)} << kLanes);
+    if (mask != 0) {
+      count += EmitWithValues(mask, v0, v1, first + static_cast<uint32_t>(i),
+                              out + count, values + count);
+    }
+  }
+  if (finite != 0xffff) *non_finite = true;
+  return count + PortableKernels().velocity_accumulate_and_collect(
+                     g + i, momentum, zero_non_finite, u + i, r + i, n - i,
+                     threshold, first + static_cast<uint32_t>(i), out + count,
+                     values + count, non_finite);
+}
+
 size_t CollectAtLeast(const float* x, size_t n, float threshold, uint32_t first,
                       uint32_t* out) {
   const __m512 t = _mm512_set1_ps(threshold);
@@ -572,6 +613,7 @@ bool AllFiniteVectors(const float* x, size_t n) {
 constexpr KernelTable kAvx512 = {
     InstructionSet::kAvx512,
     AccumulateAndCollect,
+    VelocityAccumulateAndCollect,
     CollectAtLeast,
     DifferenceAndCollect,
     DenseFeedback,

@@ -56,6 +56,43 @@ size_t AccumulateAndCollect(const float* g, float scale, bool zero_non_finite,
   return count;
 }
 
+// u' = m * u + g', then the residual's new value (kernels.h).
+inline float VelocityStep(const float* g, float m, bool zero_non_finite,
+                          float* u, const float* r, size_t i) {
+  const float product = m * u[i];
+  const float velocity = product + Sanitized(g[i], zero_non_finite);
+  u[i] = velocity;
+  return r[i] + Sanitized(velocity, zero_non_finite);
+}
+
+size_t VelocityAccumulateAndCollect(const float* g, float m,
+                                    bool zero_non_finite, float* u, float* r,
+                                    size_t n, float threshold, uint32_t first,
+                                    uint32_t* out, float* values,
+                                    bool* non_finite) {
+  size_t count = 0;
+  bool finite = true;
+  for (size_t i = 0; i < n; i += kBlock) {
+    const size_t end = std::min(n, i + kBlock);
+    int any = 0;
+    for (size_t j = i; j < end; ++j) {
+      const float v = VelocityStep(g, m, zero_non_finite, u, r, j);
+      r[j] = v;
+      any |= std::fabs(v) >= threshold;
+      finite &= v - v == 0.0f;
+    }
+    if (!any) continue;
+    for (size_t j = i; j < end; ++j) {
+      if (std::fabs(r[j]) >= threshold) {
+        values[count] = r[j];
+        out[count++] = first + static_cast<uint32_t>(j);
+      }
+    }
+  }
+  if (!finite) *non_finite = true;
+  return count;
+}
+
 size_t CollectAtLeast(const float* x, size_t n, float threshold, uint32_t first,
                       uint32_t* out) {
   size_t count = 0;
@@ -250,6 +287,7 @@ bool AllFinite(const float* x, size_t n) {
 constexpr KernelTable kPortable = {
     InstructionSet::kPortable,
     AccumulateAndCollect,
+    VelocityAccumulateAndCollect,
     CollectAtLeast,
     DifferenceAndCollect,
     DenseFeedback,

@@ -56,6 +56,16 @@ GRADWIRE_VECTOR_CLONES bool NesterovInput(float m, NonFinitePolicy policy,
 
 }  // namespace
 
+absl::Status CheckVelocityGradient(NonFinitePolicy non_finite,
+                                   absl::Span<const float> gradient) {
+  if (non_finite != NonFinitePolicy::kReject || AllFinite(gradient)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "momentum correction: non-finite gradient value in %d elements",
+      gradient.size()));
+}
+
 absl::Status AccumulateVelocity(const MomentumCorrectionOptions& options,
                                 NonFinitePolicy non_finite,
                                 absl::Span<const float> gradient,
@@ -63,10 +73,8 @@ absl::Status AccumulateVelocity(const MomentumCorrectionOptions& options,
                                 std::vector<float>* scratch,
                                 absl::Span<const float>* input,
                                 bool* input_finite) {
-  if (non_finite == NonFinitePolicy::kReject && !AllFinite(gradient)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "momentum correction: non-finite gradient value in %d elements",
-        gradient.size()));
+  if (absl::Status s = CheckVelocityGradient(non_finite, gradient); !s.ok()) {
+    return s;
   }
   const size_t n = gradient.size();
   if (velocity->size() != n) velocity->assign(n, 0.0f);

@@ -64,6 +64,11 @@ absl::Status AccumulateVelocity(const MomentumCorrectionOptions& options,
                                 absl::Span<const float>* input,
                                 bool* input_finite = nullptr);
 
+// AccumulateVelocity's refusal of `gradient`: INVALID_ARGUMENT under
+// kReject when an element is not finite, OK otherwise.
+absl::Status CheckVelocityGradient(NonFinitePolicy non_finite,
+                                   absl::Span<const float> gradient);
+
 // DGC's own momentum correction (DgcOptions::momentum): u = m * u + scale *
 // g, each product and the sum rounded apart (no fused multiply-add), with
 // non-finite elements of `gradient` read as SanitizeValue(g, non_finite)

@@ -187,6 +187,26 @@ bool AccumulateAndCollect(absl::Span<const float> gradient, float scale,
   return !non_finite;
 }
 
+bool VelocityAccumulateAndCollect(absl::Span<const float> gradient, float m,
+                                  bool zero_non_finite,
+                                  absl::Span<float> velocity,
+                                  absl::Span<float> residual, float threshold,
+                                  std::vector<uint32_t>* indices,
+                                  std::vector<float>* values) {
+  const auto& accumulate =
+      compress_kernels::Kernels().velocity_accumulate_and_collect;
+  bool non_finite = false;
+  CollectInSlices(
+      gradient.size(), indices, values,
+      [&](uint32_t first, size_t length, uint32_t* out, float* out_values) {
+        return accumulate(gradient.data() + first, m, zero_non_finite,
+                          velocity.data() + first, residual.data() + first,
+                          length, threshold, first, out, out_values,
+                          &non_finite);
+      });
+  return !non_finite;
+}
+
 void DifferenceAndCollect(absl::Span<const float> a, absl::Span<const float> b,
                           float threshold, std::vector<uint32_t>* indices,
                           std::vector<float>* values) {

@@ -58,6 +58,20 @@ bool AccumulateAndCollect(absl::Span<const float> gradient, float scale,
                           std::vector<uint32_t>* indices,
                           std::vector<float>* values);
 
+// AccumulateAndCollect at scale 1 with the worker's momentum folded in:
+// velocity[i] = m * velocity[i] + gradient[i], residual[i] += velocity[i]
+// (kernels.h, velocity_accumulate_and_collect), both in place, and i
+// appended (with the new residual in `values`) when |residual[i]| >=
+// threshold. The same bits as the velocity pass of AccumulateVelocity
+// followed by AccumulateAndCollect. Returns whether every new residual is
+// finite.
+bool VelocityAccumulateAndCollect(absl::Span<const float> gradient, float m,
+                                  bool zero_non_finite,
+                                  absl::Span<float> velocity,
+                                  absl::Span<float> residual, float threshold,
+                                  std::vector<uint32_t>* indices,
+                                  std::vector<float>* values);
+
 // Indices i where |a[i] - b[i]| is not below threshold (at least it, or
 // NaN), in increasing order, and the difference at each in `values` (same
 // order), without a buffer for the whole difference. a and b have the same

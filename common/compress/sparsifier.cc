@@ -2,7 +2,9 @@
 
 #include <limits>
 
+#include "absl/strings/str_format.h"
 #include "common/compress/kernels.h"
+#include "common/compress/momentum_correction.h"
 #include "common/compress/select.h"
 
 namespace gradwire {
@@ -74,6 +76,42 @@ absl::Status Sparsifier::CompressWithFeedback(absl::Span<const float> gradient,
     out->Clear();
     return s;
   }
+  SubtractSent(state, out);
+  return absl::OkStatus();
+}
+
+absl::Status Sparsifier::CompressVelocityWithFeedback(
+    absl::Span<const float> gradient, float momentum,
+    const CompressContext& ctx, std::vector<float>* velocity,
+    FeedbackState* state, CompressedChunk* out) const {
+  if (!FusesVelocity()) {
+    return Compressor::CompressVelocityWithFeedback(gradient, momentum, ctx,
+                                                    velocity, state, out);
+  }
+  if (absl::Status s = CheckVelocityGradient(options().non_finite, gradient);
+      !s.ok()) {
+    return s;
+  }
+  const size_t n = gradient.size();
+  if (velocity->size() != n) velocity->assign(n, 0.0f);
+  state->Resize(n, UsesVelocity());
+  StartChunk(n, options().precision, out);
+  const bool finite = AccumulateVelocityAndSelect(
+      gradient, momentum, ctx, absl::MakeSpan(*velocity), state, out);
+  if (!finite && options().non_finite == NonFinitePolicy::kReject) {
+    out->Clear();
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: the momentum velocity or the error-feedback residual overflowed "
+        "to a non-finite value (%d elements); the learning rate or the "
+        "gradient scale is too large",
+        name(), n));
+  }
+  SubtractSent(state, out);
+  return absl::OkStatus();
+}
+
+void Sparsifier::SubtractSent(FeedbackState* state,
+                              CompressedChunk* out) const {
   std::vector<float>& r = state->residual;
   if (out->values.size() == out->indices.size()) {
     // In place: each value is read before it is written.
@@ -86,7 +124,6 @@ absl::Status Sparsifier::CompressWithFeedback(absl::Span<const float> gradient,
   for (size_t j = 0; j < out->indices.size(); ++j) {
     r[out->indices[j]] -= out->values[j];
   }
-  return absl::OkStatus();
 }
 
 absl::Status Sparsifier::AccumulateAndSelect(absl::Span<const float> gradient,

@@ -25,6 +25,14 @@ class Sparsifier : public Compressor {
                                     const CompressContext& ctx,
                                     FeedbackState* state,
                                     CompressedChunk* out) const final;
+  // One pass for the velocity and the residual where the subclass fuses
+  // them (FusesVelocity), Compressor's two steps otherwise.
+  absl::Status CompressVelocityWithFeedback(absl::Span<const float> gradient,
+                                            float momentum,
+                                            const CompressContext& ctx,
+                                            std::vector<float>* velocity,
+                                            FeedbackState* state,
+                                            CompressedChunk* out) const final;
   // SelectDifference's fused pass where the subclass has one (Top-K), the
   // default otherwise.
   absl::Status CompressDifference(absl::Span<const float> a,
@@ -82,8 +90,32 @@ class Sparsifier : public Compressor {
     return false;
   }
 
+  // Whether AccumulateVelocityAndSelect is implemented.
+  virtual bool FusesVelocity() const { return false; }
+
+  // AccumulateAndSelect with the momentum step folded in: velocity = m *
+  // velocity + gradient and state->residual += velocity in one pass
+  // (select_internal::VelocityAccumulateAndCollect), then positions as
+  // Select chooses them from the new residual, with out->values as
+  // AccumulateAndSelect leaves them. Returns whether every new residual is
+  // finite. The gradient's own kReject test is the caller's. Only called
+  // where FusesVelocity().
+  virtual bool AccumulateVelocityAndSelect(absl::Span<const float> gradient,
+                                           float momentum,
+                                           const CompressContext& ctx,
+                                           absl::Span<float> velocity,
+                                           FeedbackState* state,
+                                           CompressedChunk* out) const {
+    return false;
+  }
+
   // Whether AccumulateAndSelect uses state->velocity.
   virtual bool UsesVelocity() const { return false; }
+
+  // Error feedback's last step, once out->indices are chosen: rounds the
+  // values to the wire precision (gathering them from the residual unless
+  // the selection left them in out->values) and subtracts them from it.
+  void SubtractSent(FeedbackState* state, CompressedChunk* out) const;
 
   bool zero_non_finite() const {
     return options().non_finite == NonFinitePolicy::kZero;

@@ -12,6 +12,7 @@ using select_internal::DifferenceAndCollect;
 using select_internal::KeepLargestCandidates;
 using select_internal::TopK;
 using select_internal::TopKCandidateThreshold;
+using select_internal::VelocityAccumulateAndCollect;
 
 class TopKCompressor final : public Sparsifier {
  public:
@@ -71,6 +72,37 @@ class TopKCompressor final : public Sparsifier {
     }
     KeepLargestCandidates(k, &out->indices, &out->values);
     return absl::OkStatus();
+  }
+
+  bool FusesVelocity() const override { return true; }
+
+  // AccumulateAndSelect's steps with the velocity step in the same pass:
+  // the threshold is sampled from r + (m * u + g).
+  bool AccumulateVelocityAndSelect(absl::Span<const float> gradient,
+                                   float momentum, const CompressContext& ctx,
+                                   absl::Span<float> velocity,
+                                   FeedbackState* state,
+                                   CompressedChunk* out) const override {
+    out->encoding = Encoding::kSparse;
+    std::vector<float>& r = state->residual;
+    const uint64_t n = gradient.size();
+    const uint64_t k = TargetCount(n);
+    const NonFinitePolicy policy = options().non_finite;
+    const float threshold = TopKCandidateThreshold(n, k, [&](uint64_t i) {
+      const float u =
+          momentum * velocity[i] + SanitizeValue(gradient[i], policy);
+      return r[i] + SanitizeValue(u, policy);
+    });
+    const bool finite = VelocityAccumulateAndCollect(
+        gradient, momentum, zero_non_finite(), velocity, absl::MakeSpan(r),
+        threshold, &out->indices, &out->values);
+    if (out->indices.size() < k) {
+      out->values.clear();
+      TopK(r, k, &out->indices);
+    } else {
+      KeepLargestCandidates(k, &out->indices, &out->values);
+    }
+    return finite;
   }
 };
 

@@ -208,6 +208,98 @@ TEST(CompressKernelsTest, AccumulateAndCollectReportsNonFiniteSums) {
   }
 }
 
+// The velocity step folded in: the same indices, values, velocities,
+// residuals and non-finite report as the portable kernel, on gradients,
+// velocities and residuals drawn from every input (so that non-finite
+// values meet each of the three).
+TEST(CompressKernelsTest, VelocityAccumulateAndCollectMatchesPortable) {
+  for (const KernelTable* t : VectorTables()) {
+    for (size_t n : kLengths) {
+      for (size_t offset : kOffsets) {
+        const auto inputs = Inputs(n + offset, n * 29 + offset);
+        for (size_t which = 0; which < inputs.size(); ++which) {
+          const std::vector<float>& g = inputs[which].second;
+          const std::vector<float>& u_before =
+              inputs[(which + 1) % inputs.size()].second;
+          const std::vector<float>& r_before =
+              inputs[(which + 3) % inputs.size()].second;
+          for (bool zero : {false, true}) {
+            for (float threshold : {0.0f, 0.7f, 1.5f, kInf}) {
+              std::vector<float> u_want = u_before, u_got = u_before;
+              std::vector<float> r_want = r_before, r_got = r_before;
+              std::vector<uint32_t> want(n + 1), got(n + kGuard, kGuardBits);
+              std::vector<float> want_values(n + 1);
+              std::vector<float> got_values(n + kGuard, kGuardValue);
+              bool want_non_finite = false;
+              bool got_non_finite = false;
+              const size_t nw =
+                  PortableKernels().velocity_accumulate_and_collect(
+                      g.data() + offset, 0.9f, zero, u_want.data() + offset,
+                      r_want.data() + offset, n, threshold, 3, want.data(),
+                      want_values.data(), &want_non_finite);
+              const size_t ng = t->velocity_accumulate_and_collect(
+                  g.data() + offset, 0.9f, zero, u_got.data() + offset,
+                  r_got.data() + offset, n, threshold, 3, got.data(),
+                  got_values.data(), &got_non_finite);
+              const std::string where =
+                  Where(*t, inputs[which].first, n, offset);
+              ASSERT_TRUE(GuardIntact(got, n) && GuardIntact(got_values, n))
+                  << "wrote past room for n: " << where;
+              want.resize(nw);
+              got.resize(ng);
+              want_values.resize(nw);
+              got_values.resize(ng);
+              ASSERT_EQ(got, want) << where;
+              ASSERT_EQ(Bits(got_values), Bits(want_values)) << where;
+              ASSERT_EQ(Bits(u_got), Bits(u_want)) << where;
+              ASSERT_EQ(Bits(r_got), Bits(r_want)) << where;
+              ASSERT_EQ(got_non_finite, want_non_finite) << where;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The portable kernel is the velocity step, then accumulate_and_collect at
+// scale 1 on the (sanitised) velocity: the same bits, element by element.
+TEST(CompressKernelsTest, VelocityAccumulateIsTheTwoSteps) {
+  for (const auto& [name, g] : Inputs(1000, 5)) {
+    for (bool zero : {false, true}) {
+      std::vector<float> u(g.size()), r(g.size());
+      for (size_t i = 0; i < g.size(); ++i) {
+        u[i] = std::sin(static_cast<float>(i)) * 3.0f;
+        r[i] = std::cos(static_cast<float>(i)) * 0.5f;
+      }
+      std::vector<float> u_two = u, r_two = r;
+      for (size_t i = 0; i < g.size(); ++i) {
+        const float product = 0.9f * u_two[i];
+        u_two[i] = product + ((zero && !std::isfinite(g[i])) ? 0.0f : g[i]);
+      }
+      std::vector<uint32_t> two_indices(g.size()), fused_indices(g.size());
+      std::vector<float> two_values(g.size()), fused_values(g.size());
+      bool two_non_finite = false, fused_non_finite = false;
+      const size_t two = PortableKernels().accumulate_and_collect(
+          u_two.data(), 1.0f, zero, r_two.data(), r_two.data(), g.size(), 1.0f,
+          0, two_indices.data(), two_values.data(), &two_non_finite);
+      const size_t fused = PortableKernels().velocity_accumulate_and_collect(
+          g.data(), 0.9f, zero, u.data(), r.data(), g.size(), 1.0f, 0,
+          fused_indices.data(), fused_values.data(), &fused_non_finite);
+      ASSERT_EQ(fused, two) << name;
+      two_indices.resize(two);
+      fused_indices.resize(fused);
+      two_values.resize(two);
+      fused_values.resize(fused);
+      EXPECT_EQ(fused_indices, two_indices) << name;
+      EXPECT_EQ(Bits(fused_values), Bits(two_values)) << name;
+      EXPECT_EQ(Bits(u), Bits(u_two)) << name;
+      EXPECT_EQ(Bits(r), Bits(r_two)) << name;
+      EXPECT_EQ(fused_non_finite, two_non_finite) << name;
+    }
+  }
+}
+
 TEST(CompressKernelsTest, CollectAtLeastMatchesPortable) {
   for (const KernelTable* t : VectorTables()) {
     for (size_t n : kLengths) {
