@@ -203,8 +203,10 @@ void AutoCompression::NoteCompute(double compute_seconds,
   // The first step's time holds the start-up (the first pull, warm
   // caches): not a step time to compare with.
   if (last_compute_note_ != absl::InfinitePast() && ++compute_notes_ > 1) {
-    step_seconds_ = Smoothed(step_seconds_,
-                             absl::ToDoubleSeconds(now - last_compute_note_));
+    // The chooser judges medians of raw step times (compression_chooser.h).
+    step_seconds_ = absl::ToDoubleSeconds(now - last_compute_note_);
+    exposed_seconds_ = Smoothed(
+        exposed_seconds_, std::max(step_seconds_ - compute_seconds, 1e-9));
   }
   last_compute_note_ = now;
 }
@@ -271,6 +273,7 @@ void AutoCompression::BeginStep(uint64_t step, double learning_rate) {
         std::min(backward_seconds_, cpu_compute_seconds_ * kBackwardShare);
   }
   inputs.step_seconds = step_seconds_;
+  inputs.exposed_seconds = exposed_seconds_;
   inputs.wire_overhead = wire_ratio_;
   inputs.cpu_seconds_per_byte = cpu_seconds_per_byte_;
   // Nothing changes before a step time is measured: the chooser's

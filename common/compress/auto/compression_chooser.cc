@@ -46,10 +46,29 @@ double CompressionChooser::BudgetBytes(const ChooserInputs& inputs) const {
       std::max(0.0, inputs.backward_seconds * options_.budget_fraction -
                         inputs.link->latency_seconds);
   const double boost = inputs.critical ? options_.critical_boost : 1.0;
-  const double budget = window / SecondsPerByte(inputs);
-  // The cap bounds a critical phase's bytes too: they are sent only where
-  // they do not slow the step.
-  return std::min(budget * boost, byte_cap_);
+  const double budget = window / SecondsPerByte(inputs) * boost;
+  // The cap and the exposure bound a critical phase's bytes too: they are
+  // sent only where they do not slow the step.
+  return std::min({budget, ExposureBound(inputs, window), byte_cap_});
+}
+
+double CompressionChooser::ExposureBound(const ChooserInputs& inputs,
+                                         double window) const {
+  const double exposed = inputs.exposed_seconds;
+  if (!(exposed > options_.improvement * inputs.compute_seconds)) {
+    return std::numeric_limits<double>::infinity();
+  }
+  // The current bytes took about backward + exposed seconds to move where
+  // the backward pass was to hide them: the link (or the shards) moved
+  // bytes / (backward + exposed) per second, whatever the estimate of
+  // single transfers says (a token bucket passes a short transfer at line
+  // rate).
+  const double bound =
+      PayloadBytes(rungs_) * window / (inputs.backward_seconds + exposed);
+  // Not below the bytes of a step down that did not pay: exposure that
+  // fewer bytes did not shorten comes from elsewhere (a straggler, the
+  // shards' CPU).
+  return std::max(bound, byte_floor_);
 }
 
 double CompressionChooser::PredictStepSeconds(
@@ -153,38 +172,90 @@ bool CompressionChooser::Better(const std::vector<Rung>& candidate,
   return false;
 }
 
-bool CompressionChooser::Verify(const ChooserInputs& inputs) {
-  if (verify_left_ == 0 || --verify_left_ > 0) return false;
-  if (!(inputs.step_seconds > 0) || !(step_before_ > 0) ||
-      inputs.step_seconds <= step_before_ * (1 + options_.improvement)) {
+namespace {
+
+double Median(std::vector<double> times) {
+  if (times.empty()) return 0;
+  const auto middle = times.begin() + times.size() / 2;
+  std::nth_element(times.begin(), middle, times.end());
+  return *middle;
+}
+
+}  // namespace
+
+void CompressionChooser::NoteStepTime(double seconds) {
+  if (!(seconds > 0)) return;
+  if (judging_) {
+    judged_.push_back(seconds);
+    return;
+  }
+  window_.push_back(seconds);
+  const size_t keep = static_cast<size_t>(std::max(options_.window, 1));
+  if (window_.size() > keep) window_.erase(window_.begin());
+  // A settled choice's reference once its window is full: the median, so
+  // that one slow or fast step does not set it.
+  if (window_.size() == keep) {
+    const double median = Median(window_);
+    if (best_step_ == 0 || median < best_step_) best_step_ = median;
+  }
+}
+
+bool CompressionChooser::Verify() {
+  if (!judging_) return false;
+  const size_t n = judged_.size();
+  const double reference = step_before_;
+  const bool clearly_slower =
+      n >= static_cast<size_t>(std::max(options_.early_after, 1)) &&
+      *std::min_element(judged_.begin(), judged_.end()) >
+          reference * (1 + options_.early_margin);
+  if (!clearly_slower &&
+      n < static_cast<size_t>(std::max(options_.verify_after, 1))) {
     return false;
   }
-  if (PayloadBytes(previous_) < PayloadBytes(rungs_)) {
+  judging_ = false;
+  // Fewer bytes cost accuracy: they stay only where they make the step
+  // faster, by half the threshold.
+  const bool fewer = PayloadBytes(rungs_) < PayloadBytes(previous_);
+  const double limit =
+      fewer ? 1 - options_.improvement / 2 : 1 + options_.improvement;
+  const bool slower = clearly_slower || Median(judged_) > reference * limit;
+  if (!slower) {
+    // Kept: its judged steps are its window.
+    window_.clear();
+    for (const double t : judged_) NoteStepTime(t);
+    judged_.clear();
+    return false;
+  }
+  judged_.clear();
+  if (!fewer) {
     byte_cap_ = PayloadBytes(previous_);
     cap_growth_ = std::sqrt(cap_growth_);
+  } else {
+    byte_floor_ = PayloadBytes(previous_);
   }
   rungs_ = previous_;
   pending_ = 0;
-  // The restored choice's reference is what it measured before.
-  fastest_step_ = step_before_;
+  // The restored choice's window is what it measured before.
+  window_ = previous_window_;
   return true;
 }
 
 void CompressionChooser::Adopt(std::vector<Rung> rungs,
                                const ChooserInputs& inputs) {
-  if (inputs.step_seconds > 0 && fastest_step_ > 0) {
+  judging_ = false;
+  if (inputs.step_seconds > 0 && !window_.empty()) {
     previous_ = rungs_;
-    // Judged against the fastest step of any settled choice, the starting
-    // one's included: steps up that each slow the step a little below the
+    previous_window_ = window_;
+    // Judged against the fastest settled choice, the starting one's
+    // included: steps up that each slow the step a little below the
     // threshold cannot add up.
-    step_before_ = best_step_ > 0 ? best_step_ : fastest_step_;
-    verify_left_ = std::max(options_.verify_after, 1);
-  } else {
-    verify_left_ = 0;
+    step_before_ = best_step_ > 0 ? best_step_ : Median(window_);
+    judging_ = true;
+    judged_.clear();
   }
   rungs_ = std::move(rungs);
   pending_ = 0;
-  fastest_step_ = 0;
+  window_.clear();
 }
 
 bool CompressionChooser::Evaluate(const ChooserInputs& inputs) {
@@ -193,25 +264,19 @@ bool CompressionChooser::Evaluate(const ChooserInputs& inputs) {
     return false;
   }
   if (std::isfinite(byte_cap_)) byte_cap_ *= cap_growth_;
-  if (inputs.step_seconds > 0 &&
-      (fastest_step_ == 0 || inputs.step_seconds < fastest_step_)) {
-    fastest_step_ = inputs.step_seconds;
-  }
-  if (inputs.step_seconds > 0 && verify_left_ == 0 &&
-      (best_step_ == 0 || inputs.step_seconds < best_step_)) {
-    best_step_ = inputs.step_seconds;
-  }
+  byte_floor_ /= cap_growth_;
+  NoteStepTime(inputs.step_seconds);
   // The starting choice's step time first: what the first change is
   // verified against.
   if (inputs.step_seconds > 0 && settled_ < options_.settle) {
     ++settled_;
     return false;
   }
-  if (Verify(inputs)) return true;
+  if (Verify()) return true;
   // While a change is judged nothing else changes (a critical phase's
   // start or end included, seen once it is judged): a change made on top
   // would take the unjudged choice's step time as its reference.
-  if (verify_left_ > 0) {
+  if (judging_) {
     pending_ = 0;
     return false;
   }

@@ -34,27 +34,40 @@
 // leaving a critical phase changes the choice at once: that comes from the
 // gradients, not from a noisy clock.
 //
+// Exposure. Where the training thread waited for communication
+// (ChooserInputs::exposed_seconds, the step's time less its computation)
+// for more than `improvement` of the computation, the budget is at most the
+// current bytes times backward / (backward + exposed): the rate those bytes
+// really moved at, which the estimate of single transfers can miss (a
+// token bucket, a switch buffer, the shards' CPU pass short transfers at
+// line rate and slow the step after).
+//
 // Verification. The model cannot see every cost of a byte (the shards'
 // CPU on a shared host, contention), so more bytes may slow the step
-// although they fit the budget. So after every change made while the step
-// time (ChooserInputs::step_seconds) is measured, the step time
-// `verify_after` evaluations later is compared with the fastest measured
-// under any settled choice (the starting one's included, so that steps up
-// that each slow the step a little cannot add up): when it grew by more than
-// `improvement`, the change is undone, and when it sent more bytes the budget
-// is capped at the bytes before it (critical phases included). While a change
-// is judged no other change is made (a critical phase's start or end waits for
-// the judgement): a change on top of it would take an unjudged choice's step
-// time as its reference, and a chain of such changes could climb to bytes that
-// slow the step without ever being compared with the starting choice. The cap
-// loosens by `cap_growth` per evaluation, so that a changed situation is tried
-// again later, and more slowly after each undo (the exponent of the growth
-// halves), so that a change that keeps failing costs ever fewer slow steps.
-// This holds for critical phases too: their extra bytes are sent where they do
-// not slow the step. The first `settle` evaluations with a step time only
-// measure the starting choice, the reference of the first change; no choice
-// changes during them, critical phases included. Without a step time (0)
-// nothing is verified and the choice follows the model alone.
+// although they fit the budget. So every change made while step times
+// (ChooserInputs::step_seconds, one per evaluation) are measured is
+// judged: against the reference, the smallest median of `window` step
+// times of any settled choice (the starting one's included, so that steps
+// up that each slow the step a little cannot add up), the median of the
+// change's first `verify_after` step times may be at most 1 + `improvement`
+// times it for more bytes, and must be at most 1 - improvement / 2 times it
+// for fewer (fewer bytes cost accuracy: they stay only where they pay).
+// Where each of its first `early_after` steps took more than 1 +
+// `early_margin` times the reference, the change is undone then. An
+// undone step up caps the budget at the bytes before it (critical phases
+// included); an undone step down sets a floor under the exposure bound at
+// the bytes before it. While a change is judged no other change is made (a
+// critical phase's start or end waits for the judgement): a change on top
+// of it would take an unjudged choice's step time as its reference, and a
+// chain of such changes could climb to bytes that slow the step without
+// ever being compared with the starting choice. The cap loosens (and the
+// floor lowers) by `cap_growth` per evaluation, so that a changed
+// situation is tried again later, and more slowly after each undone step
+// up (the exponent of the growth halves), so that a change that keeps
+// failing costs ever fewer slow steps. The first `settle` evaluations with
+// a step time only measure the starting choice; no choice changes during
+// them, critical phases included. Without a step time (0) nothing is
+// verified and the choice follows the model alone.
 //
 // Every worker chooses on its own measurements; the shards decode each
 // pushed chunk by its own encoding and average the decoded values, so
@@ -84,17 +97,25 @@ struct ChooserOptions {
   // consecutive evaluations.
   double improvement = 0.05;
   int patience = 3;
-  // Verification: evaluations until a change is judged, and the cap's
-  // growth per evaluation.
-  int verify_after = 6;
+  // Verification: measured steps until a change is judged (the median of
+  // their times against the reference), and the cap's growth per
+  // evaluation.
+  int verify_after = 4;
   double cap_growth = 1.02;
+  // The early verdict: a change whose first `early_after` measured steps
+  // each took more than 1 + early_margin times the reference is undone
+  // then, without waiting for the rest.
+  int early_after = 2;
+  double early_margin = 0.2;
+  // Step times of a settled choice whose median is its step time.
+  int window = 4;
   // Evaluations with a measured step time before the first change.
   int settle = 5;
   // With a measured step time, a proposal sends at most this many times
   // the current choice's bytes: each step up is judged on its own, and one
   // that fails costs `verify_after` steps of a small excess, not of dense
   // fp32.
-  double max_step_up = 4.0;
+  double max_step_up = 2.0;
   // The share of the budget spread by group size rather than gradient norm,
   // in [0, 1].
   double size_share = 0.5;
@@ -116,8 +137,12 @@ struct ChooserInputs {
   // backward pass alone, which the pushes overlap.
   double compute_seconds = 0;
   double backward_seconds = 0;
-  // The measured seconds of a whole step, smoothed (0: unknown).
+  // The measured seconds of the last whole step (0: unknown); the chooser
+  // takes medians of its own windows of them.
   double step_seconds = 0;
+  // Seconds per step that the training thread waited for communication
+  // (the step's time less its computation), smoothed; 0: none or unknown.
+  double exposed_seconds = 0;
   // Wire bytes per payload byte (framing, headers).
   double wire_overhead = 1.3;
   // CPU seconds the worker spends per payload byte sent or received
@@ -156,14 +181,21 @@ class CompressionChooser {
 
  private:
   double GroupBytes(size_t group, Rung rung) const;
+  // Where the measured exposure (inputs.exposed_seconds) is above
+  // `improvement` of the computation: the bytes the current choice's
+  // measured rate fits in `window` seconds; infinite otherwise.
+  double ExposureBound(const ChooserInputs& inputs, double window) const;
   // Each group's share of the budget (s_g above).
   std::vector<double> Shares(const ChooserInputs& inputs) const;
   // Whether `candidate` beats the current choice (the three cases above).
   bool Better(const std::vector<Rung>& candidate,
               const ChooserInputs& inputs) const;
+  // Adds a measured step time to the window of the current choice, or to
+  // the steps of the change being judged.
+  void NoteStepTime(double seconds);
   // Verification: judges the last change once it is due; true when it was
   // undone.
-  bool Verify(const ChooserInputs& inputs);
+  bool Verify();
   // Makes `rungs` the choice, to be verified when a step time is known.
   void Adopt(std::vector<Rung> rungs, const ChooserInputs& inputs);
 
@@ -172,20 +204,27 @@ class CompressionChooser {
   std::vector<Rung> rungs_;
   int pending_ = 0;
   bool critical_ = false;
-  // Verification: the choice before the last change, the step time then,
-  // and the evaluations left until it is judged (0: nothing to judge).
+  // Verification: the choice before the last change, its window of step
+  // times and the reference the change is judged against; whether a change
+  // is being judged, and the step times measured since it.
   std::vector<Rung> previous_;
+  std::vector<double> previous_window_;
   double step_before_ = 0;
-  int verify_left_ = 0;
+  bool judging_ = false;
+  std::vector<double> judged_;
   int settled_ = 0;
-  // The smallest step time measured under the current choice (0: none).
-  double fastest_step_ = 0;
-  // The smallest step time measured under any choice not being judged
+  // The last `window` step times of the current choice while it is not
+  // being judged.
+  std::vector<double> window_;
+  // The smallest median of a full window of any choice not being judged
   // (the starting choice's settle included; 0: none): every change's
   // reference.
   double best_step_ = 0;
   // The payload bytes the budget may not exceed (infinite: no cap).
   double byte_cap_;
+  // The bytes below which the exposure bound does not go: those of a step
+  // down that was undone, shrinking by the cap's growth per evaluation.
+  double byte_floor_ = 0;
   // The cap's growth per evaluation: cap_growth, its exponent halved at
   // each undo of a change to more bytes.
   double cap_growth_;
