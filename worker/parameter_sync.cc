@@ -209,6 +209,9 @@ absl::Status ParameterSync::InitShards(absl::Time register_start) {
   stats_.startup_bytes_received =
       traffic.init_bytes_received + traffic.pull_bytes_received;
   stats_.startup_seconds = SecondsSince(register_start);
+  // The first step's wire bytes count from here, after the start-up pull.
+  stats_.startup_wire = client_->wire_bytes();
+  wire_at_step_end_ = stats_.startup_wire;
   if (metrics_) {
     metrics_->RecordTraffic(traffic);
     metrics_->SetStartup(

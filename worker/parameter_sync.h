@@ -83,6 +83,8 @@ struct SyncStats {
   uint64_t startup_bytes_sent = 0;
   uint64_t startup_bytes_received = 0;
   double startup_seconds = 0;
+  // WireBytes() at the end of Register: the start-up's wire bytes.
+  WireTotals startup_wire;
   uint64_t retries = 0;
   // The most steps this worker ran ahead of the slowest one, as its pulls
   // saw it: step + 1 - the smallest chunk clock pulled (0 in BSP; at most

@@ -94,6 +94,11 @@ void AddRunFields(const TrainingResult& r, Json& summary) {
   summary["startup_sent_bytes"] = r.sync.startup_bytes_sent;
   summary["startup_received_bytes"] = r.sync.startup_bytes_received;
   summary["startup_seconds"] = Rounded(r.sync.startup_seconds, 1e3);
+  const WireTotals& startup_wire = r.sync.startup_wire;
+  summary["startup_wire_sent_bytes"] =
+      startup_wire.known ? Json(startup_wire.sent) : Json(nullptr);
+  summary["startup_wire_received_bytes"] =
+      startup_wire.known ? Json(startup_wire.received) : Json(nullptr);
   summary["retries"] = r.sync.retries;
   summary["final_loss"] = Rounded(r.final_loss, 1e6);
 }

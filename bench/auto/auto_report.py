@@ -20,9 +20,10 @@ and prints one JSON line:
                      for DDP computed by worker.py (the dense gradient each
                      worker all-reduces), not measured; 0 for compute only
   wire_bytes_per_step  what both workers' kernels counted on their TCP
-                     connections (the summaries' wire_sent_bytes +
-                     wire_received_bytes) over the steps; null unless every
-                     summary has both
+                     connections during the steps (the summaries'
+                     wire_sent_bytes + wire_received_bytes less their
+                     startup_wire_* counts), per step; null unless every
+                     summary has all four
   test_accuracy      worker 0's test accuracy after the steps
   startup_seconds    from launching both workers to both having exited, less
                      the slower worker's training loop (wall_seconds):
@@ -62,19 +63,23 @@ def read_summaries(directory):
 
 # The bytes each worker's kernel counted on its TCP connections (TCP_INFO),
 # where gradwire-worker's summary has them.
-WIRE_FIELDS = ("wire_sent_bytes", "wire_received_bytes")
+# The steps' share: the totals less what start-up (Init and the first pull)
+# carried, as the payload figures count the steps only.
+WIRE_FIELDS = (("wire_sent_bytes", "startup_wire_sent_bytes"),
+               ("wire_received_bytes", "startup_wire_received_bytes"))
 
 
 def wire_bytes(summaries):
-    """Both workers' wire bytes, sent and received; None unless every
-    summary has both counts (a partial sum would understate the wire)."""
+    """Both workers' wire bytes of the steps, sent and received; None unless
+    every summary has every count (a partial sum would understate the
+    wire)."""
     total = 0
     for s in summaries:
-        for key in WIRE_FIELDS:
-            value = s.get(key)
-            if not isinstance(value, (int, float)):
+        for key, startup_key in WIRE_FIELDS:
+            value, startup = s.get(key), s.get(startup_key)
+            if not all(isinstance(v, (int, float)) for v in (value, startup)):
                 return None
-            total += value
+            total += value - startup
     return total
 
 

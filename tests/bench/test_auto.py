@@ -91,12 +91,15 @@ def test_record_takes_the_slower_worker_and_both_workers_bytes(tmp_path):
 def test_record_adds_wire_bytes_and_marks_fewer_steps(tmp_path):
     directory = write_summaries(tmp_path / "run", [
         summary(0, 4, 2.0, 2.0, 10, 10, accuracy=0.5,
-                wire_sent_bytes=400, wire_received_bytes=40,
+                wire_sent_bytes=500, wire_received_bytes=40,
+                startup_wire_sent_bytes=100, startup_wire_received_bytes=0,
                 startup_seconds=1.5),
         summary(1, 4, 2.0, 2.0, 10, 10, wire_sent_bytes=400,
-                wire_received_bytes=40, startup_seconds=2.5)])
+                wire_received_bytes=60, startup_wire_sent_bytes=0,
+                startup_wire_received_bytes=20, startup_seconds=2.5)])
     row = record(directory, steps=30)
     assert row["reduced_steps"]
+    # (400 + 40 + 400 + 40) over 4 steps: start-up's bytes left out.
     assert row["wire_bytes_per_step"] == 220
     assert row["worker_startup_seconds"] == 2.5
 
@@ -104,7 +107,8 @@ def test_record_adds_wire_bytes_and_marks_fewer_steps(tmp_path):
 def test_record_leaves_wire_bytes_out_unless_every_worker_counts(tmp_path):
     directory = write_summaries(tmp_path / "run", [
         summary(0, 4, 2.0, 2.0, 10, 10, accuracy=0.5,
-                wire_sent_bytes=400, wire_received_bytes=40),
+                wire_sent_bytes=400, wire_received_bytes=40,
+                startup_wire_sent_bytes=0, startup_wire_received_bytes=0),
         summary(1, 4, 2.0, 2.0, 10, 10, wire_sent_bytes=None,
                 wire_received_bytes=None)])
     row = record(directory)

@@ -51,10 +51,11 @@ netns_require() {
 # Shapes `dev` in namespace `ns` to the profile.
 netns_shape() {
   local ns=$1 dev=$2
-  # Burst: about 1 ms of traffic at the rate, at least 64 KiB.
+  # Burst: about 1 ms of traffic at the rate, at least 64 KiB. A larger
+  # bucket would pass every push of a step at line rate on a slow link.
   local burst
   case "$NETNS_RATE" in
-    100mbit) burst=64kb ;;
+    10mbit | 100mbit) burst=64kb ;;
     1gbit) burst=128kb ;;
     10gbit) burst=1280kb ;;
     *) burst=256kb ;;
