@@ -116,26 +116,41 @@ std::string SummaryLine(const Json& summary) {
 }
 
 // Wire bytes, as the workers' kernels counted them (TCP_INFO), beside the
-// payload (serialized messages) and their ratio. They count only when
-// every worker knew its own: a partial sum would understate the wire, so
-// then the cluster's are null. Summaries without them (older workers)
-// leave the cluster without them too.
-void AddWireFigures(const std::vector<Json>& workers, Json* cluster) {
-  if (!workers[0].contains("wire_sent_bytes")) return;
+// payload (serialized messages) and their ratio: `measure` "wire" for the
+// TCP stream bytes, "packet" for those plus the IP and TCP headers. They
+// count only when every worker knew its own: a partial sum would
+// understate the wire, so then the cluster's are null. Summaries without
+// them (older workers) leave the cluster without them too.
+void AddWireFigures(const std::vector<Json>& workers, absl::string_view measure,
+                    Json* cluster) {
+  const std::string sent = absl::StrCat(measure, "_sent_bytes");
+  const std::string received = absl::StrCat(measure, "_received_bytes");
+  const std::string ratio = absl::StrCat(measure, "_payload_ratio");
+  if (!workers[0].contains(sent)) return;
   for (const Json& w : workers) {
-    if (NumberMember(w, "wire_sent_bytes") == nullptr ||
-        NumberMember(w, "wire_received_bytes") == nullptr) {
-      (*cluster)["wire_sent_bytes"] = nullptr;
-      (*cluster)["wire_received_bytes"] = nullptr;
-      (*cluster)["wire_payload_ratio"] = nullptr;
+    if (NumberMember(w, sent) == nullptr ||
+        NumberMember(w, received) == nullptr) {
+      (*cluster)[sent] = nullptr;
+      (*cluster)[received] = nullptr;
+      (*cluster)[ratio] = nullptr;
       return;
     }
   }
-  const double wire = NumberOf(*cluster, "wire_sent_bytes") +
-                      NumberOf(*cluster, "wire_received_bytes");
+  const double wire = NumberOf(*cluster, sent) + NumberOf(*cluster, received);
   const double payload = NumberOf(*cluster, "payload_sent_bytes") +
                          NumberOf(*cluster, "payload_received_bytes");
-  (*cluster)["wire_payload_ratio"] = Real(payload > 0 ? wire / payload : 0);
+  (*cluster)[ratio] = Real(payload > 0 ? wire / payload : 0);
+}
+
+// "; 1.41x with IP/TCP headers" for the wire line; empty without packet
+// figures (older workers).
+std::string PacketRatioText(const Json& cluster) {
+  if (!cluster.contains("packet_payload_ratio")) return "";
+  if (NumberMember(cluster, "packet_payload_ratio") == nullptr) {
+    return "; IP/TCP headers unknown";
+  }
+  return absl::StrFormat("; %.2fx with IP/TCP headers",
+                         NumberOf(cluster, "packet_payload_ratio"));
 }
 
 // "  wire bytes ..." for the report; empty without wire figures.
@@ -149,10 +164,10 @@ std::string WireLine(const Json& cluster) {
   };
   return absl::StrFormat(
       "  wire bytes     %s sent, %s received (TCP), %.2fx the payload of "
-      "%s sent, %s received\n",
+      "%s sent, %s received%s\n",
       bytes("wire_sent_bytes"), bytes("wire_received_bytes"),
       NumberOf(cluster, "wire_payload_ratio"), bytes("payload_sent_bytes"),
-      bytes("payload_received_bytes"));
+      bytes("payload_received_bytes"), PacketRatioText(cluster));
 }
 
 absl::StatusOr<Json> ParseSummary(const std::string& text) {
@@ -265,7 +280,8 @@ absl::StatusOr<Json> CombineWorkerSummaries(const std::vector<Json>& workers,
   // weights of every chunk (Init excluded on both sides).
   cluster["total_compression_ratio"] =
       Real(pushed + pulled > 0 ? 2 * dense / (pushed + pulled) : 0);
-  AddWireFigures(workers, &cluster);
+  AddWireFigures(workers, "wire", &cluster);
+  AddWireFigures(workers, "packet", &cluster);
   AddCpuFigures(workers, &cluster);
   return cluster;
 }

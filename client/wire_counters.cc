@@ -23,6 +23,30 @@ uint64_t InodeOf(int fd) {
 constexpr socklen_t kInfoWithBytes =
     offsetof(struct tcp_info, tcpi_bytes_received) +
     sizeof(tcp_info::tcpi_bytes_received);
+// The segment counters follow them (Linux 4.2).
+constexpr socklen_t kInfoWithSegments =
+    offsetof(struct tcp_info, tcpi_segs_in) + sizeof(tcp_info::tcpi_segs_in);
+
+constexpr uint32_t kIpv4HeaderBytes = 20;
+constexpr uint32_t kIpv6HeaderBytes = 40;
+constexpr uint32_t kTcpHeaderBytes = 20;
+constexpr uint32_t kTimestampOptionBytes = 12;  // 10, padded to 4 bytes.
+
+// The IP header of the packets `fd` sends, from its local address; 0
+// while a dual-stack socket has none yet (unconnected, unbound).
+uint32_t IpHeaderBytes(int fd) {
+  sockaddr_storage address = {};
+  socklen_t length = sizeof(address);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    return 0;
+  }
+  if (address.ss_family == AF_INET) return kIpv4HeaderBytes;
+  if (address.ss_family != AF_INET6) return 0;
+  const in6_addr& ip = reinterpret_cast<const sockaddr_in6&>(address).sin6_addr;
+  if (IN6_IS_ADDR_V4MAPPED(&ip)) return kIpv4HeaderBytes;
+  if (IN6_IS_ADDR_UNSPECIFIED(&ip)) return 0;
+  return kIpv6HeaderBytes;
+}
 
 uint64_t Saturating(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
@@ -34,6 +58,12 @@ WireTotals WireDifference(const WireTotals& later, const WireTotals& earlier) {
   difference.known = true;
   difference.sent = Saturating(later.sent, earlier.sent);
   difference.received = Saturating(later.received, earlier.received);
+  if (!later.headers_known || !earlier.headers_known) return difference;
+  difference.headers_known = true;
+  difference.sent_header_bytes =
+      Saturating(later.sent_header_bytes, earlier.sent_header_bytes);
+  difference.received_header_bytes =
+      Saturating(later.received_header_bytes, earlier.received_header_bytes);
   return difference;
 }
 
@@ -63,6 +93,9 @@ bool WireCounters::Refresh(Socket* socket) {
   const bool read =
       getsockopt(socket->fd, IPPROTO_TCP, TCP_INFO, &info, &length) == 0 &&
       length >= kInfoWithBytes;
+  const uint32_t ip_header = socket->ip_header_bytes != 0
+                                 ? socket->ip_header_bytes
+                                 : IpHeaderBytes(socket->fd);
   // The fd may have been closed and reused between fstat and getsockopt:
   // the answer is this socket's only if the inode still matches after it.
   if (InodeOf(socket->fd) != socket->inode) return false;
@@ -73,13 +106,40 @@ bool WireCounters::Refresh(Socket* socket) {
   socket->sent = std::max<uint64_t>(socket->sent, info.tcpi_bytes_acked);
   socket->received =
       std::max<uint64_t>(socket->received, info.tcpi_bytes_received);
+  if (length < kInfoWithSegments) {
+    socket->segments = false;
+    return true;
+  }
+  socket->ip_header_bytes = ip_header;
+  // A segment sent with no local address to read can only be an IPv6
+  // socket's whose address was not yet set: take it as IPv6.
+  const uint32_t header =
+      (ip_header != 0 ? ip_header : kIpv6HeaderBytes) + kTcpHeaderBytes +
+      ((info.tcpi_options & TCPI_OPT_TIMESTAMPS) ? kTimestampOptionBytes : 0);
+  // Unsigned differences: right across a wrap of the 32-bit counters.
+  const uint32_t new_out = info.tcpi_segs_out - socket->segments_out;
+  const uint32_t new_in = info.tcpi_segs_in - socket->segments_in;
+  socket->segments_out = info.tcpi_segs_out;
+  socket->segments_in = info.tcpi_segs_in;
+  socket->sent_header_bytes += uint64_t{new_out} * header;
+  socket->received_header_bytes += uint64_t{new_in} * header;
   return true;
+}
+
+void WireCounters::AddCounts(const Socket& socket, WireTotals* totals) {
+  totals->sent += socket.sent;
+  totals->received += socket.received;
+  totals->sent_header_bytes += socket.sent_header_bytes;
+  totals->received_header_bytes += socket.received_header_bytes;
 }
 
 void WireCounters::Retire(const Socket& socket) {
   retired_sent_ += socket.sent;
   retired_received_ += socket.received;
+  retired_sent_header_bytes_ += socket.sent_header_bytes;
+  retired_received_header_bytes_ += socket.received_header_bytes;
   if (!socket.tcp_info) unknown_ = true;
+  if (!socket.segments) headers_unknown_ = true;
 }
 
 WireTotals WireCounters::Snapshot() {
@@ -89,23 +149,32 @@ WireTotals WireCounters::Snapshot() {
   WireTotals totals;
   totals.sent = retired_sent_;
   totals.received = retired_received_;
-  bool unknown = unknown_;
+  totals.sent_header_bytes = retired_sent_header_bytes_;
+  totals.received_header_bytes = retired_received_header_bytes_;
+  bool unknown = false;
+  bool headers_unknown = false;
   for (auto it = open_.begin(); it != open_.end();) {
     if (!Refresh(&*it)) {
       Retire(*it);
-      totals.sent += it->sent;
-      totals.received += it->received;
+      AddCounts(*it, &totals);
       it = open_.erase(it);
       continue;
     }
-    totals.sent += it->sent;
-    totals.received += it->received;
+    AddCounts(*it, &totals);
     unknown = unknown || !it->tcp_info;
+    headers_unknown = headers_unknown || !it->segments;
     ++it;
   }
   unknown = unknown || unknown_;
+  headers_unknown = headers_unknown || headers_unknown_;
   if (unknown || !tracked_any_) return WireTotals();
   totals.known = true;
+  if (headers_unknown) {
+    totals.sent_header_bytes = 0;
+    totals.received_header_bytes = 0;
+  } else {
+    totals.headers_known = true;
+  }
   return totals;
 }
 

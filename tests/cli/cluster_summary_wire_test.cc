@@ -58,6 +58,34 @@ TEST(ClusterWireBytesTest, SumsWireAndPayloadWithTheirRatio) {
                         "received\n"));
 }
 
+TEST(ClusterWireBytesTest, PacketBytesWithTheirRatioOnTheSameLine) {
+  std::vector<Json> workers = {CountingWorker(0, 1000, 1300, 3000, 3800),
+                               CountingWorker(1, 2000, 2500, 4000, 5200)};
+  workers[0]["packet_sent_bytes"] = 1500;
+  workers[0]["packet_received_bytes"] = 4000;
+  workers[1]["packet_sent_bytes"] = 2900;
+  workers[1]["packet_received_bytes"] = 5600;
+  absl::StatusOr<Json> cluster = CombineWorkerSummaries(workers, 2);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_EQ((*cluster)["packet_sent_bytes"], 4400);
+  EXPECT_EQ((*cluster)["packet_received_bytes"], 9600);
+  // (4400 + 9600) / (3000 + 7000)
+  EXPECT_DOUBLE_EQ((*cluster)["packet_payload_ratio"].get<double>(), 1.4);
+  EXPECT_THAT(ClusterReport(*cluster, absl::Seconds(1)),
+              HasSubstr("1.28x the payload of 3.0 kB sent, 7.0 kB received; "
+                        "1.40x with IP/TCP headers\n"));
+  // One worker without segment counts: the cluster's packets are unknown.
+  workers[1]["packet_sent_bytes"] = nullptr;
+  workers[1]["packet_received_bytes"] = nullptr;
+  cluster = CombineWorkerSummaries(workers, 2);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_TRUE((*cluster)["packet_sent_bytes"].is_null());
+  EXPECT_TRUE((*cluster)["packet_payload_ratio"].is_null());
+  EXPECT_EQ((*cluster)["wire_sent_bytes"], 3800);
+  EXPECT_THAT(ClusterReport(*cluster, absl::Seconds(1)),
+              HasSubstr("received; IP/TCP headers unknown\n"));
+}
+
 TEST(ClusterWireBytesTest, OneWorkerThatCouldNotCountMakesItUnknown) {
   std::vector<Json> workers = {CountingWorker(0, 1000, 1300, 3000, 3800),
                                CountingWorker(1, 2000, 2500, 4000, 5200)};

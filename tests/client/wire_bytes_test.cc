@@ -2,8 +2,9 @@
 // this process, a stand-in ParameterServer that acknowledges every push):
 // the kernel's count of the bytes on the wire covers the payload plus a
 // bounded framing overhead, on the client's side and, through the same
-// socket mutator, on the server's; it keeps growing when the server
-// restarts and the client reconnects.
+// socket mutator, on the server's, and the packets carry the segments'
+// headers on top; it keeps growing when the server restarts and the
+// client reconnects.
 #include <memory>
 #include <string>
 #include <utility>
@@ -146,6 +147,16 @@ TEST_F(WireBytesTest, CoversThePayloadWithBoundedFraming) {
   ASSERT_TRUE(served.known);
   EXPECT_GE(served.received, payload);
   EXPECT_LE(served.received, wire.sent + kConnectionBytes);
+  // Packets carry the streams plus an IPv4 and a TCP header (40 bytes at
+  // least) per segment: the calls took a segment each way at least.
+  ASSERT_TRUE(wire.headers_known);
+  ASSERT_TRUE(served.headers_known);
+  EXPECT_GE(wire.packet_sent(), wire.sent + kRounds * 40);
+  EXPECT_GE(wire.packet_received(), wire.received + kRounds * 40);
+  EXPECT_GE(served.packet_received(), served.received + kRounds * 40);
+  // Large pushes go out in segments of up to an MSS (64 KiB on loopback),
+  // so headers stay a small share of them.
+  EXPECT_LT(wire.sent_header_bytes, payload / 10);
 }
 
 TEST_F(WireBytesTest, SmallPushesCarryTheirFramingOnTop) {
@@ -162,6 +173,9 @@ TEST_F(WireBytesTest, SmallPushesCarryTheirFramingOnTop) {
   // each) and gRPC's message prefix (5) beyond its payload.
   EXPECT_GE(pushes.sent, payload + kRounds * 23);
   EXPECT_LT(pushes.sent, payload + kRounds * kCallBytes);
+  // And each call's segments their IP and TCP headers.
+  ASSERT_TRUE(pushes.headers_known);
+  EXPECT_GE(pushes.packet_sent(), pushes.sent + kRounds * 40);
 }
 
 TEST_F(WireBytesTest, KeepsGrowingAcrossAServerRestart) {

@@ -1,10 +1,12 @@
 // WireCounters on real kernel sockets: loopback TCP connections (their
-// TCP_INFO byte counters), sockets that close and whose descriptor number
-// is reused, and Unix sockets, which have no TCP_INFO.
+// TCP_INFO byte and segment counters, over IPv4, IPv6 and IPv4-mapped
+// IPv6), sockets that close and whose descriptor number is reused, and
+// Unix sockets, which have no TCP_INFO.
 #include "client/wire_counters.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/tcp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -45,6 +47,96 @@ TcpPair ConnectLoopback() {
   pair.server = accept(listener, nullptr, nullptr);
   close(listener);
   return pair;
+}
+
+// A connected IPv6 pair: `client_family` AF_INET6 to [::1], or a
+// dual-stack AF_INET6 client to an IPv4 listener through the mapped
+// address ::ffff:127.0.0.1 (as gRPC connects). `counters`, when given,
+// tracks and reads the client before it connects, as gRPC's socket
+// mutator hands it over.
+// Returns false where the host has no IPv6 loopback.
+bool ConnectIpv6(bool mapped, WireCounters* counters, TcpPair* pair) {
+  sockaddr_in6 target = {};
+  target.sin6_family = AF_INET6;
+  socklen_t length = sizeof(target);
+  int listener = -1;
+  if (mapped) {
+    listener = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address = {};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t v4_length = sizeof(address);
+    EXPECT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), v4_length),
+              0);
+    EXPECT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&address),
+                          &v4_length),
+              0);
+    EXPECT_EQ(inet_pton(AF_INET6, "::ffff:127.0.0.1", &target.sin6_addr), 1);
+    target.sin6_port = address.sin_port;
+  } else {
+    listener = socket(AF_INET6, SOCK_STREAM, 0);
+    target.sin6_addr = in6addr_loopback;
+    if (listener < 0 ||
+        bind(listener, reinterpret_cast<sockaddr*>(&target), length) != 0) {
+      if (listener >= 0) close(listener);
+      return false;
+    }
+    EXPECT_EQ(
+        getsockname(listener, reinterpret_cast<sockaddr*>(&target), &length),
+        0);
+  }
+  EXPECT_EQ(listen(listener, 1), 0);
+  pair->client = socket(AF_INET6, SOCK_STREAM, 0);
+  if (pair->client < 0) {
+    close(listener);
+    return false;
+  }
+  if (counters != nullptr) {
+    counters->Track(pair->client);
+    // A read while it has no address yet.
+    EXPECT_TRUE(counters->Snapshot().known);
+  }
+  const bool connected =
+      connect(pair->client, reinterpret_cast<sockaddr*>(&target), length) == 0;
+  pair->server = connected ? accept(listener, nullptr, nullptr) : -1;
+  close(listener);
+  return connected && pair->server >= 0;
+}
+
+// The kernel's tcp_info of `fd`.
+tcp_info InfoOf(int fd) {
+  tcp_info info = {};
+  socklen_t length = sizeof(info);
+  EXPECT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length), 0);
+  return info;
+}
+
+// IP plus TCP header bytes per segment of `fd`'s connection, from its
+// family and whether it negotiated timestamps.
+uint64_t HeaderBytesPerSegment(int fd, uint64_t ip_header) {
+  const bool timestamps = (InfoOf(fd).tcpi_options & TCPI_OPT_TIMESTAMPS) != 0;
+  return ip_header + 20 + (timestamps ? 12 : 0);
+}
+
+// `rounds` exchanges of 10 bytes from `a` to `b` and 10 back, each waiting
+// for the other's: every round sends at least one segment each way.
+void PingPong(int a, int b, int rounds) {
+  const int one = 1;
+  setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  char buffer[10] = {};
+  const auto exchange = [&buffer](int from, int to) {
+    ASSERT_EQ(write(from, buffer, sizeof(buffer)), 10);
+    for (size_t got = 0; got < sizeof(buffer);) {
+      const ssize_t n = read(to, buffer, sizeof(buffer) - got);
+      ASSERT_GT(n, 0);
+      got += static_cast<size_t>(n);
+    }
+  };
+  for (int i = 0; i < rounds; ++i) {
+    exchange(a, b);
+    exchange(b, a);
+  }
 }
 
 // Gives the socket *fd the descriptor number `target` (which must be
@@ -116,6 +208,90 @@ TEST(WireCountersTest, CountsBothDirectionsOfATcpConnection) {
   close(pair.server);
 }
 
+// The header bytes `totals` count for `fd`'s segments, at `per_segment`
+// bytes each, lie between the kernel's counts read just before and just
+// after the snapshot that `snapshot` takes.
+template <typename Snapshot>
+void ExpectHeadersOfKernelSegments(int fd, uint64_t per_segment,
+                                   Snapshot snapshot) {
+  const tcp_info before = InfoOf(fd);
+  const WireTotals totals = snapshot();
+  const tcp_info after = InfoOf(fd);
+  ASSERT_TRUE(totals.headers_known);
+  EXPECT_EQ(totals.sent_header_bytes % per_segment, 0u);
+  EXPECT_EQ(totals.received_header_bytes % per_segment, 0u);
+  EXPECT_GE(totals.sent_header_bytes, before.tcpi_segs_out * per_segment);
+  EXPECT_LE(totals.sent_header_bytes, after.tcpi_segs_out * per_segment);
+  EXPECT_GE(totals.received_header_bytes, before.tcpi_segs_in * per_segment);
+  EXPECT_LE(totals.received_header_bytes, after.tcpi_segs_in * per_segment);
+}
+
+TEST(WireCountersTest, CountsTheHeadersOfEverySegmentOverIpv4) {
+  const TcpPair pair = ConnectLoopback();
+  WireCounters counters;
+  counters.Track(pair.client);
+  // 20 bytes of IPv4 header, 20 of TCP, 12 more with timestamps.
+  const uint64_t per_segment = HeaderBytesPerSegment(pair.client, 20);
+  constexpr int kRounds = 50;
+  PingPong(pair.client, pair.server, kRounds);
+  const WireTotals first = SnapshotUntil(
+      &counters, [](const WireTotals& t) { return t.sent >= kRounds * 10; });
+  ASSERT_TRUE(first.known);
+  ASSERT_TRUE(first.headers_known);
+  // Each round sent a data segment each way, the handshake more.
+  EXPECT_GE(first.sent_header_bytes, kRounds * per_segment);
+  EXPECT_GE(first.received_header_bytes, kRounds * per_segment);
+  EXPECT_EQ(first.packet_sent(), first.sent + first.sent_header_bytes);
+  EXPECT_EQ(first.packet_received(),
+            first.received + first.received_header_bytes);
+  EXPECT_GE(first.packet_sent() - first.sent, kRounds * per_segment);
+  // They grow with the segments.
+  PingPong(pair.client, pair.server, kRounds);
+  const WireTotals second = SnapshotUntil(&counters, [&](const WireTotals& t) {
+    return t.sent >= first.sent + kRounds * 10;
+  });
+  EXPECT_GE(second.sent_header_bytes,
+            first.sent_header_bytes + kRounds * per_segment);
+  EXPECT_GE(second.received_header_bytes,
+            first.received_header_bytes + kRounds * per_segment);
+  ExpectHeadersOfKernelSegments(pair.client, per_segment,
+                                [&] { return counters.Snapshot(); });
+  close(pair.client);
+  close(pair.server);
+}
+
+TEST(WireCountersTest, Ipv6SegmentsCarryTheLongerHeader) {
+  WireCounters counters;
+  TcpPair pair;
+  if (!ConnectIpv6(/*mapped=*/false, &counters, &pair)) {
+    GTEST_SKIP() << "no IPv6 loopback here";
+  }
+  // 40 bytes of IPv6 header: 72 with timestamps, 60 without.
+  const uint64_t per_segment = HeaderBytesPerSegment(pair.client, 40);
+  PingPong(pair.client, pair.server, 20);
+  ExpectHeadersOfKernelSegments(pair.client, per_segment,
+                                [&] { return counters.Snapshot(); });
+  EXPECT_GE(counters.Snapshot().sent_header_bytes, 20 * per_segment);
+  close(pair.client);
+  close(pair.server);
+}
+
+TEST(WireCountersTest, MappedIpv4AddressesCarryTheIpv4Header) {
+  // Tracked before it connects, when its address is still ::, as gRPC's
+  // dual-stack client sockets are.
+  WireCounters counters;
+  TcpPair pair;
+  if (!ConnectIpv6(/*mapped=*/true, &counters, &pair)) {
+    GTEST_SKIP() << "no dual-stack IPv6 sockets here";
+  }
+  const uint64_t per_segment = HeaderBytesPerSegment(pair.client, 20);
+  PingPong(pair.client, pair.server, 20);
+  ExpectHeadersOfKernelSegments(pair.client, per_segment,
+                                [&] { return counters.Snapshot(); });
+  close(pair.client);
+  close(pair.server);
+}
+
 TEST(WireCountersTest, KeepsAClosedSocketsBytesWhenItsFdIsReused) {
   WireCounters counters;
   TcpPair first = ConnectLoopback();
@@ -139,6 +315,11 @@ TEST(WireCountersTest, KeepsAClosedSocketsBytesWhenItsFdIsReused) {
   WireTotals after = counters.Snapshot();
   EXPECT_TRUE(after.known);
   EXPECT_EQ(after.sent, before.sent);
+  // Its header bytes stay at their last read too.
+  EXPECT_TRUE(after.headers_known);
+  EXPECT_GT(before.sent_header_bytes, 0u);
+  EXPECT_EQ(after.sent_header_bytes, before.sent_header_bytes);
+  EXPECT_EQ(after.received_header_bytes, before.received_header_bytes);
   EXPECT_EQ(counters.open_sockets(), 0u);
   // Tracked, it adds its own bytes (all of them, from its creation).
   counters.Track(reused);
@@ -190,6 +371,8 @@ TEST(WireCountersTest, NeverGoesBackwards) {
     ASSERT_TRUE(now.known);
     EXPECT_GE(now.sent, last.sent + 10000) << "round " << round;
     EXPECT_GE(now.received, last.received);
+    EXPECT_GT(now.sent_header_bytes, last.sent_header_bytes);
+    EXPECT_GE(now.received_header_bytes, last.received_header_bytes);
     last = now;
     close(pair.client);
     close(pair.server);
@@ -203,6 +386,7 @@ TEST(WireCountersTest, UnixSocketsAreUnknownNotZero) {
   counters.Track(fds[0]);
   Transfer(fds[0], fds[1], 1000);
   EXPECT_FALSE(counters.Snapshot().known);
+  EXPECT_FALSE(counters.Snapshot().headers_known);
   // A TCP socket beside it does not make the sum known: it would be part.
   TcpPair pair = ConnectLoopback();
   counters.Track(pair.client);
@@ -236,6 +420,27 @@ TEST(WireDifferenceTest, SubtractsKnownTotals) {
   EXPECT_EQ(WireDifference(earlier, later).sent, 0u);
   EXPECT_FALSE(WireDifference(later, WireTotals()).known);
   EXPECT_FALSE(WireDifference(WireTotals(), earlier).known);
+  EXPECT_FALSE(step.headers_known);
+}
+
+TEST(WireDifferenceTest, SubtractsHeaderBytesWhereBothKnowThem) {
+  const WireTotals earlier{true, 100, 40, true, 520, 104};
+  const WireTotals later{true, 350, 41, true, 1040, 156};
+  const WireTotals step = WireDifference(later, earlier);
+  EXPECT_TRUE(step.headers_known);
+  EXPECT_EQ(step.sent_header_bytes, 520u);
+  EXPECT_EQ(step.received_header_bytes, 52u);
+  EXPECT_EQ(step.packet_sent(), 250u + 520u);
+  EXPECT_EQ(step.packet_received(), 1u + 52u);
+  EXPECT_EQ(WireDifference(earlier, later).sent_header_bytes, 0u);
+  // Stream bytes known, headers not (a kernel without segment counts).
+  const WireTotals streams_only{true, 400, 50};
+  const WireTotals partial = WireDifference(streams_only, earlier);
+  EXPECT_TRUE(partial.known);
+  EXPECT_EQ(partial.sent, 300u);
+  EXPECT_FALSE(partial.headers_known);
+  EXPECT_EQ(partial.sent_header_bytes, 0u);
+  EXPECT_FALSE(WireDifference(later, streams_only).headers_known);
 }
 
 }  // namespace
