@@ -205,8 +205,7 @@ void AutoCompression::NoteCompute(double compute_seconds,
   if (last_compute_note_ != absl::InfinitePast() && ++compute_notes_ > 1) {
     // The chooser judges medians of raw step times (compression_chooser.h).
     step_seconds_ = absl::ToDoubleSeconds(now - last_compute_note_);
-    exposed_seconds_ = Smoothed(
-        exposed_seconds_, std::max(step_seconds_ - compute_seconds, 1e-9));
+    smoothed_step_seconds_ = Smoothed(smoothed_step_seconds_, step_seconds_);
   }
   last_compute_note_ = now;
 }
@@ -273,7 +272,12 @@ void AutoCompression::BeginStep(uint64_t step, double learning_rate) {
         std::min(backward_seconds_, cpu_compute_seconds_ * kBackwardShare);
   }
   inputs.step_seconds = step_seconds_;
-  inputs.exposed_seconds = exposed_seconds_;
+  // What the step took beyond its computation, CPU-measured where known:
+  // waits for pushes and pulls wherever they fall (a layer gate's wait is
+  // inside the forward pass's wall time), and on cores shared with the
+  // shards the CPU their bytes take from the computation.
+  inputs.exposed_seconds =
+      std::max(0.0, smoothed_step_seconds_ - inputs.compute_seconds);
   inputs.wire_overhead = wire_ratio_;
   inputs.cpu_seconds_per_byte = cpu_seconds_per_byte_;
   // Nothing changes before a step time is measured: the chooser's

@@ -179,10 +179,9 @@ class AutoCompression {
   // The training thread's.
   double compute_seconds_ = 0;
   double backward_seconds_ = 0;
-  // The last step's seconds, and the smoothed seconds per step outside
-  // its computation.
+  // The last step's seconds, and their smoothed value.
   double step_seconds_ = 0;
-  double exposed_seconds_ = 0;
+  double smoothed_step_seconds_ = 0;
   // From NoteCpu: the smoothed per-step CPU compute and CPU per byte, and
   // the totals of the last note (negative: none yet).
   double cpu_compute_seconds_ = 0;

@@ -34,8 +34,9 @@
 // leaving a critical phase changes the choice at once: that comes from the
 // gradients, not from a noisy clock.
 //
-// Exposure. Where the training thread waited for communication
-// (ChooserInputs::exposed_seconds, the step's time less its computation)
+// Exposure. Where the step took longer than its computation
+// (ChooserInputs::exposed_seconds: waits for communication, and CPU the
+// bytes took from the computation on shared cores)
 // for more than `improvement` of the computation, the budget is at most the
 // current bytes times backward / (backward + exposed): the rate those bytes
 // really moved at, which the estimate of single transfers can miss (a
@@ -140,8 +141,9 @@ struct ChooserInputs {
   // The measured seconds of the last whole step (0: unknown); the chooser
   // takes medians of its own windows of them.
   double step_seconds = 0;
-  // Seconds per step that the training thread waited for communication
-  // (the step's time less its computation), smoothed; 0: none or unknown.
+  // Seconds per step beyond the computation (the smoothed step time less
+  // compute_seconds): waits for communication, and on shared cores the CPU
+  // that moving the bytes took from the computation; 0: none or unknown.
   double exposed_seconds = 0;
   // Wire bytes per payload byte (framing, headers).
   double wire_overhead = 1.3;
