@@ -55,11 +55,16 @@ void ParameterSync::NoteWireRatio(const SyncStats& before) {
   const double payload =
       static_cast<double>(stats_.pushed_bytes - before.pushed_bytes) +
       static_cast<double>(stats_.pulled_bytes - before.pulled_bytes);
-  if (payload > 0) {
-    chooser->NoteWireRatio(
-        static_cast<double>(step_wire_bytes_.sent + step_wire_bytes_.received) /
-        payload);
-  }
+  if (payload <= 0) return;
+  // The link carries every segment's IP and TCP headers too, pure
+  // acknowledgements included: they cost time as the stream bytes do, and
+  // their share grows as compression shrinks the pushes. Without segment
+  // counts, the stream bytes alone.
+  const WireTotals& wire = step_wire_bytes_;
+  const uint64_t bytes = wire.headers_known
+                             ? wire.packet_sent() + wire.packet_received()
+                             : wire.sent + wire.received;
+  chooser->NoteWireRatio(static_cast<double>(bytes) / payload);
 }
 
 }  // namespace gradwire

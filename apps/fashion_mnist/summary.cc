@@ -90,6 +90,12 @@ void AddRunFields(const TrainingResult& r, Json& summary) {
   summary["wire_sent_bytes"] = r.wire.known ? Json(r.wire.sent) : Json(nullptr);
   summary["wire_received_bytes"] =
       r.wire.known ? Json(r.wire.received) : Json(nullptr);
+  // The same plus every segment's IP and TCP headers (wire_totals.h).
+  const bool packets = r.wire.known && r.wire.headers_known;
+  summary["packet_sent_bytes"] =
+      packets ? Json(r.wire.packet_sent()) : Json(nullptr);
+  summary["packet_received_bytes"] =
+      packets ? Json(r.wire.packet_received()) : Json(nullptr);
   // Start-up: what Register cost before step 0 (Init and the first pull).
   summary["startup_sent_bytes"] = r.sync.startup_bytes_sent;
   summary["startup_received_bytes"] = r.sync.startup_bytes_received;
@@ -99,6 +105,11 @@ void AddRunFields(const TrainingResult& r, Json& summary) {
       startup_wire.known ? Json(startup_wire.sent) : Json(nullptr);
   summary["startup_wire_received_bytes"] =
       startup_wire.known ? Json(startup_wire.received) : Json(nullptr);
+  const bool startup_packets = startup_wire.known && startup_wire.headers_known;
+  summary["startup_packet_sent_bytes"] =
+      startup_packets ? Json(startup_wire.packet_sent()) : Json(nullptr);
+  summary["startup_packet_received_bytes"] =
+      startup_packets ? Json(startup_wire.packet_received()) : Json(nullptr);
   summary["retries"] = r.sync.retries;
   summary["final_loss"] = Rounded(r.final_loss, 1e6);
 }

@@ -33,11 +33,30 @@ TEST(SummaryWireTest, PayloadAndKnownWireBytes) {
   EXPECT_EQ(summary["wire_received_bytes"], 3100);
 }
 
+TEST(SummaryWireTest, PacketBytesAddTheHeadersWhereKnown) {
+  TrainingResult r = WithTraffic();
+  r.wire = WireTotals{true, 1500, 3100, true, 520, 780};
+  Json summary = Json::parse(SummaryJson(r, SyncOptions()));
+  EXPECT_EQ(summary["packet_sent_bytes"], 2020);
+  EXPECT_EQ(summary["packet_received_bytes"], 3880);
+  EXPECT_EQ(summary["wire_sent_bytes"], 1500);
+  // Stream bytes without segment counts: packets unknown.
+  r.wire = WireTotals{true, 1500, 3100};
+  r.sync.startup_wire = WireTotals{true, 100, 200, true, 52, 104};
+  summary = Json::parse(SummaryJson(r, SyncOptions()));
+  EXPECT_TRUE(summary["packet_sent_bytes"].is_null());
+  EXPECT_TRUE(summary["packet_received_bytes"].is_null());
+  EXPECT_EQ(summary["startup_packet_sent_bytes"], 152);
+  EXPECT_EQ(summary["startup_packet_received_bytes"], 304);
+}
+
 TEST(SummaryWireTest, UnknownWireBytesAreNull) {
   const Json summary = Json::parse(SummaryJson(WithTraffic(), SyncOptions()));
   ASSERT_TRUE(summary.contains("wire_sent_bytes"));
   EXPECT_TRUE(summary["wire_sent_bytes"].is_null());
   EXPECT_TRUE(summary["wire_received_bytes"].is_null());
+  EXPECT_TRUE(summary["packet_sent_bytes"].is_null());
+  EXPECT_TRUE(summary["startup_packet_received_bytes"].is_null());
   EXPECT_EQ(summary["payload_sent_bytes"], 1230);
 }
 
