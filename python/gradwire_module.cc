@@ -123,7 +123,21 @@ checkpoint, copying weights. Raises gradwire.Error when a pull failed.)doc")
           "in its summary as \"optimizer\".")
       .def_property_readonly(
           "stats", [](PySync& s) { return s.Stats(); },
-          "Byte counters and phase timings of this worker (SyncStats).");
+          "Byte counters and phase timings of this worker (SyncStats).")
+      .def_property_readonly(
+          "wire_bytes",
+          [](PySync& s) -> py::object {
+            const WireTotals wire = s.WireBytes();
+            if (!wire.known) return py::none();
+            py::dict d;
+            d["sent"] = wire.sent;
+            d["received"] = wire.received;
+            return d;
+          },
+          "The TCP bytes of this worker's connections to the shards as the "
+          "kernel counts them (payload plus HTTP/2, gRPC and TLS framing), "
+          "{'sent': ..., 'received': ...}; None where the transport cannot "
+          "count them (Unix sockets).");
 }
 
 void DefineParameterSync(py::module_& m) {
@@ -146,6 +160,13 @@ void DefineStats(py::module_& m) {
                     &SyncStats::dense_equivalent_bytes,
                     "What fp32 dense pushes of the same gradients cost.")
       .def_readonly("init_bytes", &SyncStats::init_bytes)
+      .def_readonly("startup_bytes_sent", &SyncStats::startup_bytes_sent,
+                    "What register() sent before step 0 (Init and pulls).")
+      .def_readonly("startup_bytes_received",
+                    &SyncStats::startup_bytes_received)
+      .def_readonly("startup_seconds", &SyncStats::startup_seconds,
+                    "register()'s seconds, from its start to the weights "
+                    "in place.")
       .def_readonly("retries", &SyncStats::retries)
       .def_readonly("max_step_lead", &SyncStats::max_step_lead)
       .def_readonly("reduce_seconds", &SyncStats::reduce_seconds)
@@ -162,6 +183,9 @@ void DefineStats(py::module_& m) {
              d["pulled_bytes"] = s.pulled_bytes;
              d["dense_equivalent_bytes"] = s.dense_equivalent_bytes;
              d["init_bytes"] = s.init_bytes;
+             d["startup_bytes_sent"] = s.startup_bytes_sent;
+             d["startup_bytes_received"] = s.startup_bytes_received;
+             d["startup_seconds"] = s.startup_seconds;
              d["retries"] = s.retries;
              d["max_step_lead"] = s.max_step_lead;
              d["reduce_seconds"] = s.reduce_seconds;

@@ -198,4 +198,9 @@ SyncStats PySync::Stats() {
   return use.get().stats();
 }
 
+WireTotals PySync::WireBytes() {
+  Use use(this);
+  return use.get().WireBytes();
+}
+
 }  // namespace gradwire

@@ -74,6 +74,8 @@ class PySync {
   int64_t NextStep();
   std::string OptimizerPlacement();
   SyncStats Stats();
+  // ParameterSync::WireBytes(): the kernel's TCP byte counts.
+  WireTotals WireBytes();
 
   size_t registered() const { return tensors_.size(); }
 

@@ -23,7 +23,7 @@ def batch(step, worker):
 
 
 def run_workers(shards, num_workers, steps, overlap=True, same_seed=False,
-                pull_ahead=False, **options):
+                pull_ahead=False, wire=None, **options):
     """Trains one model per worker thread through gradwire; returns the
     models and the final stats. Without `same_seed` each worker draws
     other initial weights (the first Init's win, whichever worker sent
@@ -48,6 +48,8 @@ def run_workers(shards, num_workers, steps, overlap=True, same_seed=False,
             sync.step()
         sync.await_weights()
         stats[worker] = sync.stats
+        if wire is not None:
+            wire[worker] = sync.wire_bytes
         sync.close()
 
     run_in_threads(work, num_workers)
@@ -88,6 +90,24 @@ def test_byte_counters_match_the_shards_metrics(start_shards):
     assert sent == sum(s.pulled_bytes for s in stats)
     assert set(stats[0].as_dict()) >= {"pushed_bytes", "pulled_bytes",
                                        "dense_equivalent_bytes", "steps"}
+
+
+def test_start_up_and_wire_bytes_are_reported(start_shards):
+    """Same initial weights: one worker sends them, the other only their
+    fingerprints, and neither pulls them back; the kernel's TCP counts
+    carry at least the payload."""
+    wire = [None, None]
+    _, stats = run_workers(start_shards(2, 2), 2, steps=3, same_seed=True,
+                           wire=wire, **OPTIONS)
+    model_bytes = sum(p.numel() * 4 for p in make_model(1).parameters())
+    sent = sorted(s.startup_bytes_sent for s in stats)
+    assert sent[0] < model_bytes / 4 < model_bytes <= sent[1]
+    assert all(s.startup_bytes_received < model_bytes / 4 for s in stats)
+    assert all(s.startup_seconds > 0 for s in stats)
+    assert stats[0].as_dict()["startup_bytes_sent"] == stats[0].startup_bytes_sent
+    for s, w in zip(stats, wire):
+        assert w["sent"] >= s.startup_bytes_sent + s.pushed_bytes
+        assert w["received"] >= s.pulled_bytes
 
 
 def test_overlap_gives_the_same_weights_as_no_overlap(start_shards):
