@@ -219,8 +219,9 @@ FIELDS = {
                               "the steps (payload_bytes says: measured, or "
                               "computed for DDP)",
     "wire_bytes_per_step": "wire_sent_bytes + wire_received_bytes (TCP, "
-                           "counted by the kernel) of both workers over the "
-                           "steps; null where a summary lacks them",
+                           "counted by the kernel) of both workers less "
+                           "their startup_wire_* counts, over the steps; "
+                           "null where a summary lacks them",
     "worker_startup_seconds": "the slower worker's own startup_seconds; "
                               "null where the summaries lack it",
     "test_accuracy": "worker 0 after the row's steps",
