@@ -2,7 +2,8 @@
 // torch::topk and memcpy, measured in the same run on the same buffer.
 //
 //   gradwire-bench-compress [--quick] [--sizes=1M,25M] [--ratios=0.01,0.001]
-//                           [--compressors=topk,qsgd] [--json=FILE]
+//                           [--compressors=topk,qsgd] [--momentum=0.9]
+//                           [--json=FILE]
 //
 // Our compressors run on one thread; libtorch gets one thread per hardware
 // thread (--torch_threads), and the count is printed.
@@ -24,11 +25,11 @@
 #include "absl/types/span.h"
 #include "bench/common/report.h"
 #include "bench/common/timing.h"
+#include "bench/compress/compress_call.h"
 #include "bench/compress/config.h"
 #include "bench/compress/torch_baseline.h"
 #include "common/codec/codec.h"
 #include "common/compress/compressor.h"
-#include "common/compress/momentum_correction.h"
 #include "common/compress/registry.h"
 #include "common/flags/program.h"
 #include "common/threads/thread_pool.h"
@@ -131,61 +132,6 @@ absl::StatusOr<std::unique_ptr<Compressor>> MakeBenchCompressor(
     if (name == "threshold") options.threshold = MagnitudeQuantile(g, *ratio);
   }
   return MakeCompressor(options);
-}
-
-// What a timed call runs before error feedback.
-enum class Momentum {
-  kNone,
-  // Compressor::CompressVelocityWithFeedback (one pass for Top-K).
-  kFused,
-  // AccumulateVelocity, then CompressWithFeedback on the velocity: the
-  // worker's path before the fused one.
-  kTwoPasses,
-};
-
-const char* RowSuffix(Momentum momentum) {
-  switch (momentum) {
-    case Momentum::kNone:
-      return "";
-    case Momentum::kFused:
-      return "+momentum";
-    case Momentum::kTwoPasses:
-      return "+momentum/2pass";
-  }
-  return "";
-}
-
-// One chunk's state across calls, as one chunk keeps during training.
-struct ChunkState {
-  FeedbackState feedback;
-  std::vector<float> velocity;
-  std::vector<float> nesterov_scratch;  // Unused: no Nesterov.
-  CompressedChunk out;
-};
-
-absl::Status CompressOnce(const Compressor& compressor, Momentum momentum,
-                          float factor, absl::Span<const float> g,
-                          const CompressContext& context, ChunkState* chunk) {
-  if (momentum == Momentum::kFused) {
-    return compressor.CompressVelocityWithFeedback(
-        g, factor, context, &chunk->velocity, &chunk->feedback, &chunk->out);
-  }
-  if (momentum == Momentum::kNone) {
-    return compressor.CompressWithFeedback(g, context, &chunk->feedback,
-                                           &chunk->out);
-  }
-  MomentumCorrectionOptions options;
-  options.momentum = factor;
-  absl::Span<const float> input;
-  CompressContext input_context = context;
-  if (absl::Status s = AccumulateVelocity(
-          options, compressor.options().non_finite, g, &chunk->velocity,
-          &chunk->nesterov_scratch, &input, &input_context.input_known_finite);
-      !s.ok()) {
-    return s;
-  }
-  return compressor.CompressWithFeedback(input, input_context, &chunk->feedback,
-                                         &chunk->out);
 }
 
 // One compressor at one ratio (nullopt: the compressor takes none).
