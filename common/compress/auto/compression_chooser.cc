@@ -14,6 +14,7 @@ CompressionChooser::CompressionChooser(ChooserOptions options,
       group_numel_(std::move(group_numel)),
       rungs_(group_numel_.size(), kStartRung),
       byte_cap_(std::numeric_limits<double>::infinity()),
+      start_bytes_(PayloadBytes(rungs_)),
       cap_growth_(options_.cap_growth) {}
 
 namespace {
@@ -67,8 +68,12 @@ double CompressionChooser::ExposureBound(const ChooserInputs& inputs,
       PayloadBytes(rungs_) * window / (inputs.backward_seconds + exposed);
   // Not below the bytes of a step down that did not pay: exposure that
   // fewer bytes did not shorten comes from elsewhere (a straggler, the
-  // shards' CPU).
-  return std::max(bound, byte_floor_);
+  // shards' CPU). Nor below the starting choice's bytes unless the
+  // exposure is large: a small one may be the CPU's, and fewer bytes than
+  // the default cost accuracy for little time.
+  const bool large =
+      exposed > options_.below_start_exposure * inputs.compute_seconds;
+  return std::max({bound, byte_floor_, large ? 0.0 : start_bytes_});
 }
 
 double CompressionChooser::PredictStepSeconds(
@@ -214,10 +219,13 @@ bool CompressionChooser::Verify() {
   }
   judging_ = false;
   // Fewer bytes cost accuracy: they stay only where they make the step
-  // faster, by half the threshold.
-  const bool fewer = PayloadBytes(rungs_) < PayloadBytes(previous_);
-  const double limit =
-      fewer ? 1 - options_.improvement / 2 : 1 + options_.improvement;
+  // faster, by half the threshold, or by all of it below the starting
+  // choice's bytes.
+  const double bytes = PayloadBytes(rungs_);
+  const bool fewer = bytes < PayloadBytes(previous_);
+  const double gain =
+      bytes < start_bytes_ ? options_.improvement : options_.improvement / 2;
+  const double limit = fewer ? 1 - gain : 1 + options_.improvement;
   const bool slower = clearly_slower || Median(judged_) > reference * limit;
   if (!slower) {
     // Kept: its judged steps are its window.

@@ -370,6 +370,52 @@ TEST(CompressionChooserTest, ExposedCommunicationSendsFewerBytes) {
   EXPECT_GT(chooser.PayloadBytes(chooser.Propose(inputs)), start);
 }
 
+// A small exposure (below `below_start_exposure` of the computation) may
+// be the CPU's or the synchronisation's: it does not take the bytes below
+// the starting choice's, whose accuracy users compare against. A large one
+// does.
+TEST(CompressionChooserTest, SmallExposureKeepsTheStartingBytes) {
+  const ChooserOptions options;
+  CompressionChooser chooser(options, Groups());
+  const double start = chooser.PayloadBytes(chooser.rungs());
+  ChooserInputs inputs = Inputs(1000 * kMbit, 0.03);
+  // Between `improvement` and `below_start_exposure` of the computation:
+  // the bound holds the current bytes, no fewer.
+  inputs.exposed_seconds =
+      0.5 * (options.improvement + options.below_start_exposure) *
+      inputs.compute_seconds;
+  // (The proposal spreads that budget over the groups by their shares, to
+  // within the ladder's rounding.)
+  EXPECT_GE(chooser.BudgetBytes(inputs), start);
+  EXPECT_GT(chooser.PayloadBytes(chooser.Propose(inputs)), 0.95 * start);
+  // Above it the bound scales the bytes by backward / (backward +
+  // exposed): 0.69 of them here.
+  inputs.exposed_seconds =
+      1.5 * options.below_start_exposure * inputs.compute_seconds;
+  EXPECT_LT(chooser.BudgetBytes(inputs), 0.75 * start);
+  EXPECT_LT(chooser.PayloadBytes(chooser.Propose(inputs)), 0.75 * start);
+}
+
+// Below the starting bytes a step down must pay the whole `improvement`:
+// 4% faster keeps a step down above them but not one below.
+TEST(CompressionChooserTest, StepDownBelowTheStartMustPayMore) {
+  ChooserOptions options;
+  CompressionChooser chooser(options, Groups());
+  const std::vector<Rung> start = chooser.rungs();
+  ChooserInputs exposed = Inputs(1000 * kMbit, 0.03);
+  exposed.step_seconds = 0.08;
+  exposed.exposed_seconds = 0.03;
+  for (int i = 0; i < options.settle; ++i) chooser.Evaluate(exposed);
+  int evaluations = 0;
+  while (chooser.rungs() == start && evaluations++ < 10) {
+    chooser.Evaluate(exposed);
+  }
+  ASSERT_LT(chooser.PayloadBytes(chooser.rungs()), chooser.PayloadBytes(start));
+  exposed.step_seconds = 0.08 * (1 - 0.8 * options.improvement);
+  for (int i = 0; i < options.verify_after; ++i) chooser.Evaluate(exposed);
+  EXPECT_EQ(chooser.rungs(), start);
+}
+
 // Fewer bytes stay only where they make the step faster; exposure that a
 // step down did not shorten does not bring the same step down again at
 // once.
