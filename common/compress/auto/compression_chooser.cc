@@ -225,7 +225,7 @@ bool CompressionChooser::Verify() {
   const bool fewer = bytes < PayloadBytes(previous_);
   const double gain =
       bytes < start_bytes_ ? options_.improvement : options_.improvement / 2;
-  const double limit = fewer ? 1 - gain : 1 + options_.improvement;
+  const double limit = fewer ? 1 - gain : 1 + options_.step_up_slowdown;
   const bool slower = clearly_slower || Median(judged_) > reference * limit;
   if (!slower) {
     // Kept: its judged steps are its window.

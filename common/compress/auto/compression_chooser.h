@@ -56,8 +56,9 @@
 // judged: against the reference, the smallest median of `window` step
 // times of any settled choice (the starting one's included, so that steps
 // up that each slow the step a little cannot add up), the median of the
-// change's first `verify_after` step times may be at most 1 + `improvement`
-// times it for more bytes, and must be at most 1 - improvement / 2 times it
+// change's first `verify_after` step times may be at most 1 +
+// `step_up_slowdown` times it for more bytes (they buy accuracy, at a
+// bounded cost in time), and must be at most 1 - improvement / 2 times it
 // for fewer (fewer bytes cost accuracy: they stay only where they pay), or
 // 1 - improvement times it for fewer than the starting choice's bytes.
 // Where each of its first `early_after` steps took more than 1 +
@@ -110,6 +111,10 @@ struct ChooserOptions {
   // evaluation.
   int verify_after = 4;
   double cap_growth = 1.02;
+  // The slowdown a change to more bytes may cost and stay: half of
+  // `improvement`, so that the measured noise a change passes with, and
+  // the worker's own cost of choosing, stay within 5% of a fixed setting.
+  double step_up_slowdown = 0.025;
   // The early verdict: a change whose first `early_after` measured steps
   // each took more than 1 + early_margin times the reference is undone
   // then, without waiting for the rest.

@@ -215,8 +215,8 @@ TEST(CompressionChooserTest, SmallSlowdownsDoNotAddUp) {
   fast.step_seconds = 0.1;
   for (int i = 0; i < options.settle; ++i) chooser.Evaluate(fast);
   const double start = chooser.PayloadBytes(chooser.rungs());
-  // Each step up costs 4% of the step: the first is kept, the second (8%
-  // over the start) is undone.
+  // Each step up costs 60% of the slowdown a step up may cost: the first
+  // is kept, the second (120% of it over the start) is undone.
   double bytes = start;
   std::vector<Rung> kept;
   for (int up = 1; up <= 2; ++up) {
@@ -228,7 +228,7 @@ TEST(CompressionChooserTest, SmallSlowdownsDoNotAddUp) {
     ASSERT_GT(chooser.PayloadBytes(chooser.rungs()), bytes) << up;
     if (up == 1) kept = chooser.rungs();
     bytes = chooser.PayloadBytes(chooser.rungs());
-    fast.step_seconds = 0.1 * (1 + 0.04 * up);
+    fast.step_seconds = 0.1 * (1 + 0.6 * options.step_up_slowdown * up);
     for (int i = 0; i < options.verify_after; ++i) chooser.Evaluate(fast);
   }
   EXPECT_EQ(chooser.rungs(), kept);
@@ -318,6 +318,27 @@ std::vector<Rung> StepUp(CompressionChooser* chooser, ChooserInputs* fast) {
   EXPECT_GT(chooser->PayloadBytes(chooser->rungs()),
             chooser->PayloadBytes(before));
   return before;
+}
+
+// More bytes may cost at most `step_up_slowdown` of the step: 4% slower
+// is undone, 1% slower stays.
+TEST(CompressionChooserTest, StepUpMayCostLittleTime) {
+  const ChooserOptions options;
+  for (const double slowdown : {0.04, 0.01}) {
+    CompressionChooser chooser(options, Groups());
+    ChooserInputs fast = Inputs(1000 * kMbit, 0.03);
+    fast.step_seconds = 0.05;
+    const std::vector<Rung> before = StepUp(&chooser, &fast);
+    fast.step_seconds = 0.05 * (1 + slowdown);
+    for (int i = 0; i < options.verify_after; ++i) chooser.Evaluate(fast);
+    if (slowdown > options.step_up_slowdown) {
+      EXPECT_EQ(chooser.rungs(), before) << slowdown;
+    } else {
+      EXPECT_GT(chooser.PayloadBytes(chooser.rungs()),
+                chooser.PayloadBytes(before))
+          << slowdown;
+    }
+  }
 }
 
 // A change whose first steps are each far slower is undone after
