@@ -105,9 +105,9 @@ TEST(AutoCompressionTest, SlowLinkLowersTheRungsAndTheGauge) {
   AutoCompression& chooser = **made;
   EXPECT_EQ(chooser.CompressorFor(0).name(), "topk");
   EXPECT_DOUBLE_EQ(chooser.CompressorFor(0).options().ratio, 0.01);
-  // Two steps without a step time, five that measure the starting
+  // Two steps without a step time, eight that measure the starting
   // choice's, then the choice follows the link.
-  for (uint64_t step = 0; step < 12; ++step) {
+  for (uint64_t step = 0; step < 15; ++step) {
     // 1 Mbit/s, 30 ms of backward pass.
     chooser.ObserveTransfer(100000, 0.8);
     chooser.ObserveTransfer(25000, 0.2);
@@ -120,7 +120,7 @@ TEST(AutoCompressionTest, SlowLinkLowersTheRungsAndTheGauge) {
   EXPECT_LT(chooser.CompressorFor(0).options().ratio, 0.01);
   EXPECT_LT(chooser.CompressorFor(2).options().ratio, 0.01);
   const AutoCompressionReport& report = chooser.report();
-  ASSERT_EQ(report.history.size(), 12u);
+  ASSERT_EQ(report.history.size(), 15u);
   EXPECT_NEAR(report.history.back().link_bytes_per_second, 125000, 1000);
   EXPECT_LT(report.history.back().ratios[0], 0.01);
   bool found = false;
@@ -137,7 +137,7 @@ TEST(AutoCompressionTest, SummaryJsonHoldsTheLastChoiceAndTheHistory) {
   auto made = AutoCompression::Create(Options(nullptr), {"fc\"1", "fc2"},
                                       {1 << 20, 1 << 18}, {0, 1});
   ASSERT_TRUE(made.ok()) << made.status();
-  for (uint64_t step = 0; step < 12; ++step) {
+  for (uint64_t step = 0; step < 15; ++step) {
     (*made)->ObserveTransfer(100000, 0.8);
     (*made)->NoteCompute(0.045, 0.03);
     (*made)->BeginStep(step, 0);
@@ -150,10 +150,10 @@ TEST(AutoCompressionTest, SummaryJsonHoldsTheLastChoiceAndTheHistory) {
   EXPECT_EQ(json["auto_chosen_ratios"].size(), 2u);
   EXPECT_LT(json["auto_chosen_ratios"]["fc\"1"].get<double>(), 0.01);
   const nlohmann::json& history = json["auto_history"];
-  EXPECT_EQ(history["steps"].size(), 12u);
+  EXPECT_EQ(history["steps"].size(), 15u);
   EXPECT_EQ(history["steps"][11], 11);
-  EXPECT_EQ(history["ratios"]["fc2"].size(), 12u);
-  EXPECT_EQ(history["budget_bytes"].size(), 12u);
+  EXPECT_EQ(history["ratios"]["fc2"].size(), 15u);
+  EXPECT_EQ(history["budget_bytes"].size(), 15u);
 }
 
 // Before a step time is measured nothing changes, critical phase or not:

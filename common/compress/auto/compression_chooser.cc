@@ -15,7 +15,8 @@ CompressionChooser::CompressionChooser(ChooserOptions options,
       rungs_(group_numel_.size(), kStartRung),
       byte_cap_(std::numeric_limits<double>::infinity()),
       start_bytes_(PayloadBytes(rungs_)),
-      cap_growth_(options_.cap_growth) {}
+      cap_growth_(options_.cap_growth),
+      floor_growth_(options_.cap_growth) {}
 
 namespace {
 
@@ -220,9 +221,13 @@ bool CompressionChooser::Verify() {
   judging_ = false;
   // Fewer bytes cost accuracy: they stay only where they make the step
   // faster, by half the threshold, or by all of it below the starting
-  // choice's bytes.
+  // choice's bytes. A change within half the threshold of the bytes
+  // before spreads them differently over the groups: judged as a step up,
+  // and its undoing leaves neither a cap nor a floor.
   const double bytes = PayloadBytes(rungs_);
-  const bool fewer = bytes < PayloadBytes(previous_);
+  const double before = PayloadBytes(previous_);
+  const bool fewer = bytes < before * (1 - options_.improvement / 2);
+  const bool more = bytes > before * (1 + options_.improvement / 2);
   const double gain =
       bytes < start_bytes_ ? options_.improvement : options_.improvement / 2;
   const double limit = fewer ? 1 - gain : 1 + options_.step_up_slowdown;
@@ -235,11 +240,12 @@ bool CompressionChooser::Verify() {
     return false;
   }
   judged_.clear();
-  if (!fewer) {
-    byte_cap_ = PayloadBytes(previous_);
+  if (more) {
+    byte_cap_ = before;
     cap_growth_ = std::sqrt(cap_growth_);
-  } else {
-    byte_floor_ = PayloadBytes(previous_);
+  } else if (fewer) {
+    byte_floor_ = before;
+    floor_growth_ = std::sqrt(floor_growth_);
   }
   rungs_ = previous_;
   pending_ = 0;
@@ -272,7 +278,7 @@ bool CompressionChooser::Evaluate(const ChooserInputs& inputs) {
     return false;
   }
   if (std::isfinite(byte_cap_)) byte_cap_ *= cap_growth_;
-  byte_floor_ /= cap_growth_;
+  byte_floor_ /= floor_growth_;
   NoteStepTime(inputs.step_seconds);
   // The starting choice's step time first: what the first change is
   // verified against.
@@ -295,7 +301,10 @@ bool CompressionChooser::Evaluate(const ChooserInputs& inputs) {
     pending_ = 0;
     return false;
   }
-  if (phase_changed) {
+  // A phase's start adds bytes at once and its end removes them at once;
+  // a move the other way is an ordinary proposal.
+  const bool more = PayloadBytes(candidate) > PayloadBytes(rungs_);
+  if (phase_changed && more == inputs.critical) {
     Adopt(candidate, inputs);
     return true;
   }

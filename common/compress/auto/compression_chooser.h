@@ -30,9 +30,12 @@
 //   - fit the budget and send more than `improvement` more bytes, or
 //   - move a group by two rungs or more;
 // an evaluation where none holds starts the count again. So a link that
-// flaps between two rates leaves the choice where it was. Entering or
-// leaving a critical phase changes the choice at once: that comes from the
-// gradients, not from a noisy clock.
+// flaps between two rates leaves the choice where it was. Entering a
+// critical phase changes the choice at once when it sends more bytes, and
+// leaving one when it sends fewer: that comes from the gradients, not from
+// a noisy clock. A proposal against the phase's direction (fewer bytes on
+// entering one, which the exposure bound can make) waits for the
+// hysteresis like any other.
 //
 // Exposure. Where the step took longer than its computation
 // (ChooserInputs::exposed_seconds: waits for communication, and CPU the
@@ -60,7 +63,9 @@
 // `step_up_slowdown` times it for more bytes (they buy accuracy, at a
 // bounded cost in time), and must be at most 1 - improvement / 2 times it
 // for fewer (fewer bytes cost accuracy: they stay only where they pay), or
-// 1 - improvement times it for fewer than the starting choice's bytes.
+// 1 - improvement times it for fewer than the starting choice's bytes. A
+// change within improvement / 2 of the bytes before only spreads them
+// differently over the groups, and is judged as more bytes are.
 // Where each of its first `early_after` steps took more than 1 +
 // `early_margin` times the reference, the change is undone then. An
 // undone step up caps the budget at the bytes before it (critical phases
@@ -72,11 +77,15 @@
 // ever being compared with the starting choice. The cap loosens (and the
 // floor lowers) by `cap_growth` per evaluation, so that a changed
 // situation is tried again later, and more slowly after each undone step
-// up (the exponent of the growth halves), so that a change that keeps
-// failing costs ever fewer slow steps. The first `settle` evaluations with
+// up (the exponent of the cap's growth halves) or step down (the floor's),
+// so that a change that keeps failing costs ever fewer slow or less
+// accurate steps. The first `settle` evaluations with
 // a step time only measure the starting choice; no choice changes during
-// them, critical phases included. Without a step time (0) nothing is
-// verified and the choice follows the model alone.
+// them, critical phases included: the first steps of a job (allocations,
+// cold caches, connections opening) run slower, and a reference taken from
+// them alone would let a change that gains nothing pass as faster. Without
+// a step time (0) nothing is verified and the choice follows the model
+// alone.
 //
 // Every worker chooses on its own measurements; the shards decode each
 // pushed chunk by its own encoding and average the decoded values, so
@@ -122,8 +131,9 @@ struct ChooserOptions {
   double early_margin = 0.2;
   // Step times of a settled choice whose median is its step time.
   int window = 4;
-  // Evaluations with a measured step time before the first change.
-  int settle = 5;
+  // Evaluations with a measured step time before the first change: long
+  // enough for the job's first, slower steps to pass.
+  int settle = 8;
   // With a measured step time, a proposal sends at most this many times
   // the current choice's bytes: each step up is judged on its own, and one
   // that fails costs `verify_after` steps of a small excess, not of dense
@@ -245,8 +255,10 @@ class CompressionChooser {
   // The starting choice's payload bytes (kStartRung in every group).
   const double start_bytes_;
   // The cap's growth per evaluation: cap_growth, its exponent halved at
-  // each undo of a change to more bytes.
+  // each undo of a change to more bytes; and the floor's shrinking, halved
+  // at each undo of a change to fewer.
   double cap_growth_;
+  double floor_growth_;
 };
 
 }  // namespace gradwire

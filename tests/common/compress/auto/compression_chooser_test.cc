@@ -179,6 +179,53 @@ TEST(CompressionChooserTest, CriticalPhaseWaitsForTheReference) {
   EXPECT_GT(chooser.PayloadBytes(chooser.rungs()), chooser.PayloadBytes(start));
 }
 
+// A critical phase wants more bytes: its start does not adopt a proposal
+// with fewer (here the exposure bound's) at once.
+TEST(CompressionChooserTest, CriticalPhaseStartDoesNotStepDownAtOnce) {
+  const ChooserOptions options;
+  CompressionChooser chooser(options, Groups());
+  ChooserInputs exposed = Inputs(1000 * kMbit, 0.03);
+  exposed.step_seconds = 0.08;
+  exposed.exposed_seconds = 0.03;
+  for (int i = 0; i < options.settle; ++i) chooser.Evaluate(exposed);
+  const std::vector<Rung> start = chooser.rungs();
+  ASSERT_LT(chooser.PayloadBytes(chooser.Propose(exposed)),
+            chooser.PayloadBytes(start));
+  exposed.critical = true;
+  EXPECT_FALSE(chooser.Evaluate(exposed));
+  EXPECT_EQ(chooser.rungs(), start);
+}
+
+// A step down that keeps failing is tried ever less often: the floor an
+// undone one leaves shrinks more slowly after each. (Changes that only
+// spread the same bytes differently between the groups come and go in
+// between; they are not counted.)
+TEST(CompressionChooserTest, FailingStepDownIsTriedLessOften) {
+  const ChooserOptions options;
+  CompressionChooser chooser(options, Groups());
+  ChooserInputs exposed = Inputs(1000 * kMbit, 0.03);
+  exposed.step_seconds = 0.08;
+  exposed.exposed_seconds = 0.03;
+  for (int i = 0; i < options.settle; ++i) chooser.Evaluate(exposed);
+  const double start = chooser.PayloadBytes(chooser.rungs());
+  std::vector<int> waits;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    int evaluations = 0;
+    while (chooser.PayloadBytes(chooser.rungs()) > 0.8 * start &&
+           evaluations < 2000) {
+      chooser.Evaluate(exposed);
+      ++evaluations;
+    }
+    ASSERT_LT(evaluations, 2000) << attempt;
+    waits.push_back(evaluations);
+    // No faster: undone at the verdict.
+    for (int i = 0; i < options.verify_after; ++i) chooser.Evaluate(exposed);
+    ASSERT_GT(chooser.PayloadBytes(chooser.rungs()), 0.8 * start) << attempt;
+  }
+  EXPECT_GT(waits[1], waits[0]);
+  EXPECT_GT(waits[2], waits[1]);
+}
+
 // While a change is judged no other is made, and with a step time each
 // step up is at most max_step_up times the bytes.
 TEST(CompressionChooserTest, OneJudgedStepUpAtATime) {
