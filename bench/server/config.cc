@@ -51,6 +51,10 @@ ABSL_FLAG(double, seconds_per_measurement, 0.5,
           "add up to this many seconds");
 ABSL_FLAG(std::string, json, "", "also write the results as JSON to this file");
 ABSL_FLAG(uint64_t, seed, 42, "seed of the pushed gradients");
+ABSL_FLAG(int, apply_threads, -1,
+          "the shard's threads besides a Push's own that update the chunks "
+          "of one push (the server's --apply-threads): -1 one less than the "
+          "usable cores, 0 none");
 
 namespace gradwire::bench {
 
@@ -61,7 +65,7 @@ constexpr absl::string_view kFlagNames[] = {
     "quick",      "numel",   "partition_bytes", "chunks_per_push",
     "compressor", "density", "pushers",         "modes",
     "paths",      "rounds",  "min_reps",        "seconds_per_measurement",
-    "json",       "seed"};
+    "json",       "seed",    "apply_threads"};
 
 constexpr uint64_t kQuickNumel = 2'500'000;
 // Enough repetitions for the sub-millisecond tcp rows of --quick.
@@ -185,6 +189,12 @@ absl::StatusOr<ServerBenchConfig> ServerBenchConfigFromFlags() {
   if (!s.ok()) return s;
   config.json_path = absl::GetFlag(FLAGS_json);
   config.seed = absl::GetFlag(FLAGS_seed);
+  config.apply_threads = absl::GetFlag(FLAGS_apply_threads);
+  if (config.apply_threads < -1 || config.apply_threads > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--apply_threads=", config.apply_threads,
+                     " is not -1 or in [0, 1024]"));
+  }
   return config;
 }
 

@@ -47,6 +47,9 @@ struct ServerBenchConfig {
   std::string json_path;
   // Seed of the pushed gradients.
   uint64_t seed = 0;
+  // The shard's ShardOptions::apply_threads (-1: one less than the usable
+  // cores; 0: every chunk of a push on the calling thread).
+  int apply_threads = -1;
 };
 
 // Reads the flags (after absl::ParseCommandLine). Returns INVALID_ARGUMENT

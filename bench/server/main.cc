@@ -5,7 +5,8 @@
 //   gradwire-bench-server [--quick] [--numel=25000000] [--compressor=topk]
 //                         [--density=0.01] [--pushers=1,2,8] [--modes=asp,bsp]
 //                         [--rounds=4]
-//                         [--paths=in_process,grpc] [--json=FILE]
+//                         [--paths=in_process,grpc] [--apply_threads=-1]
+//                         [--json=FILE]
 //
 // The model (--numel parameters, one tensor) is cut into 4 MiB chunks and
 // placed on one shard with plain SGD. Each pusher is a worker id with one
@@ -156,7 +157,8 @@ absl::StatusOr<ServerResultRow> MeasurePushes(const ServerBenchConfig& config,
                                               Workload* workload) {
   const v1::InitRequest& init = ConfigureInit(pushers, mode, workload);
   absl::StatusOr<std::unique_ptr<PushTarget>> target =
-      path == PushPath::kGrpc ? StartGrpc(init, pushers) : StartInProcess(init);
+      path == PushPath::kGrpc ? StartGrpc(init, pushers, config.apply_threads)
+                              : StartInProcess(init, config.apply_threads);
   if (!target.ok()) return target.status();
   const absl::Span<PusherLoad> loads =
       absl::MakeSpan(workload->pushers).first(pushers);
@@ -262,6 +264,7 @@ ServerRunInfo RunInfo(const ServerBenchConfig& config,
   info.compressor = config.compressor;
   info.density = workload.density;
   info.chunks_per_push = config.chunks_per_push;
+  info.apply_threads = config.apply_threads;
   const PusherLoad& first = workload.pushers.front();
   info.bytes_per_push =
       static_cast<double>(first.payload_bytes) / first.requests.size();
@@ -353,7 +356,7 @@ int main(int argc, char** argv) {
       "Usage: gradwire-bench-server [--quick] [--numel=25000000] "
       "[--compressor=topk] [--density=0.01] [--pushers=1,2,8] "
       "[--modes=asp,bsp] [--rounds=4] "
-      "[--paths=in_process,grpc] [--json=FILE]",
+      "[--paths=in_process,grpc] [--apply_threads=-1] [--json=FILE]",
       flag_names};
   gradwire::ParseFlagsOrExit(program, argc, argv);
   absl::StatusOr<gradwire::bench::ServerBenchConfig> config =

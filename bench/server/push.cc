@@ -31,6 +31,12 @@ std::chrono::system_clock::time_point CallDeadline() {
          std::chrono::seconds(kCallDeadlineSeconds);
 }
 
+ShardOptions ShardOptionsWith(int apply_threads) {
+  ShardOptions options;
+  options.apply_threads = apply_threads;
+  return options;
+}
+
 absl::Status InitShard(const v1::InitRequest& init, Shard* shard) {
   v1::InitResponse response;
   return shard->Init(init, &response);
@@ -38,7 +44,8 @@ absl::Status InitShard(const v1::InitRequest& init, Shard* shard) {
 
 class InProcessTarget final : public PushTarget {
  public:
-  InProcessTarget() : shard_(ShardOptions{}) {}
+  explicit InProcessTarget(int apply_threads)
+      : shard_(ShardOptionsWith(apply_threads)) {}
 
   absl::Status Init(const v1::InitRequest& init) {
     return InitShard(init, &shard_);
@@ -66,8 +73,8 @@ ParameterServerServiceOptions ServiceOptions() {
 
 class GrpcTarget final : public PushTarget {
  public:
-  GrpcTarget()
-      : shard_(ShardOptions{}),
+  explicit GrpcTarget(int apply_threads)
+      : shard_(ShardOptionsWith(apply_threads)),
         service_(&shard_, /*activity=*/nullptr, ServiceOptions()) {}
   ~GrpcTarget() override {
     if (server_ == nullptr) return;
@@ -195,15 +202,15 @@ class RoundBarrier {
 };
 
 absl::StatusOr<std::unique_ptr<PushTarget>> StartInProcess(
-    const v1::InitRequest& init) {
-  auto target = std::make_unique<InProcessTarget>();
+    const v1::InitRequest& init, int apply_threads) {
+  auto target = std::make_unique<InProcessTarget>(apply_threads);
   if (absl::Status s = target->Init(init); !s.ok()) return s;
   return target;
 }
 
 absl::StatusOr<std::unique_ptr<PushTarget>> StartGrpc(
-    const v1::InitRequest& init, uint32_t pushers) {
-  auto target = std::make_unique<GrpcTarget>();
+    const v1::InitRequest& init, uint32_t pushers, int apply_threads) {
+  auto target = std::make_unique<GrpcTarget>(apply_threads);
   if (absl::Status s = target->Start(init, pushers); !s.ok()) return s;
   return target;
 }

@@ -58,14 +58,15 @@ class PushTarget {
 };
 
 // A fresh shard 0 of 1, initialised in process with `init`.
+// `apply_threads` as ShardOptions::apply_threads.
 absl::StatusOr<std::unique_ptr<PushTarget>> StartInProcess(
-    const v1::InitRequest& init);
+    const v1::InitRequest& init, int apply_threads);
 
 // As StartInProcess, served over loopback gRPC to `pushers` channels, each
 // connected before this returns (UNAVAILABLE if one does not connect within
 // kCallDeadlineSeconds).
 absl::StatusOr<std::unique_ptr<PushTarget>> StartGrpc(
-    const v1::InitRequest& init, uint32_t pushers);
+    const v1::InitRequest& init, uint32_t pushers, int apply_threads);
 
 class RoundBarrier;
 

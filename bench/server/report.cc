@@ -123,6 +123,7 @@ absl::Status WriteServerJson(const std::string& path, const ServerRunInfo& info,
                        {"density", Rounded(info.density, "%.6g")},
                        {"chunks_per_push", info.chunks_per_push},
                        {"bytes_per_push", Rounded(info.bytes_per_push, "%.6g")},
+                       {"apply_threads", info.apply_threads},
                        {"notes", kNotes},
                        {"results", std::move(results)},
                        {"apply", std::move(apply_rows)}};

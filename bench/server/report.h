@@ -64,6 +64,8 @@ struct ServerRunInfo {
   uint32_t chunks_per_push = 1;
   // Serialized bytes of one push request, averaged over the workload.
   double bytes_per_push = 0.0;
+  // ServerBenchConfig::apply_threads.
+  int apply_threads = -1;
 };
 
 // Prints the column header, then one line per row (and, for a row with
@@ -72,7 +74,7 @@ void PrintServerTableHeader(std::FILE* out);
 void PrintServerTableRow(const ServerResultRow& row, std::FILE* out);
 
 // Writes {"host", "numel", "num_chunks", "compressor", "density",
-// "chunks_per_push", "bytes_per_push",
+// "chunks_per_push", "bytes_per_push", "apply_threads",
 // "notes", "results": [{"pushers", "path", "mode", "selected_per_s",
 // "dense_equiv_gb_per_s", "vs_tcp", "vs_tcp_dense", "payload_bytes_per_s",
 // "cpu_cores",

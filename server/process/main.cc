@@ -84,6 +84,10 @@ ABSL_FLAG(int64_t, threads, 0,
 ABSL_FLAG(int64_t, pull_threads, 64,
           "Threads that run Pulls: at most this many Pulls wait for a step "
           "at once; more queue without a thread until one is free.");
+ABSL_FLAG(int64_t, apply_threads, -1,
+          "Threads besides a Push's own that update the chunks of one push "
+          "in parallel (pushes of two or more chunks and 64K elements or "
+          "more); -1: one less than the usable cores, 0: none.");
 ABSL_FLAG(int64_t, max_concurrent_streams, 100,
           "Calls one connection may have in flight at once (HTTP/2 streams).");
 ABSL_FLAG(int64_t, max_queued_calls, 4096,
@@ -184,6 +188,7 @@ constexpr absl::string_view kServerFlagNames[] = {
     "wal_checkpoint_bytes",
     "threads",
     "pull_threads",
+    "apply_threads",
     "max_concurrent_streams",
     "max_queued_calls",
     "max_calls_per_connection",
@@ -219,6 +224,7 @@ ServerOptions OptionsFromFlags() {
   o.wal_checkpoint_bytes = absl::GetFlag(FLAGS_wal_checkpoint_bytes);
   o.threads = absl::GetFlag(FLAGS_threads);
   o.pull_threads = absl::GetFlag(FLAGS_pull_threads);
+  o.apply_threads = absl::GetFlag(FLAGS_apply_threads);
   o.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   o.max_queued_calls = absl::GetFlag(FLAGS_max_queued_calls);
   o.max_calls_per_connection = absl::GetFlag(FLAGS_max_calls_per_connection);

@@ -64,6 +64,10 @@ absl::Status CheckNumbers(const ServerOptions& o) {
   if (o.pull_threads < 1 || o.pull_threads > 100000) {
     return OutOfBounds("pull-threads", o.pull_threads, "in [1, 100000]");
   }
+  if (o.apply_threads < -1 || o.apply_threads > 1024) {
+    return OutOfBounds("apply-threads", o.apply_threads,
+                       "-1 (one less than the usable cores) or in [0, 1024]");
+  }
   if (o.max_concurrent_streams < 1 || o.max_concurrent_streams > 1000000) {
     return OutOfBounds("max-concurrent-streams", o.max_concurrent_streams,
                        "in [1, 1000000]");
@@ -212,6 +216,7 @@ ShardOptions ToShardOptions(const ServerOptions& options) {
   shard.max_replica_bytes = static_cast<uint64_t>(options.max_replica_bytes);
   shard.init_values_timeout =
       absl::Seconds(options.init_values_timeout_seconds);
+  shard.apply_threads = static_cast<int>(options.apply_threads);
   return shard;
 }
 

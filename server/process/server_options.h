@@ -64,6 +64,10 @@ struct ServerOptions {
   // Threads that run Pulls: at most this many Pulls wait for a step at
   // once; more queue without a thread. In [1, 100000].
   int64_t pull_threads = 64;
+  // Threads besides a Push's own that prepare and apply the chunks of one
+  // push (ShardOptions::apply_threads); -1: one less than the usable
+  // cores, else in [0, 1024].
+  int64_t apply_threads = -1;
   // Calls one connection may have in flight (HTTP/2 streams), >= 1.
   int64_t max_concurrent_streams = 100;
   // The service's bounds (parameter_server_service.h), each in

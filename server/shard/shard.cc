@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "absl/random/random.h"
+#include "common/threads/thread_pool.h"
+#include "common/usable_cpus.h"
 #include "server/shard/chunk_updater.h"
 #include "server/shard/worker_presence.h"
 
@@ -38,6 +40,13 @@ Shard::Shard(ShardOptions options, ShardMetrics* shard_metrics)
     own_metrics_ =
         ShardMetrics::Create(own_registry_.get(), options_.shard_id).value();
     metrics_ = own_metrics_.get();
+  }
+  const int helpers =
+      options_.apply_threads >= 0 ? options_.apply_threads : UsableCpus() - 1;
+  if (helpers > 0) {
+    ThreadPoolOptions pool;
+    pool.threads = helpers;
+    apply_pool_ = std::make_unique<ThreadPool>(pool);
   }
 }
 

@@ -95,6 +95,7 @@
 namespace gradwire {
 
 class ChunkUpdater;
+class ThreadPool;
 class WorkerPresence;
 
 // Where ASP/SSP pull deltas come from (BSP always shares one per update).
@@ -159,7 +160,18 @@ struct ShardOptions {
   // --init-values-timeout; init_election.h); > 0. Long enough to send one
   // copy of the shard's chunks over the slowest link of the job.
   absl::Duration init_values_timeout = absl::Seconds(60);
+  // Threads besides the calling one that prepare and apply the chunks of
+  // one push (the server's --apply-threads): a worker sends every chunk it
+  // pushes to a shard in one request, and their updates touch nothing in
+  // common. Only a push of two or more chunks carrying at least
+  // kParallelApplyElements elements (selected or dense) uses them; smaller
+  // ones cost less than the hand-over. -1: one less than the cores this
+  // process may run on (UsableCpus); 0: the calling thread alone.
+  int apply_threads = -1;
 };
+
+// See ShardOptions::apply_threads.
+inline constexpr uint64_t kParallelApplyElements = 64 * 1024;
 
 class Shard {
  public:
@@ -380,6 +392,8 @@ class Shard {
   WorkerReplicas replicas_;
 
   std::atomic<uint64_t> updates_applied_{0};
+  // The helpers of ShardOptions::apply_threads; null: none.
+  std::unique_ptr<ThreadPool> apply_pool_;
   // Set before serving; see set_journal.
   ShardJournal* journal_ = nullptr;
   // See journal_sequence(). Raised under the chunk locks (or init_mu_) of

@@ -9,9 +9,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/cleanup/cleanup.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/threads/thread_pool.h"
 #include "server/shard/chunk_updater.h"
 #include "server/shard/pushed_chunks.h"
 #include "server/shard/shard.h"
@@ -74,19 +77,63 @@ absl::Status JudgeSteps(const ConsistencyRule& rule, uint32_t worker,
   return absl::OkStatus();
 }
 
+// The elements a chunk's update works through: its selected ones, or all.
+uint64_t UpdateElements(const PushedChunk& item) {
+  return item.gradient.values.empty() ? item.chunk->numel
+                                      : item.gradient.values.size();
+}
+
+// Runs work(i) for every i with pushed[i] judged kApply: on `pool`'s
+// threads too where two or more such chunks carry kParallelApplyElements
+// elements together (ShardOptions::apply_threads), in the calling thread
+// alone otherwise. The calling thread holds every chunk's lock from before
+// until after the call, and the helpers run only while it waits in
+// ParallelFor, so every chunk is still worked on under its lock's hold and
+// by one thread at a time.
+void ForEachApplied(ThreadPool* pool, const std::vector<PushedChunk>& pushed,
+                    absl::FunctionRef<void(size_t)> work) {
+  std::vector<size_t> applied;
+  uint64_t elements = 0;
+  for (size_t i = 0; i < pushed.size(); ++i) {
+    if (pushed[i].verdict != PushVerdict::kApply) continue;
+    applied.push_back(i);
+    elements += UpdateElements(pushed[i]);
+  }
+  if (pool == nullptr || applied.size() < 2 ||
+      elements < kParallelApplyElements) {
+    for (const size_t i : applied) work(i);
+    return;
+  }
+  pool->ParallelFor(applied.size(), [&](size_t j) { work(applied[j]); });
+}
+
+// The updater's calls on a chunk whose lock the thread that handed the work
+// over holds (ForEachApplied); the analysis cannot follow a lock's hold
+// across threads.
+absl::Status PrepareHeld(const ChunkUpdater& updater, uint32_t worker,
+                         uint64_t step,
+                         PushedChunk* item) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  return updater.PreparePush(item->chunk, worker, step, item->gradient,
+                             &item->update);
+}
+void ApplyHeld(const ChunkUpdater& updater, uint32_t worker, uint64_t step,
+               PushedChunk* item) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  updater.ApplyPush(item->chunk, worker, step, item->gradient, &item->update);
+}
+
 // Prepares the update of every chunk judged kApply, under the chunk locks;
-// the first update that would not be finite (FAILED_PRECONDITION) ends it,
-// with nothing changed.
-absl::Status PrepareUpdates(const ChunkUpdater& updater, uint32_t worker,
-                            uint64_t step, std::vector<PushedChunk>* pushed) {
-  for (PushedChunk& item : *pushed) {
-    item.chunk->mu.AssertHeld();
-    if (item.verdict != PushVerdict::kApply) continue;
-    if (absl::Status s = updater.PreparePush(item.chunk, worker, step,
-                                             item.gradient, &item.update);
-        !s.ok()) {
-      return s;
-    }
+// an update that would not be finite (FAILED_PRECONDITION, the first in
+// the push's order) refuses the push with nothing changed: preparing
+// changes nothing.
+absl::Status PrepareUpdates(const ChunkUpdater& updater, ThreadPool* pool,
+                            uint32_t worker, uint64_t step,
+                            std::vector<PushedChunk>* pushed) {
+  std::vector<absl::Status> status(pushed->size());
+  ForEachApplied(pool, *pushed, [&](size_t i) {
+    status[i] = PrepareHeld(updater, worker, step, &(*pushed)[i]);
+  });
+  for (const absl::Status& s : status) {
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -94,21 +141,26 @@ absl::Status PrepareUpdates(const ChunkUpdater& updater, uint32_t worker,
 // Applies the chunks judged kApply and acks every chunk, under the chunk
 // locks. Returns kAccepted when anything was applied, else kDuplicate; sets
 // *rejoined when a dropped worker's push was still wanted.
-PushOutcome ApplyJudged(const ChunkUpdater& updater, uint32_t worker,
-                        uint64_t step, std::vector<PushedChunk>& pushed,
+PushOutcome ApplyJudged(const ChunkUpdater& updater, ThreadPool* pool,
+                        uint32_t worker, uint64_t step,
+                        std::vector<PushedChunk>& pushed,
                         v1::PushResponse* response, bool* rejoined) {
   PushOutcome outcome = PushOutcome::kDuplicate;
+  for (PushedChunk& item : pushed) {
+    item.chunk->mu.AssertHeld();
+    if (item.verdict != PushVerdict::kApply) continue;
+    // A dropped worker whose push is still wanted is live again.
+    if (item.chunk->live.Rejoin(worker)) *rejoined = true;
+    outcome = PushOutcome::kAccepted;
+  }
+  ForEachApplied(pool, pushed, [&](size_t i) {
+    ApplyHeld(updater, worker, step, &pushed[i]);
+  });
   response->mutable_acks()->Reserve(pushed.size());
   for (size_t i = 0; i < pushed.size(); ++i) response->add_acks();
-  for (PushedChunk& item : pushed) {
-    ChunkState* chunk = item.chunk;
+  for (const PushedChunk& item : pushed) {
+    const ChunkState* chunk = item.chunk;
     chunk->mu.AssertHeld();
-    if (item.verdict == PushVerdict::kApply) {
-      // A dropped worker whose push is still wanted is live again.
-      if (chunk->live.Rejoin(worker)) *rejoined = true;
-      updater.ApplyPush(chunk, worker, step, item.gradient, &item.update);
-      outcome = PushOutcome::kAccepted;
-    }
     v1::ChunkAck* ack = response->mutable_acks(item.request_index);
     ack->set_key(chunk->key);
     ack->set_version(chunk->state.version);
@@ -181,13 +233,15 @@ absl::Status Shard::ValidateAndApply(const PushView& request,
       !s.ok()) {
     return Refuse(&result->outcome, PushOutcome::kStepOutOfRange, s);
   }
-  if (absl::Status s = PrepareUpdates(*updater_, worker, request.step, &pushed);
+  if (absl::Status s = PrepareUpdates(*updater_, apply_pool_.get(), worker,
+                                      request.step, &pushed);
       !s.ok()) {
     return Refuse(&result->outcome, PushOutcome::kNonFiniteUpdate, s);
   }
   workers_->HeardPush(worker, absl::GetCurrentTimeNanos());
-  result->outcome = ApplyJudged(*updater_, worker, request.step, pushed,
-                                response, &result->rejoined);
+  result->outcome =
+      ApplyJudged(*updater_, apply_pool_.get(), worker, request.step, pushed,
+                  response, &result->rejoined);
   if (result->outcome == PushOutcome::kAccepted) {
     workers_->SetRevivedByInit(worker, false);
   }
