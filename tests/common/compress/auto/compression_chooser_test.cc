@@ -34,6 +34,21 @@ double Bytes(const std::vector<Rung>& rungs) {
   return CompressionChooser(ChooserOptions(), Groups()).PayloadBytes(rungs);
 }
 
+// A 1 Gbit/s link whose transfers the backward pass (0.03 s) does not
+// hide: 0.03 s of each 0.08 s step are exposed.
+ChooserInputs Exposed() {
+  ChooserInputs inputs = Inputs(1000 * kMbit, 0.03);
+  inputs.step_seconds = 0.08;
+  inputs.exposed_seconds = 0.03;
+  return inputs;
+}
+
+// Evaluates `inputs` for the settling steps that come before any change.
+void Settle(const ChooserInputs& inputs, const ChooserOptions& options,
+            CompressionChooser* chooser) {
+  for (int i = 0; i < options.settle; ++i) chooser->Evaluate(inputs);
+}
+
 TEST(CompressionChooserTest, StartsAtOnePercentAndWaitsForALink) {
   CompressionChooser chooser(ChooserOptions(), Groups());
   EXPECT_EQ(chooser.rungs(), std::vector<Rung>(5, kStartRung));
@@ -184,10 +199,8 @@ TEST(CompressionChooserTest, CriticalPhaseWaitsForTheReference) {
 TEST(CompressionChooserTest, CriticalPhaseStartDoesNotStepDownAtOnce) {
   const ChooserOptions options;
   CompressionChooser chooser(options, Groups());
-  ChooserInputs exposed = Inputs(1000 * kMbit, 0.03);
-  exposed.step_seconds = 0.08;
-  exposed.exposed_seconds = 0.03;
-  for (int i = 0; i < options.settle; ++i) chooser.Evaluate(exposed);
+  ChooserInputs exposed = Exposed();
+  Settle(exposed, options, &chooser);
   const std::vector<Rung> start = chooser.rungs();
   ASSERT_LT(chooser.PayloadBytes(chooser.Propose(exposed)),
             chooser.PayloadBytes(start));
@@ -203,10 +216,8 @@ TEST(CompressionChooserTest, CriticalPhaseStartDoesNotStepDownAtOnce) {
 TEST(CompressionChooserTest, FailingStepDownIsTriedLessOften) {
   const ChooserOptions options;
   CompressionChooser chooser(options, Groups());
-  ChooserInputs exposed = Inputs(1000 * kMbit, 0.03);
-  exposed.step_seconds = 0.08;
-  exposed.exposed_seconds = 0.03;
-  for (int i = 0; i < options.settle; ++i) chooser.Evaluate(exposed);
+  ChooserInputs exposed = Exposed();
+  Settle(exposed, options, &chooser);
   const double start = chooser.PayloadBytes(chooser.rungs());
   std::vector<int> waits;
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -470,10 +481,8 @@ TEST(CompressionChooserTest, StepDownBelowTheStartMustPayMore) {
   ChooserOptions options;
   CompressionChooser chooser(options, Groups());
   const std::vector<Rung> start = chooser.rungs();
-  ChooserInputs exposed = Inputs(1000 * kMbit, 0.03);
-  exposed.step_seconds = 0.08;
-  exposed.exposed_seconds = 0.03;
-  for (int i = 0; i < options.settle; ++i) chooser.Evaluate(exposed);
+  ChooserInputs exposed = Exposed();
+  Settle(exposed, options, &chooser);
   int evaluations = 0;
   while (chooser.rungs() == start && evaluations++ < 10) {
     chooser.Evaluate(exposed);
@@ -490,10 +499,8 @@ TEST(CompressionChooserTest, StepDownBelowTheStartMustPayMore) {
 TEST(CompressionChooserTest, StepDownThatDoesNotPayIsUndoneAndNotRetried) {
   ChooserOptions options;
   CompressionChooser chooser(options, Groups());
-  ChooserInputs exposed = Inputs(1000 * kMbit, 0.03);
-  exposed.step_seconds = 0.08;
-  exposed.exposed_seconds = 0.03;
-  for (int i = 0; i < options.settle; ++i) chooser.Evaluate(exposed);
+  ChooserInputs exposed = Exposed();
+  Settle(exposed, options, &chooser);
   const std::vector<Rung> start = chooser.rungs();
   int evaluations = 0;
   while (chooser.rungs() == start && evaluations++ < 10) {
