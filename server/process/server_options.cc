@@ -35,28 +35,8 @@ absl::Status CheckInitBudget(const ServerOptions& o) {
   return absl::OkStatus();
 }
 
-absl::Status CheckNumbers(const ServerOptions& o) {
-  if (o.port < 0 || o.port > 65535) {
-    return OutOfBounds("port", o.port, "in [0, 65535]");
-  }
-  if (o.num_shards < 1 || o.num_shards > UINT32_MAX) {
-    return OutOfBounds("num-shards", o.num_shards, ">= 1");
-  }
-  if (o.shard_id < 0 || o.shard_id >= o.num_shards) {
-    return OutOfBounds(
-        "shard-id", o.shard_id,
-        absl::StrFormat("in [0, --num-shards=%d)", o.num_shards));
-  }
-  if (o.num_workers < 0 || o.num_workers > 65536) {
-    return OutOfBounds("num-workers", o.num_workers,
-                       "in [0, 65536] (0 accepts what Init declares)");
-  }
-  if (o.staleness < 0 || o.staleness > UINT32_MAX) {
-    return OutOfBounds("staleness", o.staleness, ">= 0");
-  }
-  if (o.checkpoint_every < 0) {
-    return OutOfBounds("checkpoint-every", o.checkpoint_every, ">= 0");
-  }
+// The pools' threads and the calls their queues hold.
+absl::Status CheckThreadsAndQueues(const ServerOptions& o) {
   if (o.threads < 0 || o.threads > 100000) {
     return OutOfBounds("threads", o.threads,
                        "0 (one per core) or in [1, 100000]");
@@ -80,6 +60,32 @@ absl::Status CheckNumbers(const ServerOptions& o) {
       return OutOfBounds(flag, value, "in [1, 100000000]");
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNumbers(const ServerOptions& o) {
+  if (o.port < 0 || o.port > 65535) {
+    return OutOfBounds("port", o.port, "in [0, 65535]");
+  }
+  if (o.num_shards < 1 || o.num_shards > UINT32_MAX) {
+    return OutOfBounds("num-shards", o.num_shards, ">= 1");
+  }
+  if (o.shard_id < 0 || o.shard_id >= o.num_shards) {
+    return OutOfBounds(
+        "shard-id", o.shard_id,
+        absl::StrFormat("in [0, --num-shards=%d)", o.num_shards));
+  }
+  if (o.num_workers < 0 || o.num_workers > 65536) {
+    return OutOfBounds("num-workers", o.num_workers,
+                       "in [0, 65536] (0 accepts what Init declares)");
+  }
+  if (o.staleness < 0 || o.staleness > UINT32_MAX) {
+    return OutOfBounds("staleness", o.staleness, ">= 0");
+  }
+  if (o.checkpoint_every < 0) {
+    return OutOfBounds("checkpoint-every", o.checkpoint_every, ">= 0");
+  }
+  if (absl::Status s = CheckThreadsAndQueues(o); !s.ok()) return s;
   if (o.max_message_bytes < 1024 ||
       o.max_message_bytes > std::numeric_limits<int32_t>::max()) {
     return OutOfBounds("max-message-bytes", o.max_message_bytes,
