@@ -147,6 +147,12 @@ ABSL_FLAG(double, init_values_timeout_seconds, 60.0,
           "has before the next worker is elected instead (a worker that "
           "died at start-up); in (0, 86400]. Allow for one copy of the "
           "shard's chunks over the slowest link.");
+ABSL_FLAG(double, init_preferred_grace_seconds, 1.0,
+          "How long after a job's first valueless Init the shard waits for "
+          "the worker it prefers to send its initial values (shard id modulo "
+          "the workers, so that every worker's link carries a share of the "
+          "model) before electing the first caller; in [0, 3600], at most "
+          "--init-values-timeout-seconds counts. 0: the first caller sends.");
 ABSL_FLAG(double, shutdown_grace_seconds, 10.0,
           "On SIGTERM/SIGINT, how long in-flight calls may run before they "
           "are cancelled.");
@@ -202,6 +208,7 @@ constexpr absl::string_view kServerFlagNames[] = {
     "async_publish_every",
     "max_replica_bytes",
     "init_values_timeout_seconds",
+    "init_preferred_grace_seconds",
     "shutdown_grace_seconds",
     "worker_timeout_seconds"};
 
@@ -240,6 +247,8 @@ ServerOptions OptionsFromFlags() {
   o.max_replica_bytes = absl::GetFlag(FLAGS_max_replica_bytes);
   o.init_values_timeout_seconds =
       absl::GetFlag(FLAGS_init_values_timeout_seconds);
+  o.init_preferred_grace_seconds =
+      absl::GetFlag(FLAGS_init_preferred_grace_seconds);
   o.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   o.worker_timeout_seconds = absl::GetFlag(FLAGS_worker_timeout_seconds);
   o.metrics = MetricsEndpointFromFlags();

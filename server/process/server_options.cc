@@ -121,6 +121,41 @@ absl::Status CheckWriteAheadLog(const ServerOptions& o) {
   return absl::OkStatus();
 }
 
+// The flags in seconds: finite and in their ranges.
+absl::Status CheckSeconds(const ServerOptions& options) {
+  if (!(std::isfinite(options.worker_timeout_seconds) &&
+        options.worker_timeout_seconds >= 0.0 &&
+        options.worker_timeout_seconds <= 86400.0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--worker-timeout-seconds=%g: must be in [0, 86400] (0: never drop "
+        "a worker)",
+        options.worker_timeout_seconds));
+  }
+  if (!(std::isfinite(options.init_values_timeout_seconds) &&
+        options.init_values_timeout_seconds > 0.0 &&
+        options.init_values_timeout_seconds <= 86400.0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--init-values-timeout-seconds=%g: must be in (0, 86400]",
+        options.init_values_timeout_seconds));
+  }
+  if (!(std::isfinite(options.init_preferred_grace_seconds) &&
+        options.init_preferred_grace_seconds >= 0.0 &&
+        options.init_preferred_grace_seconds <= 3600.0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--init-preferred-grace-seconds=%g: must be in [0, 3600] (0: the "
+        "first caller sends the initial values)",
+        options.init_preferred_grace_seconds));
+  }
+  if (!(std::isfinite(options.shutdown_grace_seconds) &&
+        options.shutdown_grace_seconds >= 0.0 &&
+        options.shutdown_grace_seconds <= 86400.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--shutdown-grace-seconds=%g: must be in [0, 86400]",
+                        options.shutdown_grace_seconds));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<v1::ConsistencyMode> ParseConsistencyMode(
@@ -177,29 +212,7 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
                         options.checkpoint_every));
   }
   if (absl::Status s = CheckWriteAheadLog(options); !s.ok()) return s;
-  if (!(std::isfinite(options.worker_timeout_seconds) &&
-        options.worker_timeout_seconds >= 0.0 &&
-        options.worker_timeout_seconds <= 86400.0)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--worker-timeout-seconds=%g: must be in [0, 86400] (0: never drop "
-        "a worker)",
-        options.worker_timeout_seconds));
-  }
-  if (!(std::isfinite(options.init_values_timeout_seconds) &&
-        options.init_values_timeout_seconds > 0.0 &&
-        options.init_values_timeout_seconds <= 86400.0)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--init-values-timeout-seconds=%g: must be in (0, 86400]",
-        options.init_values_timeout_seconds));
-  }
-  if (!(std::isfinite(options.shutdown_grace_seconds) &&
-        options.shutdown_grace_seconds >= 0.0 &&
-        options.shutdown_grace_seconds <= 86400.0)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--shutdown-grace-seconds=%g: must be in [0, 86400]",
-                        options.shutdown_grace_seconds));
-  }
-  return absl::OkStatus();
+  return CheckSeconds(options);
 }
 
 ShardOptions ToShardOptions(const ServerOptions& options) {
@@ -222,6 +235,8 @@ ShardOptions ToShardOptions(const ServerOptions& options) {
   shard.max_replica_bytes = static_cast<uint64_t>(options.max_replica_bytes);
   shard.init_values_timeout =
       absl::Seconds(options.init_values_timeout_seconds);
+  shard.init_preferred_grace =
+      absl::Seconds(options.init_preferred_grace_seconds);
   shard.apply_threads = static_cast<int>(options.apply_threads);
   return shard;
 }

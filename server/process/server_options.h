@@ -103,6 +103,9 @@ struct ServerOptions {
   // How long a worker elected to send the initial values has, in (0, 86400]
   // seconds (ShardOptions::init_values_timeout).
   double init_values_timeout_seconds = 60.0;
+  // How long the preferred provider of the initial values is waited for,
+  // in [0, 3600] seconds (ShardOptions::init_preferred_grace).
+  double init_preferred_grace_seconds = 1.0;
   // How long in-flight calls may run once shutdown starts, >= 0 seconds.
   double shutdown_grace_seconds = 10.0;
   // Seconds a worker may stay silent (no Init, Push or Pull; a waiting Pull

@@ -14,21 +14,34 @@ constexpr absl::Duration kShortestRetryAfter = absl::Milliseconds(5);
 
 }  // namespace
 
-InitElection::InitElection(absl::Duration provider_timeout)
-    : provider_timeout_(provider_timeout) {}
+InitElection::InitElection(absl::Duration provider_timeout,
+                           absl::Duration preferred_grace)
+    : provider_timeout_(provider_timeout),
+      preferred_grace_(std::min(preferred_grace, provider_timeout)) {}
 
-InitElection::Verdict InitElection::Offer(uint32_t worker, absl::Time now) {
+InitElection::Verdict InitElection::Wait(uint32_t provider, absl::Time until,
+                                         absl::Time now) {
   Verdict verdict;
+  verdict.provider = provider;
+  verdict.retry_after =
+      std::clamp(until - now, kShortestRetryAfter, kLongestRetryAfter);
+  return verdict;
+}
+
+InitElection::Verdict InitElection::Offer(uint32_t worker, uint32_t preferred,
+                                          absl::Time now) {
+  if (!grace_end_.has_value()) grace_end_ = now + preferred_grace_;
   if (!provider_.has_value() || now >= deadline_) {
+    if (worker != preferred && now < *grace_end_) {
+      return Wait(preferred, *grace_end_, now);
+    }
     provider_ = worker;
     deadline_ = now + provider_timeout_;
   }
-  verdict.provider = *provider_;
-  verdict.send_values = *provider_ == worker;
-  if (!verdict.send_values) {
-    verdict.retry_after =
-        std::clamp(deadline_ - now, kShortestRetryAfter, kLongestRetryAfter);
-  }
+  if (*provider_ != worker) return Wait(*provider_, deadline_, now);
+  Verdict verdict;
+  verdict.provider = worker;
+  verdict.send_values = true;
   return verdict;
 }
 

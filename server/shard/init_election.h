@@ -4,8 +4,12 @@
 // Workers of one job start from the same weights when they share a seed,
 // so one copy of them per shard is enough. An Init without values
 // (InitRequest.values_omitted) on an uninitialised shard asks the election:
-// the first caller becomes the provider and is told to send its values;
-// every other caller is told to call again later. A provider that has not
+// the shard's preferred worker (shard_id % num_workers, so that a job's
+// shards are spread over its workers and each worker's link carries a
+// share of the model, not all of it) becomes the provider if it asks
+// within a short grace from the first caller; after the grace, the first
+// caller does. The provider is told to send its values; every other caller
+// is told to call again later. A provider that has not
 // delivered by its deadline (dead, or too slow for its link) loses the
 // post to the next caller, so a worker that dies at start-up holds the job
 // up for at most one timeout. Values that arrive from anyone, provider or
@@ -44,13 +48,26 @@ class InitElection {
   };
 
   // `provider_timeout` > 0: how long an elected provider has to deliver.
-  explicit InitElection(absl::Duration provider_timeout);
+  // `preferred_grace`: how long after the first caller the preferred worker
+  // is waited for (at most `provider_timeout`).
+  explicit InitElection(absl::Duration provider_timeout,
+                        absl::Duration preferred_grace = kPreferredGrace);
 
-  // The verdict for `worker` at `now`. The first caller, and the first
-  // caller after the provider's deadline passed, is elected (the deadline
-  // starts again from `now`); the provider asking again is told again to
-  // send, with its deadline unchanged; everyone else waits.
-  Verdict Offer(uint32_t worker, absl::Time now);
+  // How long the preferred worker is waited for by default: workers of one
+  // job start within a fraction of a second of one another, and a
+  // non-preferred worker that waits also sends its own preferred shards'
+  // values meanwhile, so only a job on fast links can lose (at most) this.
+  static constexpr absl::Duration kPreferredGrace = absl::Seconds(1);
+
+  // The verdict for `worker` at `now`, `preferred` being the worker the
+  // shard would rather have send (the same for every call). Elected:
+  // `preferred` whenever no provider holds the post; another caller once
+  // the grace from the first call has passed; the first caller after a
+  // provider's deadline passed (the deadline starts again from `now`). The
+  // provider asking again is told again to send, with its deadline
+  // unchanged; everyone else waits, for the provider or, within the grace,
+  // for `preferred`.
+  Verdict Offer(uint32_t worker, uint32_t preferred, absl::Time now);
 
   // The current provider, if any.
   std::optional<uint32_t> provider() const { return provider_; }
@@ -59,9 +76,15 @@ class InitElection {
   void Close() { provider_.reset(); }
 
  private:
+  // The verdict of a caller that waits until `until`, for `provider`.
+  static Verdict Wait(uint32_t provider, absl::Time until, absl::Time now);
+
   const absl::Duration provider_timeout_;
+  const absl::Duration preferred_grace_;
   std::optional<uint32_t> provider_;
   absl::Time deadline_ = absl::InfinitePast();
+  // When the grace for the preferred worker ends: set by the first call.
+  std::optional<absl::Time> grace_end_;
 };
 
 }  // namespace gradwire

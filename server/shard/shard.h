@@ -160,6 +160,10 @@ struct ShardOptions {
   // --init-values-timeout; init_election.h); > 0. Long enough to send one
   // copy of the shard's chunks over the slowest link of the job.
   absl::Duration init_values_timeout = absl::Seconds(60);
+  // How long after the first valueless Init the worker this shard prefers
+  // to send its values is waited for (--init-preferred-grace-seconds;
+  // init_election.h); >= 0, at most init_values_timeout counts.
+  absl::Duration init_preferred_grace = InitElection::kPreferredGrace;
   // Threads besides the calling one that prepare and apply the chunks of
   // one push (the server's --apply-threads): a worker sends every chunk it
   // pushes to a shard in one request, and their updates touch nothing in
@@ -382,7 +386,7 @@ class Shard {
   ChunkMap chunks_;
   // Who sends the initial values while the shard has none.
   InitElection election_ ABSL_GUARDED_BY(init_mu_){
-      options_.init_values_timeout};
+      options_.init_values_timeout, options_.init_preferred_grace};
   // Carries out accepted pushes and clock moves on a chunk (config_'s rule
   // and optimizer).
   std::unique_ptr<const ChunkUpdater> updater_;

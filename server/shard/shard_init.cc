@@ -216,8 +216,11 @@ absl::Status Shard::ElectValuesProvider(const v1::InitRequest& request,
       !s.ok()) {
     return s;
   }
+  // Shard s prefers worker s % num_workers: the values of a job's shards
+  // then come over as many workers' links as there can be.
+  const uint32_t preferred = options_.shard_id % (*config)->num_workers;
   const InitElection::Verdict verdict =
-      election_.Offer(request.worker_id(), now);
+      election_.Offer(request.worker_id(), preferred, now);
   if (verdict.send_values) {
     response->set_send_values(true);
   } else {

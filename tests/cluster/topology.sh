@@ -7,7 +7,9 @@
 #   topology_down                         # SIGTERM the shards: must exit 0
 #
 # BIN (the directory of the binaries) must be set. Logs and worker
-# summaries go to DIR (DIR/worker-i.json, DIR/*.log).
+# summaries go to DIR (DIR/worker-i.json, DIR/*.log). TOPOLOGY_SERVER_FLAGS
+# (optional, words separated by spaces) is added to every shard's flags,
+# e.g. TOPOLOGY_SERVER_FLAGS=--init-preferred-grace-seconds=0.
 
 TOPOLOGY_SHARD_PIDS=()
 TOPOLOGY_SHARDS=0
@@ -44,11 +46,13 @@ topology_up() {
   done
   TOPOLOGY_ADDRESSES=$(IFS=,; echo "${addresses[*]}")
   TOPOLOGY_SHARD_PIDS=()
+  local extra=()
+  read -ra extra <<<"${TOPOLOGY_SERVER_FLAGS:-}"
   for ((i = 0; i < TOPOLOGY_SHARDS; ++i)); do
     ip netns exec "$(netns_ns "shard$i")" "$BIN/gradwire-server" --address=0.0.0.0 --port=7000 \
       --shard-id="$i" --num-shards="$TOPOLOGY_SHARDS" \
       --num-workers="$TOPOLOGY_WORKERS" --checkpoint-dir="$dir/ckpt-$i" \
-      >"$dir/shard$i.log" 2>&1 &
+      "${extra[@]}" >"$dir/shard$i.log" 2>&1 &
     TOPOLOGY_SHARD_PIDS+=($!)
   done
   for ((i = 0; i < TOPOLOGY_SHARDS; ++i)); do

@@ -24,6 +24,7 @@ TEST(ServerFlagsTest, HelpListsEveryFlagWithItsDefault) {
         "--memory-quota-bytes (default: 1073741824)",
         "--max-message-bytes (default: 67108864)",
         "--shutdown-grace-seconds (default: 10)",
+        "--init-preferred-grace-seconds (default: 1)",
         "--worker-timeout-seconds (default: 30)"}) {
     EXPECT_NE(run->out.find(flag), std::string::npos) << flag << "\n"
                                                       << run->out;
@@ -64,6 +65,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlags{{"--apply-threads=-2"}, "--apply-threads=-2"},
         BadFlags{{"--apply-threads=1025"}, "--apply-threads=1025"},
         BadFlags{{"--shutdown-grace-seconds=-1"}, "--shutdown-grace-seconds"},
+        BadFlags{{"--init-preferred-grace-seconds=-1"},
+                 "--init-preferred-grace-seconds=-1: must be in [0, 3600]"},
+        BadFlags{{"--init-preferred-grace-seconds=nan"},
+                 "--init-preferred-grace-seconds=nan"},
         BadFlags{{"--worker-timeout-seconds=-1"},
                  "--worker-timeout-seconds=-1: must be in [0, 86400]"},
         BadFlags{{"--worker-timeout-seconds=1e6"},

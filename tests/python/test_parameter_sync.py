@@ -93,15 +93,16 @@ def test_byte_counters_match_the_shards_metrics(start_shards):
 
 
 def test_start_up_and_wire_bytes_are_reported(start_shards):
-    """Same initial weights: one worker sends them, the other only their
-    fingerprints, and neither pulls them back; the kernel's TCP counts
-    carry at least the payload."""
+    """Same initial weights: the workers send one copy of them between
+    them (each shard's from the worker it prefers, or from the first to ask
+    when that one is late) and fingerprints of the rest, and neither pulls
+    them back; the kernel's TCP counts carry at least the payload."""
     wire = [None, None]
     _, stats = run_workers(start_shards(2, 2), 2, steps=3, same_seed=True,
                            wire=wire, **OPTIONS)
     model_bytes = sum(p.numel() * 4 for p in make_model(1).parameters())
-    sent = sorted(s.startup_bytes_sent for s in stats)
-    assert sent[0] < model_bytes / 4 < model_bytes <= sent[1]
+    sent = sum(s.startup_bytes_sent for s in stats)
+    assert model_bytes <= sent < model_bytes * 5 / 4
     assert all(s.startup_bytes_received < model_bytes / 4 for s in stats)
     assert all(s.startup_seconds > 0 for s in stats)
     assert stats[0].as_dict()["startup_bytes_sent"] == stats[0].startup_bytes_sent

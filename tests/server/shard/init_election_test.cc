@@ -9,15 +9,18 @@ namespace {
 
 constexpr absl::Duration kTimeout = absl::Seconds(30);
 const absl::Time kStart = absl::FromUnixSeconds(5000);
+// A preferred worker that the first-caller tests never hear from, with no
+// grace for it: the first caller is elected.
+constexpr uint32_t kAbsent = 99;
 
 TEST(InitElectionTest, FirstCallerProvidesOthersWait) {
-  InitElection election(kTimeout);
+  InitElection election(kTimeout, absl::ZeroDuration());
   EXPECT_FALSE(election.provider().has_value());
-  const InitElection::Verdict first = election.Offer(4, kStart);
+  const InitElection::Verdict first = election.Offer(4, kAbsent, kStart);
   EXPECT_TRUE(first.send_values);
   EXPECT_EQ(first.provider, 4u);
   const InitElection::Verdict second =
-      election.Offer(2, kStart + absl::Seconds(1));
+      election.Offer(2, kAbsent, kStart + absl::Seconds(1));
   EXPECT_FALSE(second.send_values);
   EXPECT_EQ(second.provider, 4u);
   EXPECT_EQ(second.retry_after, absl::Milliseconds(200));
@@ -25,47 +28,97 @@ TEST(InitElectionTest, FirstCallerProvidesOthersWait) {
 }
 
 TEST(InitElectionTest, ProviderKeepsItsDeadlineWhenAskingAgain) {
-  InitElection election(kTimeout);
-  ASSERT_TRUE(election.Offer(1, kStart).send_values);
-  EXPECT_TRUE(election.Offer(1, kStart + absl::Seconds(29)).send_values);
+  InitElection election(kTimeout, absl::ZeroDuration());
+  ASSERT_TRUE(election.Offer(1, kAbsent, kStart).send_values);
+  EXPECT_TRUE(
+      election.Offer(1, kAbsent, kStart + absl::Seconds(29)).send_values);
   // The deadline ran from the first offer, not the repeated one.
-  EXPECT_TRUE(election.Offer(3, kStart + kTimeout).send_values);
+  EXPECT_TRUE(election.Offer(3, kAbsent, kStart + kTimeout).send_values);
   EXPECT_EQ(election.provider(), 3u);
 }
 
 TEST(InitElectionTest, RetryComesNoLaterThanTheDeadline) {
-  InitElection election(kTimeout);
-  ASSERT_TRUE(election.Offer(0, kStart).send_values);
+  InitElection election(kTimeout, absl::ZeroDuration());
+  ASSERT_TRUE(election.Offer(0, kAbsent, kStart).send_values);
   EXPECT_EQ(
-      election.Offer(1, kStart + kTimeout - absl::Milliseconds(50)).retry_after,
+      election.Offer(1, kAbsent, kStart + kTimeout - absl::Milliseconds(50))
+          .retry_after,
       absl::Milliseconds(50));
   EXPECT_EQ(
-      election.Offer(1, kStart + kTimeout - absl::Microseconds(10)).retry_after,
+      election.Offer(1, kAbsent, kStart + kTimeout - absl::Microseconds(10))
+          .retry_after,
       absl::Milliseconds(5));
 }
 
 TEST(InitElectionTest, DeadlinePassesThePostOn) {
-  InitElection election(kTimeout);
-  ASSERT_TRUE(election.Offer(0, kStart).send_values);
+  InitElection election(kTimeout, absl::ZeroDuration());
+  ASSERT_TRUE(election.Offer(0, kAbsent, kStart).send_values);
   const InitElection::Verdict waiting =
-      election.Offer(1, kStart + kTimeout - absl::Nanoseconds(1));
+      election.Offer(1, kAbsent, kStart + kTimeout - absl::Nanoseconds(1));
   EXPECT_FALSE(waiting.send_values);
-  const InitElection::Verdict elected = election.Offer(1, kStart + kTimeout);
+  const InitElection::Verdict elected =
+      election.Offer(1, kAbsent, kStart + kTimeout);
   EXPECT_TRUE(elected.send_values);
   // The old provider now waits for the new one, whose deadline is fresh.
   const InitElection::Verdict old =
-      election.Offer(0, kStart + kTimeout + absl::Seconds(29));
+      election.Offer(0, kAbsent, kStart + kTimeout + absl::Seconds(29));
   EXPECT_FALSE(old.send_values);
   EXPECT_EQ(old.provider, 1u);
-  EXPECT_TRUE(election.Offer(0, kStart + 2 * kTimeout).send_values);
+  EXPECT_TRUE(election.Offer(0, kAbsent, kStart + 2 * kTimeout).send_values);
 }
 
 TEST(InitElectionTest, CloseEndsTheElection) {
-  InitElection election(kTimeout);
-  ASSERT_TRUE(election.Offer(0, kStart).send_values);
+  InitElection election(kTimeout, absl::ZeroDuration());
+  ASSERT_TRUE(election.Offer(0, kAbsent, kStart).send_values);
   election.Close();
   EXPECT_FALSE(election.provider().has_value());
-  EXPECT_TRUE(election.Offer(5, kStart + absl::Seconds(1)).send_values);
+  EXPECT_TRUE(
+      election.Offer(5, kAbsent, kStart + absl::Seconds(1)).send_values);
+}
+
+// Within the grace from the first call the preferred worker is waited for,
+// and elected when it asks; the others are told to ask again when the
+// grace ends at the latest.
+TEST(InitElectionTest, PreferredWorkerIsWaitedForWithinTheGrace) {
+  constexpr absl::Duration kGrace = absl::Seconds(1);
+  InitElection election(kTimeout, kGrace);
+  const InitElection::Verdict early = election.Offer(0, 1, kStart);
+  EXPECT_FALSE(early.send_values);
+  EXPECT_EQ(early.provider, 1u);
+  EXPECT_EQ(early.retry_after, absl::Milliseconds(200));
+  EXPECT_EQ(election.Offer(0, 1, kStart + kGrace - absl::Milliseconds(20))
+                .retry_after,
+            absl::Milliseconds(20));
+  EXPECT_FALSE(election.provider().has_value());
+  EXPECT_TRUE(election.Offer(1, 1, kStart + kGrace - absl::Milliseconds(1))
+                  .send_values);
+  EXPECT_EQ(election.provider(), 1u);
+  // The other callers now wait for it, past the grace too.
+  const InitElection::Verdict after = election.Offer(0, 1, kStart + kGrace);
+  EXPECT_FALSE(after.send_values);
+  EXPECT_EQ(after.provider, 1u);
+}
+
+// A preferred worker that does not ask within the grace (late, or dead)
+// does not hold the job up: the first caller after it is elected, and the
+// preferred one then waits like any other.
+TEST(InitElectionTest, GracePassesThePostToTheFirstCaller) {
+  constexpr absl::Duration kGrace = absl::Milliseconds(500);
+  InitElection election(kTimeout, kGrace);
+  ASSERT_FALSE(election.Offer(2, 0, kStart).send_values);
+  EXPECT_TRUE(election.Offer(2, 0, kStart + kGrace).send_values);
+  const InitElection::Verdict late =
+      election.Offer(0, 0, kStart + kGrace + absl::Milliseconds(1));
+  EXPECT_FALSE(late.send_values);
+  EXPECT_EQ(late.provider, 2u);
+}
+
+// The grace is never longer than the provider's timeout.
+TEST(InitElectionTest, GraceIsAtMostTheTimeout) {
+  InitElection election(absl::Milliseconds(100), absl::Seconds(5));
+  ASSERT_FALSE(election.Offer(3, 0, kStart).send_values);
+  EXPECT_TRUE(
+      election.Offer(3, 0, kStart + absl::Milliseconds(100)).send_values);
 }
 
 }  // namespace

@@ -60,42 +60,70 @@ std::vector<ChunkSpec> OtherChunks() {
 
 const v1::TrainingConfig kConfig = Config(3, v1::CONSISTENCY_MODE_BSP);
 
-TEST(ShardInitValuesTest, FirstCallerIsElectedAndOthersWait) {
+// kShardId % 3 workers: the worker the shard prefers to send its values.
+constexpr uint32_t kPreferred = kShardId % 3;
+static_assert(kPreferred == 2);
+
+TEST(ShardInitValuesTest, PreferredWorkerIsElectedAndOthersWait) {
   Shard shard(ElectionOptions());
-  const v1::InitResponse first =
+  const v1::InitResponse early =
       InitAt(shard, Valueless(1, kConfig, DefaultChunks()), kStart);
+  EXPECT_FALSE(early.send_values());
+  EXPECT_TRUE(early.values_pending());
+  EXPECT_EQ(early.values_provider(), kPreferred);
+
+  const v1::InitResponse first =
+      InitAt(shard, Valueless(kPreferred, kConfig, DefaultChunks()),
+             kStart + absl::Milliseconds(500));
   EXPECT_TRUE(first.send_values());
   EXPECT_FALSE(first.values_pending());
   EXPECT_EQ(first.versions_size(), 0);
   EXPECT_FALSE(shard.initialized());
 
   const v1::InitResponse second = InitAt(
-      shard, Valueless(2, kConfig, DefaultChunks()), kStart + absl::Seconds(1));
+      shard, Valueless(1, kConfig, DefaultChunks()), kStart + absl::Seconds(1));
   EXPECT_FALSE(second.send_values());
   EXPECT_TRUE(second.values_pending());
-  EXPECT_EQ(second.values_provider(), 1u);
+  EXPECT_EQ(second.values_provider(), kPreferred);
   EXPECT_GT(second.retry_after_ms(), 0u);
   EXPECT_LE(second.retry_after_ms(), 200u);
   EXPECT_EQ(second.fingerprints_size(), 0);
 
   // The provider asking again (its answer was lost) is told again.
-  EXPECT_TRUE(InitAt(shard, Valueless(1, kConfig, DefaultChunks()),
+  EXPECT_TRUE(InitAt(shard, Valueless(kPreferred, kConfig, DefaultChunks()),
                      kStart + absl::Seconds(2))
                   .send_values());
   EXPECT_FALSE(shard.initialized());
 }
 
-TEST(ShardInitValuesTest, ValuesEndTheWaitWithMatchingFingerprints) {
+// The preferred worker is waited for only InitElection::kPreferredGrace:
+// then the first caller is elected.
+TEST(ShardInitValuesTest, FirstCallerIsElectedAfterTheGrace) {
   Shard shard(ElectionOptions());
   ASSERT_TRUE(InitAt(shard, Valueless(0, kConfig, DefaultChunks()), kStart)
+                  .values_pending());
+  EXPECT_TRUE(InitAt(shard, Valueless(0, kConfig, DefaultChunks()),
+                     kStart + InitElection::kPreferredGrace)
                   .send_values());
+  const v1::InitResponse late =
+      InitAt(shard, Valueless(kPreferred, kConfig, DefaultChunks()),
+             kStart + InitElection::kPreferredGrace + absl::Milliseconds(1));
+  EXPECT_TRUE(late.values_pending());
+  EXPECT_EQ(late.values_provider(), 0u);
+}
+
+TEST(ShardInitValuesTest, ValuesEndTheWaitWithMatchingFingerprints) {
+  Shard shard(ElectionOptions());
+  ASSERT_TRUE(
+      InitAt(shard, Valueless(kPreferred, kConfig, DefaultChunks()), kStart)
+          .send_values());
   const v1::InitResponse installed =
-      InitAt(shard, InitRequest(0, kConfig, DefaultChunks()), kStart);
+      InitAt(shard, InitRequest(kPreferred, kConfig, DefaultChunks()), kStart);
   EXPECT_TRUE(installed.initialized_now());
   ASSERT_TRUE(shard.initialized());
 
   const v1::InitResponse waiter =
-      InitAt(shard, Valueless(2, kConfig, DefaultChunks()), kStart);
+      InitAt(shard, Valueless(0, kConfig, DefaultChunks()), kStart);
   EXPECT_FALSE(waiter.send_values());
   EXPECT_FALSE(waiter.values_pending());
   EXPECT_FALSE(waiter.initialized_now());
@@ -113,27 +141,28 @@ TEST(ShardInitValuesTest, ValuesEndTheWaitWithMatchingFingerprints) {
 
 TEST(ShardInitValuesTest, ProviderPastItsDeadlineLosesTheElection) {
   Shard shard(ElectionOptions());
-  ASSERT_TRUE(InitAt(shard, Valueless(0, kConfig, DefaultChunks()), kStart)
-                  .send_values());
-  // Just before the deadline worker 1 still waits for worker 0...
+  ASSERT_TRUE(
+      InitAt(shard, Valueless(kPreferred, kConfig, DefaultChunks()), kStart)
+          .send_values());
+  // Just before the deadline worker 1 still waits for worker 2...
   const v1::InitResponse before =
       InitAt(shard, Valueless(1, kConfig, DefaultChunks()),
              kStart + kTimeout - absl::Milliseconds(1));
   EXPECT_TRUE(before.values_pending());
-  EXPECT_EQ(before.values_provider(), 0u);
+  EXPECT_EQ(before.values_provider(), kPreferred);
   // ...and is asked to retry no later than the deadline.
   EXPECT_LE(before.retry_after_ms(), 5u);
-  // At the deadline the next caller is elected, and worker 0 waits.
+  // At the deadline the next caller is elected, and worker 2 waits.
   EXPECT_TRUE(
       InitAt(shard, Valueless(1, kConfig, DefaultChunks()), kStart + kTimeout)
           .send_values());
   const v1::InitResponse late =
-      InitAt(shard, Valueless(0, kConfig, DefaultChunks()),
+      InitAt(shard, Valueless(kPreferred, kConfig, DefaultChunks()),
              kStart + kTimeout + absl::Seconds(1));
   EXPECT_TRUE(late.values_pending());
   EXPECT_EQ(late.values_provider(), 1u);
   // Values from either initialise the shard; the other's are compared.
-  EXPECT_TRUE(InitAt(shard, InitRequest(0, kConfig, DefaultChunks()),
+  EXPECT_TRUE(InitAt(shard, InitRequest(kPreferred, kConfig, DefaultChunks()),
                      kStart + kTimeout + absl::Seconds(2))
                   .initialized_now());
   const v1::InitResponse second =
