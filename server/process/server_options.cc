@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/process/worker_tokens.h"
 
@@ -121,37 +122,33 @@ absl::Status CheckWriteAheadLog(const ServerOptions& o) {
   return absl::OkStatus();
 }
 
-// The flags in seconds: finite and in their ranges.
-absl::Status CheckSeconds(const ServerOptions& options) {
-  if (!(std::isfinite(options.worker_timeout_seconds) &&
-        options.worker_timeout_seconds >= 0.0 &&
-        options.worker_timeout_seconds <= 86400.0)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--worker-timeout-seconds=%g: must be in [0, 86400] (0: never drop "
-        "a worker)",
-        options.worker_timeout_seconds));
+// A flag in seconds: finite, in [0, most] ((0, most] unless
+// `zero_means` says what 0 does).
+absl::Status SecondsIn(absl::string_view flag, double value, double most,
+                       absl::string_view zero_means = "") {
+  const bool above_least = zero_means.empty() ? value > 0.0 : value >= 0.0;
+  if (std::isfinite(value) && above_least && value <= most) {
+    return absl::OkStatus();
   }
-  if (!(std::isfinite(options.init_values_timeout_seconds) &&
-        options.init_values_timeout_seconds > 0.0 &&
-        options.init_values_timeout_seconds <= 86400.0)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--init-values-timeout-seconds=%g: must be in (0, 86400]",
-        options.init_values_timeout_seconds));
-  }
-  if (!(std::isfinite(options.init_preferred_grace_seconds) &&
-        options.init_preferred_grace_seconds >= 0.0 &&
-        options.init_preferred_grace_seconds <= 3600.0)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--init-preferred-grace-seconds=%g: must be in [0, 3600] (0: the "
-        "first caller sends the initial values)",
-        options.init_preferred_grace_seconds));
-  }
-  if (!(std::isfinite(options.shutdown_grace_seconds) &&
-        options.shutdown_grace_seconds >= 0.0 &&
-        options.shutdown_grace_seconds <= 86400.0)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--shutdown-grace-seconds=%g: must be in [0, 86400]",
-                        options.shutdown_grace_seconds));
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--%s=%g: must be in %s0, %g]%s", flag, value,
+      zero_means.empty() ? "(" : "[", most,
+      zero_means.empty() ? "" : absl::StrCat(" (0: ", zero_means, ")")));
+}
+
+// The flags in seconds.
+absl::Status CheckSeconds(const ServerOptions& o) {
+  for (const absl::Status& s :
+       {SecondsIn("worker-timeout-seconds", o.worker_timeout_seconds, 86400,
+                  "never drop a worker"),
+        SecondsIn("init-values-timeout-seconds", o.init_values_timeout_seconds,
+                  86400),
+        SecondsIn("init-preferred-grace-seconds",
+                  o.init_preferred_grace_seconds, 3600,
+                  "the first caller sends the initial values"),
+        SecondsIn("shutdown-grace-seconds", o.shutdown_grace_seconds, 86400,
+                  "in-flight calls are cancelled at once")}) {
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }
