@@ -83,26 +83,39 @@ uint64_t UpdateElements(const PushedChunk& item) {
                                       : item.gradient.values.size();
 }
 
+// The pool (ShardOptions::apply_threads) where two or more chunks are
+// judged kApply and carry kParallelApplyElements elements together; null
+// otherwise, where the hand-over would cost more than it saves.
+ThreadPool* PoolWorthUsing(ThreadPool* pool,
+                           const std::vector<PushedChunk>& pushed) {
+  if (pool == nullptr) return nullptr;
+  size_t applied = 0;
+  uint64_t elements = 0;
+  for (const PushedChunk& item : pushed) {
+    if (item.verdict != PushVerdict::kApply) continue;
+    ++applied;
+    elements += UpdateElements(item);
+  }
+  return applied >= 2 && elements >= kParallelApplyElements ? pool : nullptr;
+}
+
 // Runs work(i) for every i with pushed[i] judged kApply: on `pool`'s
-// threads too where two or more such chunks carry kParallelApplyElements
-// elements together (ShardOptions::apply_threads), in the calling thread
-// alone otherwise. The calling thread holds every chunk's lock from before
-// until after the call, and the helpers run only while it waits in
-// ParallelFor, so every chunk is still worked on under its lock's hold and
-// by one thread at a time.
+// threads too (PoolWorthUsing), else in the calling thread alone. The
+// calling thread holds every chunk's lock from before until after the
+// call, and the helpers run only while it waits in ParallelFor, so every
+// chunk is still worked on under its lock's hold and by one thread at a
+// time.
 void ForEachApplied(ThreadPool* pool, const std::vector<PushedChunk>& pushed,
                     absl::FunctionRef<void(size_t)> work) {
-  std::vector<size_t> applied;
-  uint64_t elements = 0;
-  for (size_t i = 0; i < pushed.size(); ++i) {
-    if (pushed[i].verdict != PushVerdict::kApply) continue;
-    applied.push_back(i);
-    elements += UpdateElements(pushed[i]);
-  }
-  if (pool == nullptr || applied.size() < 2 ||
-      elements < kParallelApplyElements) {
-    for (const size_t i : applied) work(i);
+  if (pool == nullptr) {
+    for (size_t i = 0; i < pushed.size(); ++i) {
+      if (pushed[i].verdict == PushVerdict::kApply) work(i);
+    }
     return;
+  }
+  std::vector<size_t> applied;
+  for (size_t i = 0; i < pushed.size(); ++i) {
+    if (pushed[i].verdict == PushVerdict::kApply) applied.push_back(i);
   }
   pool->ParallelFor(applied.size(), [&](size_t j) { work(applied[j]); });
 }
@@ -233,15 +246,15 @@ absl::Status Shard::ValidateAndApply(const PushView& request,
       !s.ok()) {
     return Refuse(&result->outcome, PushOutcome::kStepOutOfRange, s);
   }
-  if (absl::Status s = PrepareUpdates(*updater_, apply_pool_.get(), worker,
-                                      request.step, &pushed);
+  ThreadPool* const pool = PoolWorthUsing(apply_pool_.get(), pushed);
+  if (absl::Status s =
+          PrepareUpdates(*updater_, pool, worker, request.step, &pushed);
       !s.ok()) {
     return Refuse(&result->outcome, PushOutcome::kNonFiniteUpdate, s);
   }
   workers_->HeardPush(worker, absl::GetCurrentTimeNanos());
-  result->outcome =
-      ApplyJudged(*updater_, apply_pool_.get(), worker, request.step, pushed,
-                  response, &result->rejoined);
+  result->outcome = ApplyJudged(*updater_, pool, worker, request.step, pushed,
+                                response, &result->rejoined);
   if (result->outcome == PushOutcome::kAccepted) {
     workers_->SetRevivedByInit(worker, false);
   }
