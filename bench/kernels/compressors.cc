@@ -8,6 +8,7 @@
 #include "bench/kernels/inputs.h"
 #include "common/compress/compressed_chunk.h"
 #include "common/compress/compressor.h"
+#include "common/compress/momentum_correction.h"
 #include "common/compress/registry.h"
 
 namespace gradwire::bench {
@@ -77,11 +78,42 @@ void DgcWithMomentum(benchmark::State& state) {
   SetFloatsRead(state, 1);
 }
 
+// The worker's own step at `make demo`'s setting: momentum 0.9 on the
+// worker fused into Top-K 1% with error feedback (fp16 values), then the
+// sent positions' velocity masked, as PushRequestBuilder does.
+void WorkerVelocityTopK(benchmark::State& state) {
+  CompressorOptions options;
+  options.name = "topk";
+  options.ratio = 0.01;
+  options.precision = ValuePrecision::kFp16;
+  const std::unique_ptr<Compressor> topk = std::move(*MakeCompressor(options));
+  MomentumCorrectionOptions momentum;
+  momentum.momentum = 0.9f;
+  const std::vector<float> gradient = Gaussian(kNumel, 6);
+  std::vector<float> velocity;
+  FeedbackState feedback;
+  CompressedChunk chunk;
+  CompressContext context;
+  for (auto _ : state) {
+    ++context.step;
+    if (!topk->CompressVelocityWithFeedback(gradient, momentum.momentum,
+                                            context, &velocity, &feedback,
+                                            &chunk)
+             .ok()) {
+      state.SkipWithError("compress failed");
+    }
+    MaskSentVelocity(momentum, chunk, absl::MakeSpan(velocity));
+  }
+  SetFloatsRead(state, 3);
+}
+
 }  // namespace
 
 void RegisterCompressors() {
   benchmark::RegisterBenchmark("compressor/dgc_1pct_fp16_momentum_0.9",
                                DgcWithMomentum);
+  benchmark::RegisterBenchmark("compressor/worker_velocity_topk_1pct_fp16",
+                               WorkerVelocityTopK);
 }
 
 }  // namespace gradwire::bench
