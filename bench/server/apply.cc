@@ -12,14 +12,23 @@
 namespace gradwire::bench {
 namespace {
 
-// One chunk: its weights, its optimizer state and one push's positions
-// and values.
+// Pushes drawn per chunk; a timed call applies the next one, so that a
+// call finds the positions of the call kPushesPerChunk before it, not its
+// own from the previous call, as a shard finds each step's new Top-K.
+constexpr size_t kPushesPerChunk = 8;
+
+// One push: its positions and values.
+struct ApplyPush {
+  std::vector<uint32_t> indices;
+  std::vector<float> values;
+};
+
+// One chunk: its weights, its optimizer state and kPushesPerChunk pushes.
 struct ApplyChunk {
   std::vector<float> weights;
   std::vector<float> dense_gradient;
   OptimizerState state;
-  std::vector<uint32_t> indices;
-  std::vector<float> values;
+  std::vector<ApplyPush> pushes;
 };
 
 // Distinct sorted positions, `count` of `numel`, uniformly drawn.
@@ -53,9 +62,12 @@ std::vector<ApplyChunk> BuildChunks(const ServerBenchConfig& config,
     for (float& g : chunk.dense_gradient) g = value(rng);
     const uint64_t count =
         std::max<uint64_t>(1, static_cast<uint64_t>(density * numel));
-    chunk.indices = DrawPositions(numel, count, &rng);
-    chunk.values.resize(chunk.indices.size());
-    for (float& v : chunk.values) v = value(rng);
+    chunk.pushes.resize(kPushesPerChunk);
+    for (ApplyPush& push : chunk.pushes) {
+      push.indices = DrawPositions(numel, count, &rng);
+      push.values.resize(push.indices.size());
+      for (float& v : push.values) v = value(rng);
+    }
     if (adam) {
       // Past the freeze: the second moment alone, positive.
       chunk.state.updates = 1;
@@ -76,20 +88,21 @@ OptimizerSettings RuleSettings(bool adam) {
   return settings;
 }
 
-// One push per chunk, as the shard applies it (ChunkUpdater's
+// Push `which` of every chunk, as the shard applies it (ChunkUpdater's
 // TryUpdateSelected, then Commit).
-absl::Status ApplySparse(const Optimizer& optimizer,
+absl::Status ApplySparse(const Optimizer& optimizer, size_t which,
                          std::vector<ApplyChunk>* chunks,
                          std::vector<float>* out) {
   for (ApplyChunk& chunk : *chunks) {
-    out->resize(chunk.indices.size());
-    if (!optimizer.ApplyAt(chunk.weights, chunk.state, chunk.indices,
-                           chunk.values, chunk.state.updates,
+    const ApplyPush& push = chunk.pushes[which];
+    out->resize(push.indices.size());
+    if (!optimizer.ApplyAt(chunk.weights, chunk.state, push.indices,
+                           push.values, chunk.state.updates,
                            absl::MakeSpan(*out))) {
       return absl::InternalError("a weight overflowed");
     }
-    for (size_t j = 0; j < chunk.indices.size(); ++j) {
-      chunk.weights[chunk.indices[j]] = (*out)[j];
+    for (size_t j = 0; j < push.indices.size(); ++j) {
+      chunk.weights[push.indices[j]] = (*out)[j];
     }
     optimizer.FinishSelectedUpdate(&chunk.state);
   }
@@ -113,12 +126,14 @@ absl::StatusOr<ApplyResultRow> MeasureRule(const ServerBenchConfig& config,
   ApplyResultRow row;
   row.rule = adam ? "adam_frozen" : "sgd";
   for (const ApplyChunk& chunk : chunks) {
-    row.selected += chunk.indices.size();
+    row.selected += chunk.pushes[0].indices.size();
     row.numel += chunk.weights.size();
   }
   std::vector<float> out;
-  absl::StatusOr<Timing> sparse = MeasureMedian(
-      config.timing, [&] { return ApplySparse(optimizer, &chunks, &out); });
+  size_t calls = 0;
+  absl::StatusOr<Timing> sparse = MeasureMedian(config.timing, [&] {
+    return ApplySparse(optimizer, calls++ % kPushesPerChunk, &chunks, &out);
+  });
   if (!sparse.ok()) return sparse.status();
   absl::StatusOr<Timing> dense = MeasureMedian(
       config.timing, [&] { return ApplyDense(optimizer, &chunks); });

@@ -2,11 +2,15 @@
 // long the scattered apply of a sparse push's selected elements takes per
 // element, against the dense apply per element measured in the same run.
 //
-// The model (config.numel floats, cut into config.partition_bytes chunks,
-// far larger than the last-level cache on a model of the default size)
+// The model (config.numel floats, cut into config.partition_bytes chunks)
 // gets, per timed call, one push per chunk carrying config.density of its
 // elements at distinct positions drawn uniformly (where a Top-K of a noisy
-// gradient lands), applied the way a shard applies an ASP/SSP sparse push
+// gradient lands). Each chunk has 8 such pushes, taken in turn, so that a
+// call does not find its positions' lines left in the caches by the call
+// before, as a shard does not when each step's Top-K moves: a host whose
+// last-level cache holds the whole model still serves them from there, not
+// from the caches nearer the core. The push is applied the way a shard
+// applies an ASP/SSP sparse push
 // under a rule that moves only the selected elements: Optimizer::ApplyAt
 // into a buffer aside, its finiteness checked, then stored at the
 // positions. The dense baseline is Optimizer::Apply of a dense gradient

@@ -52,6 +52,10 @@
 namespace gradwire::bench {
 namespace {
 
+// Pushers' traffic built at least, whatever --pushers asks for
+// (PusherPool takes turns over them).
+constexpr uint32_t kMinLoads = 8;
+
 const char* PathName(PushPath path) {
   return path == PushPath::kGrpc ? "grpc" : "in_process";
 }
@@ -171,7 +175,8 @@ absl::StatusOr<ServerResultRow> MeasurePushes(const ServerBenchConfig& config,
   std::vector<double> stages_before(kNumPushStages, 0.0);
   uint64_t first_timed_step = 0;
   {
-    PusherPool pool(loads, mode == v1::CONSISTENCY_MODE_BSP, target->get());
+    PusherPool pool(absl::MakeSpan(workload->pushers), pushers,
+                    mode == v1::CONSISTENCY_MODE_BSP, target->get());
     const CpuMeter cpu;
     int calls = 0;
     t = MeasureMedian(config.timing, [&] {
@@ -287,10 +292,13 @@ int Main(const ServerBenchConfig& config) {
   // The shard measured here gets the heap gradwire-server gives it: without
   // this, every chunk-sized buffer of a dense push is a fresh mapping.
   std::printf("%s\n", TuneHeapForTraining().description.c_str());
+  // At least kMinLoads pushers' traffic, so that a few pushers take turns
+  // over several (PusherPool) instead of resending the same positions.
   const uint32_t max_pushers =
       *std::max_element(config.pushers.begin(), config.pushers.end());
+  const uint32_t loads = std::max(max_pushers, kMinLoads);
   const auto build_start = std::chrono::steady_clock::now();
-  absl::StatusOr<Workload> workload = BuildWorkload(config, max_pushers);
+  absl::StatusOr<Workload> workload = BuildWorkload(config, loads);
   if (!workload.ok()) return Fail(workload.status());
   const double build_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() -

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -215,16 +216,17 @@ absl::StatusOr<std::unique_ptr<PushTarget>> StartGrpc(
   return target;
 }
 
-PusherPool::PusherPool(absl::Span<PusherLoad> loads, bool barrier_per_round,
-                       PushTarget* target)
+PusherPool::PusherPool(absl::Span<PusherLoad> loads, uint32_t pushers,
+                       bool barrier_per_round, PushTarget* target)
     : loads_(loads),
+      pushers_(pushers),
       target_(target),
-      barrier_(barrier_per_round ? std::make_unique<RoundBarrier>(
-                                       static_cast<uint32_t>(loads.size()))
+      barrier_(barrier_per_round ? std::make_unique<RoundBarrier>(pushers)
                                  : nullptr),
-      results_(loads.size()) {
-  threads_.reserve(loads.size());
-  for (uint32_t w = 0; w < loads.size(); ++w) {
+      results_(pushers) {
+  assert(pushers > 0 && pushers <= loads.size());
+  threads_.reserve(pushers);
+  for (uint32_t w = 0; w < pushers; ++w) {
     threads_.emplace_back([this, w] { Loop(w); });
   }
 }
@@ -282,18 +284,25 @@ void PusherPool::Loop(uint32_t pusher) {
   }
 }
 
+PusherLoad& PusherPool::LoadFor(uint32_t pusher, int round) const {
+  const size_t own = (loads_.size() - 1 - pusher) / pushers_ + 1;
+  return loads_[pusher + pushers_ * (static_cast<size_t>(round) % own)];
+}
+
 absl::Status PusherPool::PushAll(uint32_t pusher, uint64_t first_step,
                                  int rounds) {
-  PusherLoad& load = loads_[pusher];
-  const size_t n = load.requests.size();
-  const size_t start = pusher * n / loads_.size();
   for (int r = 0; r < rounds; ++r) {
     const uint64_t step = first_step + r;
+    // Rounds continue across Runs: the step numbers them.
+    PusherLoad& load = LoadFor(pusher, static_cast<int>(step % (1u << 30)));
+    const size_t n = load.requests.size();
+    const size_t start = pusher * n / pushers_;
     for (size_t i = 0; i < n; ++i) {
       if (failed_.load(std::memory_order_relaxed)) {
         return absl::CancelledError("another pusher failed");
       }
       v1::PushRequest& request = load.requests[(start + i) % n];
+      request.set_worker_id(pusher);
       request.set_step(step);
       if (absl::Status s = target_->Push(pusher, request); !s.ok()) {
         return absl::Status(

@@ -78,10 +78,13 @@ class RoundBarrier;
 // Thread safety: Run is called by one thread at a time.
 class PusherPool {
  public:
-  // Starts loads.size() threads; thread w pushes loads[w] as worker w.
-  // `loads` and `target` must outlive the pool.
-  PusherPool(absl::Span<PusherLoad> loads, bool barrier_per_round,
-             PushTarget* target);
+  // Starts `pushers` threads (at most loads.size()). Thread w pushes as
+  // worker w the loads w, w + pushers, w + 2 * pushers, ... of `loads` in
+  // turn, one a round, so that a pusher's next round carries other
+  // positions, as a worker's next step does, while no two threads ever
+  // share a load. `loads` and `target` must outlive the pool.
+  PusherPool(absl::Span<PusherLoad> loads, uint32_t pushers,
+             bool barrier_per_round, PushTarget* target);
   // Stops and joins the threads.
   ~PusherPool();
   PusherPool(const PusherPool&) = delete;
@@ -100,9 +103,12 @@ class PusherPool {
  private:
   void Loop(uint32_t pusher);
   absl::Status PushAll(uint32_t pusher, uint64_t first_step, int rounds);
+  // The load `pusher` sends in round `round` (see the constructor).
+  PusherLoad& LoadFor(uint32_t pusher, int round) const;
 
   // Constant after construction.
   const absl::Span<PusherLoad> loads_;
+  const uint32_t pushers_;
   PushTarget* const target_;
   // Null without barrier_per_round. Thread-safe itself.
   const std::unique_ptr<RoundBarrier> barrier_;

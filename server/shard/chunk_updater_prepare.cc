@@ -9,6 +9,7 @@
 #include "common/compress/compressor.h"
 #include "server/shard/chunk_updater.h"
 #include "server/shard/chunk_updater_internal.h"
+#include "server/shard/optimizer_rule.h"
 
 namespace gradwire {
 
@@ -148,21 +149,25 @@ bool ChunkUpdater::SparseStepFinite(const ChunkState& chunk,
   const Optimizer& optimizer = *config_.optimizer;
   const uint64_t update = chunk.state.optimizer.updates;
   const Optimizer::SgdStep step = optimizer.SgdStepAt(update);
+  // Both loops read two scattered arrays: their lines are asked for ahead.
+  const float* weights = chunk.state.weights.data();
+  const float* accumulator = chunk.state.accumulator.data();
   bool finite = true;
   if (StepIsSparse(chunk)) {
-    for (const uint32_t i : chunk.step_positions) {
-      if (!std::isfinite(
-              step.Next(chunk.state.weights[i], chunk.state.accumulator[i]))) {
-        finite = false;
-        break;
-      }
+    const absl::Span<const uint32_t> positions = chunk.step_positions;
+    for (size_t j = 0; finite && j < positions.size(); ++j) {
+      PrefetchAhead(positions, j, weights, accumulator);
+      const uint32_t i = positions[j];
+      finite = std::isfinite(step.Next(weights[i], accumulator[i]));
     }
   } else {
     finite = optimizer.SgdUpdateFinite(chunk.state.weights,
                                        chunk.state.accumulator, update);
   }
-  for (size_t j = 0; finite && j < gradient.indices.size(); ++j) {
-    const uint32_t i = gradient.indices[j];
+  const absl::Span<const uint32_t> indices = gradient.indices;
+  for (size_t j = 0; finite && j < indices.size(); ++j) {
+    PrefetchAhead(indices, j, weights, accumulator);
+    const uint32_t i = indices[j];
     // AccumulateInto adds v alone at a share of 1: 1 * v is v exactly.
     const float sum = chunk.state.accumulator[i] + share * gradient.values[j];
     finite = std::isfinite(step.Next(chunk.state.weights[i], sum));

@@ -84,6 +84,17 @@ std::unique_ptr<OptimizerRule> MakeAdamRule(const OptimizerSettings& settings);
 // element (docs/benchmarks/server.md#the-scattered-apply).
 inline constexpr size_t kApplyAtPrefetchAhead = 64;
 
+// For loops over scattered positions other than SelectedLoop: asks for the
+// lines of `first` and, when set, `second` at the position
+// kApplyAtPrefetchAhead after positions[j], for writing.
+inline void PrefetchAhead(absl::Span<const uint32_t> positions, size_t j,
+                          const float* first, const float* second) {
+  if (j + kApplyAtPrefetchAhead >= positions.size()) return;
+  const uint32_t later = positions[j + kApplyAtPrefetchAhead];
+  __builtin_prefetch(first + later, 1);
+  if (second != nullptr) __builtin_prefetch(second + later, 1);
+}
+
 // The loop of every rule's ApplyAt, instantiated per rule so that the
 // element's expression inlines (no call and no branch per element):
 // out[j] = next(weights[i], values[j], i) for i = indices[j]. The weight

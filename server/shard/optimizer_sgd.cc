@@ -230,7 +230,9 @@ float Optimizer::ApplySgdAtAndClear(absl::Span<float> weights,
   assert(UpdatesOnlySelected(state->updates));
   const SgdStep step = SgdStepAt(state->updates);
   uint32_t largest = 0;
-  for (const uint32_t i : positions) {
+  for (size_t j = 0; j < positions.size(); ++j) {
+    PrefetchAhead(positions, j, weights.data(), gradient.data());
+    const uint32_t i = positions[j];
     const float next = step.Next(weights[i], gradient[i]);
     weights[i] = next;
     gradient[i] = 0.0f;
