@@ -1,5 +1,6 @@
 // Whole compressors on one chunk, as a shard publishes a pull delta and as a
 // worker runs DGC.
+#include <limits>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "bench/kernels/inputs.h"
 #include "common/compress/compressed_chunk.h"
 #include "common/compress/compressor.h"
+#include "common/compress/kernels.h"
 #include "common/compress/momentum_correction.h"
 #include "common/compress/registry.h"
 
@@ -89,7 +91,8 @@ void WorkerVelocityTopK(benchmark::State& state) {
   const std::unique_ptr<Compressor> topk = std::move(*MakeCompressor(options));
   MomentumCorrectionOptions momentum;
   momentum.momentum = 0.9f;
-  const std::vector<float> gradient = Gaussian(kNumel, 6);
+  const std::vector<float> gradient =
+      Gaussian(static_cast<size_t>(state.range(0)), 6);
   std::vector<float> velocity;
   FeedbackState feedback;
   CompressedChunk chunk;
@@ -104,7 +107,36 @@ void WorkerVelocityTopK(benchmark::State& state) {
     }
     MaskSentVelocity(momentum, chunk, absl::MakeSpan(velocity));
   }
-  SetFloatsRead(state, 3);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          state.range(0) * 3 * 4);
+}
+
+// The floor under WorkerVelocityTopK: the passes over memory that any
+// step keeping a velocity and a residual, and refusing a non-finite
+// gradient with both unchanged, makes: the gradient's finiteness check,
+// then u = m * u + g and r += u in one pass (the fused kernel with nothing
+// to select). What WorkerVelocityTopK costs above it is the selection, the
+// sent values' rounding and subtraction, and the masking.
+void WorkerVelocityFloor(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  const std::vector<float> gradient = Gaussian(n, 6);
+  std::vector<float> velocity(n, 0.0f), residual(n, 0.0f);
+  std::vector<uint32_t> unused_indices(n);
+  std::vector<float> unused_values(n);
+  const compress_kernels::KernelTable& kernels = compress_kernels::Kernels();
+  const float nothing = std::numeric_limits<float>::infinity();
+  for (auto _ : state) {
+    if (!kernels.all_finite(gradient.data(), n)) {
+      state.SkipWithError("non-finite gradient");
+    }
+    bool non_finite = false;
+    benchmark::DoNotOptimize(kernels.velocity_accumulate_and_collect(
+        gradient.data(), 0.9f, false, velocity.data(), residual.data(), n,
+        nothing, 0, unused_indices.data(), unused_values.data(), &non_finite));
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          state.range(0) * 3 * 4);
 }
 
 }  // namespace
@@ -113,7 +145,13 @@ void RegisterCompressors() {
   benchmark::RegisterBenchmark("compressor/dgc_1pct_fp16_momentum_0.9",
                                DgcWithMomentum);
   benchmark::RegisterBenchmark("compressor/worker_velocity_topk_1pct_fp16",
-                               WorkerVelocityTopK);
+                               WorkerVelocityTopK)
+      ->Arg(1 << 18)
+      ->Arg(1 << 20);
+  benchmark::RegisterBenchmark("compressor/worker_velocity_floor",
+                               WorkerVelocityFloor)
+      ->Arg(1 << 18)
+      ->Arg(1 << 20);
 }
 
 }  // namespace gradwire::bench
