@@ -23,7 +23,16 @@ float ChunkUpdater::CommitInPlace(ChunkState* chunk,
   ChunkSnapshot& state = chunk->state;
   const SteadyClock::time_point start = SteadyClock::now();
   float weight_bound = 0.0f;
-  if (prepared.in_place_gradient.empty() && StepIsSparse(*chunk)) {
+  if (prepared.sole_push) {
+    // The step's sum is this push alone: O(its elements), the sum untouched.
+    const float touched = config_.optimizer->ApplySgdAtValues(
+        absl::MakeSpan(state.weights), prepared.sole_indices,
+        prepared.sole_values, 1.0f / config_.num_workers, &state.optimizer);
+    weight_bound = chunk->weight_bound_version == state.version
+                       ? std::max(chunk->weight_bound, touched)
+                       : std::numeric_limits<float>::infinity();
+    NoteMoved(chunk, prepared.sole_indices, /*everywhere=*/false);
+  } else if (prepared.in_place_gradient.empty() && StepIsSparse(*chunk)) {
     // The step's sum is zero but at its positions: O(positions). The
     // other weights keep their bound, when it is current.
     const float touched = config_.optimizer->ApplySgdAtAndClear(
@@ -79,6 +88,7 @@ void ChunkUpdater::Commit(ChunkState* chunk, PreparedUpdate* prepared) const {
   prepared->runs = false;
   prepared->in_place = false;
   prepared->in_place_gradient = {};
+  prepared->sole_push = false;
   ++state.version;
   if (in_place) {
     chunk->weight_bound = weight_bound;
@@ -99,7 +109,7 @@ void ChunkUpdater::ApplyPush(ChunkState* chunk, uint32_t worker, uint64_t step,
                              PreparedUpdate* prepared) const {
   MarkStep(&chunk->state.workers[worker], step);
   if (rule_.cadence() == UpdateCadence::kPerStep) {
-    AddToStepMean(chunk, gradient);
+    AddToStepMean(chunk, gradient, /*into_sum=*/!prepared->sole_push);
     // Cannot fail: `prepared` holds the finite update when the step
     // completes.
     AdvanceClockWith(chunk, prepared).IgnoreError();
@@ -113,8 +123,13 @@ void ChunkUpdater::ApplyPush(ChunkState* chunk, uint32_t worker, uint64_t step,
 }
 
 void ChunkUpdater::AddToStepMean(ChunkState* chunk,
-                                 const CompressedChunk& gradient) const {
+                                 const CompressedChunk& gradient,
+                                 bool into_sum) const {
   ChunkSnapshot& state = chunk->state;
+  if (!into_sum) {
+    ++state.pending_pushes;
+    return;
+  }
   const SteadyClock::time_point start = SteadyClock::now();
   // Average over the workers: each push adds its share of the mean.
   state.accumulator.resize(chunk->numel, 0.0f);

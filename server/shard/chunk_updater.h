@@ -122,6 +122,14 @@ struct PreparedUpdate {
   // push was decoded there (both outlive the update): empty for the BSP
   // step's sum.
   absl::Span<const float> in_place_gradient;
+  // In place, BSP with one worker: the sparse push is the step's whole sum,
+  // which is zero before it, so the step applies the push's elements
+  // (`sole_indices`, `sole_values`: the decoded push, which outlives the
+  // update) to the weights directly and never touches the sum. The same
+  // bits as adding the push to the sum and applying that.
+  bool sole_push = false;
+  absl::Span<const uint32_t> sole_indices;
+  absl::Span<const float> sole_values;
   // In place: the seconds of the check, observed with the update's.
   double check_seconds = 0;
   std::vector<float> weights;
@@ -222,6 +230,12 @@ class ChunkUpdater {
   static void MarkInPlace(double check_seconds,
                           absl::Span<const float> gradient,
                           PreparedUpdate* out);
+  // PrepareInPlace's last step for a sparse push found finite: marks it in
+  // place, as the step's sole push when it is one (PreparedUpdate).
+  void MarkSparseInPlace(const ChunkState& chunk,
+                         const CompressedChunk& gradient, double check_seconds,
+                         PreparedUpdate* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   // TryUpdate for a sparse gradient under an optimizer that updates only
   // the selected elements: O(selected elements).
   absl::Status TryUpdateSelected(ChunkState* chunk,
@@ -240,8 +254,11 @@ class ChunkUpdater {
   // Installs a finite update: version + 1, and the pull delta.
   void Commit(ChunkState* chunk, PreparedUpdate* prepared) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
-  // kPerStep: adds the gradient's share of the step's mean.
-  void AddToStepMean(ChunkState* chunk, const CompressedChunk& gradient) const
+  // kPerStep: adds the gradient's share of the step's mean; with
+  // `into_sum` false (a sole push, PreparedUpdate::sole_push) only counts
+  // the push, whose update applies it without the sum.
+  void AddToStepMean(ChunkState* chunk, const CompressedChunk& gradient,
+                     bool into_sum) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
   // kPerStep: installs the step's update (`prepared` when it is set and
   // runs, else computed from the step's mean, and skipped when not finite)

@@ -39,6 +39,7 @@ absl::Status ChunkUpdater::PreparePush(ChunkState* chunk, uint32_t worker,
                                        PreparedUpdate* prepared) const {
   prepared->runs = false;
   prepared->in_place = false;
+  prepared->sole_push = false;
   thread_local std::vector<float> dense;
   if (rule_.cadence() == UpdateCadence::kPerPush) {
     if (config_.optimizer->UpdatesOnlySelected(
@@ -113,7 +114,11 @@ bool ChunkUpdater::PrepareInPlace(ChunkState* chunk,
   // from the bounds (a quantized push has none) or checked in a pass.
   if (ProvenFinite(*chunk, AddedBound(chunk->step_sum_bound, share,
                                       gradient.max_magnitude))) {
-    MarkInPlace(SecondsSince(start), {}, out);
+    if (sparse) {
+      MarkSparseInPlace(*chunk, gradient, SecondsSince(start), out);
+    } else {
+      MarkInPlace(SecondsSince(start), {}, out);
+    }
     return true;
   }
   if (dense || quantized) {
@@ -135,8 +140,25 @@ bool ChunkUpdater::PrepareInPlace(ChunkState* chunk,
   }
   // Not finite somewhere: maybe only where this push's share changes it.
   if (!SparseStepFinite(*chunk, gradient, share)) return false;
-  MarkInPlace(SecondsSince(start), {}, out);
+  MarkSparseInPlace(*chunk, gradient, SecondsSince(start), out);
   return true;
+}
+
+void ChunkUpdater::MarkSparseInPlace(const ChunkState& chunk,
+                                     const CompressedChunk& gradient,
+                                     double check_seconds,
+                                     PreparedUpdate* out) const {
+  MarkInPlace(check_seconds, {}, out);
+  // The only worker's push, and the sum known to be zero everywhere.
+  // (chunk.state is named in full: clang's lock analysis loses a reference
+  // to it.)
+  out->sole_push = config_.num_workers == 1 &&
+                   chunk.state.pending_pushes == 0 && StepIsSparse(chunk) &&
+                   chunk.step_positions.empty();
+  if (out->sole_push) {
+    out->sole_indices = gradient.indices;
+    out->sole_values = gradient.values;
+  }
 }
 
 bool ChunkUpdater::SparseStepFinite(const ChunkState& chunk,
@@ -202,6 +224,7 @@ void ChunkUpdater::MarkInPlace(double check_seconds,
   out->in_place = true;
   out->in_place_gradient = gradient;
   out->check_seconds = check_seconds;
+  out->sole_push = false;
 }
 
 bool ChunkUpdater::WouldCompleteStep(ChunkState* chunk, uint32_t worker,

@@ -190,6 +190,17 @@ class Optimizer {
                            absl::Span<const uint32_t> positions,
                            OptimizerState* state) const;
 
+  // ApplySgdAtAndClear of a gradient that is 0 + share * values[j] at
+  // positions[j] (distinct) and zero elsewhere, without the gradient
+  // buffer: the same bits as adding share * values into a zeroed sum
+  // (AccumulateInto) and applying that. Returns the largest |new weight| at
+  // the positions, 0 for none. Precondition as ApplySgdAtAndClear's, and
+  // values.size() == positions.size().
+  float ApplySgdAtValues(absl::Span<float> weights,
+                         absl::Span<const uint32_t> positions,
+                         absl::Span<const float> values, float share,
+                         OptimizerState* state) const;
+
   const OptimizerSettings& settings() const { return settings_; }
 
  private:

@@ -242,4 +242,26 @@ float Optimizer::ApplySgdAtAndClear(absl::Span<float> weights,
   return MagnitudeFromBits(largest);
 }
 
+float Optimizer::ApplySgdAtValues(absl::Span<float> weights,
+                                  absl::Span<const uint32_t> positions,
+                                  absl::Span<const float> values, float share,
+                                  OptimizerState* state) const {
+  assert(positions.size() == values.size());
+  assert(UpdatesOnlySelected(state->updates));
+  const SgdStep step = SgdStepAt(state->updates);
+  uint32_t largest = 0;
+  for (size_t j = 0; j < positions.size(); ++j) {
+    PrefetchAhead(positions, j, weights.data(), nullptr);
+    const uint32_t i = positions[j];
+    // As the sum holds it: a zero plus the share (which keeps the sign of a
+    // zero as the sum would: +0 + -0 is +0).
+    const float sum = 0.0f + share * values[j];
+    const float next = step.Next(weights[i], sum);
+    weights[i] = next;
+    largest = std::max(largest, MagnitudeBits(next));
+  }
+  ++state->updates;
+  return MagnitudeFromBits(largest);
+}
+
 }  // namespace gradwire

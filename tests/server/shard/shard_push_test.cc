@@ -471,6 +471,87 @@ TEST(ShardNonFiniteUpdateTest, BspSparseStepAtItsPositionsIsChecked) {
   }
 }
 
+// With one worker every sparse BSP push is its step's whole sum, applied
+// from the push without the sum (PreparedUpdate::sole_push): the weights
+// are the dense rule's bit for bit, past the prefetch distance, at signed
+// zero weights stepped by signed zeros, with a dense step between; a push
+// that would overflow a weight is refused with nothing changed, and the
+// next step is applied.
+TEST(ShardPushTest, BspOneWorkerSparseStepsEqualTheDenseRuleBitForBit) {
+  constexpr uint64_t kNumel = 16384;
+  std::vector<float> expected = InitialWeights(kKeyA, kNumel);
+  expected[100] = -0.0f;
+  expected[101] = 0.0f;
+  expected[102] = -0.0f;
+  expected[9000] = kHuge;
+  auto shard =
+      StartShard(Config(1, v1::CONSISTENCY_MODE_BSP), {{kKeyA, expected}});
+  for (uint64_t step = 0; step < 5; ++step) {
+    std::vector<float> sum(kNumel, 0.0f);
+    if (step == 3) {
+      const std::vector<float> g = Gradient(0, step, kNumel);
+      PushOne(*shard, PushRequest(0, step, {{kKeyA, DenseData(g)}}));
+      sum = g;
+    } else {
+      std::vector<uint32_t> indices;
+      std::vector<float> values;
+      const std::vector<float> g = Gradient(0, step, kNumel);
+      for (uint32_t i = 0; i < kNumel; ++i) {
+        if (i == 9000 || (i * 7 + step * 13) % 37 != 0) continue;
+        indices.push_back(i);
+        values.push_back(g[i]);
+      }
+      // Zero weights stepped by zeros of both signs keep their signs.
+      for (const auto& [at, value] : {std::pair<uint32_t, float>{100, -0.0f},
+                                      {101, -0.0f},
+                                      {102, 0.0f}}) {
+        const auto where = std::lower_bound(indices.begin(), indices.end(), at);
+        if (where != indices.end() && *where == at) {
+          values[where - indices.begin()] = value;
+        } else {
+          values.insert(values.begin() + (where - indices.begin()), value);
+          indices.insert(where, at);
+        }
+      }
+      ASSERT_GT(indices.size(), 200u);
+      // Refused first: the same push with element 9000 overflowing.
+      std::vector<uint32_t> bad_indices = indices;
+      std::vector<float> bad_values = values;
+      const auto at =
+          std::lower_bound(bad_indices.begin(), bad_indices.end(), 9000u);
+      bad_values.insert(bad_values.begin() + (at - bad_indices.begin()),
+                        -kHuge);
+      bad_indices.insert(at, 9000u);
+      const uint64_t digest = shard->StateDigest();
+      v1::PushResponse response;
+      const absl::Status refused = shard->Push(
+          PushRequest(0, step,
+                      {{kKeyA, SparseData(kNumel, bad_indices, bad_values)}}),
+          &response);
+      ASSERT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition)
+          << refused << " at step " << step;
+      ASSERT_EQ(shard->StateDigest(), digest) << "step " << step;
+      PushOne(
+          *shard,
+          PushRequest(0, step, {{kKeyA, SparseData(kNumel, indices, values)}}));
+      for (size_t j = 0; j < indices.size(); ++j) {
+        sum[indices[j]] = 0.0f + values[j];
+      }
+    }
+    for (uint64_t i = 0; i < kNumel; ++i) {
+      expected[i] =
+          expected[i] + -kLearningRate * (sum[i] + 0.0f * expected[i]);
+    }
+    const std::vector<float> weights = Weights(*shard, kKeyA, kNumel);
+    ASSERT_EQ(weights, expected) << "step " << step;
+    if (step < 3) {  // The dense step moves them.
+      EXPECT_TRUE(std::signbit(weights[100])) << "step " << step;
+      EXPECT_FALSE(std::signbit(weights[101])) << "step " << step;
+      EXPECT_TRUE(std::signbit(weights[102])) << "step " << step;
+    }
+  }
+}
+
 // Under plain SGD every push that moves the whole chunk is applied in place
 // (ASP: a dense or quantized push, or a sparse one under weight decay; BSP:
 // the step's sum with the completing push, whatever its encoding). The
