@@ -1,6 +1,7 @@
 #include "server/shard/chunk_updater.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -23,15 +24,18 @@ float ChunkUpdater::CommitInPlace(ChunkState* chunk,
   ChunkSnapshot& state = chunk->state;
   const SteadyClock::time_point start = SteadyClock::now();
   float weight_bound = 0.0f;
-  if (prepared.sole_push) {
-    // The step's sum is this push alone: O(its elements), the sum untouched.
+  if (prepared.from_push_elements) {
+    // O(the push's elements); a BSP step's sum is untouched.
+    const bool per_step = rule_.cadence() == UpdateCadence::kPerStep;
     const float touched = config_.optimizer->ApplySgdAtValues(
-        absl::MakeSpan(state.weights), prepared.sole_indices,
-        prepared.sole_values, 1.0f / config_.num_workers, &state.optimizer);
+        absl::MakeSpan(state.weights), prepared.push_indices,
+        prepared.push_values,
+        per_step ? SumOfOne(1.0f / config_.num_workers) : AsTheyAre(),
+        &state.optimizer);
     weight_bound = chunk->weight_bound_version == state.version
                        ? std::max(chunk->weight_bound, touched)
                        : std::numeric_limits<float>::infinity();
-    NoteMoved(chunk, prepared.sole_indices, /*everywhere=*/false);
+    NoteMoved(chunk, prepared.push_indices, /*everywhere=*/false);
   } else if (prepared.in_place_gradient.empty() && StepIsSparse(*chunk)) {
     // The step's sum is zero but at its positions: O(positions). The
     // other weights keep their bound, when it is current.
@@ -72,6 +76,7 @@ void ChunkUpdater::Commit(ChunkState* chunk, PreparedUpdate* prepared) const {
   ChunkSnapshot& state = chunk->state;
   const bool in_place = prepared->in_place;
   float weight_bound = 0.0f;
+  bool bound_found = in_place;
   if (in_place) {
     weight_bound = CommitInPlace(chunk, *prepared);
   } else if (prepared->sparse) {
@@ -80,6 +85,18 @@ void ChunkUpdater::Commit(ChunkState* chunk, PreparedUpdate* prepared) const {
     }
     config_.optimizer->FinishSelectedUpdate(&state.optimizer);
     NoteMoved(chunk, prepared->indices, /*everywhere=*/false);
+    if (config_.optimizer->KeepsNoElementState()) {
+      // The bound that lets the next sparse pushes run in place
+      // (PrepareSparseInPlace): kept from the new weights when one is
+      // current (a new chunk's +infinity is none), else found in one pass
+      // over the chunk, after which the in-place updates keep it.
+      const bool current = chunk->weight_bound_version == state.version &&
+                           std::isfinite(chunk->weight_bound);
+      weight_bound = current ? std::max(chunk->weight_bound,
+                                        LargestMagnitude(prepared->values))
+                             : LargestMagnitude(state.weights);
+      bound_found = true;
+    }
   } else {
     state.weights.swap(prepared->weights);
     std::swap(state.optimizer, prepared->optimizer);
@@ -88,9 +105,9 @@ void ChunkUpdater::Commit(ChunkState* chunk, PreparedUpdate* prepared) const {
   prepared->runs = false;
   prepared->in_place = false;
   prepared->in_place_gradient = {};
-  prepared->sole_push = false;
+  prepared->from_push_elements = false;
   ++state.version;
-  if (in_place) {
+  if (bound_found) {
     chunk->weight_bound = weight_bound;
     chunk->weight_bound_version = state.version;
   }
@@ -109,7 +126,7 @@ void ChunkUpdater::ApplyPush(ChunkState* chunk, uint32_t worker, uint64_t step,
                              PreparedUpdate* prepared) const {
   MarkStep(&chunk->state.workers[worker], step);
   if (rule_.cadence() == UpdateCadence::kPerStep) {
-    AddToStepMean(chunk, gradient, /*into_sum=*/!prepared->sole_push);
+    AddToStepMean(chunk, gradient, /*into_sum=*/!prepared->from_push_elements);
     // Cannot fail: `prepared` holds the finite update when the step
     // completes.
     AdvanceClockWith(chunk, prepared).IgnoreError();

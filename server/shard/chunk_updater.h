@@ -122,14 +122,16 @@ struct PreparedUpdate {
   // push was decoded there (both outlive the update): empty for the BSP
   // step's sum.
   absl::Span<const float> in_place_gradient;
-  // In place, BSP with one worker: the sparse push is the step's whole sum,
-  // which is zero before it, so the step applies the push's elements
-  // (`sole_indices`, `sole_values`: the decoded push, which outlives the
-  // update) to the weights directly and never touches the sum. The same
-  // bits as adding the push to the sum and applying that.
-  bool sole_push = false;
-  absl::Span<const uint32_t> sole_indices;
-  absl::Span<const float> sole_values;
+  // In place from a sparse push's own elements (`push_indices`,
+  // `push_values`: the decoded push, which outlives the update), with no
+  // buffer aside and no dense gradient: an ASP/SSP push whose update the
+  // chunk's weight bound proves finite, applied as it is; or, in BSP with
+  // one worker, the step's only push, whose share added to the zero sum is
+  // the step's gradient (the same bits as adding it to the sum and
+  // applying that, without touching the sum).
+  bool from_push_elements = false;
+  absl::Span<const uint32_t> push_indices;
+  absl::Span<const float> push_values;
   // In place: the seconds of the check, observed with the update's.
   double check_seconds = 0;
   std::vector<float> weights;
@@ -231,10 +233,19 @@ class ChunkUpdater {
                           absl::Span<const float> gradient,
                           PreparedUpdate* out);
   // PrepareInPlace's last step for a sparse push found finite: marks it in
-  // place, as the step's sole push when it is one (PreparedUpdate).
+  // place, from its elements when it is the step's only push
+  // (PreparedUpdate::from_push_elements).
   void MarkSparseInPlace(const ChunkState& chunk,
                          const CompressedChunk& gradient, double check_seconds,
                          PreparedUpdate* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
+  // ASP/SSP, a sparse push under plain SGD: true and *out set to apply it
+  // in place from its elements when the chunk's weight bound and the push's
+  // prove every new weight finite (ProvenFinite); false otherwise, and
+  // TryUpdateSelected decides.
+  bool PrepareSparseInPlace(const ChunkState& chunk,
+                            const CompressedChunk& gradient,
+                            PreparedUpdate* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk.mu);
   // TryUpdate for a sparse gradient under an optimizer that updates only
   // the selected elements: O(selected elements).
@@ -255,8 +266,8 @@ class ChunkUpdater {
   void Commit(ChunkState* chunk, PreparedUpdate* prepared) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);
   // kPerStep: adds the gradient's share of the step's mean; with
-  // `into_sum` false (a sole push, PreparedUpdate::sole_push) only counts
-  // the push, whose update applies it without the sum.
+  // `into_sum` false (PreparedUpdate::from_push_elements) only counts the
+  // push, whose update applies it without the sum.
   void AddToStepMean(ChunkState* chunk, const CompressedChunk& gradient,
                      bool into_sum) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(chunk->mu);

@@ -39,13 +39,16 @@ absl::Status ChunkUpdater::PreparePush(ChunkState* chunk, uint32_t worker,
                                        PreparedUpdate* prepared) const {
   prepared->runs = false;
   prepared->in_place = false;
-  prepared->sole_push = false;
+  prepared->from_push_elements = false;
   thread_local std::vector<float> dense;
   if (rule_.cadence() == UpdateCadence::kPerPush) {
     if (config_.optimizer->UpdatesOnlySelected(
             chunk->state.optimizer.updates) &&
         (gradient.encoding == Encoding::kSparse ||
          gradient.encoding == Encoding::kRandomK)) {
+      if (PrepareSparseInPlace(*chunk, gradient, prepared)) {
+        return absl::OkStatus();
+      }
       return TryUpdateSelected(chunk, gradient, prepared);
     }
     if (gradient.encoding == Encoding::kDense &&
@@ -152,13 +155,27 @@ void ChunkUpdater::MarkSparseInPlace(const ChunkState& chunk,
   // The only worker's push, and the sum known to be zero everywhere.
   // (chunk.state is named in full: clang's lock analysis loses a reference
   // to it.)
-  out->sole_push = config_.num_workers == 1 &&
-                   chunk.state.pending_pushes == 0 && StepIsSparse(chunk) &&
-                   chunk.step_positions.empty();
-  if (out->sole_push) {
-    out->sole_indices = gradient.indices;
-    out->sole_values = gradient.values;
+  out->from_push_elements = config_.num_workers == 1 &&
+                            chunk.state.pending_pushes == 0 &&
+                            StepIsSparse(chunk) && chunk.step_positions.empty();
+  if (out->from_push_elements) {
+    out->push_indices = gradient.indices;
+    out->push_values = gradient.values;
   }
+}
+
+bool ChunkUpdater::PrepareSparseInPlace(const ChunkState& chunk,
+                                        const CompressedChunk& gradient,
+                                        PreparedUpdate* out) const {
+  if (!config_.optimizer->KeepsNoElementState() ||
+      !ProvenFinite(chunk, gradient.max_magnitude)) {
+    return false;
+  }
+  MarkInPlace(0.0, {}, out);
+  out->from_push_elements = true;
+  out->push_indices = gradient.indices;
+  out->push_values = gradient.values;
+  return true;
 }
 
 bool ChunkUpdater::SparseStepFinite(const ChunkState& chunk,
@@ -224,7 +241,7 @@ void ChunkUpdater::MarkInPlace(double check_seconds,
   out->in_place = true;
   out->in_place_gradient = gradient;
   out->check_seconds = check_seconds;
-  out->sole_push = false;
+  out->from_push_elements = false;
 }
 
 bool ChunkUpdater::WouldCompleteStep(ChunkState* chunk, uint32_t worker,

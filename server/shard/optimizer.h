@@ -190,15 +190,23 @@ class Optimizer {
                            absl::Span<const uint32_t> positions,
                            OptimizerState* state) const;
 
-  // ApplySgdAtAndClear of a gradient that is 0 + share * values[j] at
-  // positions[j] (distinct) and zero elsewhere, without the gradient
-  // buffer: the same bits as adding share * values into a zeroed sum
-  // (AccumulateInto) and applying that. Returns the largest |new weight| at
-  // the positions, 0 for none. Precondition as ApplySgdAtAndClear's, and
-  // values.size() == positions.size().
+  // How ApplySgdAtValues makes the gradient at positions[j] from
+  // values[j]: as it is (an ASP/SSP push), or as a BSP step's sum holds a
+  // push's share added to zero, 0 + share * values[j] (the bits
+  // AccumulateInto would leave, signed zeros included).
+  struct PushGradient {
+    bool added_to_zero = false;
+    float share = 1.0f;
+  };
+
+  // ApplySgdAtAndClear of a gradient that is non-zero only at the distinct
+  // `positions`, made from `values` as `gradient` says, without a gradient
+  // buffer. Returns the largest |new weight| at the positions, 0 for none.
+  // Precondition: KeepsNoElementState and UpdatesOnlySelected(updates);
+  // every position < weights.size(); values.size() == positions.size().
   float ApplySgdAtValues(absl::Span<float> weights,
                          absl::Span<const uint32_t> positions,
-                         absl::Span<const float> values, float share,
+                         absl::Span<const float> values, PushGradient gradient,
                          OptimizerState* state) const;
 
   const OptimizerSettings& settings() const { return settings_; }
@@ -208,6 +216,13 @@ class Optimizer {
   // The kind's update rule, chosen once from settings_.
   const std::unique_ptr<const OptimizerRule> rule_;
 };
+
+// The two ways of Optimizer::PushGradient.
+inline Optimizer::PushGradient AsTheyAre() { return {}; }
+inline Optimizer::PushGradient SumOfOne(float share) { return {true, share}; }
+
+// The largest |value| of `values` (0 for none; NaN when one is NaN).
+float LargestMagnitude(absl::Span<const float> values);
 
 }  // namespace gradwire
 

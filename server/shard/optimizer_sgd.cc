@@ -242,26 +242,58 @@ float Optimizer::ApplySgdAtAndClear(absl::Span<float> weights,
   return MagnitudeFromBits(largest);
 }
 
-float Optimizer::ApplySgdAtValues(absl::Span<float> weights,
-                                  absl::Span<const uint32_t> positions,
-                                  absl::Span<const float> values, float share,
-                                  OptimizerState* state) const {
-  assert(positions.size() == values.size());
-  assert(UpdatesOnlySelected(state->updates));
-  const SgdStep step = SgdStepAt(state->updates);
+namespace {
+
+// weights[i] = step.Next(weights[i], gradient(j)) at i = positions[j],
+// returning the largest MagnitudeBits of the new weights.
+template <typename Gradient>
+uint32_t SgdAtPositions(Optimizer::SgdStep step, absl::Span<float> weights,
+                        absl::Span<const uint32_t> positions,
+                        Gradient gradient) {
   uint32_t largest = 0;
   for (size_t j = 0; j < positions.size(); ++j) {
     PrefetchAhead(positions, j, weights.data(), nullptr);
     const uint32_t i = positions[j];
-    // As the sum holds it: a zero plus the share (which keeps the sign of a
-    // zero as the sum would: +0 + -0 is +0).
-    const float sum = 0.0f + share * values[j];
-    const float next = step.Next(weights[i], sum);
+    const float next = step.Next(weights[i], gradient(j));
     weights[i] = next;
     largest = std::max(largest, MagnitudeBits(next));
   }
+  return largest;
+}
+
+GRADWIRE_VECTOR_CLONES uint32_t LargestMagnitudeBits(const float* values,
+                                                     size_t n) {
+  uint32_t largest = 0;
+  for (size_t i = 0; i < n; ++i) {
+    largest = std::max(largest, MagnitudeBits(values[i]));
+  }
+  return largest;
+}
+
+}  // namespace
+
+float Optimizer::ApplySgdAtValues(absl::Span<float> weights,
+                                  absl::Span<const uint32_t> positions,
+                                  absl::Span<const float> values,
+                                  PushGradient gradient,
+                                  OptimizerState* state) const {
+  assert(positions.size() == values.size());
+  assert(UpdatesOnlySelected(state->updates));
+  const SgdStep step = SgdStepAt(state->updates);
+  const float share = gradient.share;
+  // As a sum holds it: a zero plus the share (+0 + -0 is +0).
+  const uint32_t largest =
+      gradient.added_to_zero
+          ? SgdAtPositions(step, weights, positions,
+                           [&](size_t j) { return 0.0f + share * values[j]; })
+          : SgdAtPositions(step, weights, positions,
+                           [&](size_t j) { return values[j]; });
   ++state->updates;
   return MagnitudeFromBits(largest);
+}
+
+float LargestMagnitude(absl::Span<const float> values) {
+  return MagnitudeFromBits(LargestMagnitudeBits(values.data(), values.size()));
 }
 
 }  // namespace gradwire

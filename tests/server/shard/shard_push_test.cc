@@ -752,6 +752,72 @@ TEST(ShardPushTest, AspAppliesEachPushAtOnce) {
   }
 }
 
+// Under plain SGD a sparse ASP push whose update the chunk's weight bound
+// proves finite is applied in place from its elements; one it cannot prove
+// goes through the check aside, which keeps the bound. The weights are the
+// rule's, bit for bit, either way (signed zero weights stepped by signed
+// zeros take the rule's signs), and a push that would overflow is refused
+// with nothing changed.
+TEST(ShardPushTest, AspSparsePushesInPlaceEqualTheRuleBitForBit) {
+  constexpr uint64_t kNumel = 16384;
+  constexpr uint32_t kFar = 12000;
+  std::vector<float> expected = InitialWeights(kKeyA, kNumel);
+  expected[100] = -0.0f;
+  expected[101] = 0.0f;
+  auto shard =
+      StartShard(Config(2, v1::CONSISTENCY_MODE_ASP), {{kKeyA, expected}});
+  uint64_t steps[2] = {0, 0};
+  // Pushes `values` at `indices` (increasing) as `worker`; on success the
+  // weights there take the rule's step.
+  const auto push = [&](uint32_t worker, const std::vector<uint32_t>& indices,
+                        const std::vector<float>& values) {
+    v1::PushResponse response;
+    const absl::Status s =
+        shard->Push(PushRequest(worker, steps[worker],
+                                {{kKeyA, SparseData(kNumel, indices, values)}}),
+                    &response);
+    if (!s.ok()) return s;
+    ++steps[worker];
+    for (size_t j = 0; j < indices.size(); ++j) {
+      float& w = expected[indices[j]];
+      w = w + -kLearningRate * (values[j] + 0.0f * w);
+    }
+    return s;
+  };
+  for (int round = 0; round < 6; ++round) {
+    const uint32_t worker = round % 2;
+    std::vector<uint32_t> indices;
+    std::vector<float> values;
+    const std::vector<float> g = Gradient(worker, round, kNumel);
+    for (uint32_t i = 0; i < kNumel; ++i) {
+      if (i == 100 || i == 101) {
+        indices.push_back(i);
+        values.push_back(i == 100 ? -0.0f : 0.0f);
+      } else if (i != kFar && (i * 7 + round * 13) % 41 == 0) {
+        indices.push_back(i);
+        values.push_back(g[i]);
+      }
+    }
+    ASSERT_TRUE(push(worker, indices, values).ok()) << "round " << round;
+    const std::vector<float> weights = Weights(*shard, kKeyA, kNumel);
+    ASSERT_EQ(weights, expected) << "round " << round;
+    for (const uint32_t zero : {100u, 101u}) {
+      EXPECT_EQ(std::signbit(weights[zero]), std::signbit(expected[zero]))
+          << "round " << round << ", element " << zero;
+    }
+  }
+  // Values no bound proves finite: each moves element kFar up by 1.5e38,
+  // checked aside, until the third would overflow it and is refused.
+  ASSERT_TRUE(push(0, {5, kFar}, {1.0f, -kHuge}).ok());
+  ASSERT_TRUE(push(1, {kFar}, {-kHuge}).ok());
+  const uint64_t digest = shard->StateDigest();
+  const absl::Status refused = push(0, {7, kFar}, {1.0f, -kHuge});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_EQ(shard->StateDigest(), digest);
+  ASSERT_TRUE(push(0, {7, 9}, {1.0f, -2.0f}).ok());
+  EXPECT_EQ(Weights(*shard, kKeyA, kNumel), expected);
+}
+
 TEST(ShardPushTest, AspAcceptsOutOfOrderStepsWithinTheWindow) {
   auto shard = StartShard(Config(1, v1::CONSISTENCY_MODE_ASP));
   std::vector<double> expected = ToDouble(InitialWeights(kKeyA, kNumelA));
