@@ -88,13 +88,21 @@ OptimizerSettings RuleSettings(bool adam) {
   return settings;
 }
 
-// Push `which` of every chunk, as the shard applies it (ChunkUpdater's
-// TryUpdateSelected, then Commit).
+// Push `which` of every chunk, as the shard applies it: under plain SGD in
+// place from the push's elements (ChunkUpdater::PrepareSparseInPlace, the
+// weights' bound proving it finite); under a rule with element state
+// (frozen Adam) into a buffer aside, checked, then stored
+// (TryUpdateSelected, then Commit).
 absl::Status ApplySparse(const Optimizer& optimizer, size_t which,
                          std::vector<ApplyChunk>* chunks,
                          std::vector<float>* out) {
   for (ApplyChunk& chunk : *chunks) {
     const ApplyPush& push = chunk.pushes[which];
+    if (optimizer.KeepsNoElementState()) {
+      optimizer.ApplySgdAtValues(absl::MakeSpan(chunk.weights), push.indices,
+                                 push.values, AsTheyAre(), &chunk.state);
+      continue;
+    }
     out->resize(push.indices.size());
     if (!optimizer.ApplyAt(chunk.weights, chunk.state, push.indices,
                            push.values, chunk.state.updates,

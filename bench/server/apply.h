@@ -10,11 +10,12 @@
 // before, as a shard does not when each step's Top-K moves: a host whose
 // last-level cache holds the whole model still serves them from there, not
 // from the caches nearer the core. The push is applied the way a shard
-// applies an ASP/SSP sparse push
-// under a rule that moves only the selected elements: Optimizer::ApplyAt
-// into a buffer aside, its finiteness checked, then stored at the
-// positions. The dense baseline is Optimizer::Apply of a dense gradient
-// over every chunk.
+// applies an ASP/SSP sparse push under a rule that moves only the selected
+// elements: plain SGD in place at the positions
+// (Optimizer::ApplySgdAtValues, once the weights' bound proves the update
+// finite); frozen Adam with Optimizer::ApplyAt into a buffer aside, its
+// finiteness checked, then stored at the positions. The dense baseline is
+// Optimizer::Apply of a dense gradient over every chunk.
 //
 // Thread safety: none; one measurement at a time.
 #ifndef GRADWIRE_BENCH_SERVER_APPLY_H_
