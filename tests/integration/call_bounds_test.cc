@@ -152,8 +152,13 @@ TEST_F(CallBoundsTest, QueuedCallsAreBounded) {
   auto pulls = HoldPulls(stub_.get(), 0, chunks_[0].key, kPulls,
                          absl::Seconds(2), &answered);
   answered.Wait();
-  // One runs, two wait in the queue (and time out there or after).
-  EXPECT_EQ(CountBusy(pulls, start, absl::Seconds(1.5)), kPulls - 3);
+  // One runs, two wait in the queue (and time out there or after); the
+  // rest are refused at once. On a loaded machine the pull thread may not
+  // have taken the first call off the queue before the queue filled: then
+  // two were kept and one more refused.
+  const int busy = CountBusy(pulls, start, absl::Seconds(1.5));
+  EXPECT_GE(busy, kPulls - 3);
+  EXPECT_LE(busy, kPulls - 2);
 }
 
 }  // namespace
