@@ -169,6 +169,20 @@ inline std::unique_ptr<Shard> StartShard(
   return shard;
 }
 
+// A sparse fp32 chunk of `numel` with `values` at the increasing `indices`.
+inline v1::ChunkData SparseData(uint64_t numel,
+                                const std::vector<uint32_t>& indices,
+                                const std::vector<float>& values) {
+  CompressedChunk chunk;
+  chunk.encoding = Encoding::kSparse;
+  chunk.numel = numel;
+  chunk.indices = indices;
+  chunk.values = values;
+  v1::ChunkData data;
+  EXPECT_TRUE(EncodeChunk(chunk, &data).ok());
+  return data;
+}
+
 inline v1::PushRequest PushRequest(
     uint32_t worker, uint64_t step,
     std::vector<std::pair<uint64_t, v1::ChunkData>> chunks) {
