@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "common/codec/codec.h"
+#include "server/shard/shard_options.h"
 
 namespace gradwire {
 namespace {
@@ -129,8 +130,88 @@ void RecyclePushedChunks(std::vector<PushedChunk>* pushed) {
   pushed->clear();
 }
 
+namespace {
+
+// The first refusal that the per-entry checks before decoding found.
+struct EarlyRefusal {
+  absl::Status status;
+  PushOutcome outcome = PushOutcome::kInvalid;
+};
+
+// In the request's order, up to the first refusal: the repeat check, the
+// budget's lease and a buffer from this thread's pool for each entry.
+// Returns how many entries passed (all of them, or up to the refused one,
+// whose refusal goes to *refused); *decoded_bytes is what they will decode
+// to.
+size_t ReserveInOrder(const PushView& request, const ChunkMap& chunks,
+                      MemoryBudget* budget, std::vector<PushedChunk>* pushed,
+                      uint64_t* decoded_bytes, EarlyRefusal* refused) {
+  absl::flat_hash_set<uint64_t> seen;
+  seen.reserve(request.chunks.size());
+  size_t ready = 0;
+  for (; ready < request.chunks.size(); ++ready) {
+    const ChunkGradientView& chunk = request.chunks[ready];
+    if (!seen.insert(chunk.key).second) {
+      refused->status = absl::InvalidArgumentError(
+          absl::StrFormat("chunk %d appears twice in one push", chunk.key));
+      break;
+    }
+    PushedChunk& item = (*pushed)[ready];
+    item.request_index = static_cast<int>(ready);
+    if (absl::Status s = ReserveDecoded(chunk, chunks, budget, &item.lease);
+        !s.ok()) {
+      refused->status = std::move(s);
+      refused->outcome = PushOutcome::kOverBudget;
+      break;
+    }
+    const auto it = chunks.find(chunk.key);
+    if (it != chunks.end()) {
+      *decoded_bytes += DecodedBytes(chunk.gradient, it->second->numel);
+    }
+    TakeFromPool(&item.gradient);
+  }
+  return ready;
+}
+
+// Decodes the first `ready` entries into *pushed: on `pool`'s threads too
+// when there are two or more and they decode to at least
+// kParallelApplyElements floats, else in order on this thread, stopping at
+// the first error. Returns the first error in the request's order, with
+// *outcome set.
+absl::Status DecodeInOrder(const PushView& request, const ChunkMap& chunks,
+                           uint32_t shard_id, ThreadPool* pool, size_t ready,
+                           uint64_t decoded_bytes,
+                           std::vector<PushedChunk>* pushed,
+                           PushOutcome* outcome) {
+  std::vector<absl::Status> decoded(ready);
+  const auto decode = [&](size_t i) {
+    PushedChunk& item = (*pushed)[i];
+    decoded[i] = DecodeOne(request.chunks[i], chunks, shard_id, &item.chunk,
+                           &item.gradient);
+  };
+  if (pool != nullptr && ready >= 2 &&
+      decoded_bytes >= kParallelApplyElements * sizeof(float)) {
+    pool->ParallelFor(ready, decode);
+  } else {
+    for (size_t i = 0; i < ready; ++i) {
+      decode(i);
+      if (!decoded[i].ok()) break;
+    }
+  }
+  for (size_t i = 0; i < ready; ++i) {
+    if (decoded[i].ok()) continue;
+    *outcome = absl::IsFailedPrecondition(decoded[i]) ? PushOutcome::kNotOwned
+                                                      : PushOutcome::kInvalid;
+    return decoded[i];
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status DecodePushedChunks(const PushView& request, const ChunkMap& chunks,
                                 uint32_t shard_id, MemoryBudget* budget,
+                                ThreadPool* pool,
                                 std::vector<PushedChunk>* pushed,
                                 PushOutcome* outcome) {
   // First, before anything is allocated per entry: a push of millions of
@@ -145,30 +226,20 @@ absl::Status DecodePushedChunks(const PushView& request, const ChunkMap& chunks,
   // Not assign(): a PushedChunk holds a lease, and is not copyable.
   pushed->clear();
   pushed->resize(entries);
-  absl::flat_hash_set<uint64_t> seen;
-  seen.reserve(entries);
-  for (size_t i = 0; i < entries; ++i) {
-    const ChunkGradientView& chunk = request.chunks[i];
-    if (!seen.insert(chunk.key).second) {
-      *outcome = PushOutcome::kInvalid;
-      return absl::InvalidArgumentError(
-          absl::StrFormat("chunk %d appears twice in one push", chunk.key));
-    }
-    PushedChunk& item = (*pushed)[i];
-    item.request_index = static_cast<int>(i);
-    if (absl::Status s = ReserveDecoded(chunk, chunks, budget, &item.lease);
-        !s.ok()) {
-      *outcome = PushOutcome::kOverBudget;
-      return s;
-    }
-    TakeFromPool(&item.gradient);
-    if (absl::Status s =
-            DecodeOne(chunk, chunks, shard_id, &item.chunk, &item.gradient);
-        !s.ok()) {
-      *outcome = absl::IsFailedPrecondition(s) ? PushOutcome::kNotOwned
-                                               : PushOutcome::kInvalid;
-      return s;
-    }
+  // The entries before a refusal are decoded first, as one pass in order
+  // would, so that an earlier entry's decoding error is the one returned.
+  uint64_t decoded_bytes = 0;
+  EarlyRefusal refused;
+  const size_t ready =
+      ReserveInOrder(request, chunks, budget, pushed, &decoded_bytes, &refused);
+  if (absl::Status s = DecodeInOrder(request, chunks, shard_id, pool, ready,
+                                     decoded_bytes, pushed, outcome);
+      !s.ok()) {
+    return s;
+  }
+  if (!refused.status.ok()) {
+    *outcome = refused.outcome;
+    return refused.status;
   }
   std::sort(pushed->begin(), pushed->end(),
             [](const PushedChunk& a, const PushedChunk& b) {

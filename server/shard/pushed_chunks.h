@@ -12,6 +12,7 @@
 #include "common/codec/push_wire.h"
 #include "common/compress/compressed_chunk.h"
 #include "common/consistency/consistency_rule.h"
+#include "common/threads/thread_pool.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "server/shard/chunk_state.h"
 #include "server/shard/chunk_updater.h"
@@ -52,8 +53,13 @@ uint64_t DecodedBytes(const ChunkDataView& gradient, uint64_t numel);
 // hold) or kOverBudget (RESOURCE_EXHAUSTED: `budget` refused the decoded
 // size of a chunk, checked before that chunk is decoded; memory_budget.h).
 // The error names the chunk. `budget` may be null (nothing counted).
+// With `pool` set, a push of two or more chunks whose decoded size is at
+// least kParallelApplyElements floats is decoded on its threads too (the
+// calling thread works as well); the result and the error, the first in
+// the request's order, are those of one thread.
 absl::Status DecodePushedChunks(const PushView& request, const ChunkMap& chunks,
                                 uint32_t shard_id, MemoryBudget* budget,
+                                ThreadPool* pool,
                                 std::vector<PushedChunk>* pushed,
                                 PushOutcome* outcome);
 // Gives the decoded gradients of `pushed` back to this thread's pool, which

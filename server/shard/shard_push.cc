@@ -227,9 +227,9 @@ absl::Status Shard::ValidateAndApply(const PushView& request,
   std::vector<PushedChunk> pushed;
   // On every return, once the chunk locks (taken below) are released.
   const absl::Cleanup recycle = [&pushed] { RecyclePushedChunks(&pushed); };
-  if (absl::Status s =
-          DecodePushedChunks(request, chunks_, options_.shard_id,
-                             &memory_budget_, &pushed, &result->outcome);
+  if (absl::Status s = DecodePushedChunks(request, chunks_, options_.shard_id,
+                                          &memory_budget_, apply_pool_.get(),
+                                          &pushed, &result->outcome);
       !s.ok()) {
     return s;
   }

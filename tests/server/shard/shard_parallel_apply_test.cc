@@ -2,6 +2,7 @@
 // on several threads give the same state and acks as on one, and a push
 // that one chunk makes non-finite is still refused whole.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -111,6 +112,39 @@ TEST(ShardParallelApplyTest, NonFiniteChunkRefusesTheWholePush) {
   const auto next = Push(*shard, WholePush(0, 0, 0));
   EXPECT_TRUE(next.ok()) << next.status();
   EXPECT_NE(shard->StateDigest(), digest);
+}
+
+// A push large enough to be decoded on the pool, with a chunk that does
+// not decode and, after it in the request, another that does not decode, a
+// repeated chunk or a chunk the shard does not hold: refused, naming the
+// first of them in the request's order, with nothing changed, as on one
+// thread.
+TEST(ShardParallelApplyTest, FirstRefusalInRequestOrderIsReturned) {
+  auto shard = StartShard(Config(1, v1::CONSISTENCY_MODE_ASP), LargeChunks(),
+                          WithApplyThreads(3));
+  const uint64_t digest = shard->StateDigest();
+  // WholePush lists keys 4, 3, 2, 1: entry 1 is key 3.
+  const auto truncate = [](v1::ChunkGradient* gradient) {
+    gradient->mutable_gradient()->mutable_dense()->mutable_values()->resize(3);
+  };
+  const std::vector<std::function<void(v1::PushRequest*)>> laters = {
+      [&](v1::PushRequest* r) { truncate(r->mutable_chunks(3)); },
+      [](v1::PushRequest* r) { r->mutable_chunks(3)->set_key(4); },
+      [](v1::PushRequest* r) { r->mutable_chunks(3)->set_key(99); },
+  };
+  for (size_t later = 0; later < laters.size(); ++later) {
+    v1::PushRequest request = WholePush(0, 0, 0);
+    truncate(request.mutable_chunks(1));
+    laters[later](&request);
+    v1::PushResponse response;
+    const absl::Status s = shard->Push(request, &response);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
+        << s << " (later refusal " << later << ")";
+    EXPECT_THAT(s.message(), HasSubstr("chunk 3:")) << s;
+    EXPECT_EQ(shard->StateDigest(), digest);
+  }
+  const auto next = Push(*shard, WholePush(0, 0, 0));
+  EXPECT_TRUE(next.ok()) << next.status();
 }
 
 }  // namespace
