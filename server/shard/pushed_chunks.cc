@@ -173,6 +173,12 @@ size_t ReserveInOrder(const PushView& request, const ChunkMap& chunks,
   return ready;
 }
 
+// The outcome of DecodeOne's refusal `status`.
+PushOutcome DecodeOutcome(const absl::Status& status) {
+  return absl::IsFailedPrecondition(status) ? PushOutcome::kNotOwned
+                                            : PushOutcome::kInvalid;
+}
+
 // Decodes the first `ready` entries into *pushed: on `pool`'s threads too
 // when there are two or more and they decode to at least
 // kParallelApplyElements floats, else in order on this thread, stopping at
@@ -183,26 +189,27 @@ absl::Status DecodeInOrder(const PushView& request, const ChunkMap& chunks,
                            uint64_t decoded_bytes,
                            std::vector<PushedChunk>* pushed,
                            PushOutcome* outcome) {
-  std::vector<absl::Status> decoded(ready);
   const auto decode = [&](size_t i) {
     PushedChunk& item = (*pushed)[i];
-    decoded[i] = DecodeOne(request.chunks[i], chunks, shard_id, &item.chunk,
-                           &item.gradient);
+    return DecodeOne(request.chunks[i], chunks, shard_id, &item.chunk,
+                     &item.gradient);
   };
-  if (pool != nullptr && ready >= 2 &&
-      decoded_bytes >= kParallelApplyElements * sizeof(float)) {
-    pool->ParallelFor(ready, decode);
-  } else {
+  if (pool == nullptr || ready < 2 ||
+      decoded_bytes < kParallelApplyElements * sizeof(float)) {
     for (size_t i = 0; i < ready; ++i) {
-      decode(i);
-      if (!decoded[i].ok()) break;
+      if (absl::Status s = decode(i); !s.ok()) {
+        *outcome = DecodeOutcome(s);
+        return s;
+      }
     }
+    return absl::OkStatus();
   }
-  for (size_t i = 0; i < ready; ++i) {
-    if (decoded[i].ok()) continue;
-    *outcome = absl::IsFailedPrecondition(decoded[i]) ? PushOutcome::kNotOwned
-                                                      : PushOutcome::kInvalid;
-    return decoded[i];
+  std::vector<absl::Status> decoded(ready);
+  pool->ParallelFor(ready, [&](size_t i) { decoded[i] = decode(i); });
+  for (const absl::Status& s : decoded) {
+    if (s.ok()) continue;
+    *outcome = DecodeOutcome(s);
+    return s;
   }
   return absl::OkStatus();
 }
