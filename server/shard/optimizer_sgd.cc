@@ -222,37 +222,19 @@ float Optimizer::ApplySgdAndClear(absl::Span<float> weights,
   return MagnitudeFromBits(largest);
 }
 
-float Optimizer::ApplySgdAtAndClear(absl::Span<float> weights,
-                                    absl::Span<float> gradient,
-                                    absl::Span<const uint32_t> positions,
-                                    OptimizerState* state) const {
-  assert(weights.size() == gradient.size());
-  assert(UpdatesOnlySelected(state->updates));
-  const SgdStep step = SgdStepAt(state->updates);
-  uint32_t largest = 0;
-  for (size_t j = 0; j < positions.size(); ++j) {
-    PrefetchAhead(positions, j, weights.data(), gradient.data());
-    const uint32_t i = positions[j];
-    const float next = step.Next(weights[i], gradient[i]);
-    weights[i] = next;
-    gradient[i] = 0.0f;
-    largest = std::max(largest, MagnitudeBits(next));
-  }
-  ++state->updates;
-  return MagnitudeFromBits(largest);
-}
-
 namespace {
 
 // weights[i] = step.Next(weights[i], gradient(j)) at i = positions[j],
-// returning the largest MagnitudeBits of the new weights.
+// returning the largest MagnitudeBits of the new weights. The lines of the
+// weights (and of `also_ahead`, when set: the array `gradient` reads) are
+// asked for kApplyAtPrefetchAhead positions ahead.
 template <typename Gradient>
 uint32_t SgdAtPositions(Optimizer::SgdStep step, absl::Span<float> weights,
                         absl::Span<const uint32_t> positions,
-                        Gradient gradient) {
+                        const float* also_ahead, Gradient gradient) {
   uint32_t largest = 0;
   for (size_t j = 0; j < positions.size(); ++j) {
-    PrefetchAhead(positions, j, weights.data(), nullptr);
+    PrefetchAhead(positions, j, weights.data(), also_ahead);
     const uint32_t i = positions[j];
     const float next = step.Next(weights[i], gradient(j));
     weights[i] = next;
@@ -272,6 +254,24 @@ GRADWIRE_VECTOR_CLONES uint32_t LargestMagnitudeBits(const float* values,
 
 }  // namespace
 
+float Optimizer::ApplySgdAtAndClear(absl::Span<float> weights,
+                                    absl::Span<float> gradient,
+                                    absl::Span<const uint32_t> positions,
+                                    OptimizerState* state) const {
+  assert(weights.size() == gradient.size());
+  assert(UpdatesOnlySelected(state->updates));
+  const uint32_t largest =
+      SgdAtPositions(SgdStepAt(state->updates), weights, positions,
+                     gradient.data(), [&](size_t j) {
+                       float& g = gradient[positions[j]];
+                       const float value = g;
+                       g = 0.0f;
+                       return value;
+                     });
+  ++state->updates;
+  return MagnitudeFromBits(largest);
+}
+
 float Optimizer::ApplySgdAtValues(absl::Span<float> weights,
                                   absl::Span<const uint32_t> positions,
                                   absl::Span<const float> values,
@@ -284,9 +284,9 @@ float Optimizer::ApplySgdAtValues(absl::Span<float> weights,
   // As a sum holds it: a zero plus the share (+0 + -0 is +0).
   const uint32_t largest =
       gradient.added_to_zero
-          ? SgdAtPositions(step, weights, positions,
+          ? SgdAtPositions(step, weights, positions, nullptr,
                            [&](size_t j) { return 0.0f + share * values[j]; })
-          : SgdAtPositions(step, weights, positions,
+          : SgdAtPositions(step, weights, positions, nullptr,
                            [&](size_t j) { return values[j]; });
   ++state->updates;
   return MagnitudeFromBits(largest);
