@@ -47,6 +47,9 @@ PACKAGES=(
   python3-venv python3-pip python3-setuptools python3-wheel
   # `gradwire report` and make bench-convergence draw their plots with it.
   python3-matplotlib
+  # The Python manual's reStructuredText sources: the English corpus of the
+  # GPT example (examples/python/gpt/).
+  python3.11-doc
   # Renders the console dashboard headless in its test
   # (tests/integration/dashboard_test.py); large, so never in an image.
   chromium
@@ -58,7 +61,7 @@ IMAGE_BUILD_SKIP=(
   libbenchmark-dev prometheus dataset-fashion-mnist iproute2 openssl
   python3-dev python3-torch pybind11-dev python3-pytest python3-torchvision
   python3-venv python3-pip python3-setuptools python3-wheel
-  python3-matplotlib chromium
+  python3-matplotlib python3.11-doc chromium
 )
 
 # make check-deploy: docker-compose validates docker-compose.yml; Node.js and

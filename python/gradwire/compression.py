@@ -8,9 +8,18 @@ are set together::
     gradwire.Compression("qsgd", levels=16, pull="delta", pull_ratio=0.05)
 
 A plain dict of the same keywords is accepted wherever a Compression is.
+Where a script passes none, ``GRADWIRE_COMPRESSION`` may name one without
+editing the script: ``none``, ``topk,ratio=0.05`` or
+``qsgd,levels=16,pull=delta`` (the compressor, then keyword=value pairs).
 """
 
+import os
+
 from gradwire import _C
+
+#: The environment variable that sets the compression of a script that
+#: passes none (Compression.from_environment).
+ENVIRONMENT_VARIABLE = "GRADWIRE_COMPRESSION"
 
 
 def _group(name):
@@ -23,7 +32,16 @@ def _group(name):
 PUSH_KEYS = tuple(k for k in _group("compression") if k != "compressor")
 # Pull keywords: the table's "pulls" group.
 PULL_KEYS = _group("pulls")
-KEYS = ("compressor",) + PUSH_KEYS + PULL_KEYS
+# Decided in Python, per tensor, by DistributedOptimizer: see dense_below.
+WRAPPER_KEYS = ("dense_below",)
+KEYS = ("compressor",) + PUSH_KEYS + PULL_KEYS + WRAPPER_KEYS
+# Tensors with fewer elements than this go uncompressed by default: the
+# weights and biases of BatchNorm and LayerNorm, biases, a small classifier.
+# A sparsifier's min_kept floor sends such a tensor a few dozen elements at
+# a time in bursts that error feedback lets grow, which destabilised
+# ResNet-18 (docs/convergence.md#real-models); together they are a few
+# tenths of a percent of a large model's elements.
+DEFAULT_DENSE_BELOW = 16384
 
 # Compressors that send a subset of the elements: the mean of W workers'
 # pushes then has at most W times their elements, which "exact" pulls send
@@ -40,7 +58,9 @@ class Compression:
       **options: ratio, min_kept, threshold, levels, qsgd_bucket,
         onebit_bucket, value_type, error_feedback, dgc_* for pushes; pull
         ("auto", "exact", "delta" or "dense"), pull_ratio, pull_value_type
-        for pulls. Unset ones take ParameterSync's defaults, except pull
+        for pulls; dense_below (DistributedOptimizer only): parameters of
+        fewer elements than this are pushed uncompressed (default 16384;
+        0: every parameter compressed). Unset ones take ParameterSync's defaults, except pull
         under DistributedOptimizer (see pull_for_aggregation).
 
     Raises ValueError naming an unknown option.
@@ -57,13 +77,14 @@ class Compression:
                              f"{type(compressor).__name__}")
         self.compressor = compressor
         self.options = dict(options)
+        self.dense_below  # checked here, before anything connects
 
     @classmethod
     def of(cls, value):
-        """A Compression from None (the defaults), a dict of its keywords
-        or a Compression."""
+        """A Compression from None (GRADWIRE_COMPRESSION, else the
+        defaults), a dict of its keywords or a Compression."""
         if value is None:
-            return cls()
+            return cls.from_environment()
         if isinstance(value, Compression):
             return value
         if isinstance(value, dict):
@@ -71,6 +92,36 @@ class Compression:
             return cls(options.pop("compressor", "topk"), **options)
         raise ValueError("compression: expected a gradwire.Compression or a "
                          f"dict, got {type(value).__name__}")
+
+    @classmethod
+    def parse(cls, spec):
+        """A Compression from "compressor[,key=value...]"; numbers become
+        int or float, true/false bools. Raises ValueError naming what is
+        wrong."""
+        parts = [part.strip() for part in str(spec).split(",")]
+        if not parts[0] or "=" in parts[0]:
+            raise ValueError(f"compression '{spec}': expected "
+                             "'compressor[,key=value...]'")
+        options = {}
+        for part in parts[1:]:
+            key, sep, value = part.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"compression '{spec}': '{part}' is not "
+                                 "key=value")
+            options[key.strip()] = _parse_value(value.strip())
+        return cls(parts[0], **options)
+
+    @classmethod
+    def from_environment(cls):
+        """GRADWIRE_COMPRESSION parsed, or the defaults where it is unset or
+        empty. Raises ValueError naming the variable for a bad value."""
+        spec = os.environ.get(ENVIRONMENT_VARIABLE, "").strip()
+        if not spec:
+            return cls()
+        try:
+            return cls.parse(spec)
+        except ValueError as error:
+            raise ValueError(f"{ENVIRONMENT_VARIABLE}: {error}") from None
 
     def pull_for_aggregation(self):
         """The pull that keeps DistributedOptimizer's mean gradient as the
@@ -83,10 +134,22 @@ class Compression:
             return "exact"
         return "dense" if self.compressor == "none" else "auto"
 
+    @property
+    def dense_below(self):
+        """Parameters with fewer elements go uncompressed
+        (DistributedOptimizer)."""
+        value = self.options.get("dense_below", DEFAULT_DENSE_BELOW)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"dense_below: expected an element count >= 0, "
+                             f"got {value!r}")
+        return value
+
     def sync_options(self, aggregation=False):
         """ParameterSync keywords; with ``aggregation`` (DistributedOptimizer)
         the pull is pull_for_aggregation()'s."""
-        options = dict(self.options, compressor=self.compressor)
+        options = {k: v for k, v in self.options.items()
+                   if k not in WRAPPER_KEYS}
+        options["compressor"] = self.compressor
         if aggregation:
             options["pull"] = self.pull_for_aggregation()
         return options
@@ -99,3 +162,15 @@ class Compression:
         extra = "".join(f", {k}={v!r}" for k, v in sorted(
             self.options.items()))
         return f"Compression({self.compressor!r}{extra})"
+
+
+def _parse_value(text):
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text

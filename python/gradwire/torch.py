@@ -82,19 +82,32 @@ def _named_from(optimizer, named_parameters):
 
 
 def _broadcast_buffers_of(model, broadcast_buffers):
-    """The (name, buffer) pairs to broadcast: the floating-point buffers of
-    ``model`` (integer ones, such as BatchNorm's num_batches_tracked, count
-    the same on every worker)."""
+    """The model's buffers, split: ``(broadcast, constant)``, each a list
+    of (name, buffer) pairs. Broadcast: the floating-point buffers
+    (BatchNorm's running statistics); integer ones, such as BatchNorm's
+    num_batches_tracked, count the same on every worker. Constant: those
+    holding an infinity or NaN at the start, such as a causal mask of
+    -inf: a value the shards refuse is not a statistic that training
+    updates, so they are not sent, and step() checks that they stay as
+    they were."""
     if broadcast_buffers is None:
         broadcast_buffers = model is not None
     if not broadcast_buffers:
-        return []
+        return [], []
     if model is None:
         raise ValueError(
             "broadcast_buffers: pass the model (DistributedOptimizer("
             "optimizer, model)) so that its buffers are known")
-    return [(name, b) for name, b in model.named_buffers()
-            if b is not None and b.is_floating_point()]
+    floating = [(name, b) for name, b in model.named_buffers()
+                if b is not None and b.is_floating_point()]
+    broadcast = [(n, b) for n, b in floating if bool(b.isfinite().all())]
+    constant = [(n, b) for n, b in floating if not bool(b.isfinite().all())]
+    return broadcast, constant
+
+
+def _same(a, b):
+    """Equal element for element, NaN equal to NaN."""
+    return bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
 class DistributedOptimizer(torch.optim.Optimizer):
@@ -122,8 +135,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         (default): updates for adaptive optimizers (Adam, AdamW, Adadelta,
         Adagrad, Adamax, RMSprop, NAdam, RAdam), gradients otherwise.
       broadcast_buffers: send worker 0's floating-point buffers (BatchNorm's
-        running statistics) to every worker at each step, as DDP does.
-        Default: on when the model is given.
+        running statistics) to every worker at each step, as DDP does; a
+        buffer that has not changed costs no bytes. A buffer holding an
+        infinity or NaN at the start (a causal mask of -inf) is taken for a
+        constant: it is not sent, and step() raises gradwire.Error if it
+        changes. Default: on when the model is given.
       overlap: push each gradient as soon as backward() has finished it
         (default when gradients are exchanged; not with updates).
         Gradients must then not change before step(); to clip or scale the
@@ -177,7 +193,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
             named_parameters, torch.nn.Module) else None
         named = _named_from(optimizer, named_parameters)
         self._parameters = [p for _, p in named]
-        self._model_buffers = _broadcast_buffers_of(model, broadcast_buffers)
+        self._model_buffers, constants = _broadcast_buffers_of(
+            model, broadcast_buffers)
+        self._constant_buffers = [(n, b, b.clone()) for n, b in constants]
         self._connect(named, sync_options)
         self._hooks = None
         if overlap:
@@ -205,7 +223,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
             **self._compression.sync_options(aggregation=True), **options)
         names = [name for name, _ in named] + [
             _BUFFER_PREFIX + name for name, _ in self._model_buffers]
-        uncompressed = [False] * len(named) + [True] * len(self._model_buffers)
+        dense_below = self._compression.dense_below
+        uncompressed = [p.numel() < dense_below for _, p in named] + [
+            True] * len(self._model_buffers)
         self._sync.register(list(zip(names, self._replicas)), overlap=False,
                             uncompressed=uncompressed)
         # A job the shards resume needs this worker's state from its
@@ -266,6 +286,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
             else:
                 r.grad = torch.zeros_like(r)
 
+    def _check_constant_buffers(self):
+        for name, buffer, start in self._constant_buffers:
+            if not _same(buffer, start):
+                raise Error(
+                    f"FAILED_PRECONDITION: buffer {name} held a non-finite "
+                    "value at the start, so it is not broadcast (it was "
+                    "taken for a constant, such as a causal mask), and it "
+                    "changed; keep statistics that training updates finite "
+                    "from the start, or pass broadcast_buffers=False")
+
     def _check_resumable(self):
         if self._awaiting_state:
             raise Error(
@@ -279,6 +309,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         """One exchange of what the replicas' .grad hold (set by the
         caller) and the buffers; on return the replicas hold the shards'
         new values and ``self._before`` their values before it."""
+        self._check_constant_buffers()
         self._stage_buffers()
         for r, before in zip(self._replicas, self._before):
             before.copy_(r)

@@ -74,3 +74,39 @@ def test_broadcast_needs_the_model(start_shards):
             torch.optim.SGD(model.parameters(), lr=0.1),
             model.named_parameters(), broadcast_buffers=True,
             shards=[shards[0].address])
+
+
+class Masked(torch.nn.Module):
+    """A layer with a causal mask of -inf, as GPT scripts keep it."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(4, 4)
+        self.register_buffer("mask",
+                             torch.full((4, 4), float("-inf")).triu(1))
+
+    def forward(self, x):
+        return torch.softmax(self.linear(x) + self.mask, dim=-1)
+
+
+def test_a_constant_non_finite_buffer_is_left_alone(start_shards):
+    shards = start_shards(1, 1)
+    model = Masked()
+    optimizer = gradwire.torch.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1), model,
+        shards=[shards[0].address])
+    mask = model.mask.clone()
+    for _ in range(2):
+        optimizer.zero_grad()
+        model(torch.randn(4, 4)).pow(2).sum().backward()
+        optimizer.step()
+    assert torch.equal(model.mask, mask)
+    assert optimizer.next_step == 2
+
+    model.mask[0, 0] = 5.0  # no longer the constant it was taken for
+    optimizer.zero_grad()
+    model(torch.randn(4, 4)).pow(2).sum().backward()
+    with pytest.raises(gradwire.Error, match="buffer mask held a non-finite"):
+        optimizer.step()
+    optimizer.close()

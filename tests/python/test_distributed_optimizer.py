@@ -109,18 +109,24 @@ def test_matches_one_process_on_the_mean_gradient(start_shards, clip):
     assert lrs == [0.05, 0.05]
 
 
-def test_exact_pulls_bring_the_mean_of_the_compressed_pushes(start_shards):
+@pytest.mark.parametrize("dense_below", [0, 1000])
+def test_exact_pulls_bring_the_mean_of_the_compressed_pushes(start_shards,
+                                                             dense_below):
     """Top-K 10% pushes, exact pulls (DistributedOptimizer's default): the
     wrapped optimizer steps on the mean of exactly what the workers sent,
     not on a second compression of it (the delta pulls would be Top-K of
-    the mean at 10%, rounded to fp16)."""
+    the mean at 10%, rounded to fp16). Parameters of fewer than
+    dense_below elements (here the biases) are sent whole, at fp32."""
     shards = start_shards(2, 2)
-    compression = {"compressor": "topk", "ratio": 0.1, "min_kept": 1}
+    compression = {"compressor": "topk", "ratio": 0.1, "min_kept": 1,
+                   "dense_below": dense_below}
     models, _, initial = train_distributed(shards, 2, None,
                                            compression=compression)
     residuals = {}
 
     def compress(gradient, worker, index):
+        if gradient.numel() < dense_below:
+            return gradient
         residual = residuals.setdefault((worker, index),
                                         torch.zeros_like(gradient))
         return top_k_with_feedback(gradient, residual, 0.1, 1)
@@ -128,6 +134,13 @@ def test_exact_pulls_bring_the_mean_of_the_compressed_pushes(start_shards):
     reference = train_reference(initial[0], 2, None, compress)
     for a, b in zip(models[0].parameters(), reference.parameters()):
         assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+
+
+def test_dense_below_must_be_a_count():
+    with pytest.raises(ValueError, match="^dense_below"):
+        gradwire.Compression("topk", dense_below=-1)
+    with pytest.raises(ValueError, match="^dense_below"):
+        gradwire.Compression("topk", dense_below=0.5)
 
 
 def test_update_exchange_applies_the_mean_of_the_local_updates(start_shards):

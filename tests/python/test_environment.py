@@ -101,3 +101,31 @@ def test_compression_is_one_object():
         == "delta"
     with pytest.raises(ValueError, match="unknown option 'ratoi'"):
         gradwire.Compression("topk", ratoi=0.1)
+
+
+def test_compression_from_the_environment(monkeypatch):
+    monkeypatch.delenv("GRADWIRE_COMPRESSION", raising=False)
+    assert gradwire.Compression.of(None) == gradwire.Compression("topk")
+    monkeypatch.setenv("GRADWIRE_COMPRESSION", "topk,ratio=0.05,pull=delta")
+    chosen = gradwire.Compression.of(None)
+    assert chosen == gradwire.Compression("topk", ratio=0.05, pull="delta")
+    monkeypatch.setenv("GRADWIRE_COMPRESSION", " none ")
+    assert gradwire.Compression.of(None).compressor == "none"
+    # A script's own choice wins over the environment.
+    assert gradwire.Compression.of({"compressor": "fp16"}).compressor == \
+        "fp16"
+    assert gradwire.Compression.parse(
+        "qsgd,levels=16,error_feedback=false").options == {
+            "levels": 16, "error_feedback": False}
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("ratio=0.1", "expected 'compressor"),
+    ("topk,ratio", "'ratio' is not key=value"),
+    ("topk,ratoi=0.1", "unknown option 'ratoi'"),
+])
+def test_a_bad_compression_variable_is_named(monkeypatch, spec, message):
+    monkeypatch.setenv("GRADWIRE_COMPRESSION", spec)
+    with pytest.raises(ValueError, match="GRADWIRE_COMPRESSION") as error:
+        gradwire.Compression.of(None)
+    assert message in str(error.value)

@@ -1,0 +1,269 @@
+#!/usr/bin/python3
+"""The real models from the user's path: ResNet-18 and the GPT-style
+transformer of examples/python/, each trained by its DDP script
+(original.py, dense fp32 all-reduce over gloo) and by its gradwire port
+(train.py under `gradwire run`, DistributedOptimizer with its defaults),
+with the same data split and seeds, one run after another.
+
+    bench/models/models.py --models=resnet,gpt --workers=2 --seeds=1,2,3
+    bench/models/models.py --report=docs/benchmarks/data/models-DATE.json
+
+Methods (--methods): ddp; gradwire (the defaults, or GRADWIRE_COMPRESSION
+when set); none (gradwire with Compression("none"), lossless: it should
+equal ddp); any other name NAME=SPEC runs gradwire with
+GRADWIRE_COMPRESSION=SPEC under that name (e.g. topk5=topk,ratio=0.05).
+
+Prints one table: model, workers, seed, method, the final test accuracy
+(ResNet-18) or held-out perplexity (GPT), its difference to DDP in the
+same row group, bytes both ways per worker per step against DDP's, seconds
+per step, and each run's peak resident memory (the larger rank) against
+DDP's. gradwire's bytes are what the shards counted (pushes in, pulls out,
+start-up excluded); DDP's are computed: a ring all-reduce moves 2 (W-1)/W
+of the fp32 gradient each way per worker per step.
+
+Writes the JSON (every run, with the commit, the machine and the command)
+after each run, so an interrupted sitting keeps what it measured.
+
+Exit codes: 0; 1 when a run fails (the end of its log is printed); 2 for a
+bad command line.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+PYTHON = "/usr/bin/python3"
+SCRIPTS = {"resnet": os.path.join(ROOT, "examples", "python", "resnet"),
+           "gpt": os.path.join(ROOT, "examples", "python", "gpt")}
+METRIC = {"resnet": "test_accuracy", "gpt": "test_perplexity"}
+SHARDS = 2
+UNITS = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="resnet,gpt")
+    p.add_argument("--workers", default="2", help="comma-separated counts")
+    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--methods", default="ddp,gradwire")
+    p.add_argument("--resnet-steps", type=int, default=300)
+    p.add_argument("--gpt-steps", type=int, default=200)
+    p.add_argument("--test-limit", type=int, default=2000,
+                   help="ResNet-18: test examples (the first N)")
+    p.add_argument("--extra", default="",
+                   help="more flags for both scripts of every model")
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--out", default="")
+    p.add_argument("--report", default="",
+                   help="only print the table of this JSON file")
+    args = p.parse_args()
+    for name in args.models.split(","):
+        if name not in SCRIPTS:
+            p.error(f"--models: unknown model '{name}' (resnet, gpt)")
+    try:
+        args.worker_counts = [int(w) for w in args.workers.split(",")]
+        args.seed_list = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        p.error("--workers and --seeds take comma-separated integers")
+    if min(args.worker_counts) < 1:
+        p.error("--workers: counts must be at least 1")
+    args.method_specs = {}
+    for item in args.methods.split(","):
+        name, _, spec = item.partition("=")
+        if name in ("ddp", "gradwire", "none") and not spec:
+            spec = {"none": "none"}.get(name, "")
+        elif not spec:
+            p.error(f"--methods: '{item}' is not ddp, gradwire, none or "
+                    "NAME=SPEC")
+        args.method_specs[name] = spec
+    if not args.out:
+        args.out = os.path.join(
+            ROOT, "docs", "benchmarks", "data",
+            f"models-{datetime.date.today().isoformat()}.json")
+    return args
+
+
+def provenance(argv):
+    def git(*cmd):
+        return subprocess.run(["git", "-C", ROOT, *cmd], capture_output=True,
+                              text=True).stdout.strip()
+    cpu = next((line.split(":", 1)[1].strip()
+                for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), platform.processor())
+    memory = next(int(line.split()[1]) // 1024
+                  for line in open("/proc/meminfo")
+                  if line.startswith("MemTotal"))
+    return {"commit": git("rev-parse", "HEAD"),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "machine": {"cpu": cpu, "cores": os.cpu_count(),
+                        "memory_mb": memory,
+                        "load_at_start": os.getloadavg()[0]},
+            "command": " ".join(shlex.quote(a) for a in argv)}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def script_flags(model, seed, args, summary):
+    steps = args.resnet_steps if model == "resnet" else args.gpt_steps
+    flags = [f"--steps={steps}", f"--seed={seed}", f"--summary={summary}"]
+    if model == "resnet":
+        flags.append(f"--test-limit={args.test_limit}")
+    return flags + shlex.split(args.extra)
+
+
+def run_ddp(model, workers, flags, log):
+    environment = dict(os.environ, MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=str(free_port()),
+                       WORLD_SIZE=str(workers),
+                       OMP_NUM_THREADS=str(max(1, os.cpu_count() // workers)))
+    processes = [subprocess.Popen(
+        [PYTHON, "original.py", *flags], cwd=SCRIPTS[model],
+        env=dict(environment, RANK=str(rank)), stdout=log,
+        stderr=subprocess.STDOUT) for rank in range(workers)]
+    return max(p.wait() for p in processes), ""
+
+
+def run_gradwire(model, workers, flags, spec, log, build):
+    environment = dict(os.environ,
+                       PYTHONPATH=os.path.join(build, "python"))
+    environment.pop("GRADWIRE_COMPRESSION", None)
+    if spec:
+        environment["GRADWIRE_COMPRESSION"] = spec
+    result = subprocess.run(
+        [os.path.join(build, "bin", "gradwire"), "run", "-n", str(workers),
+         "--shards", str(SHARDS), "--", PYTHON, "train.py", *flags],
+        cwd=SCRIPTS[model], env=environment, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    log.write(result.stdout.encode())
+    return result.returncode, result.stdout
+
+
+def shard_bytes(output):
+    """(pushed, pulled) bytes from gradwire run's summary of the shards'
+    counters."""
+    found = {}
+    for key in ("pushed", "pulled"):
+        match = re.search(rf"^\s+{key}\s+([\d.]+) (B|kB|MB|GB|TB)", output,
+                          re.MULTILINE)
+        if match:
+            found[key] = float(match.group(1)) * UNITS[match.group(2)]
+    return found.get("pushed"), found.get("pulled")
+
+
+def one_run(model, workers, seed, method, spec, args, runs_dir):
+    tag = f"{model}-w{workers}-s{seed}-{method}"
+    summary = os.path.join(runs_dir, tag + "-rank{rank}.json")
+    flags = script_flags(model, seed, args, summary)
+    start = time.time()
+    with open(os.path.join(runs_dir, tag + ".log"), "wb") as log:
+        if method == "ddp":
+            code, output = run_ddp(model, workers, flags, log)
+        else:
+            code, output = run_gradwire(model, workers, flags, spec, log,
+                                        args.build)
+    if code != 0:
+        with open(os.path.join(runs_dir, tag + ".log"), "rb") as log:
+            sys.stderr.write(log.read()[-3000:].decode(errors="replace"))
+        raise SystemExit(f"models.py: run {tag} failed (exit {code})")
+    ranks = []
+    for rank in range(workers):
+        with open(summary.format(rank=rank)) as f:
+            ranks.append(json.load(f))
+    run = {"model": model, "workers": workers, "seed": seed,
+           "method": method, "compression": spec, "flags": flags,
+           "wall_seconds": time.time() - start,
+           "metric": ranks[0][METRIC[model]],
+           "steps": ranks[0]["steps"],
+           "seconds_per_step": max(r["seconds_per_step"] for r in ranks),
+           "peak_rss_mb": max(r["peak_rss_mb"] for r in ranks),
+           "ranks": ranks}
+    run["parameters"] = ranks[0]["parameters"]
+    if method != "ddp":
+        pushed, pulled = shard_bytes(output)
+        if pushed is not None and pulled is not None:
+            run["bytes_per_worker_step"] = (pushed + pulled) / (
+                workers * run["steps"])
+    return run
+
+
+def ddp_bytes(parameters, workers):
+    """A ring all-reduce's bytes per worker per step, both ways."""
+    return 2 * 2 * (workers - 1) / workers * 4 * parameters
+
+
+def table(runs):
+    lines = ["| model | workers | seed | method | accuracy / perplexity | "
+             "vs DDP | bytes/step, both ways | vs DDP | s/step | "
+             "peak MB | vs DDP |", "|" + "---|" * 11]
+    ddp = {(r["model"], r["workers"], r["seed"]): r for r in runs
+           if r["method"] == "ddp"}
+    for r in runs:
+        base = ddp.get((r["model"], r["workers"], r["seed"]))
+        parameters = r.get("parameters") or (base or {}).get("parameters")
+        metric = (f"{100 * r['metric']:.2f}%" if r["model"] == "resnet"
+                  else f"{r['metric']:.2f}")
+        versus = bytes_versus = memory_versus = ""
+        sent = r.get("bytes_per_worker_step")
+        if r["method"] == "ddp" and parameters:
+            sent = ddp_bytes(parameters, r["workers"])
+        if base is not None and r is not base:
+            if r["model"] == "resnet":
+                versus = f"{100 * (r['metric'] - base['metric']):+.2f} pt"
+            else:
+                versus = f"{100 * (r['metric'] / base['metric'] - 1):+.1f}%"
+            if sent and parameters:
+                bytes_versus = (f"1/{ddp_bytes(parameters, r['workers']) / sent:.0f}")
+            memory_versus = f"{r['peak_rss_mb'] / base['peak_rss_mb']:.2f}x"
+        sent_text = f"{sent / 1e6:.2f} MB" if sent else "?"
+        lines.append(
+            f"| {r['model']} | {r['workers']} | {r['seed']} | {r['method']} "
+            f"| {metric} | {versus} | {sent_text} | {bytes_versus} | "
+            f"{r['seconds_per_step']:.2f} | {r['peak_rss_mb']:.0f} | "
+            f"{memory_versus} |")
+    return "\n".join(lines)
+
+
+def main():
+    args = parse_args()
+    if args.report:
+        with open(args.report) as f:
+            print(table(json.load(f)["runs"]))
+        return
+    runs_dir = os.path.join(args.build, "models-runs")
+    os.makedirs(runs_dir, exist_ok=True)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    document = dict(provenance(sys.argv), runs=[])
+    for model in args.models.split(","):
+        for workers in args.worker_counts:
+            for seed in args.seed_list:
+                for method, spec in args.method_specs.items():
+                    run = one_run(model, workers, seed, method, spec, args,
+                                  runs_dir)
+                    document["runs"].append(run)
+                    with open(args.out, "w") as f:
+                        json.dump(document, f, indent=1)
+                    print(f"{model} w{workers} s{seed} {method}: "
+                          f"{run['metric']:.4f} "
+                          f"{run['seconds_per_step']:.2f} s/step",
+                          flush=True)
+    print(table(document["runs"]))
+    print(f"written: {os.path.relpath(args.out, ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
