@@ -25,6 +25,13 @@
 #                    Adadelta, seeds 1,2,3, 1 CNN epoch, 2 workers
 #                    (bench/convergence/optimizer_convergence.py; about
 #                    1 h; writes build/optimizer-convergence.{md,json})
+#   make bench-models  ResNet-18 and the GPT of examples/python/ from the
+#                    user's path: each DDP script against its gradwire port
+#                    (and Compression("none")), 2 workers on seeds 1,2,3 and
+#                    4 workers on seed 1; accuracy or held-out perplexity,
+#                    bytes, seconds per step, peak memory against DDP's
+#                    (bench/models/models.py; several hours on 2 cores;
+#                    docs/benchmarks/data/models-DATE.json; MODELS_ARGS)
 #   make bench-python  Python workers against gradwire-worker, overlap on
 #                    shaped links (root), ResNet-18 against DDP
 #                    (build/bench-python.json; PYTHON_BENCH_ARGS="--parts=a")
@@ -89,10 +96,13 @@ CONVERGENCE_ARGS ?=
 OPTIMIZERS_ARGS ?=
 # Flags for bench/python/python.sh, e.g. "--parts=a --steps=60 --repeat=2".
 PYTHON_BENCH_ARGS ?=
+# Flags for bench/models/models.py (--help), e.g.
+# "--models=gpt --plan=2:1 --methods=ddp,gradwire".
+MODELS_ARGS ?=
 # Flags for gradwire-bench-load, e.g. "--mode=bsp --steps=200".
 LOAD_ARGS ?=
 
-.PHONY: all deps configure build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-auto bench-straggler bench-load bench-python demo demo-python format check-deploy check-docs settings-doc images images-prebuilt compose-test clean
+.PHONY: all deps configure build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-auto bench-straggler bench-load bench-models bench-python demo demo-python format check-deploy check-docs settings-doc images images-prebuilt compose-test clean
 
 all: build
 
@@ -145,6 +155,9 @@ bench-auto: build
 
 bench-straggler: build
 	bench/straggler/straggler.sh --bin $(BUILD)/bin --json $(BUILD)/bench-straggler.json $(STRAGGLER_ARGS)
+
+bench-models: build
+	bench/models/models.py --build $(BUILD) --methods=ddp,gradwire,none $(MODELS_ARGS)
 
 bench-python: build
 	bench/python/python.sh --bin $(BUILD)/bin --json $(BUILD)/bench-python.json $(PYTHON_BENCH_ARGS)

@@ -5,7 +5,7 @@ transformer of examples/python/, each trained by its DDP script
 (train.py under `gradwire run`, DistributedOptimizer with its defaults),
 with the same data split and seeds, one run after another.
 
-    bench/models/models.py --models=resnet,gpt --workers=2 --seeds=1,2,3
+    bench/models/models.py --models=resnet,gpt --plan=2:1,2,3/4:1
     bench/models/models.py --report=docs/benchmarks/data/models-DATE.json
 
 Methods (--methods): ddp; gradwire (the defaults, or GRADWIRE_COMPRESSION
@@ -53,8 +53,9 @@ UNITS = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default="resnet,gpt")
-    p.add_argument("--workers", default="2", help="comma-separated counts")
-    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--plan", default="2:1,2,3/4:1",
+                   help="WORKERS:SEED,SEED,... groups joined by '/' "
+                   "(default: 2 workers on seeds 1-3, 4 workers on seed 1)")
     p.add_argument("--methods", default="ddp,gradwire")
     p.add_argument("--resnet-steps", type=int, default=300)
     p.add_argument("--gpt-steps", type=int, default=200)
@@ -71,12 +72,14 @@ def parse_args():
         if name not in SCRIPTS:
             p.error(f"--models: unknown model '{name}' (resnet, gpt)")
     try:
-        args.worker_counts = [int(w) for w in args.workers.split(",")]
-        args.seed_list = [int(s) for s in args.seeds.split(",")]
+        args.groups = [(int(workers), [int(s) for s in seeds.split(",")])
+                       for workers, seeds in (group.split(":")
+                                              for group in
+                                              args.plan.split("/"))]
     except ValueError:
-        p.error("--workers and --seeds take comma-separated integers")
-    if min(args.worker_counts) < 1:
-        p.error("--workers: counts must be at least 1")
+        p.error(f"--plan: '{args.plan}' is not WORKERS:SEED,SEED/...")
+    if min(workers for workers, _ in args.groups) < 1:
+        p.error("--plan: worker counts must be at least 1")
     args.method_specs = {}
     for item in args.methods.split(","):
         name, _, spec = item.partition("=")
@@ -249,8 +252,8 @@ def main():
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     document = dict(provenance(sys.argv), runs=[])
     for model in args.models.split(","):
-        for workers in args.worker_counts:
-            for seed in args.seed_list:
+        for workers, seeds in args.groups:
+            for seed in seeds:
                 for method, spec in args.method_specs.items():
                     run = one_run(model, workers, seed, method, spec, args,
                                   runs_dir)

@@ -52,8 +52,12 @@ _ADAPTIVE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.Adadelta,
              torch.optim.NAdam, torch.optim.RAdam)
 
 
-def _resolve_exchange(exchange, optimizer):
+def _resolve_exchange(exchange, optimizer, compression):
     if exchange == "auto":
+        # Lossless pushes bring the exact mean gradient, as DDP's: then
+        # every optimizer steps on it as under DDP.
+        if compression.compressor == "none":
+            return "gradients"
         return "updates" if isinstance(optimizer, _ADAPTIVE) else "gradients"
     if exchange not in ("gradients", "updates"):
         raise ValueError(f"exchange: '{exchange}' is not auto, gradients or "
@@ -122,8 +126,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
         must agree on every worker), or None: the optimizer's parameters,
         named by position.
       compression: a gradwire.Compression, or a dict of its keywords, for
-        pushes and pulls (default: Top-K 1% with error feedback, exact
-        pulls). ``{"compressor": "none"}`` is lossless both ways.
+        pushes and pulls (default: GRADWIRE_COMPRESSION where set, else
+        Top-K 1% with error feedback, exact pulls, parameters under
+        16384 elements uncompressed). ``{"compressor": "none"}`` is
+        lossless both ways.
       exchange: "gradients": the workers' gradients are compressed and
         exchanged, and the wrapped optimizer steps on their mean, the same
         on every worker. "updates": each worker's wrapped optimizer steps
@@ -133,7 +139,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         bursty one, which adaptive optimizers (Adam, Adadelta) need
         (docs/convergence.md), but it is each worker's own. "auto"
         (default): updates for adaptive optimizers (Adam, AdamW, Adadelta,
-        Adagrad, Adamax, RMSprop, NAdam, RAdam), gradients otherwise.
+        Adagrad, Adamax, RMSprop, NAdam, RAdam) under lossy compression,
+        gradients otherwise (Compression("none") then steps exactly as
+        DDP does).
       broadcast_buffers: send worker 0's floating-point buffers (BatchNorm's
         running statistics) to every worker at each step, as DDP does; a
         buffer that has not changed costs no bytes. A buffer holding an
@@ -174,15 +182,15 @@ class DistributedOptimizer(torch.optim.Optimizer):
             if key in sync_options:
                 raise ValueError(
                     f"{key}: set it in compression=gradwire.Compression(...)")
-        self._exchange_updates = \
-            _resolve_exchange(exchange, optimizer) == "updates"
+        self._compression = Compression.of(compression)
+        self._exchange_updates = _resolve_exchange(
+            exchange, optimizer, self._compression) == "updates"
         if overlap is None:
             overlap = not self._exchange_updates
         if overlap and self._exchange_updates:
             raise ValueError("overlap: the update exists only after the "
                              "wrapped optimizer stepped; exchanging updates "
                              "needs overlap=False")
-        self._compression = Compression.of(compression)
         # Deliberately not Optimizer.__init__: the wrapped optimizer owns
         # param_groups, state and defaults; this object shares them.
         self._optimizer = optimizer
@@ -323,15 +331,13 @@ class DistributedOptimizer(torch.optim.Optimizer):
         """Exchanges this step's gradients: on return every ``p.grad`` holds
         the workers' mean gradient (as compressed), the same on every
         worker, and the model's buffers are worker 0's. step() calls it
-        unless it was called since the last step(). Not with
-        exchange="updates", where step() exchanges after the wrapped
-        optimizer stepped."""
-        if self._synchronized:
+        unless it was called since the last step(). Call it before
+        clipping, as DDP scripts clip after backward() has averaged. With
+        exchange="updates" there is nothing to exchange before step(),
+        which exchanges the optimizer's update: it returns at once, and a
+        clip then clips this worker's own gradient."""
+        if self._synchronized or self._exchange_updates:
             return
-        if self._exchange_updates:
-            raise Error("FAILED_PRECONDITION: synchronize() exchanges "
-                        "gradients; with exchange=\"updates\" step() "
-                        "exchanges the optimizer's update")
         self._check_resumable()
         for p, r in zip(self._parameters, self._replicas):
             if p.grad is None:

@@ -143,12 +143,16 @@ def test_dense_below_must_be_a_count():
         gradwire.Compression("topk", dense_below=0.5)
 
 
-def test_update_exchange_applies_the_mean_of_the_local_updates(start_shards):
+@pytest.mark.parametrize("clip", [None, 0.5])
+def test_update_exchange_applies_the_mean_of_the_local_updates(start_shards,
+                                                               clip):
     """exchange="updates", lossless: each worker's optimizer steps on its
-    own gradient, and the model moves by the mean of their updates."""
+    own gradient, and the model moves by the mean of their updates. A
+    synchronize() before clipping (as a DDP script is ported) returns at
+    once, and the clip clips the worker's own gradient."""
     shards = start_shards(2, 2)
     models, _, initial = train_distributed(
-        shards, 2, None, compression={"compressor": "none"},
+        shards, 2, clip, compression={"compressor": "none"},
         exchange="updates", overlap=False)
     reference = initial[0]
     locals_ = [copy.deepcopy(reference) for _ in range(2)]
@@ -165,6 +169,8 @@ def test_update_exchange_applies_the_mean_of_the_local_updates(start_shards):
             optimizers[worker].zero_grad()
             torch.nn.functional.cross_entropy(local(points),
                                               labels).backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(local.parameters(), clip)
             optimizers[worker].step()
             schedulers[worker].step()
             updates.append([p.detach() - q.detach() for p, q in
@@ -228,3 +234,11 @@ def test_auto_exchanges_updates_for_adaptive_optimizers(start_shards):
         opt.close()
     assert chosen == {"sgd": "gradients", "adam": "updates",
                       "adadelta": "updates"}
+    # Lossless pushes: every optimizer steps on the exact mean, as DDP's
+    # (a job of its own: the shards keep the first job's pull setting).
+    lossless = start_shards(1, 1)
+    opt = DistributedOptimizer(torch.optim.Adam(model.parameters()), model,
+                               compression={"compressor": "none"},
+                               shards=[lossless[0].address])
+    assert opt.exchange == "gradients"
+    opt.close()

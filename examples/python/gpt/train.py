@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A GPT-style transformer trained on the Python manual's sources, data-
 parallel through gradwire: original.py (the same script under PyTorch DDP)
-with four lines changed. Run it with
+with five lines changed. Run it with
 
     gradwire run -n 2 --shards 2 -- /usr/bin/python3 train.py --steps 200
 
@@ -136,6 +136,7 @@ def main():
         loss = train_model(*batch(train_data, args.batch_size,
                                   args.block_size, generator))
         loss.backward()
+        optimizer.synchronize()  # the mean gradient before clipping, as DDP
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         optimizer.step()
         scheduler.step()
