@@ -135,6 +135,13 @@ class Compression:
         return "dense" if self.compressor == "none" else "auto"
 
     @property
+    def lossy_feedback(self):
+        """Whether pushes are compressed with error feedback (what it holds
+        back is released at a later step)."""
+        return (self.compressor != "none"
+                and self.options.get("error_feedback", True))
+
+    @property
     def dense_below(self):
         """Parameters with fewer elements go uncompressed
         (DistributedOptimizer)."""

@@ -213,6 +213,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._hooks = _C.GradientHooks(
                 self._sync, named, backward_passes_per_step,
                 self._replicas[:len(self._parameters)])
+        self._scale_hooks = self._scale_by_learning_rate()
         self._synchronized = False
         self._epoch = 0
 
@@ -244,6 +245,44 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._awaiting_state = self._sync.next_step > 0
         self._copy_replicas_out(with_parameters=not self._awaiting_state
                                 or self._exchange_updates)
+
+    def _scale_by_learning_rate(self):
+        """Exchanging gradients under lossy compression with error
+        feedback, each gradient is pushed times its group's learning rate
+        over the rate it had when this object was made, and the mean is
+        divided by the same factor: what error feedback holds back is then
+        an update, released at the rate of the step it came from, not at
+        a later step's (higher during warm-up, lower as the schedule
+        decays). Hooks on the parameters scale each gradient as backward()
+        makes it, before overlap pushes it. Returns their handles."""
+        if self._exchange_updates or not self._compression.lossy_feedback:
+            return []
+        self._base_lr = [group["lr"] for group in self.param_groups]
+        handles = []
+        for index, group in enumerate(self.param_groups):
+            for p in group["params"]:
+                if p.requires_grad:
+                    handles.append(p.register_hook(
+                        lambda g, index=index: g * self._lr_scale(index)))
+        self._group_of = {id(p): index
+                          for index, group in enumerate(self.param_groups)
+                          for p in group["params"]}
+        return handles
+
+    def _lr_scale(self, group_index):
+        base = self._base_lr[group_index]
+        lr = self.param_groups[group_index]["lr"]
+        # A rate of 0 steps nothing: its gradient goes unscaled.
+        return lr / base if base > 0 and lr > 0 else 1.0
+
+    @torch.no_grad()
+    def _unscale(self):
+        if not self._scale_hooks:
+            return
+        for p in self._parameters:
+            scale = self._lr_scale(self._group_of[id(p)])
+            if scale != 1.0:
+                p.grad.div_(scale)
 
     @torch.no_grad()
     def _copy_replicas_out(self, with_parameters):
@@ -349,6 +388,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         for p, r, before in zip(self._parameters, self._replicas,
                                 self._before):
             torch.sub(before, r, out=p.grad)
+        self._unscale()
         self._synchronized = True
 
     @torch.no_grad()
@@ -427,6 +467,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self._hooks is not None:
             self._hooks.remove()
             self._hooks = None
+        for handle in self._scale_hooks:
+            handle.remove()
+        self._scale_hooks = []
         self._sync.close()
 
     def __repr__(self):

@@ -69,9 +69,11 @@ def top_k_with_feedback(gradient, residual, ratio, min_kept):
 
 def train_reference(model, num_workers, clip, compress=None):
     """One process: the mean of the workers' gradients (each through
-    `compress(gradient, worker, index)` when given), the same optimizer,
-    scheduler and clipping, from the same initial weights."""
+    `compress(gradient, worker, index, scale)` when given, scale being the
+    learning rate over the first one), the same optimizer, scheduler and
+    clipping, from the same initial weights."""
     opt = make_optimizer(model)
+    base_lr = opt.param_groups[0]["lr"]
     scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
     for step in range(STEPS):
         grads = []
@@ -82,7 +84,9 @@ def train_reference(model, num_workers, clip, compress=None):
                                               labels).backward()
             grads.append([p.grad for p in replica.parameters()])
         if compress is not None:
-            grads = [[compress(g, worker, index) for index, g in enumerate(gs)]
+            scale = opt.param_groups[0]["lr"] / base_lr
+            grads = [[compress(g, worker, index, scale)
+                      for index, g in enumerate(gs)]
                      for worker, gs in enumerate(grads)]
         for p, *gs in zip(model.parameters(), *grads):
             p.grad = torch.stack(gs).mean(0)
@@ -116,7 +120,10 @@ def test_exact_pulls_bring_the_mean_of_the_compressed_pushes(start_shards,
     wrapped optimizer steps on the mean of exactly what the workers sent,
     not on a second compression of it (the delta pulls would be Top-K of
     the mean at 10%, rounded to fp16). Parameters of fewer than
-    dense_below elements (here the biases) are sent whole, at fp32."""
+    dense_below elements (here the biases) are sent whole, at fp32. What
+    error feedback holds back is in units of the update: each gradient is
+    pushed times the learning rate over the first one (the scheduler
+    halves it), and the mean divided by it."""
     shards = start_shards(2, 2)
     compression = {"compressor": "topk", "ratio": 0.1, "min_kept": 1,
                    "dense_below": dense_below}
@@ -124,12 +131,12 @@ def test_exact_pulls_bring_the_mean_of_the_compressed_pushes(start_shards,
                                            compression=compression)
     residuals = {}
 
-    def compress(gradient, worker, index):
+    def compress(gradient, worker, index, scale):
         if gradient.numel() < dense_below:
             return gradient
         residual = residuals.setdefault((worker, index),
                                         torch.zeros_like(gradient))
-        return top_k_with_feedback(gradient, residual, 0.1, 1)
+        return top_k_with_feedback(gradient * scale, residual, 0.1, 1) / scale
 
     reference = train_reference(initial[0], 2, None, compress)
     for a, b in zip(models[0].parameters(), reference.parameters()):
