@@ -65,6 +65,9 @@ def parse_args():
                    help="more flags for both scripts of every model")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--out", default="")
+    p.add_argument("--append", action="store_true",
+                   help="add the runs to those already in --out (each run "
+                   "keeps the provenance of its own sitting)")
     p.add_argument("--report", default="",
                    help="only print the table of this JSON file")
     args = p.parse_args()
@@ -251,12 +254,18 @@ def main():
     os.makedirs(runs_dir, exist_ok=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     document = dict(provenance(sys.argv), runs=[])
+    if args.append and os.path.exists(args.out):
+        with open(args.out) as f:
+            document["runs"] = json.load(f)["runs"]
     for model in args.models.split(","):
         for workers, seeds in args.groups:
             for seed in seeds:
                 for method, spec in args.method_specs.items():
                     run = one_run(model, workers, seed, method, spec, args,
                                   runs_dir)
+                    run["sitting"] = {k: document[k] for k in
+                                      ("commit", "dirty", "date", "machine",
+                                       "command")}
                     document["runs"].append(run)
                     with open(args.out, "w") as f:
                         json.dump(document, f, indent=1)
