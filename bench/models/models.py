@@ -244,11 +244,38 @@ def table(runs):
     return "\n".join(lines)
 
 
+def means(runs):
+    """Per model, workers and method over its seeds: the mean metric and
+    half its range, and the difference of the means to DDP's (points of
+    accuracy, or percent of perplexity), beside DDP's own half range."""
+    groups = {}
+    for r in runs:
+        groups.setdefault((r["model"], r["workers"], r["method"]),
+                          []).append(r["metric"])
+    lines = ["| model | workers | method | seeds | mean ± half range | "
+             "vs DDP's mean |", "|" + "---|" * 6]
+    for (model, workers, method), values in groups.items():
+        mean = sum(values) / len(values)
+        half = (max(values) - min(values)) / 2
+        ddp = groups.get((model, workers, "ddp"))
+        versus = ""
+        if ddp and method != "ddp":
+            base = sum(ddp) / len(ddp)
+            versus = (f"{100 * (mean - base):+.2f} pt" if model == "resnet"
+                      else f"{100 * (mean / base - 1):+.1f}%")
+        shown = (f"{100 * mean:.2f} ± {100 * half:.2f}%" if model == "resnet"
+                 else f"{mean:.2f} ± {half:.2f}")
+        lines.append(f"| {model} | {workers} | {method} | {len(values)} | "
+                     f"{shown} | {versus} |")
+    return "\n".join(lines)
+
+
 def main():
     args = parse_args()
     if args.report:
         with open(args.report) as f:
-            print(table(json.load(f)["runs"]))
+            runs = json.load(f)["runs"]
+        print(table(runs) + "\n\n" + means(runs))
         return
     runs_dir = os.path.join(args.build, "models-runs")
     os.makedirs(runs_dir, exist_ok=True)
@@ -273,7 +300,7 @@ def main():
                           f"{run['metric']:.4f} "
                           f"{run['seconds_per_step']:.2f} s/step",
                           flush=True)
-    print(table(document["runs"]))
+    print(table(document["runs"]) + "\n\n" + means(document["runs"]))
     print(f"written: {os.path.relpath(args.out, ROOT)}")
 
 
