@@ -8,10 +8,10 @@ with the same data split and seeds, one run after another.
     bench/models/models.py --models=resnet,gpt --plan=2:1,2,3/4:1
     bench/models/models.py --report=docs/benchmarks/data/models-DATE.json
 
-Methods (--methods): ddp; gradwire (the defaults, or GRADWIRE_COMPRESSION
-when set); none (gradwire with Compression("none"), lossless: it should
-equal ddp); any other name NAME=SPEC runs gradwire with
-GRADWIRE_COMPRESSION=SPEC under that name (e.g. topk5=topk,ratio=0.05).
+Methods (--methods, comma-separated): ddp; gradwire (the defaults);
+none (gradwire with Compression("none"), lossless). --method NAME=SPEC,
+repeated, adds gradwire with GRADWIRE_COMPRESSION=SPEC under that name
+(e.g. --method topk5=topk,ratio=0.05).
 
 Prints one table: model, workers, seed, method, the final test accuracy
 (ResNet-18) or held-out perplexity (GPT), its difference to DDP in the
@@ -57,6 +57,9 @@ def parse_args():
                    help="WORKERS:SEED,SEED,... groups joined by '/' "
                    "(default: 2 workers on seeds 1-3, 4 workers on seed 1)")
     p.add_argument("--methods", default="ddp,gradwire")
+    p.add_argument("--method", action="append", default=[],
+                   metavar="NAME=SPEC",
+                   help="also gradwire with GRADWIRE_COMPRESSION=SPEC")
     p.add_argument("--resnet-steps", type=int, default=300)
     p.add_argument("--gpt-steps", type=int, default=200)
     p.add_argument("--test-limit", type=int, default=2000,
@@ -84,13 +87,15 @@ def parse_args():
     if min(workers for workers, _ in args.groups) < 1:
         p.error("--plan: worker counts must be at least 1")
     args.method_specs = {}
-    for item in args.methods.split(","):
+    for name in filter(None, args.methods.split(",")):
+        if name not in ("ddp", "gradwire", "none"):
+            p.error(f"--methods: '{name}' is not ddp, gradwire or none "
+                    "(--method NAME=SPEC for others)")
+        args.method_specs[name] = "none" if name == "none" else ""
+    for item in args.method:
         name, _, spec = item.partition("=")
-        if name in ("ddp", "gradwire", "none") and not spec:
-            spec = {"none": "none"}.get(name, "")
-        elif not spec:
-            p.error(f"--methods: '{item}' is not ddp, gradwire, none or "
-                    "NAME=SPEC")
+        if not name or not spec:
+            p.error(f"--method: '{item}' is not NAME=SPEC")
         args.method_specs[name] = spec
     if not args.out:
         args.out = os.path.join(
