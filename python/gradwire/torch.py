@@ -21,15 +21,18 @@ second compression of it. The same start (every worker copies the
 buffer's initial value into its parameters) and the same gradients keep
 the workers' models identical.
 
-Buffers (BatchNorm's running statistics) of the model are broadcast from
-worker 0 at every step, as DDP does: they travel through the same shards,
-uncompressed, and every worker ends the step with worker 0's values.
+Buffers (BatchNorm's running statistics) are worker 0's on every worker
+after each step, as under DDP (gradwire/_buffers.py); lossy gradient
+exchanges keep error feedback in units of the update (_lr_scaling.py).
 """
 
 import torch
 
 from gradwire import _C, _env
 from gradwire._C import Error
+from gradwire._buffers import broadcast_buffers_of, check_constants
+from gradwire._exchange import resolve_exchange
+from gradwire._lr_scaling import LearningRateScaling
 from gradwire._sync import ParameterSync
 from gradwire.checkpoint import load_checkpoint, save_checkpoint
 from gradwire.compression import PULL_KEYS, PUSH_KEYS, Compression
@@ -43,28 +46,6 @@ _RESERVED_KEYS = tuple(s["name"] for s in _C.settings()
 _BUFFER_PREFIX = "buffer:"
 # The key of gradwire's own part of a state dict.
 _STATE_KEY = "gradwire"
-# Optimizers that scale each coordinate by its own gradient history: given a
-# sparse, bursty gradient (a coordinate's error-feedback backlog arriving
-# at once) they shrink its step, so exchange="auto" exchanges their
-# updates instead (docs/convergence.md).
-_ADAPTIVE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.Adadelta,
-             torch.optim.Adagrad, torch.optim.Adamax, torch.optim.RMSprop,
-             torch.optim.NAdam, torch.optim.RAdam)
-
-
-def _resolve_exchange(exchange, optimizer, compression):
-    if exchange == "auto":
-        # Lossless pushes bring the exact mean gradient, as DDP's: then
-        # every optimizer steps on it as under DDP.
-        if compression.compressor == "none":
-            return "gradients"
-        return "updates" if isinstance(optimizer, _ADAPTIVE) else "gradients"
-    if exchange not in ("gradients", "updates"):
-        raise ValueError(f"exchange: '{exchange}' is not auto, gradients or "
-                         "updates")
-    return exchange
-
-
 def _named_from(optimizer, named_parameters):
     """(name, parameter) pairs, checked against the optimizer's groups."""
     in_optimizer = [p for group in optimizer.param_groups
@@ -83,35 +64,6 @@ def _named_from(optimizer, named_parameters):
             raise ValueError(f"named_parameters: {name} is not in the "
                              "optimizer's param_groups")
     return named
-
-
-def _broadcast_buffers_of(model, broadcast_buffers):
-    """The model's buffers, split: ``(broadcast, constant)``, each a list
-    of (name, buffer) pairs. Broadcast: the floating-point buffers
-    (BatchNorm's running statistics); integer ones, such as BatchNorm's
-    num_batches_tracked, count the same on every worker. Constant: those
-    holding an infinity or NaN at the start, such as a causal mask of
-    -inf: a value the shards refuse is not a statistic that training
-    updates, so they are not sent, and step() checks that they stay as
-    they were."""
-    if broadcast_buffers is None:
-        broadcast_buffers = model is not None
-    if not broadcast_buffers:
-        return [], []
-    if model is None:
-        raise ValueError(
-            "broadcast_buffers: pass the model (DistributedOptimizer("
-            "optimizer, model)) so that its buffers are known")
-    floating = [(name, b) for name, b in model.named_buffers()
-                if b is not None and b.is_floating_point()]
-    broadcast = [(n, b) for n, b in floating if bool(b.isfinite().all())]
-    constant = [(n, b) for n, b in floating if not bool(b.isfinite().all())]
-    return broadcast, constant
-
-
-def _same(a, b):
-    """Equal element for element, NaN equal to NaN."""
-    return bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
 class DistributedOptimizer(torch.optim.Optimizer):
@@ -183,7 +135,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 raise ValueError(
                     f"{key}: set it in compression=gradwire.Compression(...)")
         self._compression = Compression.of(compression)
-        self._exchange_updates = _resolve_exchange(
+        self._exchange_updates = resolve_exchange(
             exchange, optimizer, self._compression) == "updates"
         if overlap is None:
             overlap = not self._exchange_updates
@@ -201,7 +153,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             named_parameters, torch.nn.Module) else None
         named = _named_from(optimizer, named_parameters)
         self._parameters = [p for _, p in named]
-        self._model_buffers, constants = _broadcast_buffers_of(
+        self._model_buffers, constants = broadcast_buffers_of(
             model, broadcast_buffers)
         self._constant_buffers = [(n, b, b.clone()) for n, b in constants]
         self._connect(named, sync_options)
@@ -213,7 +165,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._hooks = _C.GradientHooks(
                 self._sync, named, backward_passes_per_step,
                 self._replicas[:len(self._parameters)])
-        self._scale_hooks = self._scale_by_learning_rate()
+        self._lr_scaling = None
+        if not self._exchange_updates and self._compression.lossy_feedback:
+            self._lr_scaling = LearningRateScaling(self.param_groups)
         self._synchronized = False
         self._epoch = 0
 
@@ -245,44 +199,6 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._awaiting_state = self._sync.next_step > 0
         self._copy_replicas_out(with_parameters=not self._awaiting_state
                                 or self._exchange_updates)
-
-    def _scale_by_learning_rate(self):
-        """Exchanging gradients under lossy compression with error
-        feedback, each gradient is pushed times its group's learning rate
-        over the rate it had when this object was made, and the mean is
-        divided by the same factor: what error feedback holds back is then
-        an update, released at the rate of the step it came from, not at
-        a later step's (higher during warm-up, lower as the schedule
-        decays). Hooks on the parameters scale each gradient as backward()
-        makes it, before overlap pushes it. Returns their handles."""
-        if self._exchange_updates or not self._compression.lossy_feedback:
-            return []
-        self._base_lr = [group["lr"] for group in self.param_groups]
-        handles = []
-        for index, group in enumerate(self.param_groups):
-            for p in group["params"]:
-                if p.requires_grad:
-                    handles.append(p.register_hook(
-                        lambda g, index=index: g * self._lr_scale(index)))
-        self._group_of = {id(p): index
-                          for index, group in enumerate(self.param_groups)
-                          for p in group["params"]}
-        return handles
-
-    def _lr_scale(self, group_index):
-        base = self._base_lr[group_index]
-        lr = self.param_groups[group_index]["lr"]
-        # A rate of 0 steps nothing: its gradient goes unscaled.
-        return lr / base if base > 0 and lr > 0 else 1.0
-
-    @torch.no_grad()
-    def _unscale(self):
-        if not self._scale_hooks:
-            return
-        for p in self._parameters:
-            scale = self._lr_scale(self._group_of[id(p)])
-            if scale != 1.0:
-                p.grad.div_(scale)
 
     @torch.no_grad()
     def _copy_replicas_out(self, with_parameters):
@@ -333,16 +249,6 @@ class DistributedOptimizer(torch.optim.Optimizer):
             else:
                 r.grad = torch.zeros_like(r)
 
-    def _check_constant_buffers(self):
-        for name, buffer, start in self._constant_buffers:
-            if not _same(buffer, start):
-                raise Error(
-                    f"FAILED_PRECONDITION: buffer {name} held a non-finite "
-                    "value at the start, so it is not broadcast (it was "
-                    "taken for a constant, such as a causal mask), and it "
-                    "changed; keep statistics that training updates finite "
-                    "from the start, or pass broadcast_buffers=False")
-
     def _check_resumable(self):
         if self._awaiting_state:
             raise Error(
@@ -356,7 +262,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         """One exchange of what the replicas' .grad hold (set by the
         caller) and the buffers; on return the replicas hold the shards'
         new values and ``self._before`` their values before it."""
-        self._check_constant_buffers()
+        check_constants(self._constant_buffers)
         self._stage_buffers()
         for r, before in zip(self._replicas, self._before):
             before.copy_(r)
@@ -388,7 +294,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         for p, r, before in zip(self._parameters, self._replicas,
                                 self._before):
             torch.sub(before, r, out=p.grad)
-        self._unscale()
+        if self._lr_scaling is not None:
+            self._lr_scaling.unscale(self._parameters)
         self._synchronized = True
 
     @torch.no_grad()
@@ -467,9 +374,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self._hooks is not None:
             self._hooks.remove()
             self._hooks = None
-        for handle in self._scale_hooks:
-            handle.remove()
-        self._scale_hooks = []
+        if self._lr_scaling is not None:
+            self._lr_scaling.remove()
+            self._lr_scaling = None
         self._sync.close()
 
     def __repr__(self):
