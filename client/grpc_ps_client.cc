@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/aliased_request.h"
+#include "client/message_parts.h"
 #include "client/shard_channel.h"
 #include "common/retry_metadata.h"
 #include "common/threads/thread_pool.h"
@@ -29,13 +30,26 @@ class ShardConnection {
         address_(std::move(address)),
         channel_(CreateShardChannel(address_, options, std::move(wire))),
         stub_(v1::ParameterServer::NewStub(channel_)),
-        push_stub_(channel_) {}
+        push_stub_(channel_),
+        own_limit_(options.max_message_bytes),
+        limit_(options.max_message_bytes) {}
 
   uint32_t shard_id() const { return shard_id_; }
   const std::string& address() const { return address_; }
   grpc::Channel* channel() const { return channel_.get(); }
   v1::ParameterServer::Stub* stub() const { return stub_.get(); }
   const AliasedPushStub& push_stub() const { return push_stub_; }
+
+  // The largest message this shard and this client both take: the client's
+  // own limit until an Init answer told the shard's
+  // (InitResponse.max_message_bytes).
+  uint64_t message_limit() const {
+    return limit_.load(std::memory_order_relaxed);
+  }
+  void LearnShardLimit(uint64_t shard_limit) {
+    if (shard_limit == 0) return;
+    limit_.store(std::min(own_limit_, shard_limit), std::memory_order_relaxed);
+  }
 
   // "shard 1 (10.0.0.7:7000): <message>" with `code`.
   absl::Status Error(absl::StatusCode code, absl::string_view message) const {
@@ -49,6 +63,8 @@ class ShardConnection {
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::ParameterServer::Stub> stub_;
   const AliasedPushStub push_stub_;
+  const uint64_t own_limit_;
+  std::atomic<uint64_t> limit_;
 };
 
 // The contexts of the attempts in flight, so that CancelCalls can reach
@@ -295,14 +311,49 @@ absl::Status GrpcPsClient::Init(const std::vector<v1::InitRequest>& requests,
   absl::StatusOr<std::vector<uint32_t>> active = ActiveShards(requests);
   if (!active.ok()) return active.status();
   responses->assign(shards_.size(), v1::InitResponse());
+  return ForEachShard(*active, [&](uint32_t shard) {
+    return InitShard(shard, requests[shard], &(*responses)[shard]);
+  });
+}
+
+absl::Status GrpcPsClient::InitShard(uint32_t shard,
+                                     const v1::InitRequest& request,
+                                     v1::InitResponse* response) {
+  ShardConnection& connection = *shards_[shard];
   const RpcKind kind{"Init", options_.rpc_timeout, &counters_.init_bytes_sent,
                      &counters_.init_bytes_received};
-  return ForEachShard(*active, [&](uint32_t shard) {
-    return CallStubWithRetries(*shards_[shard], options_, kind,
-                               &v1::ParameterServer::Stub::Init,
-                               requests[shard], &(*responses)[shard],
-                               &counters_.retries, calls_.get());
-  });
+  const auto call = [&](const v1::InitRequest& message) {
+    absl::Status status = CallStubWithRetries(
+        connection, options_, kind, &v1::ParameterServer::Stub::Init, message,
+        response, &counters_.retries, calls_.get());
+    if (status.ok()) connection.LearnShardLimit(response->max_message_bytes());
+    return status;
+  };
+  absl::StatusOr<std::vector<v1::InitRequest>> parts =
+      SplitInit(request, connection.message_limit());
+  if (!parts.ok()) {
+    return connection.Error(parts.status().code(), parts.status().message());
+  }
+  if (parts->size() == 1) return call(request);
+  // A shard that lost the parts it held (it restarted, or another worker's
+  // part 0 replaced a collection it thought abandoned) answers ABORTED: the
+  // parts start over, a few times at most.
+  constexpr int kMaxStarts = 3;
+  for (int starts = 1;; ++starts) {
+    absl::Status status;
+    for (const v1::InitRequest& part : *parts) {
+      status = call(part);
+      if (!status.ok() || response->values_pending()) break;
+    }
+    // Another worker is sending its values: the caller waits for them as
+    // for an elected provider's (worker/init_exchange.h).
+    if (status.ok() && response->values_pending()) return status;
+    if (status.ok()) break;
+    if (!absl::IsAborted(status) || starts >= kMaxStarts) return status;
+  }
+  // The parts' answers carry no versions or fingerprints: the Init without
+  // values brings them for every declared chunk, in the request's order.
+  return call(WithoutValues(request));
 }
 
 absl::Status GrpcPsClient::Push(const std::vector<v1::PushRequest>& requests,
@@ -315,13 +366,35 @@ absl::Status GrpcPsClient::Push(const std::vector<v1::PushRequest>& requests,
   return ForEachShard(*active, [&](uint32_t shard) {
     const ShardConnection& connection = *shards_[shard];
     const v1::PushRequest& request = requests[shard];
+    v1::PushResponse* response = &(*responses)[shard];
     // The bulk bytes go out from `request` itself (AliasedPushStub).
-    return CallWithRetries<v1::PushRequest, v1::PushResponse>(
-        connection, options_, kind, request,
-        [&](grpc::ClientContext* context, v1::PushResponse* response) {
-          return connection.push_stub().Push(context, request, response);
-        },
-        &(*responses)[shard], &counters_.retries, calls_.get());
+    const auto call = [&](const v1::PushRequest& message,
+                          v1::PushResponse* answer) {
+      return CallWithRetries<v1::PushRequest, v1::PushResponse>(
+          connection, options_, kind, message,
+          [&](grpc::ClientContext* context, v1::PushResponse* out) {
+            return connection.push_stub().Push(context, message, out);
+          },
+          answer, &counters_.retries, calls_.get());
+    };
+    if (request.ByteSizeLong() + kMessageMarginBytes <=
+        connection.message_limit()) {
+      return call(request, response);
+    }
+    absl::StatusOr<std::vector<v1::PushRequest>> parts =
+        SplitPush(request, connection.message_limit());
+    if (!parts.ok()) {
+      return connection.Error(parts.status().code(), parts.status().message());
+    }
+    // One after another, the acks in the request's order.
+    for (const v1::PushRequest& part : *parts) {
+      v1::PushResponse answer;
+      if (absl::Status s = call(part, &answer); !s.ok()) return s;
+      for (v1::ChunkAck& ack : *answer.mutable_acks()) {
+        *response->add_acks() = std::move(ack);
+      }
+    }
+    return absl::OkStatus();
   });
 }
 
@@ -330,14 +403,56 @@ absl::Status GrpcPsClient::Pull(const std::vector<v1::PullRequest>& requests,
   absl::StatusOr<std::vector<uint32_t>> active = ActiveShards(requests);
   if (!active.ok()) return active.status();
   responses->assign(shards_.size(), v1::PullResponse());
+  return ForEachShard(*active, [&](uint32_t shard) {
+    return PullShard(shard, requests[shard], &(*responses)[shard]);
+  });
+}
+
+absl::Status GrpcPsClient::PullShard(uint32_t shard,
+                                     const v1::PullRequest& request,
+                                     v1::PullResponse* response) {
+  const ShardConnection& connection = *shards_[shard];
   const RpcKind kind{"Pull", options_.pull_timeout, &counters_.pull_bytes_sent,
                      &counters_.pull_bytes_received};
-  return ForEachShard(*active, [&](uint32_t shard) {
-    return CallStubWithRetries(*shards_[shard], options_, kind,
-                               &v1::ParameterServer::Stub::Pull,
-                               requests[shard], &(*responses)[shard],
-                               &counters_.retries, calls_.get());
-  });
+  v1::PullRequest rest = request;
+  rest.set_allow_partial(true);
+  response->Clear();
+  // A shard that restarts between two rounds answers from another history:
+  // the rounds start over, a few times at most.
+  constexpr int kMaxStarts = 3;
+  for (int starts = 1;;) {
+    v1::PullResponse round;
+    if (absl::Status s = CallStubWithRetries(
+            connection, options_, kind, &v1::ParameterServer::Stub::Pull, rest,
+            &round, &counters_.retries, calls_.get());
+        !s.ok()) {
+      return s;
+    }
+    const bool first_round = response->chunks().empty();
+    if (!first_round && round.history_epoch() != response->history_epoch()) {
+      if (++starts > kMaxStarts) {
+        return connection.Error(
+            absl::StatusCode::kUnavailable,
+            "Pull: the shard's history changed between the rounds of a pull "
+            "too large for one message; pull again");
+      }
+      response->Clear();
+      rest = request;
+      rest.set_allow_partial(true);
+      continue;
+    }
+    response->set_history_epoch(round.history_epoch());
+    const int answered = round.chunks_size();
+    for (v1::ChunkWeights& chunk : *round.mutable_chunks()) {
+      *response->add_chunks() = std::move(chunk);
+    }
+    if (!round.partial()) return absl::OkStatus();
+    if (answered == 0 || answered >= rest.chunks_size()) {
+      return connection.Error(absl::StatusCode::kInternal,
+                              "Pull: a partial answer answered no chunk");
+    }
+    rest.mutable_chunks()->DeleteSubrange(0, answered);
+  }
 }
 
 TrafficStats GrpcPsClient::traffic() const {

@@ -25,6 +25,13 @@
 // caller chose is spent -- on a Pull it usually means a peer worker stopped
 // pushing, which retrying would only hide for another `pull_timeout`.
 //
+// Large messages: nothing is sent over the smaller of the client's
+// max_message_bytes and the shard's (learnt from its first Init answer).
+// An Init whose values do not fit goes in parts, a push that does not fit
+// as several pushes of the same step (client/message_parts.h), and a pull
+// whose answer would not fit comes back in rounds (PullRequest.
+// allow_partial), each a separate RPC under the rules above.
+//
 // Errors keep the gRPC code; the message names the shard and its address:
 //   "shard 1 (10.0.0.7:7000): Push: chunk 5 is not owned by shard 1"
 // When several shards fail, the error of the lowest shard id is returned.
@@ -118,6 +125,18 @@ class GrpcPsClient final : public PsClient {
   GrpcPsClient(ClientOptions options,
                std::vector<std::unique_ptr<ShardConnection>> shards,
                std::shared_ptr<WireCounters> wire);
+
+  // One shard's Init: in parts when its values do not fit one message
+  // (client/message_parts.h), then the Init without values for the answer.
+  // A part answered values_pending (another worker is sending its parts)
+  // ends it with that answer; parts refused ABORTED start over.
+  absl::Status InitShard(uint32_t shard, const v1::InitRequest& request,
+                         v1::InitResponse* response);
+  // One shard's Pull, in rounds (PullRequest.allow_partial) while the
+  // shard answers only the first chunks; the answer holds every chunk of
+  // `request` in its order, from one history epoch.
+  absl::Status PullShard(uint32_t shard, const v1::PullRequest& request,
+                         v1::PullResponse* response);
 
   // Checks that there is one request per shard, each with this worker's
   // id; returns the shards whose request has chunks.

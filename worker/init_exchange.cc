@@ -73,6 +73,14 @@ absl::StatusOr<absl::Duration> SettleRound(
   }
   for (size_t s = 0; s < send.size(); ++s) {
     if (!send[s]) continue;
+    if (sent[s].values_pending()) {
+      // Another worker's values are arriving in parts (a provider elected
+      // before this one that is still sending): wait for them.
+      rounds->pending[s] = true;
+      retry_after = std::max({retry_after, kShortestRetryAfter,
+                              absl::Milliseconds(sent[s].retry_after_ms())});
+      continue;
+    }
     rounds->accepted[s] = sent[s];
     ++*shards_sent_values;
   }

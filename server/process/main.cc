@@ -113,6 +113,13 @@ ABSL_FLAG(int64_t, memory_budget_bytes, int64_t{4} << 30,
           "see); a push or pull past it is refused with RESOURCE_EXHAUSTED "
           "and retried by the worker, kept deltas are dropped oldest first. "
           "At least 2 * --max-message-bytes.");
+ABSL_FLAG(int64_t, memory_limit_bytes, -1,
+          "Most bytes this shard process may hold in all: the first Init is "
+          "refused at start-up, naming the sizes, when the model state of "
+          "this shard's part (weights, optimizer state, step sum, pull "
+          "shadow) leaves less than 2 * --max-message-bytes under it. -1 "
+          "(default): the cgroup's memory limit, else the host's memory; 0: "
+          "no limit.");
 ABSL_FLAG(int64_t, max_chunks, 16384,
           "Most chunks the first Init may declare to this shard (at 4 MiB "
           "chunks the default is 64 GiB); a larger Init is refused with "
@@ -202,6 +209,7 @@ constexpr absl::string_view kServerFlagNames[] = {
     "memory_quota_bytes",
     "max_message_bytes",
     "memory_budget_bytes",
+    "memory_limit_bytes",
     "max_chunks",
     "max_init_overhead_bytes",
     "async_pull_deltas",
@@ -240,6 +248,7 @@ ServerOptions OptionsFromFlags() {
   o.memory_quota_bytes = absl::GetFlag(FLAGS_memory_quota_bytes);
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
+  o.memory_limit_bytes = absl::GetFlag(FLAGS_memory_limit_bytes);
   o.max_chunks = absl::GetFlag(FLAGS_max_chunks);
   o.max_init_overhead_bytes = absl::GetFlag(FLAGS_max_init_overhead_bytes);
   o.async_pull_deltas = absl::GetFlag(FLAGS_async_pull_deltas);

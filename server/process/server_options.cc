@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/process/memory_limit.h"
 #include "server/process/worker_tokens.h"
 
 namespace gradwire {
@@ -102,6 +103,10 @@ absl::Status CheckNumbers(const ServerOptions& o) {
         absl::StrFormat(">= 2 * --max-message-bytes (%d): a decoded push and "
                         "a pull answer of the largest size must fit",
                         2 * o.max_message_bytes));
+  }
+  if (o.memory_limit_bytes < -1) {
+    return OutOfBounds("memory-limit-bytes", o.memory_limit_bytes,
+                       ">= -1 (-1: detect, 0: none)");
   }
   return CheckInitBudget(o);
 }
@@ -222,6 +227,10 @@ ShardOptions ToShardOptions(const ServerOptions& options) {
   shard.max_message_bytes = static_cast<uint64_t>(options.max_message_bytes);
   shard.memory_budget_bytes =
       static_cast<uint64_t>(options.memory_budget_bytes);
+  shard.memory_limit_bytes =
+      options.memory_limit_bytes < 0
+          ? DetectMemoryLimitBytes()
+          : static_cast<uint64_t>(options.memory_limit_bytes);
   shard.max_chunks = static_cast<uint64_t>(options.max_chunks);
   shard.max_init_overhead_bytes =
       static_cast<uint64_t>(options.max_init_overhead_bytes);

@@ -85,6 +85,10 @@ struct ServerOptions {
   // pull deltas, which the gRPC quota does not see,
   // >= 2 * max_message_bytes (ShardOptions::memory_budget_bytes).
   int64_t memory_budget_bytes = int64_t{4} << 30;
+  // Most bytes the shard process may hold in all, >= -1: -1 detects it
+  // (DetectMemoryLimitBytes, memory_limit.h), 0 sets none
+  // (ShardOptions::memory_limit_bytes).
+  int64_t memory_limit_bytes = -1;
   // Most chunks a first Init may declare to this shard, >= 1
   // (ShardOptions::max_chunks).
   int64_t max_chunks = 16384;

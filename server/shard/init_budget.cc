@@ -101,4 +101,58 @@ absl::Status CheckInitBudget(const v1::InitRequest& request,
   return absl::OkStatus();
 }
 
+uint64_t ModelStateBytesPerElement(const ShardConfig& config) {
+  uint64_t bytes = sizeof(float);  // the weights
+  if (config.shared_deltas()) bytes += sizeof(float);
+  if (config.proto.mode() == v1::CONSISTENCY_MODE_BSP) bytes += sizeof(float);
+  switch (config.proto.optimizer().kind()) {
+    case v1::OPTIMIZER_KIND_MOMENTUM:
+      bytes += sizeof(float);
+      break;
+    case v1::OPTIMIZER_KIND_ADAM:
+    case v1::OPTIMIZER_KIND_ADAMW:
+      bytes += 2 * sizeof(float);
+      break;
+    default:
+      break;
+  }
+  if (config.pull_compressor != nullptr && config.per_worker_deltas) {
+    bytes += uint64_t{config.num_workers} * sizeof(float);
+  }
+  return bytes;
+}
+
+absl::Status CheckModelFits(const ShardConfig& config, uint64_t numel,
+                            const ShardOptions& options) {
+  if (options.memory_limit_bytes == 0) return absl::OkStatus();
+  const uint64_t per_element = ModelStateBytesPerElement(config);
+  const uint64_t room = 2 * options.max_message_bytes;
+  const uint64_t available =
+      options.memory_limit_bytes > room ? options.memory_limit_bytes - room : 0;
+  // Saturates rather than wraps: numel and the worker count come from a
+  // request.
+  const uint64_t needed = numel > UINT64_MAX / per_element
+                              ? UINT64_MAX - room
+                              : numel * per_element;
+  if (needed <= available) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "Init: this shard's part of the model, %d elements, needs %d bytes of "
+      "state in this configuration (%d bytes per element: weights, "
+      "optimizer state, step sum, pull shadow or replicas), but the shard "
+      "may hold %d bytes in all (--memory-limit-bytes) less %d for two "
+      "messages in flight (2 x --max-message-bytes); raise "
+      "--memory-limit-bytes to at least %d on a host that has it, or spread "
+      "the model over more shards (--num-shards)",
+      numel, needed, per_element, options.memory_limit_bytes, room,
+      needed + room));
+}
+
+uint64_t DeclaredElements(const v1::InitRequest& request) {
+  uint64_t numel = 0;
+  for (const v1::ChunkDeclaration& declaration : request.chunks()) {
+    numel += declaration.initial().numel();
+  }
+  return numel;
+}
+
 }  // namespace gradwire

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "server/shard/shard.h"
+#include "server/shard/shard_config.h"
 
 namespace gradwire {
 
@@ -46,6 +47,26 @@ uint64_t EstimateInitOverheadBytes(const v1::InitRequest& request,
 // Call before allocating anything for the request's chunks.
 absl::Status CheckInitBudget(const v1::InitRequest& request,
                              uint32_t num_workers, const ShardOptions& options);
+
+// What the shard holds per element of its model for `config`, in bytes:
+// the weights (4), the shared pull shadow (4, with shared pull deltas), the
+// BSP step's sum (4), the optimizer's state (momentum 4, Adam and AdamW 8)
+// and, with per-worker ASP/SSP pull replicas, 4 per worker. Bookkeeping per
+// chunk and the buffers of requests in flight (the memory budget) are not
+// counted.
+uint64_t ModelStateBytesPerElement(const ShardConfig& config);
+
+// OK when `numel` elements of model state (ModelStateBytesPerElement) leave
+// room for two messages of options.max_message_bytes (one push being
+// decoded, one pull answer being built) under options.memory_limit_bytes,
+// or when there is no limit (0). Otherwise RESOURCE_EXHAUSTED naming the
+// elements, the bytes per element and in all, the limit, and what to change
+// (--memory-limit-bytes, more shards).
+absl::Status CheckModelFits(const ShardConfig& config, uint64_t numel,
+                            const ShardOptions& options);
+
+// The elements an Init declares (each declaration's initial.numel()).
+uint64_t DeclaredElements(const v1::InitRequest& request);
 
 }  // namespace gradwire
 

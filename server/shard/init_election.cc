@@ -45,4 +45,8 @@ InitElection::Verdict InitElection::Offer(uint32_t worker, uint32_t preferred,
   return verdict;
 }
 
+void InitElection::Extend(uint32_t worker, absl::Time now) {
+  if (provider_ == worker) deadline_ = now + provider_timeout_;
+}
+
 }  // namespace gradwire

@@ -69,6 +69,12 @@ class InitElection {
   // for `preferred`.
   Verdict Offer(uint32_t worker, uint32_t preferred, absl::Time now);
 
+  // `worker` delivered part of its values at `now` (an Init in parts,
+  // init_parts.h): when it is the provider, its deadline starts again from
+  // `now`, so that a large model sent over a slow link is not taken from a
+  // provider that is still sending. Otherwise nothing changes.
+  void Extend(uint32_t worker, absl::Time now);
+
   // The current provider, if any.
   std::optional<uint32_t> provider() const { return provider_; }
 

@@ -85,6 +85,7 @@
 #include "gradwire/v1/parameter_server.pb.h"
 #include "server/shard/chunk_state.h"
 #include "server/shard/init_election.h"
+#include "server/shard/init_parts.h"
 #include "server/shard/memory_budget.h"
 #include "server/shard/shard_config.h"
 #include "server/shard/shard_journal.h"
@@ -118,6 +119,15 @@ class Shard {
   // would need nothing else, the fingerprint of the weights a first pull
   // answers (init_answer.h).
   //
+  // An Init too large for one message comes in parts (InitRequest.
+  // values_parts; init_parts.h): each part is checked and decoded as it
+  // arrives and answered with values_parts_received; the last one journals
+  // and installs them all as one Init with values would. A part 0 while
+  // another worker's parts are arriving is answered values_pending. A first
+  // Init (or the parts so far) whose model state does not fit
+  // ShardOptions::memory_limit_bytes is RESOURCE_EXHAUSTED (CheckModelFits,
+  // init_budget.h). Every answer carries max_message_bytes.
+  //
   // An Init with values_omitted on an uninitialised shard is checked as
   // the Init with values would be (config, identity, budget, numel, repeated
   // keys), then answered from the election (init_election.h): send_values
@@ -145,7 +155,11 @@ class Shard {
   // more chunks than the shard owns or a chunk twice; RESOURCE_EXHAUSTED
   // when the answer's dense size would exceed
   // ShardOptions::max_message_bytes (also checked as the answer is built,
-  // since a delta may encode larger than its dense size).
+  // since a delta may encode larger than its dense size). With
+  // allow_partial the answer holds the longest prefix of the chunks that
+  // fits (waiting only for those) and sets response->partial when that is
+  // not all of them; RESOURCE_EXHAUSTED only when the first alone does not
+  // fit.
   absl::Status Pull(const v1::PullRequest& request, absl::Time deadline,
                     v1::PullResponse* response,
                     absl::Duration* waited = nullptr);
@@ -265,6 +279,19 @@ class Shard {
   absl::Status ElectValuesProvider(const v1::InitRequest& request,
                                    absl::Time now, v1::InitResponse* response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(init_mu_);
+  // One part of an Init in parts on an uninitialised shard (init_parts.h):
+  // checked as an Init with values is and collected; the last part
+  // journals the collection, installs it and sets initialized_now, an
+  // earlier one answers values_parts_received, and a part 0 while another
+  // worker's parts are arriving answers values_pending (shard_init.cc).
+  absl::Status AddInitPart(const v1::InitRequest& part, absl::Time now,
+                           v1::InitResponse* response, uint64_t* journal_ticket)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(init_mu_);
+  // Journals an accepted Init (or part) and raises journal_sequence_;
+  // called before Install, so that no push of the shard can be journaled
+  // (or acknowledged) ahead of the Init that installed it.
+  void JournalInit(const v1::InitRequest& request, uint64_t* journal_ticket)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(init_mu_);
   // Makes `config` and `chunks` the shard's state: the step from
   // uninitialised to initialised, of Init and of Restore.
   void Install(std::unique_ptr<const ShardConfig> config, ChunkMap chunks)
@@ -272,7 +299,10 @@ class Shard {
   ChunkState* FindChunk(uint64_t key) const;
   // What a Pull must get right before anything is waited for or built
   // (shard_pull.cc): chunk count, ownership, repeats, the answer's size.
-  absl::Status CheckPulledChunks(const v1::PullRequest& request) const;
+  // Sets *answered to the number of leading chunks the answer holds: all
+  // of them, or with allow_partial those that fit max_message_bytes.
+  absl::Status CheckPulledChunks(const v1::PullRequest& request,
+                                 int* answered) const;
   // Push without the counting and the wait for durability (shard_push.cc);
   // fills *result on every return.
   absl::Status ValidateAndApply(const PushView& request,
@@ -309,6 +339,8 @@ class Shard {
   // Who sends the initial values while the shard has none.
   InitElection election_ ABSL_GUARDED_BY(init_mu_){
       options_.init_values_timeout, options_.init_preferred_grace};
+  // The parts of an Init in parts received so far.
+  InitParts init_parts_ ABSL_GUARDED_BY(init_mu_);
   // Carries out accepted pushes and clock moves on a chunk (config_'s rule
   // and optimizer).
   std::unique_ptr<const ChunkUpdater> updater_;

@@ -1,8 +1,8 @@
-// Shard::Init: the first valid Init with values installs config and chunks;
-// a later one is compared with it (and may put a dropped worker back into
-// the live set). An Init without values on an uninitialised shard only
-// takes part in the election of the worker that sends them
-// (init_election.h).
+// Shard::Init: the first valid Init with values (whole, or the last of its
+// parts, init_parts.h) installs config and chunks; a later one is compared
+// with it (and may put a dropped worker back into the live set). An Init
+// without values on an uninitialised shard only takes part in the election of
+// the worker that sends them (init_election.h).
 #include <cstring>
 #include <map>
 #include <string>
@@ -135,6 +135,42 @@ absl::Status CompareWithAccepted(const v1::InitRequest& request,
   return absl::OkStatus();
 }
 
+// How soon a worker whose part 0 waits for another worker's parts asks
+// again: parts arrive at link speed, a message every fraction of a second.
+constexpr uint32_t kPartsPendingRetryMs = 200;
+
+// A part of an Init in parts that arrives after the shard was installed
+// (a retry, or a provider that lost the election late): acknowledged as
+// complete when it is addressed and configured as the accepted Init, so
+// that its sender goes on to the Init without values.
+absl::Status AcknowledgeLatePart(const v1::InitRequest& part,
+                                 const ShardConfig& config, uint32_t shard_id,
+                                 v1::InitResponse* response) {
+  if (absl::Status s = InitParts::CheckPart(part); !s.ok()) return s;
+  if (absl::Status s = CheckInitIdentity(part, config, shard_id); !s.ok()) {
+    return s;
+  }
+  if (!google::protobuf::util::MessageDifferencer::Equals(config.proto,
+                                                          part.config())) {
+    return absl::FailedPreconditionError(
+        "Init part conflicts with the accepted training config");
+  }
+  response->set_values_parts_received(part.values_parts());
+  return absl::OkStatus();
+}
+
+// What a part adds to the chunk count must stay within --max-chunks with
+// the parts held before it.
+absl::Status CheckPartChunkCount(uint64_t held, const v1::InitRequest& part,
+                                 const ShardOptions& options) {
+  const uint64_t chunks = held + static_cast<uint64_t>(part.chunks_size());
+  if (chunks <= options.max_chunks) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "Init part %d brings the declared chunks to %d but this shard accepts "
+      "at most %d (--max-chunks)",
+      part.values_part(), chunks, options.max_chunks));
+}
+
 }  // namespace
 
 absl::Status Shard::Init(const v1::InitRequest& request,
@@ -146,8 +182,11 @@ absl::Status Shard::Init(const v1::InitRequest& request,
                          v1::InitResponse* response, absl::Time now) {
   uint64_t ticket = 0;
   absl::Status status = InitLocked(request, now, response, &ticket);
-  // An Init without values on an uninitialised shard joins nothing yet.
-  const bool joined = !response->send_values() && !response->values_pending();
+  response->set_max_message_bytes(options_.max_message_bytes);
+  // An Init without values on an uninitialised shard, and a part of an
+  // Init in parts, join nothing yet.
+  const bool joined = !response->send_values() && !response->values_pending() &&
+                      response->values_parts_received() == 0;
   if (status.ok() && joined && !response->initialized_now()) {
     RejoinByInit(request, &ticket);
   }
@@ -159,6 +198,9 @@ absl::Status Shard::InitLocked(const v1::InitRequest& request, absl::Time now,
                                v1::InitResponse* response,
                                uint64_t* journal_ticket) {
   absl::MutexLock lock(&init_mu_);
+  if (initialized() && InitParts::IsPart(request)) {
+    return AcknowledgeLatePart(request, *config_, options_.shard_id, response);
+  }
   if (initialized()) {
     if (absl::Status s =
             CheckInitIdentity(request, *config_, options_.shard_id);
@@ -172,9 +214,19 @@ absl::Status Shard::InitLocked(const v1::InitRequest& request, absl::Time now,
     response->set_initialized_now(false);
   } else if (request.values_omitted()) {
     return ElectValuesProvider(request, now, response);
+  } else if (InitParts::IsPart(request)) {
+    if (absl::Status s = AddInitPart(request, now, response, journal_ticket);
+        !s.ok() || !response->initialized_now()) {
+      return s;
+    }
   } else {
     auto config = ShardConfig::FromProto(request.config(), options_);
     if (!config.ok()) return config.status();
+    if (absl::Status s =
+            CheckModelFits(**config, DeclaredElements(request), options_);
+        !s.ok()) {
+      return s;
+    }
     auto chunks = NewChunks(request, **config, options_);
     if (!chunks.ok()) return chunks.status();
     if (absl::Status s =
@@ -182,16 +234,78 @@ absl::Status Shard::InitLocked(const v1::InitRequest& request, absl::Time now,
         !s.ok()) {
       return s;
     }
+    JournalInit(request, journal_ticket);
     Install(*std::move(config), *std::move(chunks));
     election_.Close();
     response->set_initialized_now(true);
-    if (journal_ != nullptr) {
-      *journal_ticket = journal_->Append(JournalRecordType::kInit,
-                                         request.SerializeAsString());
+  }
+  FillInitAnswer(request, *config_, chunks_, history_epoch_, response);
+  return absl::OkStatus();
+}
+
+void Shard::JournalInit(const v1::InitRequest& request,
+                        uint64_t* journal_ticket) {
+  if (journal_ == nullptr) return;
+  *journal_ticket =
+      journal_->Append(JournalRecordType::kInit, request.SerializeAsString());
+  NoteJournaled(*journal_ticket);
+}
+
+absl::Status Shard::AddInitPart(const v1::InitRequest& part, absl::Time now,
+                                v1::InitResponse* response,
+                                uint64_t* journal_ticket) {
+  if (absl::Status s = InitParts::CheckPart(part); !s.ok()) return s;
+  auto config = ShardConfig::FromProto(part.config(), options_);
+  if (!config.ok()) return config.status();
+  if (absl::Status s = CheckInitIdentity(part, **config, options_.shard_id);
+      !s.ok()) {
+    return s;
+  }
+  // Part 0 starts over, unless another worker is sending its parts.
+  const bool first = part.values_part() == 0;
+  if (first && init_parts_.HeldByAnother(part.worker_id(), now,
+                                         options_.init_values_timeout)) {
+    response->set_values_pending(true);
+    response->set_values_provider(init_parts_.worker());
+    response->set_retry_after_ms(kPartsPendingRetryMs);
+    return absl::OkStatus();
+  }
+  if (absl::Status s = init_parts_.CheckContinues(part); !s.ok()) return s;
+  const uint64_t held_chunks = first ? 0 : init_parts_.chunks();
+  const uint64_t held_elements = first ? 0 : init_parts_.elements();
+  if (absl::Status s = CheckPartChunkCount(held_chunks, part, options_);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckModelFits(
+          **config, held_elements + DeclaredElements(part), options_);
+      !s.ok()) {
+    return s;
+  }
+  auto chunks = NewChunks(part, **config, options_);
+  if (!chunks.ok()) return chunks.status();
+  if (absl::Status s = init_parts_.Add(part, *std::move(chunks), now);
+      !s.ok()) {
+    return s;
+  }
+  if (!init_parts_.complete()) {
+    election_.Extend(part.worker_id(), now);
+    response->set_values_parts_received(init_parts_.received());
+    return absl::OkStatus();
+  }
+  // Journaled only now, complete and in a row (init_parts.h), before the
+  // shard counts as initialised.
+  if (journal_ != nullptr) {
+    for (std::string& record :
+         init_parts_.Records(part, options_.max_message_bytes)) {
+      *journal_ticket =
+          journal_->Append(JournalRecordType::kInit, std::move(record));
       NoteJournaled(*journal_ticket);
     }
   }
-  FillInitAnswer(request, *config_, chunks_, history_epoch_, response);
+  Install(*std::move(config), init_parts_.Take());
+  election_.Close();
+  response->set_initialized_now(true);
   return absl::OkStatus();
 }
 
@@ -213,6 +327,13 @@ absl::Status Shard::ElectValuesProvider(const v1::InitRequest& request,
   }
   if (absl::Status s =
           CheckValuelessDeclarations(request, options_.max_chunk_numel);
+      !s.ok()) {
+    return s;
+  }
+  // The valueless Init declares the whole model: a shard that cannot hold
+  // it says so before anyone sends values.
+  if (absl::Status s =
+          CheckModelFits(**config, DeclaredElements(request), options_);
       !s.ok()) {
     return s;
   }

@@ -70,6 +70,13 @@ struct ShardOptions {
   // RESOURCE_EXHAUSTED with nothing changed; a publication that would pass
   // it drops the chunk's oldest kept deltas instead (published_deltas.h).
   uint64_t memory_budget_bytes = uint64_t{4} << 30;
+  // Most bytes the shard process may hold in all (the server's
+  // --memory-limit-bytes; by default its cgroup's memory limit, else the
+  // host's memory): a first Init whose model state (ModelStateBytes,
+  // init_budget.h) leaves less than two messages' room under it is refused
+  // at start-up with the sizes, instead of an out-of-memory kill mid-run.
+  // 0: no limit.
+  uint64_t memory_limit_bytes = 0;
   // How long a worker elected to send the initial values has before the
   // next worker without values is elected instead (the server's
   // --init-values-timeout; init_election.h); > 0. Long enough to send one

@@ -217,17 +217,32 @@ size_t AnswerValueBytes(const ShardConfig& config,
                                  .value_or(ValuePrecision::kFp32));
 }
 
-// The estimated size of the answer to `request`, whose chunks are all in
-// `chunks`: each chunk dense, plus overhead.
+// The estimated size of the answer to the first `count` chunks of
+// `request`, whose chunks are all in `chunks`: each chunk dense, plus
+// overhead.
 uint64_t EstimateAnswerBytes(const ChunkMap& chunks,
-                             const v1::PullRequest& request,
+                             const v1::PullRequest& request, int count,
                              size_t value_bytes) {
   uint64_t estimate = 0;
-  for (const v1::ChunkPull& pull : request.chunks()) {
-    estimate +=
-        chunks.at(pull.key())->numel * value_bytes + kChunkAnswerOverheadBytes;
+  for (int i = 0; i < count; ++i) {
+    estimate += chunks.at(request.chunks(i).key())->numel * value_bytes +
+                kChunkAnswerOverheadBytes;
   }
   return estimate;
+}
+
+// How many leading chunks of `request` an answer of at most `limit`
+// estimated bytes holds: all of them or none without allow_partial, the
+// longest prefix with it (0 when even the first does not fit).
+int ChunksThatFit(const ChunkMap& chunks, const v1::PullRequest& request,
+                  size_t value_bytes, uint64_t limit) {
+  uint64_t estimate = 0;
+  for (int i = 0; i < request.chunks_size(); ++i) {
+    estimate += chunks.at(request.chunks(i).key())->numel * value_bytes +
+                kChunkAnswerOverheadBytes;
+    if (estimate > limit) return request.allow_partial() ? i : 0;
+  }
+  return request.chunks_size();
 }
 
 // RESOURCE_EXHAUSTED for an answer of `bytes` over `limit`.
@@ -280,11 +295,15 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = CheckPulledChunks(request); !s.ok()) return s;
-  // Every chunk's step first, then the answer: a pull that waits (and is
-  // retried in slices by the service) encodes nothing until all of its
-  // chunks are ready.
-  for (const v1::ChunkPull& pull : request.chunks()) {
+  int answered = 0;
+  if (absl::Status s = CheckPulledChunks(request, &answered); !s.ok()) {
+    return s;
+  }
+  // Every answered chunk's step first, then the answer: a pull that waits
+  // (and is retried in slices by the service) encodes nothing until all of
+  // its chunks are ready.
+  for (int i = 0; i < answered; ++i) {
+    const v1::ChunkPull& pull = request.chunks(i);
     if (absl::Status s =
             AwaitStep(FindChunk(pull.key()), pull.min_step(), deadline, waited);
         !s.ok()) {
@@ -294,18 +313,20 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
   // Held until the answer is returned: the service reserves its
   // serialized copy itself.
   absl::StatusOr<MemoryLease> lease = memory_budget_.Reserve(
-      EstimateAnswerBytes(chunks_, request,
+      EstimateAnswerBytes(chunks_, request, answered,
                           AnswerValueBytes(*config_, request)),
       "pull answer");
   if (!lease.ok()) return lease.status();
   response->set_history_epoch(history_epoch_);
+  response->set_partial(answered < request.chunks_size());
   PullAnswering answering;
   answering.compressor = config_->pull_compressor.get();
   if (answering.compressor != nullptr && config_->per_worker_deltas) {
     answering.replicas = &replicas_;
   }
   uint64_t answer_bytes = 0;
-  for (const v1::ChunkPull& pull : request.chunks()) {
+  for (int i = 0; i < answered; ++i) {
+    const v1::ChunkPull& pull = request.chunks(i);
     v1::ChunkWeights* out = response->add_chunks();
     answering.same_history = pull.have_epoch() == history_epoch_;
     absl::Status s =
@@ -329,7 +350,8 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
   return absl::OkStatus();
 }
 
-absl::Status Shard::CheckPulledChunks(const v1::PullRequest& request) const {
+absl::Status Shard::CheckPulledChunks(const v1::PullRequest& request,
+                                      int* answered) const {
   if (static_cast<uint64_t>(request.chunks_size()) > chunks_.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "pull names %d chunks; shard %d owns %d", request.chunks_size(),
@@ -348,10 +370,15 @@ absl::Status Shard::CheckPulledChunks(const v1::PullRequest& request) const {
           absl::StrFormat("chunk %d appears twice in one pull", pull.key()));
     }
   }
-  const uint64_t estimate = EstimateAnswerBytes(
-      chunks_, request, AnswerValueBytes(*config_, request));
-  if (estimate > options_.max_message_bytes) {
-    return TooLarge(estimate, options_.max_message_bytes);
+  const size_t value_bytes = AnswerValueBytes(*config_, request);
+  *answered =
+      ChunksThatFit(chunks_, request, value_bytes, options_.max_message_bytes);
+  if (*answered == 0) {
+    return TooLarge(
+        EstimateAnswerBytes(chunks_, request,
+                            request.allow_partial() ? 1 : request.chunks_size(),
+                            value_bytes),
+        options_.max_message_bytes);
   }
   return absl::OkStatus();
 }

@@ -27,6 +27,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/health_client.h"
+#include "client/message_parts.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/durability/checkpoint_files.h"
@@ -298,6 +299,60 @@ TEST_F(GrpcPsClientTest, TwoWorkersTrainBspAcrossTwoShards) {
   EXPECT_EQ(weights[0], weights[1]);
 }
 
+TEST_F(GrpcPsClientTest, ShardsOfMoreThanOneMessageTrainInParts) {
+  // Shard 0 holds 1777 floats (7108 bytes) in two chunks: its Init, its
+  // dense pushes and its dense pull answers each need two messages of at
+  // most 6000 bytes, which the client learns from the shard's Init answer.
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  for (uint32_t shard = 0; shard < kNumShards; ++shard) {
+    servers.push_back(
+        StartShard(shard, /*num_workers=*/2, {"--max-message-bytes=6000"}));
+    ASSERT_NE(servers.back(), nullptr);
+  }
+  constexpr uint64_t kSteps = 3;
+  std::map<uint64_t, std::vector<float>> weights[2];
+  std::vector<std::thread> workers;
+  for (uint32_t worker = 0; worker < 2; ++worker) {
+    workers.emplace_back([&, worker] {
+      std::unique_ptr<GrpcPsClient> client = Connect(servers, Options(worker));
+      if (client == nullptr) return;
+      // The Init without values first, as a worker's Register sends it:
+      // its answer carries the shard's limit.
+      std::vector<v1::InitRequest> valueless = InitRequests(worker, 2);
+      for (v1::InitRequest& request : valueless) {
+        request = WithoutValues(request);
+      }
+      std::vector<v1::InitResponse> answers;
+      ASSERT_TRUE(client->Init(valueless, &answers).ok());
+      EXPECT_EQ(answers[0].max_message_bytes(), 6000u);
+      // Both send values: one worker's parts install, the other is told
+      // to wait (values_pending) while they arrive, then acknowledged.
+      for (bool pending = true; pending;) {
+        ASSERT_TRUE(client->Init(InitRequests(worker, 2), &answers).ok());
+        pending = false;
+        for (const v1::InitResponse& answer : answers) {
+          pending = pending || answer.values_pending();
+        }
+        if (pending) absl::SleepFor(absl::Milliseconds(20));
+      }
+      weights[worker] = Train(client.get(), worker, 2, kSteps);
+      // More than one message each way on shard 0.
+      const TrafficStats traffic = client->traffic();
+      EXPECT_GT(traffic.pull_bytes_received, kSteps * 1777 * sizeof(float));
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  ExpectWeightsAfter(weights[0], 2, kSteps);
+  EXPECT_EQ(weights[0], weights[1]);
+  // Without the client's splitting the shard refuses the Init outright.
+  grpc::ClientContext context;
+  v1::InitResponse answer;
+  const grpc::Status refused =
+      servers[0]->NewStub()->Init(&context, InitRequests(0, 2)[0], &answer);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << refused.error_message();
+}
+
 TEST_F(GrpcPsClientTest, TrafficGrowsByTheSerializedSizes) {
   std::vector<std::unique_ptr<ServerProcess>> servers;
   for (uint32_t shard = 0; shard < kNumShards; ++shard) {
@@ -324,7 +379,9 @@ TEST_F(GrpcPsClientTest, TrafficGrowsByTheSerializedSizes) {
   EXPECT_EQ(traffic.init_bytes_received, Bytes(init_responses));
   EXPECT_EQ(traffic.push_bytes_sent, Bytes(push));
   EXPECT_EQ(traffic.push_bytes_received, Bytes(push_responses));
-  EXPECT_EQ(traffic.pull_bytes_sent, Bytes(pull));
+  // Each pull goes out with allow_partial set (2 bytes), so that a shard
+  // may answer in rounds.
+  EXPECT_EQ(traffic.pull_bytes_sent, Bytes(pull) + 2 * pull.size());
   EXPECT_EQ(traffic.pull_bytes_received, Bytes(pull_responses));
   // 2277 fp32 weights came back.
   EXPECT_GT(traffic.pull_bytes_received, 2277 * sizeof(float));
