@@ -159,6 +159,10 @@ class Compression:
         options["compressor"] = self.compressor
         if aggregation:
             options["pull"] = self.pull_for_aggregation()
+            # A worker's memory beside its model should be what DDP's is:
+            # no second residual buffer (4 bytes per element) for a pass
+            # saved on large chunks.
+            options.setdefault("residual_spare", False)
         return options
 
     def __eq__(self, other):

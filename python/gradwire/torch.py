@@ -180,7 +180,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         tensors = [p for _, p in named] + [b for _, b in self._model_buffers]
         self._replicas = [t.detach().clone().float().contiguous()
                           for t in tensors]
-        self._before = [torch.empty_like(r) for r in self._replicas]
+        # Exchanging gradients, each replica's value before the exchange
+        # turns the pulled weights into the mean gradient. Exchanging
+        # updates, the replicas are the model and need no copy.
+        self._before = None if self._exchange_updates else [
+            torch.empty_like(r) for r in self._replicas]
         self._sync = ParameterSync(
             optimizer="sgd", lr=1.0, momentum=0.0, weight_decay=0.0,
             **self._compression.sync_options(aggregation=True), **options)
@@ -261,11 +265,13 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def _exchange(self):
         """One exchange of what the replicas' .grad hold (set by the
         caller) and the buffers; on return the replicas hold the shards'
-        new values and ``self._before`` their values before it."""
+        new values and, exchanging gradients, ``self._before`` their values
+        before it."""
         check_constants(self._constant_buffers)
         self._stage_buffers()
-        for r, before in zip(self._replicas, self._before):
-            before.copy_(r)
+        if self._before is not None:
+            for r, before in zip(self._replicas, self._before):
+                before.copy_(r)
         self._sync.step(self._epoch)
         for r in self._replicas:
             r.grad = None
@@ -300,18 +306,20 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     @torch.no_grad()
     def _step_on_updates(self):
-        # The parameters equal the replicas at every step's start: the
-        # wrapped optimizer's local update u goes out as the "gradient" -u
-        # (the shards' SGD at lr 1 adds the workers' mean), and every
-        # worker then takes the replicas.
+        # The parameters equal the replicas at every step's start (each step
+        # ends with p.copy_(r)): the wrapped optimizer's local update u goes
+        # out as the "gradient" r - p = -u (the shards' SGD at lr 1 adds the
+        # workers' mean), and every worker then takes the replicas. The
+        # difference is written into p itself, which the replica restores
+        # right after: no copy of the model is kept or made.
         self._check_resumable()
-        count = len(self._parameters)
-        for p, before in zip(self._parameters, self._before[:count]):
-            before.copy_(p)
         loss = self._optimizer.step()
-        for p, r, before in zip(self._parameters, self._replicas,
-                                self._before):
-            r.grad = before - p
+        for p, r in zip(self._parameters, self._replicas):
+            if p.dtype == r.dtype and p.is_contiguous():
+                torch.sub(r, p, out=p)
+                r.grad = p.detach()
+            else:
+                r.grad = r - p.float()
         self._exchange()
         for p, r in zip(self._parameters, self._replicas):
             p.copy_(r)

@@ -136,7 +136,7 @@ absl::Status CheckModelFits(const ShardConfig& config, uint64_t numel,
                               : numel * per_element;
   if (needed <= available) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "Init: this shard's part of the model, %d elements, needs %d bytes of "
+      "this shard's part of the model, %d elements, needs %d bytes of "
       "state in this configuration (%d bytes per element: weights, "
       "optimizer state, step sum, pull shadow or replicas), but the shard "
       "may hold %d bytes in all (--memory-limit-bytes) less %d for two "
