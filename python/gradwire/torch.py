@@ -26,6 +26,8 @@ after each step, as under DDP (gradwire/_buffers.py); lossy gradient
 exchanges keep error feedback in units of the update (_lr_scaling.py).
 """
 
+import time
+
 import torch
 
 from gradwire import _C, _env
@@ -33,6 +35,7 @@ from gradwire._C import Error
 from gradwire._buffers import broadcast_buffers_of, check_constants
 from gradwire._exchange import resolve_exchange
 from gradwire._lr_scaling import LearningRateScaling
+from gradwire._stats_file import write_at_exit
 from gradwire._sync import ParameterSync
 from gradwire.checkpoint import load_checkpoint, save_checkpoint
 from gradwire.compression import PULL_KEYS, PUSH_KEYS, Compression
@@ -170,6 +173,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._lr_scaling = LearningRateScaling(self.param_groups)
         self._synchronized = False
         self._epoch = 0
+        self._exchange_seconds = 0.0
+        self._write_stats = write_at_exit(self)
 
     def _connect(self, named, sync_options):
         options = _env.with_environment(sync_options)
@@ -229,6 +234,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         return self._sync.stats
 
     @property
+    def exchange_seconds(self):
+        """Wall time in the exchanges so far; the rest is the script's."""
+        return self._exchange_seconds
+
+    @property
     def next_step(self):
         """The next step number: steps exchanged so far, including those a
         restarted worker resumes after (the shards remember them)."""
@@ -267,6 +277,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         caller) and the buffers; on return the replicas hold the shards'
         new values and, exchanging gradients, ``self._before`` their values
         before it."""
+        start = time.monotonic()
         check_constants(self._constant_buffers)
         self._stage_buffers()
         if self._before is not None:
@@ -276,6 +287,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         for r in self._replicas:
             r.grad = None
         self._copy_replicas_out(with_parameters=False)
+        self._exchange_seconds += time.monotonic() - start
 
     @torch.no_grad()
     def synchronize(self):
@@ -379,6 +391,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
                          "shards are initialised; create a new optimizer")
 
     def close(self):
+        if self._write_stats is not None:
+            self._write_stats()
         if self._hooks is not None:
             self._hooks.remove()
             self._hooks = None

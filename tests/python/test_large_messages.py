@@ -3,7 +3,8 @@ with the shards' --max-message-bytes set small for the test: the Init's
 values travel in parts, pushes and pull answers in several messages, and
 training reaches the same weights, bit for bit, as with one message each.
 And a model whose state the shards' --memory-limit-bytes cannot hold is
-refused at start-up, naming the sizes and the flag."""
+refused at start-up, naming the sizes and the flag. GRADWIRE_STATS_JSON
+writes each worker's figures at exit."""
 
 import json
 import os
@@ -53,7 +54,9 @@ def run_job(tmp_path, name, compression, server_args):
     script = tmp_path / "job.py"
     script.write_text(SCRIPT)
     out = tmp_path / f"{name}-{{rank}}.json"
-    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
+    stats = tmp_path / f"{name}-stats-{{rank}}.json"
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH,
+               GRADWIRE_STATS_JSON=str(stats))
     env.pop("GRADWIRE_COMPRESSION", None)
     command = [str(CLI), "run", "-n", "2", "--shards", "2"]
     if server_args:
@@ -64,8 +67,12 @@ def run_job(tmp_path, name, compression, server_args):
     summaries = []
     if result.returncode == 0:
         for rank in range(2):
-            summaries.append(json.loads(
-                pathlib.Path(str(out).format(rank=rank)).read_text()))
+            summary = json.loads(
+                pathlib.Path(str(out).format(rank=rank)).read_text())
+            # GRADWIRE_STATS_JSON: the optimizer's figures at exit.
+            summary["stats"] = json.loads(
+                pathlib.Path(str(stats).format(rank=rank)).read_text())
+            summaries.append(summary)
     return result, summaries
 
 
@@ -83,6 +90,11 @@ def test_small_messages_train_to_the_same_weights(tmp_path, compression):
     # "none", every dense pull answer in rounds. Each dense push went as
     # two, a header more.
     for rank in range(2):
+        figures = split[rank]["stats"]
+        assert figures["rank"] == rank and figures["steps"] == 3
+        assert figures["pushed_bytes"] == split[rank]["pushed"]
+        assert figures["startup_seconds"] > 0
+        assert 0 < figures["exchange_seconds"] < 60
         assert split[rank]["pushed"] >= reference[rank]["pushed"]
         assert split[rank]["pushed"] < reference[rank]["pushed"] * 1.01
         if compression == "none":
