@@ -38,7 +38,8 @@ def write_at_exit(optimizer, environ=os.environ):
     """When $GRADWIRE_STATS_JSON is set: a function that writes
     stats_dict(optimizer) there once (later calls do nothing), also
     registered to run at exit; holds the optimizer weakly. The optimizer
-    calls it from close(), before its figures go. None when unset."""
+    calls it with itself from close() and when it is collected, before its
+    figures go. None when unset."""
     path = environ.get(VARIABLE, "")
     if not path:
         return None
@@ -46,8 +47,8 @@ def write_at_exit(optimizer, environ=os.environ):
     reference = weakref.ref(optimizer)
     written = []
 
-    def write():
-        live = reference()
+    def write(live=None):
+        live = live if live is not None else reference()
         if live is None or written:
             return
         figures = stats_dict(live)

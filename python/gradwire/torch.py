@@ -390,9 +390,13 @@ class DistributedOptimizer(torch.optim.Optimizer):
         raise ValueError("add_param_group: the parameters are fixed when the "
                          "shards are initialised; create a new optimizer")
 
+    def __del__(self):
+        if getattr(self, "_write_stats", None) is not None:
+            self._write_stats(self)
+
     def close(self):
         if self._write_stats is not None:
-            self._write_stats()
+            self._write_stats(self)
         if self._hooks is not None:
             self._hooks.remove()
             self._hooks = None
