@@ -32,6 +32,12 @@
 #                    bytes, seconds per step, peak memory against DDP's
 #                    (bench/models/models.py; several hours on 2 cores;
 #                    docs/benchmarks/data/models-DATE.json; MODELS_ARGS)
+#   make bench-large   the 126M-parameter GPT against DDP: step time split
+#                    into exchange and the rest, start-up seconds and bytes,
+#                    worker and shard peak memory per parameter, checkpoint
+#                    size and time (bench/large/large.py; about 15 minutes
+#                    on 2 cores; docs/benchmarks/data/large-DATE.json;
+#                    LARGE_ARGS)
 #   make bench-python  Python workers against gradwire-worker, overlap on
 #                    shaped links (root), ResNet-18 against DDP
 #                    (build/bench-python.json; PYTHON_BENCH_ARGS="--parts=a")
@@ -102,7 +108,7 @@ MODELS_ARGS ?=
 # Flags for gradwire-bench-load, e.g. "--mode=bsp --steps=200".
 LOAD_ARGS ?=
 
-.PHONY: all deps configure build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-auto bench-straggler bench-load bench-models bench-python demo demo-python format check-deploy check-docs settings-doc images images-prebuilt compose-test clean
+.PHONY: all deps configure build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-auto bench-straggler bench-load bench-models bench-large bench-python demo demo-python format check-deploy check-docs settings-doc images images-prebuilt compose-test clean
 
 all: build
 
@@ -158,6 +164,9 @@ bench-straggler: build
 
 bench-models: build
 	bench/models/models.py --build $(BUILD) --methods=ddp,gradwire,none $(MODELS_ARGS)
+
+bench-large: build
+	bench/large/large.py --build $(BUILD) $(LARGE_ARGS)
 
 bench-python: build
 	bench/python/python.sh --bin $(BUILD)/bin --json $(BUILD)/bench-python.json $(PYTHON_BENCH_ARGS)
