@@ -36,6 +36,15 @@ class LiveSet {
     return true;
   }
 
+  // The workers dropped, ascending.
+  std::vector<uint32_t> Dropped() const {
+    std::vector<uint32_t> dropped;
+    for (uint32_t w = 0; w < dropped_.size(); ++w) {
+      if (dropped_[w]) dropped.push_back(w);
+    }
+    return dropped;
+  }
+
   // Puts `worker` back; whether it was out.
   bool Rejoin(uint32_t worker) {
     if (!dropped_[worker]) return false;

@@ -60,10 +60,33 @@ uint64_t ChunkBytes(const ChunkSnapshot& c) {
          c.workers.size() * kWorkerBytes;
 }
 
+// Each dropped worker of a chunk's live set: the chunk's index and the
+// worker.
+constexpr size_t kDropBytes = 8 + 4;
+
 uint64_t PayloadBytes(const ShardSnapshot& s) {
   uint64_t bytes = 4 + 4 + 8 + s.training_config.size() + 8;
-  for (const ChunkSnapshot& c : s.chunks) bytes += ChunkBytes(c);
-  return bytes + 8;  // journal_sequence
+  uint64_t drops = 0;
+  for (const ChunkSnapshot& c : s.chunks) {
+    bytes += ChunkBytes(c);
+    drops += c.live.num_dropped();
+  }
+  bytes += 8;  // journal_sequence
+  return bytes + 8 + drops * kDropBytes + 8 + s.revived_by_init.size() * 4;
+}
+
+void EncodeLiveSets(const ShardSnapshot& s, ByteSink* sink) {
+  uint64_t drops = 0;
+  for (const ChunkSnapshot& c : s.chunks) drops += c.live.num_dropped();
+  PutU64(drops, sink);
+  for (uint64_t index = 0; index < s.chunks.size(); ++index) {
+    for (uint32_t worker : s.chunks[index].live.Dropped()) {
+      PutU64(index, sink);
+      PutU32(worker, sink);
+    }
+  }
+  PutU64(s.revived_by_init.size(), sink);
+  for (uint32_t worker : s.revived_by_init) PutU32(worker, sink);
 }
 
 void EncodeChunk(const ChunkSnapshot& c, ByteSink* sink) {
@@ -131,6 +154,9 @@ class PayloadReader {
     rest_.remove_prefix(count * sizeof(float));
   }
 
+  // Fails the read with DATA_LOSS for `field`: `why`.
+  void Invalid(const char* field, absl::string_view why) { Fail(field, why); }
+
   // Prefixes later error messages, e.g. "chunk 3 ".
   void set_context(std::string context) { context_ = std::move(context); }
   bool ok() const { return status_.ok(); }
@@ -178,6 +204,29 @@ void DecodeChunk(PayloadReader& r, ChunkSnapshot* c) {
   r.Floats("shadow", &c->shadow);
 }
 
+// The live sets of format version 3 (see the header), into `s`'s chunks,
+// whose worker counts bound them.
+void DecodeLiveSets(PayloadReader& r, ShardSnapshot* s) {
+  const uint64_t drops = r.Count("live set drops", kDropBytes);
+  for (uint64_t i = 0; i < drops && r.ok(); ++i) {
+    const uint64_t index = r.U64("live set drop chunk");
+    const uint32_t worker = r.U32("live set drop worker");
+    if (!r.ok()) break;
+    if (index >= s->chunks.size() ||
+        worker >= s->chunks[index].live.num_workers()) {
+      r.Invalid("live set drop",
+                absl::StrCat("chunk index ", index, " and worker ", worker,
+                             " are outside the snapshot"));
+      break;
+    }
+    s->chunks[index].live.Drop(worker);
+  }
+  s->revived_by_init.resize(r.Count("revived workers", 4));
+  for (uint32_t& worker : s->revived_by_init) {
+    worker = r.U32("revived worker");
+  }
+}
+
 absl::StatusOr<ShardSnapshot> DecodePayload(absl::string_view payload,
                                             uint32_t version) {
   PayloadReader r(payload);
@@ -191,9 +240,13 @@ absl::StatusOr<ShardSnapshot> DecodePayload(absl::string_view payload,
     DecodeChunk(r, &s.chunks[i]);
   }
   r.set_context("");
+  for (ChunkSnapshot& c : s.chunks) {
+    c.live = LiveSet(static_cast<uint32_t>(c.workers.size()));
+  }
   if (version != kCheckpointFormatVersionWithoutJournal) {
     s.journal_sequence = r.U64("journal_sequence");
   }
+  if (version == kCheckpointFormatVersion) DecodeLiveSets(r, &s);
   if (!r.ok()) return r.status();
   if (r.remaining() != 0) {
     return absl::DataLossError(absl::StrCat(
@@ -264,6 +317,7 @@ void EncodeSnapshot(const ShardSnapshot& s, ByteSink* sink) {
   PutU64(s.chunks.size(), sink);
   for (const ChunkSnapshot& c : s.chunks) EncodeChunk(c, sink);
   PutU64(s.journal_sequence.value_or(0), sink);
+  EncodeLiveSets(s, sink);
   PutU32(sink->crc(), sink);
 }
 
@@ -280,11 +334,12 @@ absl::StatusOr<ShardSnapshot> ParseSnapshot(absl::string_view bytes) {
   if (!payload.ok()) return payload.status();
   const uint32_t version = Load<uint32_t>(bytes.data() + sizeof(kMagic));
   if (version != kCheckpointFormatVersion &&
+      version != kCheckpointFormatVersionWithoutLiveSets &&
       version != kCheckpointFormatVersionWithoutJournal) {
     return absl::UnimplementedError(
         absl::StrCat("checkpoint format version ", version,
                      " is not supported (this build reads versions ",
-                     kCheckpointFormatVersionWithoutJournal, " and ",
+                     kCheckpointFormatVersionWithoutJournal, " to ",
                      kCheckpointFormatVersion, ")"));
   }
   return DecodePayload(*payload, version);

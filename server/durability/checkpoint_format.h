@@ -19,7 +19,7 @@
 // A checkpoint stores a complete ShardSnapshot (weights, optimizer state,
 // versions, worker progress, BSP accumulators and delta-pull shadows).
 //
-// File format (format version 2), all integers little-endian:
+// File format (format version 3), all integers little-endian:
 //   header   "GWCKPT01" (8 bytes), format version (u32), payload length (u64)
 //   payload  u32 shard_id, u32 num_shards, bytes training_config,
 //            u64 chunk count, then per chunk: u64 key, bytes tensor_name,
@@ -29,7 +29,11 @@
 //            u64 worker count + that many (u64 next_step, u64 ahead_bits),
 //            floats shadow,
 //            then u64 journal_sequence (the last write-ahead log record the
-//            state holds; ShardSnapshot::journal_sequence)
+//            state holds; ShardSnapshot::journal_sequence),
+//            then the live sets: u64 count + that many (u64 chunk index in
+//            the list above, u32 worker) for each worker a chunk's live set
+//            dropped, and u64 count + that many u32 workers that an Init
+//            revived with no push since (ShardSnapshot::revived_by_init)
 //   trailer  CRC-32 (zlib polynomial, u32) of every byte before it
 // where "bytes" is a u64 length followed by the bytes and "floats" is a u64
 // element count followed by the IEEE-754 binary32 values as raw
@@ -37,7 +41,9 @@
 // it decodes anything, and checks every length against the bytes that
 // remain, so a torn or corrupt file is rejected without large allocations.
 //
-// Format version 1 is the same without journal_sequence. It is still read,
+// Format version 2 is the same without the live sets: it is still read,
+// with every worker live in every chunk (what a version-2 server restored).
+// Format version 1 is version 2 without journal_sequence. It is still read,
 // as a snapshot without a journal sequence (a replay over it then applies
 // every record of the log, as the version-1 server did); other versions are
 // refused.
@@ -63,8 +69,10 @@ namespace gradwire {
 
 // The format version that SerializeSnapshot writes. ParseSnapshot reads it
 // and kCheckpointFormatVersionWithoutJournal.
-inline constexpr uint32_t kCheckpointFormatVersion = 2;
-// The previous version: no journal_sequence.
+inline constexpr uint32_t kCheckpointFormatVersion = 3;
+// The previous versions: no live sets; no live sets and no
+// journal_sequence.
+inline constexpr uint32_t kCheckpointFormatVersionWithoutLiveSets = 2;
 inline constexpr uint32_t kCheckpointFormatVersionWithoutJournal = 1;
 
 // Receives a file image in order and keeps its running CRC-32, so that an

@@ -33,10 +33,7 @@ struct WorkerReplica {
 
 struct ChunkState {
   explicit ChunkState(ChunkSnapshot initial)
-      : key(initial.key),
-        numel(initial.numel),
-        state(std::move(initial)),
-        live(static_cast<uint32_t>(state.workers.size())) {
+      : key(initial.key), numel(initial.numel), state(std::move(initial)) {
     // A new chunk, or a restored one (a new history epoch, whose workers
     // all pull dense first): the shadow is at the chunk's version.
     published.Reset(state.version, state.clock);
@@ -47,7 +44,7 @@ struct ChunkState {
 
   // What the consistency rule reads to move the clock (consistency_rule.h).
   ChunkProgress progress() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return {state.clock, state.pending_pushes, state.workers, live};
+    return {state.clock, state.pending_pushes, state.workers, state.live};
   }
 
   // Constant after construction.
@@ -56,8 +53,8 @@ struct ChunkState {
 
   mutable absl::Mutex mu;
   // Weights, optimizer state, version, clock, pending BSP sum, per-worker
-  // progress and shadow weights. The snapshot type doubles as the live state
-  // so that checkpoints copy it as is.
+  // progress, shadow weights and the live set. The snapshot type doubles as
+  // the live state so that checkpoints copy it as is.
   ChunkSnapshot state ABSL_GUARDED_BY(mu);
   // With shared pull deltas: the deltas published from state.shadow, which
   // is at published.version() (published_deltas.h).
@@ -65,10 +62,6 @@ struct ChunkState {
   // With shared pull deltas: where state.weights may differ from
   // state.shadow (changed_positions.h); every update adds what it moved.
   ChangedPositions changed ABSL_GUARDED_BY(mu);
-  // The workers this chunk waits for: Shard::DropWorker takes them out.
-  // Kept out of the snapshot: after a restart from a checkpoint every
-  // worker is live again.
-  LiveSet live ABSL_GUARDED_BY(mu);
   // ASP/SSP with a pull compressor: each pulling worker's replica, by
   // worker id (worker_replicas.h). Not part of snapshots.
   absl::flat_hash_map<uint32_t, WorkerReplica> replicas ABSL_GUARDED_BY(mu);

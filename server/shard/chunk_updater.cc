@@ -180,9 +180,9 @@ absl::Status ChunkUpdater::AdvanceClockWith(ChunkState* chunk,
     return CompleteStep(chunk, next_clock, prepared);
   }
   state.clock = next_clock;
-  if (chunk->live.num_dropped() == 0) return absl::OkStatus();
+  if (chunk->state.live.num_dropped() == 0) return absl::OkStatus();
   for (uint32_t w = 0; w < config_.num_workers; ++w) {
-    if (!chunk->live.IsLive(w)) MarkStepsBelow(&state.workers[w], state.clock);
+    if (!chunk->state.live.IsLive(w)) MarkStepsBelow(&state.workers[w], state.clock);
   }
   return absl::OkStatus();
 }
@@ -193,7 +193,7 @@ absl::Status ChunkUpdater::CompleteStep(ChunkState* chunk, uint64_t next_clock,
   const uint32_t num_workers = config_.num_workers;
   if (state.pending_pushes < num_workers) {
     for (uint32_t w = 0; w < num_workers; ++w) {
-      if (!chunk->live.IsLive(w)) {
+      if (!chunk->state.live.IsLive(w)) {
         MarkStepsBelow(&state.workers[w], next_clock);
       }
     }

@@ -249,14 +249,14 @@ bool ChunkUpdater::WouldCompleteStep(ChunkState* chunk, uint32_t worker,
   // Applies what ApplyPush does before it moves the clock (rejoin, mark the
   // step, count the push), asks the rule, and puts all of it back.
   ChunkSnapshot& state = chunk->state;
-  const bool rejoined = chunk->live.Rejoin(worker);
+  const bool rejoined = chunk->state.live.Rejoin(worker);
   const WorkerProgress saved = state.workers[worker];
   MarkStep(&state.workers[worker], step);
   ++state.pending_pushes;
   const uint64_t next_clock = rule_.ClockAfter(chunk->progress());
   --state.pending_pushes;
   state.workers[worker] = saved;
-  if (rejoined) chunk->live.Drop(worker);
+  if (rejoined) chunk->state.live.Drop(worker);
   return next_clock != state.clock;
 }
 

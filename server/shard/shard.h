@@ -36,7 +36,9 @@
 // dropped worker's BSP steps complete with the pushers' mean, its late
 // pushes are duplicates, and it rejoins by Init (once without a push) or
 // by a push the chunk applies; the rules are in docs/failure.md
-// ("Worker failure"). Drops are not part of snapshots.
+// ("Worker failure"). The live sets (and which workers an Init revived)
+// are part of snapshots: a checkpoint taken while a worker is dropped
+// restores it dropped.
 //
 // Exactly once: a push of (worker, step, chunk) that was already accounted
 // for is acknowledged with duplicate = true and not applied again. A worker

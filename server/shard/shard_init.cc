@@ -52,6 +52,7 @@ absl::StatusOr<std::unique_ptr<ChunkState>> NewChunk(
   state.numel = numel;
   state.weights = std::move(initial.values);
   state.workers.resize(config.num_workers);
+  state.live = LiveSet(config.num_workers);
   // The shared shadow of the published pull deltas (published_deltas.h).
   if (config.shared_deltas()) state.shadow = state.weights;
   return std::make_unique<ChunkState>(std::move(state));

@@ -45,7 +45,7 @@ absl::Status Shard::DropWorker(uint32_t worker) {
     for (const auto& [key, chunk] : chunks_) {
       chunk->mu.AssertHeld();
       replicas_.Forget(chunk.get(), worker);
-      if (!chunk->live.Drop(worker)) continue;
+      if (!chunk->state.live.Drop(worker)) continue;
       dropped_now = true;
       if (absl::Status s = updater_->AdvanceClock(chunk.get()); !s.ok()) {
         // The step completed without its update (chunk_updater.h).
@@ -113,7 +113,7 @@ void Shard::RejoinByInit(const v1::InitRequest& request,
     }
     for (const auto& [key, chunk] : chunks_) {
       chunk->mu.AssertHeld();
-      if (chunk->live.Rejoin(worker)) rejoined = true;
+      if (chunk->state.live.Rejoin(worker)) rejoined = true;
       clock = std::min(clock, chunk->state.clock);
     }
     // Journaled as the Init it is: a replay of the record rejoins the same

@@ -163,7 +163,7 @@ PushOutcome ApplyJudged(const ChunkUpdater& updater, ThreadPool* pool,
     item.chunk->mu.AssertHeld();
     if (item.verdict != PushVerdict::kApply) continue;
     // A dropped worker whose push is still wanted is live again.
-    if (item.chunk->live.Rejoin(worker)) *rejoined = true;
+    if (item.chunk->state.live.Rejoin(worker)) *rejoined = true;
     outcome = PushOutcome::kAccepted;
   }
   ForEachApplied(pool, pushed, [&](size_t i) {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "server/shard/shard.h"
+#include "server/shard/worker_presence.h"
 
 namespace gradwire {
 namespace {
@@ -45,6 +46,7 @@ class Digest {
       Add(w.ahead_bits);
     }
     if (with_shadow) Add(s.shadow);
+    Add(s.live.Dropped());
   }
   uint64_t value() const { return hash_; }
 
@@ -101,6 +103,7 @@ absl::Status CheckChunkSnapshot(const ChunkSnapshot& c,
     return bad("optimizer second moment missing after the variance froze");
   }
   if (c.workers.size() != config.num_workers) return bad("worker count");
+  if (c.live.num_workers() != config.num_workers) return bad("live set size");
   if (!c.shadow.empty() && c.shadow.size() != c.numel)
     return bad("shadow size");
   if (c.pending_pushes >= config.num_workers) return bad("pending pushes");
@@ -129,6 +132,9 @@ absl::StatusOr<ShardSnapshot> Shard::Snapshot() const {
     snapshot.chunks.push_back(chunk->state);
   }
   snapshot.journal_sequence = journal_sequence();
+  for (uint32_t w = 0; w < config_->num_workers; ++w) {
+    if (workers_->RevivedByInit(w)) snapshot.revived_by_init.push_back(w);
+  }
   return snapshot;
 }
 
@@ -153,10 +159,23 @@ absl::Status Shard::Restore(ShardSnapshot snapshot) {
   if (snapshot.chunks.empty()) {
     return absl::InvalidArgumentError("checkpoint has no chunks");
   }
+  const uint32_t num_workers = (*config)->num_workers;
+  for (uint32_t w : snapshot.revived_by_init) {
+    if (w >= num_workers) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "checkpoint: revived worker %d is outside [0, %d)", w, num_workers));
+    }
+  }
   ChunkMap chunks;
   const uint64_t journal_sequence = snapshot.journal_sequence.value_or(0);
+  // A worker is live shard-wide while some chunk's live set holds it (a
+  // push rejoins chunk by chunk).
+  std::vector<bool> live_somewhere(num_workers, false);
   for (ChunkSnapshot& c : snapshot.chunks) {
     if (absl::Status s = CheckChunkSnapshot(c, **config); !s.ok()) return s;
+    for (uint32_t w = 0; w < num_workers; ++w) {
+      if (c.live.IsLive(w)) live_somewhere[w] = true;
+    }
     if ((*config)->shared_deltas() && c.shadow.empty()) {
       c.shadow = c.weights;
     }
@@ -168,6 +187,12 @@ absl::Status Shard::Restore(ShardSnapshot snapshot) {
     }
   }
   Install(*std::move(config), std::move(chunks));
+  for (uint32_t w = 0; w < num_workers; ++w) {
+    workers_->SetLive(w, live_somewhere[w]);
+  }
+  for (uint32_t w : snapshot.revived_by_init) {
+    workers_->SetRevivedByInit(w, true);
+  }
   journal_sequence_.store(journal_sequence, std::memory_order_release);
   return absl::OkStatus();
 }
@@ -179,6 +204,9 @@ uint64_t Shard::StateDigest(bool with_shadow) const {
   for (const auto& [key, chunk] : chunks_) {
     absl::MutexLock lock(&chunk->mu);
     digest.AddChunk(chunk->state, with_shadow);
+  }
+  for (uint32_t w = 0; w < config_->num_workers; ++w) {
+    digest.Add(workers_->RevivedByInit(w));
   }
   return digest.value();
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/consistency/live_set.h"
 #include "common/consistency/worker_progress.h"
 #include "server/shard/optimizer.h"
 
@@ -36,6 +37,10 @@ struct ChunkSnapshot {
   std::vector<WorkerProgress> workers;
   // Delta pulls: the weights workers hold (empty when deltas are off).
   std::vector<float> shadow;
+  // The workers this chunk waits for: Shard::DropWorker takes a worker out
+  // of every chunk's set, a push the chunk applies or an Init puts it back.
+  // As many workers as `workers`.
+  LiveSet live{0};
 };
 
 struct ShardSnapshot {
@@ -50,6 +55,9 @@ struct ShardSnapshot {
   // it applies only the records after it. Absent in a checkpoint of format
   // version 1, which did not record it.
   std::optional<uint64_t> journal_sequence;
+  // Workers that rejoined by Init and have had no push applied since: a
+  // second drop then leaves them out until a push (shard.h). Ascending.
+  std::vector<uint32_t> revived_by_init;
 };
 
 }  // namespace gradwire

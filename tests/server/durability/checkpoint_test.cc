@@ -55,10 +55,21 @@ ShardSnapshot MakeSnapshot(uint64_t seed, int num_chunks = 4) {
     c.pending_pushes = 2;
     for (int w = 0; w < 3; ++w) c.workers.push_back({rng(), rng()});
     c.shadow = RandomFloats(c.numel, rng);
+    c.live = LiveSet(3);
+    if (i % 2 == 1) c.live.Drop(i % 3);
     s.chunks.push_back(std::move(c));
   }
   s.journal_sequence = rng();
+  s.revived_by_init = {1};
   return s;
+}
+
+// `snapshot` with every worker live and none revived: what formats 1 and 2
+// can hold.
+ShardSnapshot WithoutLiveSets(ShardSnapshot snapshot) {
+  for (ChunkSnapshot& chunk : snapshot.chunks) chunk.live = LiveSet(3);
+  snapshot.revived_by_init.clear();
+  return snapshot;
 }
 
 void ExpectSnapshotsEqual(const ShardSnapshot& a, const ShardSnapshot& b) {
@@ -66,6 +77,7 @@ void ExpectSnapshotsEqual(const ShardSnapshot& a, const ShardSnapshot& b) {
   EXPECT_EQ(a.num_shards, b.num_shards);
   EXPECT_EQ(a.training_config, b.training_config);
   EXPECT_EQ(a.journal_sequence, b.journal_sequence);
+  EXPECT_EQ(a.revived_by_init, b.revived_by_init);
   ASSERT_EQ(a.chunks.size(), b.chunks.size());
   for (size_t i = 0; i < a.chunks.size(); ++i) {
     SCOPED_TRACE(absl::StrCat("chunk ", i));
@@ -85,6 +97,8 @@ void ExpectSnapshotsEqual(const ShardSnapshot& a, const ShardSnapshot& b) {
     EXPECT_EQ(x.pending_pushes, y.pending_pushes);
     EXPECT_EQ(x.workers, y.workers);
     EXPECT_EQ(x.shadow, y.shadow);
+    EXPECT_EQ(x.live.num_workers(), y.live.num_workers());
+    EXPECT_EQ(x.live.Dropped(), y.live.Dropped());
   }
 }
 
@@ -204,7 +218,7 @@ TEST(CheckpointFormatTest, TrailingBytesAreRejected) {
 }
 
 TEST(CheckpointFormatTest, OtherFormatVersionIsUnimplemented) {
-  for (const uint32_t version : {0u, 3u, 0x01000002u}) {
+  for (const uint32_t version : {0u, 4u, 0x01000002u}) {
     std::string image = SerializeSnapshot(MakeSnapshot(5, 1));
     std::memcpy(&image[8], &version, 4);
     RewriteChecksum(&image);
@@ -214,11 +228,39 @@ TEST(CheckpointFormatTest, OtherFormatVersionIsUnimplemented) {
   }
 }
 
-// Format version 1: the same payload without journal_sequence at its end.
-TEST(CheckpointFormatTest, FormatOneIsReadWithoutAJournalSequence) {
-  const ShardSnapshot snapshot = MakeSnapshot(12);
+// Format version 2: the same payload without the live sets at its end (two
+// zero counts in version 3 when every worker is live).
+TEST(CheckpointFormatTest, FormatTwoIsReadWithEveryWorkerLive) {
+  const ShardSnapshot snapshot = WithoutLiveSets(MakeSnapshot(13));
   std::string image = SerializeSnapshot(snapshot);
-  image.erase(image.size() - 4 - 8, 8);
+  image.erase(image.size() - 4 - 16, 16);
+  const uint32_t version = kCheckpointFormatVersionWithoutLiveSets;
+  std::memcpy(&image[8], &version, 4);
+  image = PatchU64(image, 12, image.size() - 24);
+  absl::StatusOr<ShardSnapshot> parsed = ParseSnapshot(image);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ExpectSnapshotsEqual(*parsed, snapshot);
+}
+
+TEST(CheckpointFormatTest, LiveSetsOutsideTheSnapshotAreRejected) {
+  ShardSnapshot snapshot = WithoutLiveSets(MakeSnapshot(14, 1));
+  snapshot.chunks[0].live.Drop(2);
+  std::string image = SerializeSnapshot(snapshot);
+  // The drop's worker (u32 before the revived count and the CRC) made 7.
+  const size_t worker_at = image.size() - 4 - 8 - 4;
+  const uint32_t outside = 7;
+  std::memcpy(&image[worker_at], &outside, 4);
+  RewriteChecksum(&image);
+  EXPECT_THAT(ParseSnapshot(image).status().message(),
+              HasSubstr("outside the snapshot"));
+}
+
+// Format version 1: the same payload without journal_sequence and the live
+// sets at its end.
+TEST(CheckpointFormatTest, FormatOneIsReadWithoutAJournalSequence) {
+  const ShardSnapshot snapshot = WithoutLiveSets(MakeSnapshot(12));
+  std::string image = SerializeSnapshot(snapshot);
+  image.erase(image.size() - 4 - 24, 24);
   const uint32_t version = kCheckpointFormatVersionWithoutJournal;
   std::memcpy(&image[8], &version, 4);
   image = PatchU64(image, 12, image.size() - 24);

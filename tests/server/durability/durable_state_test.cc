@@ -222,7 +222,7 @@ std::vector<Damage> DamagedStateTest::Damages() {
          std::memcpy(&image[image.size() - 4], &crc, 4);
          WriteBytes(t->CheckpointPath(), image);
        },
-       "format version 3"},
+       "format version 4"},
       {"newer corrupt checkpoint over a valid one",
        [](DamagedStateTest* t) {
          WriteBytes(t->dir_ + "/" + CheckpointFileName(9), "GWCKPT01 torn");

@@ -22,6 +22,7 @@
 #include "server/durability/checkpointer.h"
 #include "server/durability/durable_state.h"
 #include "server/durability/write_ahead_log.h"
+#include "tests/server/durability/durable_shard_util.h"
 #include "tests/server/shard/shard_test_util.h"
 
 namespace gradwire {
@@ -95,23 +96,8 @@ void AfterCheckpoint(Shard& shard, const Mode& mode) {
   ASSERT_NO_FATAL_FAILURE(PushBoth(shard, 0, 5));
 }
 
-// The whole state as checkpoint bytes, without the journal sequence (which
-// a shard without a log does not count).
-std::string StateBytes(const Shard& shard) {
-  absl::StatusOr<ShardSnapshot> snapshot = shard.Snapshot();
-  EXPECT_TRUE(snapshot.ok()) << snapshot.status();
-  if (!snapshot.ok()) return "";
-  snapshot->journal_sequence.reset();
-  return SerializeSnapshot(*snapshot);
-}
-
 void ExpectSameState(const Shard& restored, const Shard& reference) {
-  EXPECT_EQ(restored.StateDigest(), reference.StateDigest());
-  EXPECT_TRUE(StateBytes(restored) == StateBytes(reference))
-      << "the restored state differs from the uninterrupted one";
-  for (uint32_t worker = 0; worker < kWorkers; ++worker) {
-    EXPECT_EQ(restored.IsLive(worker), reference.IsLive(worker)) << worker;
-  }
+  durable_test::ExpectSameState(restored, reference, kWorkers);
 }
 
 class ReplayAfterCheckpointTest : public ::testing::TestWithParam<Mode> {
@@ -124,37 +110,17 @@ class ReplayAfterCheckpointTest : public ::testing::TestWithParam<Mode> {
   void TearDown() override { fs::remove_all(dir_); }
 
   std::unique_ptr<WriteAheadLog> OpenLog() {
-    WriteAheadLogOptions options;
-    options.dir = dir_;
-    options.shard_id = kShardId;
-    absl::StatusOr<std::unique_ptr<WriteAheadLog>> wal =
-        WriteAheadLog::Open(options);
-    EXPECT_TRUE(wal.ok()) << wal.status();
-    return wal.ok() ? *std::move(wal) : nullptr;
+    return durable_test::OpenLog(dir_, kShardId);
   }
 
-  // A checkpoint as the server writes one: the log rotated, the snapshot,
-  // the file, the old segments removed.
+  // A checkpoint as the server writes one.
   void Checkpoint(const Shard& shard, WriteAheadLog* wal) {
-    CheckpointerOptions options;
-    options.dir = dir_;
-    options.shard_id = kShardId;
-    options.wal = wal;
-    Checkpointer checkpointer(&shard, options);
-    ASSERT_TRUE(checkpointer.StopAndWriteFinal().ok());
+    durable_test::WriteCheckpointNow(shard, dir_, kShardId, wal);
   }
 
   // A new shard restored from the directory as the server restores one.
   std::unique_ptr<Shard> Restart() {
-    auto shard = std::make_unique<Shard>(Options());
-    DurableStateOptions options;
-    options.dir = dir_;
-    options.shard_id = kShardId;
-    absl::StatusOr<RestoredDurableState> restored =
-        RestoreDurableState(options, shard.get());
-    EXPECT_TRUE(restored.ok()) << restored.status();
-    EXPECT_TRUE(restored.ok() && restored->checkpoint_restored);
-    return shard;
+    return durable_test::RestartFrom(dir_, Options());
   }
 
   // The shard killed: no final checkpoint, nothing written after this.
@@ -296,9 +262,16 @@ std::string FormatOneSegment(uint64_t generation,
 }
 
 // A checkpoint as the format-1 server wrote it: no journal sequence.
+// The snapshot must have every worker live and none revived, so that its
+// live sets are two zero counts.
 std::string FormatOneCheckpoint(const ShardSnapshot& snapshot) {
+  for (const ChunkSnapshot& chunk : snapshot.chunks) {
+    EXPECT_EQ(chunk.live.num_dropped(), 0u);
+  }
+  EXPECT_TRUE(snapshot.revived_by_init.empty());
   std::string image = SerializeSnapshot(snapshot);
-  image.erase(image.size() - 4 - 8, 8);
+  // The journal sequence and the live sets' two counts.
+  image.erase(image.size() - 4 - 24, 24);
   const uint32_t version = kCheckpointFormatVersionWithoutJournal;
   std::memcpy(&image[8], &version, 4);
   const uint64_t payload = image.size() - 24;

@@ -84,10 +84,9 @@ TEST(ShardDropTest, LaterStepsCompleteWithoutTheDroppedWorker) {
 
 TEST(ShardDropTest, DroppingBeforeAnyPushLeavesTheStepWaiting) {
   auto shard = StartShard(Config(3, v1::CONSISTENCY_MODE_BSP));
-  const uint64_t before = shard->StateDigest();
   ASSERT_TRUE(shard->DropWorker(1).ok());
-  // No push of the step yet: nothing completes, no state changes.
-  EXPECT_EQ(shard->StateDigest(), before);
+  // No push of the step yet: nothing completes; only the live set changed.
+  EXPECT_EQ(Weights(*shard, kKeyA, kNumelA), InitialWeights(kKeyA, kNumelA));
   EXPECT_EQ(PushA(*shard, 0, 0).clock(), 0u);
   EXPECT_EQ(PushA(*shard, 2, 0).clock(), 1u);
 }
@@ -246,18 +245,29 @@ TEST(ShardDropTest, RefusesBeforeInitAndUnknownWorkers) {
   EXPECT_EQ(shard->LiveWorkers(), 3u);
 }
 
-TEST(ShardDropTest, EveryWorkerIsLiveAgainAfterARestore) {
+// The live set is part of the snapshot: a checkpoint taken while a worker
+// is dropped restores it dropped, and it rejoins as it would have.
+TEST(ShardDropTest, ADroppedWorkerStaysDroppedAfterARestore) {
   auto shard = StartShard(Config(3, v1::CONSISTENCY_MODE_BSP));
   ASSERT_TRUE(shard->DropWorker(2).ok());
   auto snapshot = shard->Snapshot();
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   Shard restored(Options());
   ASSERT_TRUE(restored.Restore(*std::move(snapshot)).ok());
-  EXPECT_EQ(restored.LiveWorkers(), 3u);
-  // Step 0 waits for all three again.
+  EXPECT_EQ(restored.LiveWorkers(), 2u);
+  EXPECT_FALSE(restored.IsLive(2));
+  EXPECT_EQ(restored.StateDigest(), shard->StateDigest());
+  // Step 0 waits for workers 0 and 1 only.
   EXPECT_EQ(PushA(restored, 0, 0).clock(), 0u);
-  EXPECT_EQ(PushA(restored, 1, 0).clock(), 0u);
-  EXPECT_EQ(PushA(restored, 2, 0).clock(), 1u);
+  EXPECT_EQ(PushA(restored, 1, 0).clock(), 1u);
+  // Worker 2 comes back by Init.
+  v1::InitResponse response;
+  ASSERT_TRUE(restored
+                  .Init(InitRequest(2, Config(3, v1::CONSISTENCY_MODE_BSP),
+                                    DefaultChunks()),
+                        &response)
+                  .ok());
+  EXPECT_TRUE(restored.IsLive(2));
 }
 
 }  // namespace
