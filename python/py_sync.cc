@@ -165,6 +165,12 @@ void PySync::SetPullAhead(bool on) {
   Released([&](ParameterSync& sync) { return sync.SetPullAhead(on); });
 }
 
+void PySync::SetKeepWeightsInGradients(bool on) {
+  Released([&](ParameterSync& sync) {
+    return sync.SetKeepWeightsInGradients(on);
+  });
+}
+
 void PySync::Close() {
   std::unique_ptr<ParameterSync> closing;
   {

@@ -66,6 +66,7 @@ class PySync {
   std::string SaveState();
   void LoadState(const std::string& state);
   void SetPullAhead(bool on);
+  void SetKeepWeightsInGradients(bool on);
   // Waits for the running calls (see above), then drops the sync. Closing
   // twice is harmless.
   void Close();

@@ -48,6 +48,7 @@
 
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -183,6 +184,19 @@ class ParameterSync {
   absl::Status SetPullAhead(bool on);
   bool pull_ahead() const { return pull_pipeline_ != nullptr; }
 
+  // Keeps the weights of before each step's pulls in the gradients: once a
+  // step's pushes are done (the gradients are spent), every registered
+  // tensor's gradient gets a copy of the tensor, and the pulls then move
+  // the tensors. A caller that registered aggregation buffers (gradwire's
+  // DistributedOptimizer) reads the step's mean gradient as the gradient
+  // minus the tensor, without a copy of the model of its own. Once per
+  // step: a Step() retried after a failed pull keeps the first copy, which
+  // the pulls that did land no longer hold. FAILED_PRECONDITION with pull
+  // ahead (the pulls start before the pushes end) or local ranks (a retry
+  // would reduce the copies), or between a step's first GradientReady and
+  // its Step().
+  absl::Status SetKeepWeightsInGradients(bool on);
+
   // Checkpoints (worker_state.h): SaveState serializes this worker's
   // compression state (error-feedback residuals, DGC and worker-momentum
   // velocities) with the step it belongs to; the model's own weights and
@@ -271,6 +285,8 @@ class ParameterSync {
   // Accounts for the pulls of step `step`, whose smallest chunk clock was
   // `min_clock`, in stats_.max_step_lead.
   void NotePulled(uint64_t step, uint64_t min_clock);
+  // SetKeepWeightsInGradients' copy, once per step, after the pushes.
+  void KeepWeightsInGradients();
   // Exports one finished step (stats before it: `before`) to metrics_.
   void RecordStepMetrics(const SyncStats& before, double step_seconds);
   // Starts the pushes of step_: compressor "auto" chooses its rungs.
@@ -326,6 +342,9 @@ class ParameterSync {
   PushTimings overlap_timings_;
 
   uint64_t step_ = 0;
+  // SetKeepWeightsInGradients; the step whose copy the gradients hold.
+  bool keep_weights_in_gradients_ = false;
+  std::optional<uint64_t> weights_kept_at_step_;
   SyncStats stats_;
   // Compressor "auto"'s compute timings: when the last step (or Register)
   // returned, and when this step's first gradient was announced.

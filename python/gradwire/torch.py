@@ -185,11 +185,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         tensors = [p for _, p in named] + [b for _, b in self._model_buffers]
         self._replicas = [t.detach().clone().float().contiguous()
                           for t in tensors]
-        # Exchanging gradients, each replica's value before the exchange
-        # turns the pulled weights into the mean gradient. Exchanging
-        # updates, the replicas are the model and need no copy.
-        self._before = None if self._exchange_updates else [
-            torch.empty_like(r) for r in self._replicas]
+        self._before = None
         self._sync = ParameterSync(
             optimizer="sgd", lr=1.0, momentum=0.0, weight_decay=0.0,
             **self._compression.sync_options(aggregation=True), **options)
@@ -200,6 +196,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
             True] * len(self._model_buffers)
         self._sync.register(list(zip(names, self._replicas)), overlap=False,
                             uncompressed=uncompressed)
+        # Exchanging gradients, each replica's value before the exchange
+        # turns the pulled weights into the mean gradient: the sync leaves
+        # it in the replica's .grad once the pushes are done, or, where it
+        # cannot (local ranks), a copy of the replicas is kept here.
+        # Exchanging updates, the replicas are the model and need no copy.
+        if not self._exchange_updates:
+            try:
+                self._sync._set_keep_weights_in_gradients(True)
+            except Error:
+                self._before = [torch.empty_like(r) for r in self._replicas]
         # A job the shards resume needs this worker's state from its
         # checkpoint (load_state_dict) before the first step. Exchanging
         # gradients, it also keeps the model's weights of that checkpoint:
@@ -309,8 +315,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self._hooks is not None:
             self._hooks.finish_step()
         self._exchange()
-        for p, r, before in zip(self._parameters, self._replicas,
-                                self._before):
+        befores = self._before or [p.grad for p in self._parameters]
+        for p, r, before in zip(self._parameters, self._replicas, befores):
             torch.sub(before, r, out=p.grad)
         if self._lr_scaling is not None:
             self._lr_scaling.unscale(self._parameters)

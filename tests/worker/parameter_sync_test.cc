@@ -727,3 +727,46 @@ TEST(ParameterSyncTest, RetriedStepCountsTheGradientOnce) {
 
 }  // namespace
 }  // namespace gradwire
+
+namespace gradwire {
+namespace {
+
+// SetKeepWeightsInGradients: after a step, every gradient holds the weights
+// of before its pulls, also when the step was retried after a failed pull;
+// pull ahead is refused beside it.
+TEST(ParameterSyncTest, KeptWeightsAreTheWeightsOfBeforeThePulls) {
+  auto shards = FakePsClient::MakeShards(2);
+  SyncOptions options = Options(0, "none", /*deltas=*/false);
+  options.num_workers = 1;
+  auto client = std::make_unique<FakePsClient>(shards);
+  FakePsClient* fake = client.get();
+  auto sync = ParameterSync::Create(options, std::move(client));
+  ASSERT_TRUE(sync.ok()) << sync.status();
+  ParameterSync::NamedTensors parameters = MakeParameters();
+  ASSERT_TRUE((*sync)->Register(parameters).ok());
+  ASSERT_TRUE((*sync)->SetKeepWeightsInGradients(true).ok());
+  EXPECT_EQ((*sync)->SetPullAhead(true).code(),
+            absl::StatusCode::kFailedPrecondition);
+  for (uint64_t step = 0; step < 2; ++step) {
+    std::vector<torch::Tensor> before;
+    for (auto& [name, p] : parameters) {
+      before.push_back(p.clone());
+      p.mutable_grad() = Gradient(p, 0, step);
+    }
+    if (step == 1) {
+      // The first attempt's pull fails after the pushes: Step() again.
+      fake->FailNextPulls(1);
+      EXPECT_FALSE((*sync)->Step().ok());
+    }
+    ASSERT_TRUE((*sync)->Step().ok()) << "step " << step;
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      const torch::Tensor& p = parameters[i].second;
+      EXPECT_TRUE(torch::equal(p.grad(), before[i])) << "step " << step;
+      // SGD on one worker's gradient: the weights moved.
+      EXPECT_FALSE(torch::equal(p, before[i]));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gradwire
