@@ -329,27 +329,27 @@ absl::Status GrpcPsClient::InitShard(uint32_t shard,
     if (status.ok()) connection.LearnShardLimit(response->max_message_bytes());
     return status;
   };
-  absl::StatusOr<std::vector<v1::InitRequest>> parts =
-      SplitInit(request, connection.message_limit());
-  if (!parts.ok()) {
-    return connection.Error(parts.status().code(), parts.status().message());
+  absl::StatusOr<std::vector<int>> starts =
+      InitPartStarts(request, connection.message_limit());
+  if (!starts.ok()) {
+    return connection.Error(starts.status().code(), starts.status().message());
   }
-  if (parts->size() == 1) return call(request);
+  if (starts->size() == 1) return call(request);
   // A shard that lost the parts it held (it restarted, or another worker's
   // part 0 replaced a collection it thought abandoned) answers ABORTED: the
   // parts start over, a few times at most.
   constexpr int kMaxStarts = 3;
-  for (int starts = 1;; ++starts) {
+  for (int attempt = 1;; ++attempt) {
     absl::Status status;
-    for (const v1::InitRequest& part : *parts) {
-      status = call(part);
+    for (size_t part = 0; part < starts->size(); ++part) {
+      status = call(InitPart(request, *starts, part));
       if (!status.ok() || response->values_pending()) break;
     }
     // Another worker is sending its values: the caller waits for them as
     // for an elected provider's (worker/init_exchange.h).
     if (status.ok() && response->values_pending()) return status;
     if (status.ok()) break;
-    if (!absl::IsAborted(status) || starts >= kMaxStarts) return status;
+    if (!absl::IsAborted(status) || attempt >= kMaxStarts) return status;
   }
   // The parts' answers carry no versions or fingerprints: the Init without
   // values brings them for every declared chunk, in the request's order.

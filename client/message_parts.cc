@@ -41,10 +41,10 @@ uint64_t Limit(uint64_t max_bytes) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<v1::InitRequest>> SplitInit(
-    const v1::InitRequest& request, uint64_t max_bytes) {
+absl::StatusOr<std::vector<int>> InitPartStarts(const v1::InitRequest& request,
+                                                uint64_t max_bytes) {
   const uint64_t limit = Limit(max_bytes);
-  if (request.ByteSizeLong() <= limit) return std::vector{request};
+  if (request.ByteSizeLong() <= limit) return std::vector<int>{0};
   if (request.values_omitted()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "Init without values of %d chunks is %d bytes, over the message "
@@ -59,7 +59,7 @@ absl::StatusOr<std::vector<v1::InitRequest>> SplitInit(
     sizes.push_back(chunk.ByteSizeLong() + kFieldFramingBytes);
   }
   int too_big = -1;
-  const std::vector<int> starts = GroupStarts(
+  std::vector<int> starts = GroupStarts(
       sizes, header.ByteSizeLong() + kPartFieldsBytes, limit, &too_big);
   if (too_big >= 0) {
     const v1::ChunkDeclaration& chunk = request.chunks(too_big);
@@ -70,15 +70,34 @@ absl::StatusOr<std::vector<v1::InitRequest>> SplitInit(
         chunk.key(), chunk.tensor_name(), chunk.offset(), sizes[too_big],
         max_bytes));
   }
-  std::vector<v1::InitRequest> parts(starts.size(), header);
-  for (size_t p = 0; p < parts.size(); ++p) {
-    parts[p].set_values_part(static_cast<uint32_t>(p));
-    parts[p].set_values_parts(static_cast<uint32_t>(parts.size()));
-    const int end =
-        p + 1 < starts.size() ? starts[p + 1] : request.chunks_size();
-    for (int i = starts[p]; i < end; ++i) {
-      *parts[p].add_chunks() = request.chunks(i);
-    }
+  return starts;
+}
+
+v1::InitRequest InitPart(const v1::InitRequest& request,
+                         const std::vector<int>& starts, size_t part) {
+  v1::InitRequest message;
+  message.set_worker_id(request.worker_id());
+  message.set_shard_id(request.shard_id());
+  *message.mutable_config() = request.config();
+  message.set_values_part(static_cast<uint32_t>(part));
+  message.set_values_parts(static_cast<uint32_t>(starts.size()));
+  const int end =
+      part + 1 < starts.size() ? starts[part + 1] : request.chunks_size();
+  for (int i = starts[part]; i < end; ++i) {
+    *message.add_chunks() = request.chunks(i);
+  }
+  return message;
+}
+
+absl::StatusOr<std::vector<v1::InitRequest>> SplitInit(
+    const v1::InitRequest& request, uint64_t max_bytes) {
+  absl::StatusOr<std::vector<int>> starts = InitPartStarts(request, max_bytes);
+  if (!starts.ok()) return starts.status();
+  if (starts->size() == 1) return std::vector{request};
+  std::vector<v1::InitRequest> parts;
+  parts.reserve(starts->size());
+  for (size_t p = 0; p < starts->size(); ++p) {
+    parts.push_back(InitPart(request, *starts, p));
   }
   return parts;
 }

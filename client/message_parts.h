@@ -29,12 +29,23 @@ namespace gradwire {
 
 inline constexpr uint64_t kMessageMarginBytes = 256;
 
-// `request` itself (one element, values_parts unset) when it fits
-// `max_bytes`, otherwise its parts in order, every part carrying the
-// request's worker, shard and config. An Init without values that does not
-// fit cannot be split: RESOURCE_EXHAUSTED (declarations alone are a few
-// dozen bytes per chunk, so it takes a chunk count beyond any limit a shard
-// accepts).
+// Where the parts of an Init begin: each part holds the declarations from
+// its entry to the next one's (or the end). One entry, 0, when `request`
+// fits `max_bytes` whole. An Init without values that does not fit cannot
+// be split: RESOURCE_EXHAUSTED (declarations alone are a few dozen bytes per
+// chunk, so it takes a chunk count beyond any limit a shard accepts).
+absl::StatusOr<std::vector<int>> InitPartStarts(const v1::InitRequest& request,
+                                                uint64_t max_bytes);
+
+// Part `part` of `request` split at `starts` (InitPartStarts, more than one
+// part): the request's worker, shard and config, values_part and
+// values_parts, and its declarations. Built one at a time, so that a model
+// travels with one part's copy beside it, not a second copy of all of it.
+v1::InitRequest InitPart(const v1::InitRequest& request,
+                         const std::vector<int>& starts, size_t part);
+
+// Every part at once: `request` itself (values_parts unset) when it fits,
+// otherwise InitPart of each.
 absl::StatusOr<std::vector<v1::InitRequest>> SplitInit(
     const v1::InitRequest& request, uint64_t max_bytes);
 

@@ -40,6 +40,12 @@ namespace {
 
 }  // namespace
 
+void ReleaseFreeHeapPages() {
+#if defined(__GLIBC__) && !defined(GRADWIRE_SANITIZED_MALLOC)
+  malloc_trim(0);
+#endif
+}
+
 bool HeapTuningPossible() {
 #if defined(__GLIBC__) && !defined(GRADWIRE_SANITIZED_MALLOC)
   return true;

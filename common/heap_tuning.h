@@ -47,6 +47,15 @@ HeapTuning TuneHeapForTraining();
 // malloc, not a sanitizer's.
 bool HeapTuningPossible();
 
+// Returns the heap's free pages to the system (glibc's malloc_trim), once a
+// large, one-time use is over: a worker's start-up holds the model's
+// initial values encoded for the shards, a shard's the decoded parts of its
+// Init, and neither is needed again; without it the process keeps their
+// pages (beside everything allocated after them) for the rest of the job.
+// Does nothing where HeapTuningPossible() is false. Costs a pass over the
+// heap's free lists.
+void ReleaseFreeHeapPages();
+
 }  // namespace gradwire
 
 #endif  // GRADWIRE_COMMON_HEAP_TUNING_H_

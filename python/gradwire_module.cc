@@ -107,8 +107,8 @@ checkpoint, copying weights. Raises gradwire.Error when a pull failed.)doc")
            "job's or worker's state, gradwire.Error for another step.")
       .def("_set_pull_ahead", &PySync::SetPullAhead, py::arg("on"),
            "Turns pull ahead on or off between steps (see pull_ahead).")
-      .def("_set_keep_weights_in_gradients",
-           &PySync::SetKeepWeightsInGradients, py::arg("on"),
+      .def("_set_keep_weights_in_gradients", &PySync::SetKeepWeightsInGradients,
+           py::arg("on"),
            "After each step's pushes, copies every registered tensor into "
            "its gradient before the pulls move it "
            "(ParameterSync::SetKeepWeightsInGradients).")

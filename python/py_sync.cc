@@ -166,9 +166,8 @@ void PySync::SetPullAhead(bool on) {
 }
 
 void PySync::SetKeepWeightsInGradients(bool on) {
-  Released([&](ParameterSync& sync) {
-    return sync.SetKeepWeightsInGradients(on);
-  });
+  Released(
+      [&](ParameterSync& sync) { return sync.SetKeepWeightsInGradients(on); });
 }
 
 void PySync::Close() {

@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "client/grpc_ps_client.h"
 #include "common/consistency/consistency_rule.h"
+#include "common/heap_tuning.h"
 #include "worker/chunk_pipeline.h"
 #include "worker/chunk_plan.h"
 #include "worker/dense_equivalent.h"
@@ -209,6 +210,8 @@ absl::Status ParameterSync::Register(const NamedTensors& parameters,
   dense_equivalent_ =
       std::make_unique<DenseEquivalent>(*plan_, options_.client.worker_id);
   const absl::Status initialized = InitShards(start);
+  // The initial values encoded for the shards are gone.
+  ReleaseFreeHeapPages();
   // The first step's wire bytes count from here.
   wire_at_step_end_ = client_->wire_bytes();
   last_step_end_ = absl::Now();

@@ -37,6 +37,8 @@ from gradwire._exchange import resolve_exchange
 from gradwire._lr_scaling import LearningRateScaling
 from gradwire._stats_file import write_at_exit
 from gradwire._sync import ParameterSync
+from gradwire._updates import (aggregation_tensors, is_registered_itself,
+                               step_on_updates)
 from gradwire.checkpoint import load_checkpoint, save_checkpoint
 from gradwire.compression import PULL_KEYS, PUSH_KEYS, Compression
 
@@ -180,11 +182,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
         options = _env.with_environment(sync_options)
         self._num_workers = options.get("num_workers", 1)
         self._worker_id = options.get("worker_id", 0)
-        # The aggregation buffers: replicas of the shards' weights; the
-        # buffers' replicas follow.
-        tensors = [p for _, p in named] + [b for _, b in self._model_buffers]
-        self._replicas = [t.detach().clone().float().contiguous()
-                          for t in tensors]
+        # The aggregation buffers: replicas of the shards' weights (the
+        # parameters themselves where updates are exchanged, _updates.py);
+        # the buffers' replicas follow.
+        self._replicas = aggregation_tensors(
+            [p for _, p in named], [b for _, b in self._model_buffers],
+            self._exchange_updates)
         self._before = None
         self._sync = ParameterSync(
             optimizer="sgd", lr=1.0, momentum=0.0, weight_decay=0.0,
@@ -220,7 +223,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         count = len(self._parameters)
         if with_parameters:
             for p, r in zip(self._parameters, self._replicas[:count]):
-                p.copy_(r)
+                if not is_registered_itself(p, r):
+                    p.copy_(r)
         for (_, b), r in zip(self._model_buffers, self._replicas[count:]):
             b.copy_(r)
 
@@ -322,26 +326,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._lr_scaling.unscale(self._parameters)
         self._synchronized = True
 
-    @torch.no_grad()
     def _step_on_updates(self):
-        # The parameters equal the replicas at every step's start (each step
-        # ends with p.copy_(r)): the wrapped optimizer's local update u goes
-        # out as the "gradient" r - p = -u (the shards' SGD at lr 1 adds the
-        # workers' mean), and every worker then takes the replicas. The
-        # difference is written into p itself, which the replica restores
-        # right after: no copy of the model is kept or made.
         self._check_resumable()
-        loss = self._optimizer.step()
-        for p, r in zip(self._parameters, self._replicas):
-            if p.dtype == r.dtype and p.is_contiguous():
-                torch.sub(r, p, out=p)
-                r.grad = p.detach()
-            else:
-                r.grad = r - p.float()
-        self._exchange()
-        for p, r in zip(self._parameters, self._replicas):
-            p.copy_(r)
-        return loss
+        return step_on_updates(self._optimizer, self._parameters,
+                               self._replicas, self._exchange)
 
     def step(self, closure=None):
         """Synchronizes (unless done already) and steps the wrapped

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/codec/codec.h"
+#include "common/heap_tuning.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "server/shard/init_answer.h"
 #include "server/shard/init_budget.h"
@@ -192,6 +193,8 @@ absl::Status Shard::Init(const v1::InitRequest& request,
     RejoinByInit(request, &ticket);
   }
   if (ticket != 0) journal_->WaitDurable(ticket);
+  // The Init's decoded parts and journal records are gone.
+  if (status.ok() && response->initialized_now()) ReleaseFreeHeapPages();
   return status;
 }
 
