@@ -83,6 +83,8 @@ def parse_args():
     if not set(methods) <= {"ddp", "gradwire"}:
         p.error("--methods: ddp and gradwire only")
     args.methods = methods
+    # The scripts run in their own folders: `make` passes a relative one.
+    args.build = os.path.abspath(args.build)
     if not args.out:
         args.out = os.path.join(
             ROOT, "docs", "benchmarks", "data",

@@ -97,6 +97,8 @@ def parse_args():
         if not name or not spec:
             p.error(f"--method: '{item}' is not NAME=SPEC")
         args.method_specs[name] = spec
+    # The scripts run in their own folders: `make` passes a relative one.
+    args.build = os.path.abspath(args.build)
     if not args.out:
         args.out = os.path.join(
             ROOT, "docs", "benchmarks", "data",

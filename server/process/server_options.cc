@@ -227,6 +227,7 @@ ShardOptions ToShardOptions(const ServerOptions& options) {
   shard.max_message_bytes = static_cast<uint64_t>(options.max_message_bytes);
   shard.memory_budget_bytes =
       static_cast<uint64_t>(options.memory_budget_bytes);
+  shard.checkpoints = !options.checkpoint_dir.empty();
   shard.memory_limit_bytes =
       options.memory_limit_bytes < 0
           ? DetectMemoryLimitBytes()

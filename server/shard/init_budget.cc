@@ -125,7 +125,9 @@ uint64_t ModelStateBytesPerElement(const ShardConfig& config) {
 absl::Status CheckModelFits(const ShardConfig& config, uint64_t numel,
                             const ShardOptions& options) {
   if (options.memory_limit_bytes == 0) return absl::OkStatus();
-  const uint64_t per_element = ModelStateBytesPerElement(config);
+  // A checkpoint holds a copy of the state while it is written.
+  const uint64_t per_element =
+      ModelStateBytesPerElement(config) * (options.checkpoints ? 2 : 1);
   const uint64_t room = 2 * options.max_message_bytes;
   const uint64_t available =
       options.memory_limit_bytes > room ? options.memory_limit_bytes - room : 0;
@@ -138,13 +140,14 @@ absl::Status CheckModelFits(const ShardConfig& config, uint64_t numel,
   return absl::ResourceExhaustedError(absl::StrFormat(
       "this shard's part of the model, %d elements, needs %d bytes of "
       "state in this configuration (%d bytes per element: weights, "
-      "optimizer state, step sum, pull shadow or replicas), but the shard "
+      "optimizer state, step sum, pull shadow or replicas%s), but the shard "
       "may hold %d bytes in all (--memory-limit-bytes) less %d for two "
       "messages in flight (2 x --max-message-bytes); raise "
       "--memory-limit-bytes to at least %d on a host that has it, or spread "
       "the model over more shards (--num-shards)",
-      numel, needed, per_element, options.memory_limit_bytes, room,
-      needed + room));
+      numel, needed, per_element,
+      options.checkpoints ? ", twice while a checkpoint copies it" : "",
+      options.memory_limit_bytes, room, needed + room));
 }
 
 uint64_t DeclaredElements(const v1::InitRequest& request) {

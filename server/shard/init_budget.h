@@ -56,7 +56,8 @@ absl::Status CheckInitBudget(const v1::InitRequest& request,
 // counted.
 uint64_t ModelStateBytesPerElement(const ShardConfig& config);
 
-// OK when `numel` elements of model state (ModelStateBytesPerElement) leave
+// OK when `numel` elements of model state (ModelStateBytesPerElement, twice
+// with options.checkpoints) leave
 // room for two messages of options.max_message_bytes (one push being
 // decoded, one pull answer being built) under options.memory_limit_bytes,
 // or when there is no limit (0). Otherwise RESOURCE_EXHAUSTED naming the

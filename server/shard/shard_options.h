@@ -77,6 +77,10 @@ struct ShardOptions {
   // at start-up with the sizes, instead of an out-of-memory kill mid-run.
   // 0: no limit.
   uint64_t memory_limit_bytes = 0;
+  // Whether checkpoints are written: a checkpoint copies the whole state
+  // (Shard::Snapshot) while it is written, so the model state counts twice
+  // against memory_limit_bytes.
+  bool checkpoints = false;
   // How long a worker elected to send the initial values has before the
   // next worker without values is elected instead (the server's
   // --init-values-timeout; init_election.h); > 0. Long enough to send one

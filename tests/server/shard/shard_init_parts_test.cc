@@ -294,6 +294,18 @@ TEST(ShardInitPartsTest, AModelOverTheMemoryLimitIsRefusedAtStartUp) {
   options.memory_limit_bytes = 0;
   Shard unlimited(options);
   EXPECT_TRUE(SendInit(unlimited, WholeInit()).ok());
+  // Room for the state once (32,000 bytes) but not for a checkpoint's copy
+  // of it beside.
+  options.memory_limit_bytes = 2 * 4096 + 4000 * 8;
+  Shard fits(options);
+  EXPECT_TRUE(SendInit(fits, WholeInit()).ok());
+  options.checkpoints = true;
+  Shard checkpointed(options);
+  refused = SendInit(checkpointed, WholeInit());
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_NE(refused.message().find("twice while a checkpoint copies it"),
+            std::string::npos)
+      << refused;
 }
 
 TEST(ShardInitPartsTest, ModelStateBytesCountEachBuffer) {
