@@ -68,7 +68,7 @@ absl::Status InitParts::CheckContinues(const v1::InitRequest& part) const {
 }
 
 absl::Status InitParts::Add(const v1::InitRequest& part, ChunkMap chunks,
-                            absl::Time now) {
+                            uint64_t overhead_bytes, absl::Time now) {
   if (part.values_part() == 0) {
     *this = InitParts();
     worker_ = part.worker_id();
@@ -87,6 +87,7 @@ absl::Status InitParts::Add(const v1::InitRequest& part, ChunkMap chunks,
     chunks_.emplace(key, std::move(chunk));
   }
   ++received_;
+  overhead_bytes_ += overhead_bytes;
   last_part_at_ = now;
   return absl::OkStatus();
 }

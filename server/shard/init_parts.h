@@ -66,15 +66,18 @@ class InitParts {
   // nothing changed.
   absl::Status CheckContinues(const v1::InitRequest& part) const;
 
-  // Adds `part` (which CheckContinues accepted) with its decoded `chunks`,
-  // received at `now`; part 0 first drops what was collected.
+  // Adds `part` (which CheckContinues accepted) with its decoded `chunks`
+  // and its bookkeeping estimate, received at `now`; part 0 first drops
+  // what was collected.
   // INVALID_ARGUMENT, with nothing changed, for a chunk an earlier part
   // declared.
   absl::Status Add(const v1::InitRequest& part, ChunkMap chunks,
-                   absl::Time now);
+                   uint64_t overhead_bytes, absl::Time now);
 
-  // Parts collected, chunks and elements in them.
+  // Parts collected, chunks and elements in them, and the sum of their
+  // bookkeeping estimates (EstimateInitOverheadBytes, init_budget.h).
   uint32_t received() const { return received_; }
+  uint64_t overhead_bytes() const { return overhead_bytes_; }
   uint64_t chunks() const { return chunks_.size(); }
   uint64_t elements() const { return elements_; }
   // Whether the last part has been added.
@@ -95,6 +98,7 @@ class InitParts {
   uint32_t parts_ = 0;
   uint32_t received_ = 0;
   uint64_t elements_ = 0;
+  uint64_t overhead_bytes_ = 0;
   absl::Time last_part_at_ = absl::InfinitePast();
   // The config of part 0, serialized, which every later part must repeat.
   std::string config_;

@@ -281,6 +281,20 @@ absl::Status Shard::AddInitPart(const v1::InitRequest& part, absl::Time now,
       !s.ok()) {
     return s;
   }
+  // The parts' bookkeeping together within --max-init-overhead-bytes, as a
+  // whole Init's (each part's estimate counts the workers' presence again,
+  // which errs on the safe side).
+  const uint64_t held_overhead = first ? 0 : init_parts_.overhead_bytes();
+  const uint64_t part_overhead =
+      EstimateInitOverheadBytes(part, (*config)->num_workers);
+  if (held_overhead + part_overhead > options_.max_init_overhead_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "Init part %d brings the estimated bookkeeping of the parts to %d "
+        "bytes beyond the model data, over this shard's limit of %d bytes "
+        "(--max-init-overhead-bytes)",
+        part.values_part(), held_overhead + part_overhead,
+        options_.max_init_overhead_bytes));
+  }
   if (absl::Status s = CheckModelFits(
           **config, held_elements + DeclaredElements(part), options_);
       !s.ok()) {
@@ -288,7 +302,8 @@ absl::Status Shard::AddInitPart(const v1::InitRequest& part, absl::Time now,
   }
   auto chunks = NewChunks(part, **config, options_);
   if (!chunks.ok()) return chunks.status();
-  if (absl::Status s = init_parts_.Add(part, *std::move(chunks), now);
+  if (absl::Status s =
+          init_parts_.Add(part, *std::move(chunks), part_overhead, now);
       !s.ok()) {
     return s;
   }

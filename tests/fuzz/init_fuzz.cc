@@ -22,6 +22,12 @@
 //     FAILED_PRECONDITION;
 //   - an accepted Init on an initialised shard changes nothing, is not
 //     `initialized_now`, and has the accepted config and chunks;
+//   - a part of an Init in parts (values_parts > 1) is refused (ABORTED
+//     among the codes, for a part out of sequence), collected (answered
+//     values_parts_received, nothing installed), told to wait for another
+//     worker's parts (values_pending), or, as the last part, installs what
+//     the parts since the last part 0 declared; on an initialised shard it
+//     is acknowledged as complete and changes nothing;
 //   - the first accepted Init installs exactly its chunks with its initial
 //     weights at version 0, within the shard's limit of chunks x workers;
 //     then the same Init again is acknowledged, one
@@ -41,6 +47,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gradwire/v1/parameter_server.pb.h"
 #include "server/shard/init_budget.h"
+#include "server/shard/init_parts.h"
 #include "server/shard/shard.h"
 #include "tests/fuzz/shard_fuzz_util.h"
 
@@ -119,7 +126,8 @@ class CheckedShard {
       // RESOURCE_EXHAUSTED: a well-formed Init over the shard's budget.
       Check(absl::IsInvalidArgument(status) ||
             absl::IsFailedPrecondition(status) || absl::IsOutOfRange(status) ||
-            absl::IsResourceExhausted(status));
+            absl::IsResourceExhausted(status) ||
+            (absl::IsAborted(status) && InitParts::IsPart(request)));
       Check(!status.message().empty());
       if (was_initialized && AddressedToThisJob(request) &&
           !MessageDifferencer::Equals(request.config(), accepted_->config())) {
@@ -128,14 +136,38 @@ class CheckedShard {
       return;
     }
     if (response.send_values() || response.values_pending()) {
-      // An Init without values before the shard has them only elects.
-      Check(!was_initialized && request.values_omitted());
+      // An Init without values before the shard has them only elects; a
+      // part 0 may be told to wait for another worker's parts.
+      Check(!was_initialized &&
+            (request.values_omitted() || InitParts::IsPart(request)));
       Check(shard_->StateDigest() == before && !shard_->initialized());
       Check(response.versions_size() == 0);
       return;
     }
+    if (InitParts::IsPart(request) && !request.values_omitted()) {
+      if (!CheckPart(request, response, was_initialized, before)) return;
+    } else {
+      Check(response.values_parts_received() == 0);
+    }
     Check(response.versions_size() == request.chunks_size());
     Check(response.next_steps_size() == request.chunks_size());
+    if (InitParts::IsPart(request)) {
+      // Installed by the last part: what the parts since part 0 declared.
+      Check(!was_initialized && response.initialized_now());
+      v1::InitRequest whole = request;
+      whole.clear_values_part();
+      whole.clear_values_parts();
+      *whole.mutable_chunks() = parts_->chunks();
+      for (const v1::ChunkDeclaration& chunk : request.chunks()) {
+        *whole.add_chunks() = chunk;
+      }
+      parts_.reset();
+      Check(shard_->initialized());
+      accepted_ = whole;
+      CheckInstalled(response);
+      CheckSnapshotRoundTrip();
+      return;
+    }
     if (was_initialized) {
       Check(!response.initialized_now());
       Check(shard_->StateDigest() == before);
@@ -152,6 +184,30 @@ class CheckedShard {
   }
 
  private:
+  // An accepted part that did not install: false when Init has nothing
+  // more to check. Keeps the declarations collected since part 0.
+  bool CheckPart(const v1::InitRequest& part, const v1::InitResponse& response,
+                 bool was_initialized, uint64_t before) {
+    if (was_initialized) {
+      // A late part: acknowledged as complete.
+      Check(response.values_parts_received() == part.values_parts());
+      Check(!response.initialized_now());
+      Check(shard_->StateDigest() == before);
+      return false;
+    }
+    if (response.initialized_now()) return true;  // The last part.
+    Check(response.values_parts_received() == part.values_part() + 1);
+    Check(!shard_->initialized() && shard_->StateDigest() == before);
+    if (part.values_part() == 0) parts_ = part;
+    Check(parts_.has_value());
+    if (part.values_part() > 0) {
+      for (const v1::ChunkDeclaration& chunk : part.chunks()) {
+        *parts_->add_chunks() = chunk;
+      }
+    }
+    return false;
+  }
+
   // What CheckInitIdentity asks before comparing configs.
   bool AddressedToThisJob(const v1::InitRequest& request) const {
     return request.shard_id() == options_.shard_id &&
@@ -221,6 +277,8 @@ class CheckedShard {
   const ShardOptions options_;
   std::unique_ptr<Shard> shard_;
   std::optional<v1::InitRequest> accepted_;
+  // The declarations of the parts collected since the last part 0.
+  std::optional<v1::InitRequest> parts_;
 };
 
 }  // namespace
