@@ -17,9 +17,8 @@ For each run it prints and keeps:
   - bytes pushed and pulled per worker per step;
   - each worker's peak resident memory (ru_maxrss) against DDP's, rank for
     rank, in MB and in bytes per parameter;
-  - each shard's peak resident memory (its /metrics'
-    process_resident_memory_bytes, polled every half second) in bytes per
-    parameter it owns, the size of its checkpoint and the seconds the
+  - each shard's peak resident memory (its process' VmHWM, read every half
+    second while it runs) in bytes per parameter it owns, the size of its checkpoint and the seconds the
     checkpoints took to write (gradwire_shard_checkpoint_seconds);
   - the held-out perplexity after the steps.
 --python-path runs gradwire's port against another build of the package
@@ -115,19 +114,38 @@ def run_ddp(args, run_dir, log):
 
 
 class ShardWatch:
-    """Polls each shard's /metrics while the job runs: the largest resident
-    memory seen and the last checkpoint figures."""
+    """Polls each shard while the job runs: its process' high-water mark of
+    resident memory (VmHWM in /proc, found by the shard's checkpoint folder
+    on its command line) and its /metrics' checkpoint figures."""
 
-    def __init__(self):
+    def __init__(self, checkpoints):
         self.urls = {}
         self.peak_rss = {}
         self.checkpoints = {}
+        self._folder = checkpoints
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
 
+    def _read_high_water_marks(self):
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                command = open(f"/proc/{pid}/cmdline").read().split("\0")
+                status = open(f"/proc/{pid}/status").read()
+            except OSError:
+                continue
+            for word in command:
+                found = re.match(re.escape(self._folder) + r"/shard-(\d+)$",
+                                 word.split("=", 1)[-1])
+                hwm = re.search(r"VmHWM:\s+(\d+) kB", status)
+                if found and hwm and "gradwire-server" in command[0]:
+                    shard = int(found.group(1))
+                    self.peak_rss[shard] = max(self.peak_rss.get(shard, 0),
+                                               int(hwm.group(1)) * 1024)
+
     def _poll(self):
         while not self._stop.wait(0.5):
+            self._read_high_water_marks()
             for shard, url in list(self.urls.items()):
                 try:
                     text = urllib.request.urlopen(url, timeout=2).read()
@@ -137,9 +155,6 @@ class ShardWatch:
 
     def _read(self, shard, text):
         for line in text.splitlines():
-            if line.startswith("process_resident_memory_bytes "):
-                rss = float(line.split()[1])
-                self.peak_rss[shard] = max(rss, self.peak_rss.get(shard, 0))
             for field in ("sum", "count"):
                 if line.startswith(f"gradwire_shard_checkpoint_seconds_{field}"):
                     self.checkpoints.setdefault(shard, {})[field] = float(
@@ -162,7 +177,7 @@ def run_gradwire(args, run_dir, log):
                f"--checkpoint-dir={checkpoints}",
                f"--server-args=--checkpoint-every={args.checkpoint_every}",
                "--", PYTHON, "train.py", *script_flags(args, summary)]
-    watch = ShardWatch()
+    watch = ShardWatch(checkpoints)
     process = subprocess.Popen(command, cwd=GPT, env=environment,
                                stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
