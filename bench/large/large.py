@@ -18,7 +18,8 @@ For each run it prints and keeps:
   - each worker's peak resident memory (ru_maxrss) against DDP's, rank for
     rank, in MB and in bytes per parameter;
   - each shard's peak resident memory (its process' VmHWM, read every half
-    second while it runs) in bytes per parameter it owns, the size of its checkpoint and the seconds the
+    second while it runs) in bytes per parameter it owns, and its CPU
+    seconds per step (on one host the shards take the workers' cores), the size of its checkpoint and the seconds the
     checkpoints took to write (gradwire_shard_checkpoint_seconds);
   - the held-out perplexity after the steps.
 --python-path runs gradwire's port against another build of the package
@@ -121,8 +122,10 @@ class ShardWatch:
     def __init__(self, checkpoints):
         self.urls = {}
         self.peak_rss = {}
+        self.cpu_seconds = {}
         self.checkpoints = {}
         self._folder = checkpoints
+        self._ticks = os.sysconf("SC_CLK_TCK")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
@@ -142,6 +145,16 @@ class ShardWatch:
                     shard = int(found.group(1))
                     self.peak_rss[shard] = max(self.peak_rss.get(shard, 0),
                                                int(hwm.group(1)) * 1024)
+                    self.cpu_seconds[shard] = self._cpu(pid)
+
+    def _cpu(self, pid):
+        """User and system CPU seconds of process `pid` so far."""
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        # utime and stime are fields 14 and 15 of stat(5), 12 and 13 here.
+        return (int(fields[11]) + int(fields[12])) / self._ticks
 
     def _poll(self):
         while not self._stop.wait(0.5):
@@ -196,6 +209,7 @@ def run_gradwire(args, run_dir, log):
             "peak_rss_mb": watch.peak_rss.get(shard, 0) / 2**20,
             "checkpoint_bytes": max((os.path.getsize(f) for f in files
                                      if os.path.isfile(f)), default=0),
+            "cpu_seconds": watch.cpu_seconds.get(shard, 0.0),
             "checkpoints_written": written.get("count", 0),
             "checkpoint_seconds": (written["sum"] / written["count"]
                                    if written.get("count") else None)}
@@ -241,8 +255,8 @@ def table(runs):
     ddp = next((r for r in runs if r["method"] == "ddp"), None)
     lines = ["| run | s/step | exchange s/step | start-up s | start-up MB "
              "sent/received | MB/step pushed/pulled | worker peak MB (B/param)"
-             " | vs DDP | shard peak MB (B/param owned) | checkpoint MB, s | "
-             "perplexity |", "|---|" + "---:|" * 10]
+             " | vs DDP | shard peak MB (B/param owned) | shard CPU s/step | "
+             "checkpoint MB, s | perplexity |", "|---|" + "---:|" * 11]
     for run in runs:
         ranks = run["ranks"]
         parameters = ranks[0].get("parameters", 0)
@@ -268,6 +282,9 @@ def table(runs):
         shard_peak = " / ".join(
             f"{s['peak_rss_mb']:.0f} ({s['peak_rss_mb'] * 2**20 / owned:.1f})"
             for s in shards.values()) if owned else ""
+        shard_cpu = " / ".join(
+            f"{s.get('cpu_seconds', 0) / run['steps']:.2f}"
+            for s in shards.values())
         checkpoint = " / ".join(
             f"{s['checkpoint_bytes'] / 1e6:.0f}, "
             f"{s['checkpoint_seconds'] or 0:.2f}" for s in shards.values())
@@ -276,7 +293,7 @@ def table(runs):
             f"| {run['method']} | {step:.2f} | {exchange} | {startup} | "
             f"{startup_mb} | {traffic} | {peak:.0f} "
             f"({peak * 2**20 / max(1, parameters):.1f}) | {extra} | "
-            f"{shard_peak} | {checkpoint} | {perplexity:.2f} |")
+            f"{shard_peak} | {shard_cpu} | {checkpoint} | {perplexity:.2f} |")
     return "\n".join(lines)
 
 
