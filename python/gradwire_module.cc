@@ -77,6 +77,17 @@ std::shared_ptr<PySync> ConnectWithKeywords(const py::kwargs& keywords) {
 // and the layer gate (py_overlap.h) hold it too.
 using SyncClass = py::class_<PySync, std::shared_ptr<PySync>>;
 
+// The switches DistributedOptimizer and ParameterSync turn between steps.
+void DefineSyncSwitches(SyncClass& sync) {
+  sync.def("_set_pull_ahead", &PySync::SetPullAhead, py::arg("on"),
+           "Turns pull ahead on or off between steps (see pull_ahead).")
+      .def("_set_keep_weights_in_gradients", &PySync::SetKeepWeightsInGradients,
+           py::arg("on"),
+           "After each step's pushes, copies every registered tensor into "
+           "its gradient before the pulls move it "
+           "(ParameterSync::SetKeepWeightsInGradients).");
+}
+
 // The methods and properties of gradwire._C.ParameterSync.
 void DefineSyncMethods(SyncClass& sync) {
   sync.def(
@@ -105,13 +116,6 @@ checkpoint, copying weights. Raises gradwire.Error when a pull failed.)doc")
       .def("_load_state", &PySync::LoadState, py::arg("state"),
            "Restores what _save_state returned; ValueError for another "
            "job's or worker's state, gradwire.Error for another step.")
-      .def("_set_pull_ahead", &PySync::SetPullAhead, py::arg("on"),
-           "Turns pull ahead on or off between steps (see pull_ahead).")
-      .def("_set_keep_weights_in_gradients", &PySync::SetKeepWeightsInGradients,
-           py::arg("on"),
-           "After each step's pushes, copies every registered tensor into "
-           "its gradient before the pulls move it "
-           "(ParameterSync::SetKeepWeightsInGradients).")
       .def("close", &PySync::Close,
            "Waits for queued pushes and drops the shard connections. From "
            "another thread while a call such as step() runs, it first waits "
@@ -152,6 +156,7 @@ void DefineParameterSync(py::module_& m) {
   SyncClass sync(m, "ParameterSync", doc->c_str());
   sync.def(py::init(&ConnectWithKeywords));
   DefineSyncMethods(sync);
+  DefineSyncSwitches(sync);
 }
 
 void DefineStats(py::module_& m) {

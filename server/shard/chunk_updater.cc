@@ -182,7 +182,8 @@ absl::Status ChunkUpdater::AdvanceClockWith(ChunkState* chunk,
   state.clock = next_clock;
   if (chunk->state.live.num_dropped() == 0) return absl::OkStatus();
   for (uint32_t w = 0; w < config_.num_workers; ++w) {
-    if (!chunk->state.live.IsLive(w)) MarkStepsBelow(&state.workers[w], state.clock);
+    if (!chunk->state.live.IsLive(w))
+      MarkStepsBelow(&state.workers[w], state.clock);
   }
   return absl::OkStatus();
 }

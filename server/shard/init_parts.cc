@@ -100,9 +100,12 @@ std::vector<std::string> InitParts::Records(const v1::InitRequest& last,
   *header.mutable_config() = last.config();
   std::vector<v1::InitRequest> parts(1, header);
   uint64_t bytes = header.ByteSizeLong();
-  for (const auto& [key, chunk] : chunks_) {
-    absl::MutexLock lock(&chunk->mu);
-    const ChunkSnapshot& state = chunk->state;
+  for (const auto& [key, held] : chunks_) {
+    ChunkState& chunk = *held;
+    absl::MutexLock lock(&chunk.mu);
+    // Through chunk.state: clang's analysis does not follow a const
+    // reference to a guarded field.
+    ChunkSnapshot& state = chunk.state;
     CompressedChunk dense;
     dense.encoding = Encoding::kDense;
     dense.numel = state.numel;

@@ -305,6 +305,12 @@ class Shard {
   // of them, or with allow_partial those that fit max_message_bytes.
   absl::Status CheckPulledChunks(const v1::PullRequest& request,
                                  int* answered) const;
+  // Waits until each of the first `count` chunks of `request` reaches its
+  // min_step (shard_pull.cc). Every answered chunk's step comes first, then
+  // the answer: a pull that waits (and is retried in slices by the service)
+  // encodes nothing until all of its chunks are ready.
+  absl::Status AwaitSteps(const v1::PullRequest& request, int count,
+                          absl::Time deadline, absl::Duration* waited) const;
   // Push without the counting and the wait for durability (shard_push.cc);
   // fills *result on every return.
   absl::Status ValidateAndApply(const PushView& request,

@@ -161,16 +161,33 @@ absl::Status AcknowledgeLatePart(const v1::InitRequest& part,
   return absl::OkStatus();
 }
 
-// What a part adds to the chunk count must stay within --max-chunks with
-// the parts held before it.
-absl::Status CheckPartChunkCount(uint64_t held, const v1::InitRequest& part,
-                                 const ShardOptions& options) {
-  const uint64_t chunks = held + static_cast<uint64_t>(part.chunks_size());
-  if (chunks <= options.max_chunks) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrFormat(
-      "Init part %d brings the declared chunks to %d but this shard accepts "
-      "at most %d (--max-chunks)",
-      part.values_part(), chunks, options.max_chunks));
+// A part with the parts `held` before it (none for a part 0) stays within
+// the limits of a whole Init: --max-chunks; the bookkeeping estimates
+// together within --max-init-overhead-bytes (each part's counts the
+// workers' presence again, which errs on the safe side); the model state
+// within --memory-limit-bytes.
+absl::Status CheckPartLimits(const v1::InitRequest& part,
+                             const ShardConfig& config, const InitParts& held,
+                             uint64_t part_overhead,
+                             const ShardOptions& options) {
+  const uint64_t chunks =
+      held.chunks() + static_cast<uint64_t>(part.chunks_size());
+  if (chunks > options.max_chunks) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "Init part %d brings the declared chunks to %d but this shard "
+        "accepts at most %d (--max-chunks)",
+        part.values_part(), chunks, options.max_chunks));
+  }
+  const uint64_t overhead = held.overhead_bytes() + part_overhead;
+  if (overhead > options.max_init_overhead_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "Init part %d brings the estimated bookkeeping of the parts to %d "
+        "bytes beyond the model data, over this shard's limit of %d bytes "
+        "(--max-init-overhead-bytes)",
+        part.values_part(), overhead, options.max_init_overhead_bytes));
+  }
+  return CheckModelFits(config, held.elements() + DeclaredElements(part),
+                        options);
 }
 
 }  // namespace
@@ -275,28 +292,13 @@ absl::Status Shard::AddInitPart(const v1::InitRequest& part, absl::Time now,
     return absl::OkStatus();
   }
   if (absl::Status s = init_parts_.CheckContinues(part); !s.ok()) return s;
-  const uint64_t held_chunks = first ? 0 : init_parts_.chunks();
-  const uint64_t held_elements = first ? 0 : init_parts_.elements();
-  if (absl::Status s = CheckPartChunkCount(held_chunks, part, options_);
-      !s.ok()) {
-    return s;
-  }
-  // The parts' bookkeeping together within --max-init-overhead-bytes, as a
-  // whole Init's (each part's estimate counts the workers' presence again,
-  // which errs on the safe side).
-  const uint64_t held_overhead = first ? 0 : init_parts_.overhead_bytes();
+  // Part 0 starts over: nothing held counts.
+  static const InitParts* const kNothingHeld = new InitParts();
   const uint64_t part_overhead =
       EstimateInitOverheadBytes(part, (*config)->num_workers);
-  if (held_overhead + part_overhead > options_.max_init_overhead_bytes) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "Init part %d brings the estimated bookkeeping of the parts to %d "
-        "bytes beyond the model data, over this shard's limit of %d bytes "
-        "(--max-init-overhead-bytes)",
-        part.values_part(), held_overhead + part_overhead,
-        options_.max_init_overhead_bytes));
-  }
-  if (absl::Status s = CheckModelFits(
-          **config, held_elements + DeclaredElements(part), options_);
+  if (absl::Status s =
+          CheckPartLimits(part, **config, first ? *kNothingHeld : init_parts_,
+                          part_overhead, options_);
       !s.ok()) {
     return s;
   }

@@ -299,16 +299,9 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
   if (absl::Status s = CheckPulledChunks(request, &answered); !s.ok()) {
     return s;
   }
-  // Every answered chunk's step first, then the answer: a pull that waits
-  // (and is retried in slices by the service) encodes nothing until all of
-  // its chunks are ready.
-  for (int i = 0; i < answered; ++i) {
-    const v1::ChunkPull& pull = request.chunks(i);
-    if (absl::Status s =
-            AwaitStep(FindChunk(pull.key()), pull.min_step(), deadline, waited);
-        !s.ok()) {
-      return s;
-    }
+  if (absl::Status s = AwaitSteps(request, answered, deadline, waited);
+      !s.ok()) {
+    return s;
   }
   // Held until the answer is returned: the service reserves its
   // serialized copy itself.
@@ -347,6 +340,20 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
     }
   }
   CountPulledChunks(*response, metrics_);
+  return absl::OkStatus();
+}
+
+absl::Status Shard::AwaitSteps(const v1::PullRequest& request, int count,
+                               absl::Time deadline,
+                               absl::Duration* waited) const {
+  for (int i = 0; i < count; ++i) {
+    const v1::ChunkPull& pull = request.chunks(i);
+    if (absl::Status s =
+            AwaitStep(FindChunk(pull.key()), pull.min_step(), deadline, waited);
+        !s.ok()) {
+      return s;
+    }
+  }
   return absl::OkStatus();
 }
 
