@@ -189,9 +189,13 @@ class DistributedOptimizer(torch.optim.Optimizer):
             [p for _, p in named], [b for _, b in self._model_buffers],
             self._exchange_updates)
         self._before = None
+        # The script's own keywords win over Compression's defaults (such as
+        # residual_spare).
+        settings = dict(self._compression.sync_options(aggregation=True),
+                        **options)
         self._sync = ParameterSync(
             optimizer="sgd", lr=1.0, momentum=0.0, weight_decay=0.0,
-            **self._compression.sync_options(aggregation=True), **options)
+            **settings)
         names = [name for name, _ in named] + [
             _BUFFER_PREFIX + name for name, _ in self._model_buffers]
         dense_below = self._compression.dense_below
