@@ -73,6 +73,14 @@ struct ChunkState {
   float weight_bound ABSL_GUARDED_BY(mu) =
       std::numeric_limits<float>::infinity();
   uint64_t weight_bound_version ABSL_GUARDED_BY(mu) = 0;
+  // The ChunkFingerprint an Init answer last gave (init_answer.h) and the
+  // version of what it hashed (the shadow's published version with shared
+  // pull deltas, else the weights'); UINT64_MAX before the first. Every
+  // change of those bytes moves that version, so Inits in between answer
+  // from here: a loop of re-sent Inits costs the shard no pass over the
+  // model while it holds its Init lock.
+  uint64_t answer_fingerprint ABSL_GUARDED_BY(mu) = 0;
+  uint64_t answer_fingerprint_version ABSL_GUARDED_BY(mu) = UINT64_MAX;
   // BSP: no element of state.accumulator (the step's sum) exceeds this in
   // magnitude. 0 when a step's update cleared the sum, grown by each push
   // added to it (by the bound its decoder found; +infinity, unknown, for a

@@ -22,14 +22,17 @@ void FillInitAnswer(const v1::InitRequest& request, const ShardConfig& config,
     response->add_versions(state.version);
     response->add_next_steps(state.workers[request.worker_id()].next_step);
     if (!fingerprints) continue;
-    // What a pull without a held version answers (shard_pull.cc).
-    if (config.shared_deltas()) {
-      response->add_fingerprints(ChunkFingerprint(state.shadow));
-      response->add_fingerprint_versions(chunk.published.version());
-    } else {
-      response->add_fingerprints(ChunkFingerprint(state.weights));
-      response->add_fingerprint_versions(state.version);
+    // What a pull without a held version answers (shard_pull.cc), hashed
+    // once per version (ChunkState::answer_fingerprint).
+    const bool shadow = config.shared_deltas();
+    const uint64_t version = shadow ? chunk.published.version() : state.version;
+    if (chunk.answer_fingerprint_version != version) {
+      chunk.answer_fingerprint =
+          ChunkFingerprint(shadow ? state.shadow : state.weights);
+      chunk.answer_fingerprint_version = version;
     }
+    response->add_fingerprints(chunk.answer_fingerprint);
+    response->add_fingerprint_versions(version);
   }
   if (fingerprints) response->set_history_epoch(history_epoch);
 }

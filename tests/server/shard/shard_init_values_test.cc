@@ -314,5 +314,42 @@ TEST(ShardInitValuesTest, SharedDeltasAnswerTheShadowsFingerprint) {
   EXPECT_EQ(response.fingerprint_versions(0), 1u);
 }
 
+// The answer's fingerprint is hashed once per version of what a pull
+// answers (ChunkState::answer_fingerprint) and follows every update: each
+// Init between two updates gives the same, each update a new one, for the
+// weights and for the shared shadow alike.
+TEST(ShardInitValuesTest, FingerprintsFollowEveryUpdateAcrossRepeatedInits) {
+  v1::TrainingConfig with_deltas = Config(1, v1::CONSISTENCY_MODE_BSP);
+  with_deltas.mutable_pull_encoding()->set_compressor("topk");
+  with_deltas.mutable_pull_encoding()->set_ratio(0.25);
+  with_deltas.mutable_pull_encoding()->set_value_type(v1::VALUE_TYPE_FP32);
+  for (const v1::TrainingConfig& config :
+       {Config(1, v1::CONSISTENCY_MODE_BSP), with_deltas}) {
+    auto shard = StartShard(config, DefaultChunks(), ElectionOptions());
+    uint64_t previous = 0;
+    for (uint64_t step = 0; step < 3; ++step) {
+      ASSERT_TRUE(Push(*shard, DensePush(0, step, kKeyA, kNumelA)).ok());
+      v1::PullRequest pull;
+      pull.set_worker_id(0);
+      pull.set_allow_delta(true);
+      pull.add_chunks()->set_key(kKeyA);
+      v1::PullResponse pulled;
+      ASSERT_TRUE(shard->Pull(pull, absl::InfinitePast(), &pulled).ok());
+      ASSERT_FALSE(pulled.chunks(0).is_delta());
+      const uint64_t expected =
+          ChunkFingerprint(Decoded(pulled.chunks(0).data(), kNumelA));
+      for (int again = 0; again < 2; ++again) {
+        const v1::InitResponse response =
+            InitAt(*shard, Valueless(0, config, DefaultChunks()), kStart);
+        ASSERT_EQ(response.fingerprints_size(), 2);
+        EXPECT_EQ(response.fingerprints(0), expected) << "step " << step;
+        EXPECT_EQ(response.fingerprint_versions(0), pulled.chunks(0).version());
+      }
+      EXPECT_NE(expected, previous);
+      previous = expected;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gradwire
