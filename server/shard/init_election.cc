@@ -31,12 +31,25 @@ InitElection::Verdict InitElection::Wait(uint32_t provider, absl::Time until,
 InitElection::Verdict InitElection::Offer(uint32_t worker, uint32_t preferred,
                                           absl::Time now) {
   if (!grace_end_.has_value()) grace_end_ = now + preferred_grace_;
-  if (!provider_.has_value() || now >= deadline_) {
-    if (worker != preferred && now < *grace_end_) {
+  if (provider_.has_value() && now >= deadline_) {
+    // It did not deliver: the post is vacant, and it is not elected again
+    // while another caller comes forward.
+    missed_.insert(*provider_);
+    provider_.reset();
+    vacant_since_ = deadline_;
+  }
+  if (!provider_.has_value()) {
+    if (worker != preferred && !missed_.contains(preferred) &&
+        now < *grace_end_) {
       return Wait(preferred, *grace_end_, now);
+    }
+    if (missed_.contains(worker) && vacant_since_.has_value() &&
+        now < *vacant_since_ + preferred_grace_) {
+      return Wait(preferred, *vacant_since_ + preferred_grace_, now);
     }
     provider_ = worker;
     deadline_ = now + provider_timeout_;
+    vacant_since_.reset();
   }
   if (*provider_ != worker) return Wait(*provider_, deadline_, now);
   Verdict verdict;

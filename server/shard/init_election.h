@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 
 namespace gradwire {
@@ -61,12 +62,16 @@ class InitElection {
 
   // The verdict for `worker` at `now`, `preferred` being the worker the
   // shard would rather have send (the same for every call). Elected:
-  // `preferred` whenever no provider holds the post; another caller once
-  // the grace from the first call has passed; the first caller after a
-  // provider's deadline passed (the deadline starts again from `now`). The
-  // provider asking again is told again to send, with its deadline
-  // unchanged; everyone else waits, for the provider or, within the grace,
-  // for `preferred`.
+  // `preferred` whenever no provider holds the post (unless it missed a
+  // deadline before); another caller once the grace from the first call
+  // has passed; the first caller after a provider's deadline passed (the
+  // deadline starts again from `now`). A provider that missed its deadline
+  // is elected again only when no other caller came forward within one
+  // grace of the post falling vacant, so a caller that asks without ever
+  // delivering (a hostile one claiming the preferred id) holds start-up
+  // once, not once per election. The provider asking again is told again
+  // to send, with its deadline unchanged; everyone else waits, for the
+  // provider or, within a grace, for `preferred`.
   Verdict Offer(uint32_t worker, uint32_t preferred, absl::Time now);
 
   // `worker` delivered part of its values at `now` (an Init in parts,
@@ -91,6 +96,10 @@ class InitElection {
   absl::Time deadline_ = absl::InfinitePast();
   // When the grace for the preferred worker ends: set by the first call.
   std::optional<absl::Time> grace_end_;
+  // Providers that missed their deadline, and when the post last fell
+  // vacant (unset while a provider holds it).
+  absl::flat_hash_set<uint32_t> missed_;
+  std::optional<absl::Time> vacant_since_;
 };
 
 }  // namespace gradwire

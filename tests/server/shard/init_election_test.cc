@@ -113,6 +113,40 @@ TEST(InitElectionTest, GracePassesThePostToTheFirstCaller) {
   EXPECT_EQ(late.provider, 2u);
 }
 
+// A provider that missed its deadline (a caller claiming the preferred id
+// that never delivers) is not elected again while another caller comes
+// forward within a grace of the post falling vacant; the preferred worker
+// is no longer waited for.
+TEST(InitElectionTest, AProviderThatMissedItsDeadlineIsNotElectedAgain) {
+  constexpr absl::Duration kGrace = absl::Seconds(1);
+  InitElection election(kTimeout, kGrace);
+  ASSERT_TRUE(election.Offer(2, 2, kStart).send_values);
+  const absl::Time vacant = kStart + kTimeout;
+  // It asks again right after its deadline: it waits for the others.
+  const InitElection::Verdict again = election.Offer(2, 2, vacant);
+  EXPECT_FALSE(again.send_values);
+  EXPECT_EQ(again.retry_after, absl::Milliseconds(200));
+  EXPECT_FALSE(election.provider().has_value());
+  // Another worker is elected at once, without waiting for the preferred.
+  EXPECT_TRUE(
+      election.Offer(0, 2, vacant + absl::Milliseconds(10)).send_values);
+  EXPECT_EQ(election.provider(), 0u);
+  EXPECT_FALSE(
+      election.Offer(2, 2, vacant + absl::Milliseconds(20)).send_values);
+}
+
+// When nobody else comes forward, the one that missed is elected again
+// after the grace, so a job whose every worker was once too slow starts.
+TEST(InitElectionTest, AloneTheProviderThatMissedIsElectedAfterTheGrace) {
+  constexpr absl::Duration kGrace = absl::Seconds(1);
+  InitElection election(kTimeout, kGrace);
+  ASSERT_TRUE(election.Offer(2, 2, kStart).send_values);
+  const absl::Time vacant = kStart + kTimeout;
+  EXPECT_FALSE(
+      election.Offer(2, 2, vacant + kGrace - absl::Nanoseconds(1)).send_values);
+  EXPECT_TRUE(election.Offer(2, 2, vacant + kGrace).send_values);
+}
+
 // The grace is never longer than the provider's timeout.
 TEST(InitElectionTest, GraceIsAtMostTheTimeout) {
   InitElection election(absl::Milliseconds(100), absl::Seconds(5));
