@@ -81,9 +81,12 @@ ABSL_FLAG(int64_t, threads, 0,
           "Threads that run Init, Push and GetInfo (parse, validate, apply, "
           "write-ahead log); 0: one per core, at least 2. Calls beyond them "
           "queue without a thread.");
-ABSL_FLAG(int64_t, pull_threads, 64,
+ABSL_FLAG(int64_t, pull_threads, 0,
           "Threads that run Pulls: at most this many Pulls wait for a step "
-          "at once; more queue without a thread until one is free.");
+          "at once; more queue without a thread until one is free. 0: "
+          "--num-workers x --max-waiting-pulls-per-worker, at least 64 (64 "
+          "without --num-workers), so that every worker's allowed pulls get "
+          "a thread.");
 ABSL_FLAG(int64_t, apply_threads, -1,
           "Threads besides a Push's own that update the chunks of one push "
           "in parallel (pushes of two or more chunks and 64K elements or "

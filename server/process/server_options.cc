@@ -1,5 +1,6 @@
 #include "server/process/server_options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -43,8 +44,9 @@ absl::Status CheckThreadsAndQueues(const ServerOptions& o) {
     return OutOfBounds("threads", o.threads,
                        "0 (one per core) or in [1, 100000]");
   }
-  if (o.pull_threads < 1 || o.pull_threads > 100000) {
-    return OutOfBounds("pull-threads", o.pull_threads, "in [1, 100000]");
+  if (o.pull_threads < 0 || o.pull_threads > 100000) {
+    return OutOfBounds("pull-threads", o.pull_threads,
+                       "0 (from --num-workers) or in [1, 100000]");
   }
   if (o.apply_threads < -1 || o.apply_threads > 1024) {
     return OutOfBounds("apply-threads", o.apply_threads,
@@ -215,6 +217,13 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
   }
   if (absl::Status s = CheckWriteAheadLog(options); !s.ok()) return s;
   return CheckSeconds(options);
+}
+
+int64_t PullThreads(const ServerOptions& options) {
+  if (options.pull_threads > 0) return options.pull_threads;
+  const int64_t per_job =
+      options.num_workers * options.max_waiting_pulls_per_worker;
+  return std::clamp<int64_t>(per_job, kMinPullThreads, 100000);
 }
 
 ShardOptions ToShardOptions(const ServerOptions& options) {

@@ -62,8 +62,9 @@ struct ServerOptions {
   // else in [1, 100000] (parameter_server_service.h).
   int64_t threads = 0;
   // Threads that run Pulls: at most this many Pulls wait for a step at
-  // once; more queue without a thread. In [1, 100000].
-  int64_t pull_threads = 64;
+  // once; more queue without a thread. 0: DefaultPullThreads; else in
+  // [1, 100000].
+  int64_t pull_threads = 0;
   // Threads besides a Push's own that prepare and apply the chunks of one
   // push (ShardOptions::apply_threads); -1: one less than the usable
   // cores, else in [0, 1024].
@@ -149,6 +150,14 @@ absl::StatusOr<v1::ConsistencyMode> ParseConsistencyMode(
 // LoadTransportSecurity). INVALID_ARGUMENT naming the flag (as --flag-name) and
 // the value on the first violation.
 absl::Status ValidateServerOptions(const ServerOptions& options);
+
+// The pull threads when options.pull_threads is 0: num_workers x
+// max_waiting_pulls_per_worker, so that an honest job's allowed pulls never
+// queue behind one another for a thread, at least kMinPullThreads (and
+// kMinPullThreads when the worker count is left to Init, 0); at most
+// 100000. options.pull_threads itself otherwise.
+inline constexpr int64_t kMinPullThreads = 64;
+int64_t PullThreads(const ServerOptions& options);
 
 // The Shard's options. Requires ValidateServerOptions(options).ok().
 ShardOptions ToShardOptions(const ServerOptions& options);

@@ -76,7 +76,7 @@ absl::StatusOr<ParameterServerServiceOptions> ServiceOptionsFor(
   service.handler_threads = options.threads > 0
                                 ? static_cast<int>(options.threads)
                                 : DefaultHandlerThreads(cpus);
-  service.pull_threads = static_cast<int>(options.pull_threads);
+  service.pull_threads = static_cast<int>(PullThreads(options));
   service.max_queued_calls = options.max_queued_calls;
   service.max_calls_per_connection = options.max_calls_per_connection;
   service.max_waiting_pulls_per_worker = options.max_waiting_pulls_per_worker;

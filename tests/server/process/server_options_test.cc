@@ -55,8 +55,8 @@ TEST(ServerOptionsTest, RefusalsNameTheFlag) {
   EXPECT_THAT(Refusal(options), HasSubstr("--threads=-1"));
 
   options = ServerOptions();
-  options.pull_threads = 0;
-  EXPECT_THAT(Refusal(options), HasSubstr("--pull-threads=0"));
+  options.pull_threads = -1;
+  EXPECT_THAT(Refusal(options), HasSubstr("--pull-threads=-1"));
 
   options = ServerOptions();
   options.max_concurrent_streams = 0;
@@ -139,6 +139,28 @@ TEST(ServerOptionsTest, ShardOptionsCarryTheJobsShape) {
   EXPECT_EQ(ToShardOptions(ServerOptions()).memory_budget_bytes,
             uint64_t{4} << 30);
   EXPECT_EQ(ShutdownGrace(options), absl::Milliseconds(2500));
+}
+
+}  // namespace
+}  // namespace gradwire
+
+namespace gradwire {
+namespace {
+
+// --pull-threads=0 (the default) gives every worker's allowed pulls a
+// thread: an honest job never queues its own pulls behind one another.
+TEST(ServerOptionsTest, DefaultPullThreadsFollowTheWorkers) {
+  ServerOptions options;
+  EXPECT_EQ(options.pull_threads, 0);
+  EXPECT_EQ(PullThreads(options), kMinPullThreads);  // workers from Init
+  options.num_workers = 4;
+  EXPECT_EQ(PullThreads(options), kMinPullThreads);  // 4 x 8 < 64
+  options.num_workers = 16;
+  EXPECT_EQ(PullThreads(options), 16 * 8);
+  options.max_waiting_pulls_per_worker = 100000;
+  EXPECT_EQ(PullThreads(options), 100000);
+  options.pull_threads = 5;
+  EXPECT_EQ(PullThreads(options), 5);
 }
 
 }  // namespace
