@@ -1,13 +1,35 @@
 #include "client/message_parts.h"
 
 #include "absl/strings/str_format.h"
+#include "google/protobuf/io/coded_stream.h"
 
 namespace gradwire {
 namespace {
 
-// A repeated message field costs its tag, its length's varint and its
-// bytes; 1 + 5 bounds the first two below 2^35 bytes.
-constexpr uint64_t kFieldFramingBytes = 6;
+// Each message's chunk entry as it is framed in the request: a one-byte
+// tag, its length's varint, its bytes.
+template <typename Chunks>
+std::vector<uint64_t> FramedSizes(const Chunks& chunks) {
+  std::vector<uint64_t> sizes;
+  sizes.reserve(chunks.size());
+  for (const auto& chunk : chunks) {
+    const uint64_t bytes = chunk.ByteSizeLong();
+    sizes.push_back(
+        1 + google::protobuf::io::CodedOutputStream::VarintSize64(bytes) +
+        bytes);
+  }
+  return sizes;
+}
+
+// What a request is without its chunk entries (whose framed sizes are
+// `sizes`): the part every piece repeats. No copy of the request is made.
+template <typename Request>
+uint64_t HeaderBytes(const Request& request,
+                     const std::vector<uint64_t>& sizes) {
+  uint64_t chunks = 0;
+  for (const uint64_t size : sizes) chunks += size;
+  return request.ByteSizeLong() - chunks;
+}
 
 // Each part's field framing and the part fields (values_part and
 // values_parts, a tag and a varint each) on top of the request's header.
@@ -51,16 +73,10 @@ absl::StatusOr<std::vector<int>> InitPartStarts(const v1::InitRequest& request,
         "limit of %d bytes: use larger chunks",
         request.chunks_size(), request.ByteSizeLong(), max_bytes));
   }
-  v1::InitRequest header = request;
-  header.clear_chunks();
-  std::vector<uint64_t> sizes;
-  sizes.reserve(request.chunks_size());
-  for (const v1::ChunkDeclaration& chunk : request.chunks()) {
-    sizes.push_back(chunk.ByteSizeLong() + kFieldFramingBytes);
-  }
+  const std::vector<uint64_t> sizes = FramedSizes(request.chunks());
   int too_big = -1;
   std::vector<int> starts = GroupStarts(
-      sizes, header.ByteSizeLong() + kPartFieldsBytes, limit, &too_big);
+      sizes, HeaderBytes(request, sizes) + kPartFieldsBytes, limit, &too_big);
   if (too_big >= 0) {
     const v1::ChunkDeclaration& chunk = request.chunks(too_big);
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -119,16 +135,10 @@ absl::StatusOr<std::vector<v1::PushRequest>> SplitPush(
     const v1::PushRequest& request, uint64_t max_bytes) {
   const uint64_t limit = Limit(max_bytes);
   if (request.ByteSizeLong() <= limit) return std::vector{request};
-  v1::PushRequest header = request;
-  header.clear_chunks();
-  std::vector<uint64_t> sizes;
-  sizes.reserve(request.chunks_size());
-  for (const v1::ChunkGradient& chunk : request.chunks()) {
-    sizes.push_back(chunk.ByteSizeLong() + kFieldFramingBytes);
-  }
+  const std::vector<uint64_t> sizes = FramedSizes(request.chunks());
   int too_big = -1;
   const std::vector<int> starts =
-      GroupStarts(sizes, header.ByteSizeLong(), limit, &too_big);
+      GroupStarts(sizes, HeaderBytes(request, sizes), limit, &too_big);
   if (too_big >= 0) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "Push: chunk %d alone is %d bytes, over the message limit of %d "
@@ -136,8 +146,10 @@ absl::StatusOr<std::vector<v1::PushRequest>> SplitPush(
         "--max-message-bytes on the shards and the workers",
         request.chunks(too_big).key(), sizes[too_big], max_bytes));
   }
-  std::vector<v1::PushRequest> parts(starts.size(), header);
+  std::vector<v1::PushRequest> parts(starts.size());
   for (size_t p = 0; p < parts.size(); ++p) {
+    parts[p].set_worker_id(request.worker_id());
+    parts[p].set_step(request.step());
     const int end =
         p + 1 < starts.size() ? starts[p + 1] : request.chunks_size();
     for (int i = starts[p]; i < end; ++i) {

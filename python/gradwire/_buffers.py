@@ -2,6 +2,8 @@
 from worker 0 at every step, as DDP's broadcast_buffers, and which are
 constants that must stay as they were."""
 
+import torch
+
 from gradwire._C import Error
 
 
@@ -45,3 +47,15 @@ def check_constants(constants):
                 "taken for a constant, such as a causal mask), and it "
                 "changed; keep statistics that training updates finite "
                 "from the start, or pass broadcast_buffers=False")
+
+
+@torch.no_grad()
+def stage_buffers(model_buffers, replicas, worker_id, num_workers):
+    """Sets each buffer replica's .grad for one exchange: worker 0 sends
+    W * (replica - its buffer), the others nothing, so that the shards' SGD
+    at lr 1 on the mean moves every replica to worker 0's buffer."""
+    for (_, b), r in zip(model_buffers, replicas):
+        if worker_id == 0:
+            r.grad = (r - b.float()).mul_(num_workers)
+        else:
+            r.grad = torch.zeros_like(r)

@@ -32,7 +32,8 @@ import torch
 
 from gradwire import _C, _env
 from gradwire._C import Error
-from gradwire._buffers import broadcast_buffers_of, check_constants
+from gradwire._buffers import (broadcast_buffers_of, check_constants,
+                               stage_buffers)
 from gradwire._exchange import resolve_exchange
 from gradwire._lr_scaling import LearningRateScaling
 from gradwire._stats_file import write_at_exit
@@ -265,18 +266,6 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self._hooks is not None:
             self._hooks.set_epoch(self._epoch)
 
-    @torch.no_grad()
-    def _stage_buffers(self):
-        # Worker 0 sends W * (replica - its buffer), the others nothing:
-        # the shards' SGD at lr 1 on the mean moves the replica to worker
-        # 0's buffer.
-        count = len(self._parameters)
-        for (_, b), r in zip(self._model_buffers, self._replicas[count:]):
-            if self._worker_id == 0:
-                r.grad = (r - b.float()).mul_(self._num_workers)
-            else:
-                r.grad = torch.zeros_like(r)
-
     def _check_resumable(self):
         if self._awaiting_state:
             raise Error(
@@ -293,7 +282,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         before it."""
         start = time.monotonic()
         check_constants(self._constant_buffers)
-        self._stage_buffers()
+        count = len(self._parameters)
+        stage_buffers(self._model_buffers, self._replicas[count:],
+                      self._worker_id, self._num_workers)
         if self._before is not None:
             for r, before in zip(self._replicas, self._before):
                 before.copy_(r)
