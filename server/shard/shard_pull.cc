@@ -380,7 +380,8 @@ absl::Status Shard::CheckPulledChunks(const v1::PullRequest& request,
   const size_t value_bytes = AnswerValueBytes(*config_, request);
   *answered =
       ChunksThatFit(chunks_, request, value_bytes, options_.max_message_bytes);
-  if (*answered == 0) {
+  // An empty pull answers nothing, whatever allow_partial says.
+  if (*answered == 0 && request.chunks_size() > 0) {
     return TooLarge(
         EstimateAnswerBytes(chunks_, request,
                             request.allow_partial() ? 1 : request.chunks_size(),

@@ -16,8 +16,9 @@
 //   - a refused request (by the count or by the shard) leaves
 //     Shard::StateDigest() unchanged and answers nothing;
 //   - an answered one changes nothing but the shadow (it may publish a
-//     delta), answers each chunk it names with the shard's history epoch,
-//     and is at most max_message_bytes serialized.
+//     delta), answers each chunk it names (with allow_partial, a
+//     non-empty prefix of them, marked partial) with the shard's history
+//     epoch, and is at most max_message_bytes serialized.
 // Any violation aborts through __builtin_trap.
 #include <cstdint>
 #include <cstdio>
@@ -86,7 +87,17 @@ void Run(InputReader& input) {
     return;
   }
   Check(shard.StateDigest(false) == before_training);
-  Check(response.chunks_size() == request.chunks_size());
+  // A partial answer holds a non-empty prefix of what was asked.
+  if (response.partial()) {
+    Check(request.allow_partial());
+    Check(response.chunks_size() > 0);
+    Check(response.chunks_size() < request.chunks_size());
+    for (int i = 0; i < response.chunks_size(); ++i) {
+      Check(response.chunks(i).key() == request.chunks(i).key());
+    }
+  } else {
+    Check(response.chunks_size() == request.chunks_size());
+  }
   Check(response.history_epoch() == shard.history_epoch());
   Check(response.ByteSizeLong() <= options.max_message_bytes);
 }

@@ -90,6 +90,11 @@ std::vector<std::pair<std::string, std::string>> PullSeeds() {
   const std::string chunk = first.SerializeAsString() + UnknownFields(4);
   const std::string nested =
       std::string("\x12") + static_cast<char>(chunk.size()) + chunk;
+  v1::PullRequest partial = PullOf(kAllKeys, false);
+  partial.set_allow_partial(true);
+  v1::PullRequest none;
+  none.set_allow_partial(true);
+  const std::string partial_none = none.SerializeAsString();
   v1::PullRequest too_many;
   for (uint64_t i = 0; i <= kMaxChunks; ++i) {
     too_many.add_chunks()->set_key(kChunkKeys[i % kNumChunks]);
@@ -120,6 +125,7 @@ std::vector<std::pair<std::string, std::string>> PullSeeds() {
              PullOf(kAllKeys, false, std::numeric_limits<uint64_t>::max())
                  .SerializeAsString())},
       {"not_a_message", input(bsp, 1, kRoomy, 0, "\x12\x09\x08")},
+      {"empty_partial", input(bsp, 1, kRoomy, 0, partial_none)},
   };
   // Limits from 208 to 288 bytes around the estimate of a pull of every
   // chunk (16 values at fp32 and 64 bytes a chunk: 256): refused before
@@ -129,6 +135,8 @@ std::vector<std::pair<std::string, std::string>> PullSeeds() {
                        input(bsp, 1, limit, 0, dense));
     seeds.emplace_back("delta_limit_" + std::to_string(16 * (1 + limit)),
                        input(asp_deltas, 2, limit, 0, delta));
+    seeds.emplace_back("partial_limit_" + std::to_string(16 * (1 + limit)),
+                       input(bsp, 1, limit, 0, partial.SerializeAsString()));
   }
   return seeds;
 }

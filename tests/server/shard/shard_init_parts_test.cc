@@ -362,6 +362,16 @@ TEST(ShardInitPartsTest, APartialPullAnswersTheChunksThatFit) {
   EXPECT_EQ(
       small->Pull(request, absl::Now() + absl::Seconds(5), &response).code(),
       absl::StatusCode::kResourceExhausted);
+  // A pull naming no chunk answers nothing, with or without allow_partial.
+  v1::PullRequest empty;
+  for (bool partial : {false, true}) {
+    empty.set_allow_partial(partial);
+    response.Clear();
+    ASSERT_TRUE(
+        shard->Pull(empty, absl::Now() + absl::Seconds(5), &response).ok());
+    EXPECT_EQ(response.chunks_size(), 0);
+    EXPECT_FALSE(response.partial());
+  }
 }
 
 }  // namespace
