@@ -11,7 +11,8 @@ with the same data split and seeds, one run after another.
 Methods (--methods, comma-separated): ddp; gradwire (the defaults);
 none (gradwire with Compression("none"), lossless). --method NAME=SPEC,
 repeated, adds gradwire with GRADWIRE_COMPRESSION=SPEC under that name
-(e.g. --method topk5=topk,ratio=0.05).
+(e.g. --method topk5=topk,ratio=0.05); ";exchange=gradients" (or
+updates) after the SPEC, or alone, sets GRADWIRE_EXCHANGE.
 
 Prints one table: model, workers, seed, method, the final test accuracy
 (ResNet-18) or held-out perplexity (GPT), its difference to DDP in the
@@ -59,7 +60,8 @@ def parse_args():
     p.add_argument("--methods", default="ddp,gradwire")
     p.add_argument("--method", action="append", default=[],
                    metavar="NAME=SPEC",
-                   help="also gradwire with GRADWIRE_COMPRESSION=SPEC")
+                   help="also gradwire with GRADWIRE_COMPRESSION=SPEC "
+                   "(';exchange=gradients|updates' sets GRADWIRE_EXCHANGE)")
     p.add_argument("--resnet-steps", type=int, default=300)
     p.add_argument("--gpt-steps", type=int, default=200)
     p.add_argument("--test-limit", type=int, default=2000,
@@ -151,12 +153,29 @@ def run_ddp(model, workers, flags, log):
     return max(p.wait() for p in processes), ""
 
 
+def split_spec(spec):
+    """(compression, exchange) of a method's SPEC: "COMPRESSION",
+    "COMPRESSION;exchange=WHAT" or "exchange=WHAT" (either may be empty)."""
+    compression, exchange = [], ""
+    for part in filter(None, spec.split(";")):
+        key, _, value = part.partition("=")
+        if key == "exchange":
+            exchange = value
+        else:
+            compression.append(part)
+    return ",".join(compression), exchange
+
+
 def run_gradwire(model, workers, flags, spec, log, build):
     environment = dict(os.environ,
                        PYTHONPATH=os.path.join(build, "python"))
     environment.pop("GRADWIRE_COMPRESSION", None)
-    if spec:
-        environment["GRADWIRE_COMPRESSION"] = spec
+    environment.pop("GRADWIRE_EXCHANGE", None)
+    compression, exchange = split_spec(spec)
+    if compression:
+        environment["GRADWIRE_COMPRESSION"] = compression
+    if exchange:
+        environment["GRADWIRE_EXCHANGE"] = exchange
     result = subprocess.run(
         [os.path.join(build, "bin", "gradwire"), "run", "-n", str(workers),
          "--shards", str(SHARDS), "--", PYTHON, "train.py", *flags],

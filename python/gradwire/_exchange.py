@@ -1,7 +1,14 @@
 """What DistributedOptimizer exchanges: the gradients or each worker's
 update (its exchange="auto" rule)."""
 
+import os
+
 import torch
+
+# Names the exchange where the script leaves exchange="auto", so that a
+# launcher or a benchmark can choose it as GRADWIRE_COMPRESSION chooses the
+# compression.
+ENVIRONMENT_VARIABLE = "GRADWIRE_EXCHANGE"
 
 # Optimizers that scale each coordinate by its own gradient history: given a
 # sparse, bursty gradient (a coordinate's error-feedback backlog arriving
@@ -13,6 +20,17 @@ _ADAPTIVE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.Adadelta,
 
 
 def resolve_exchange(exchange, optimizer, compression):
+    """"gradients" or "updates" for DistributedOptimizer's `exchange`
+    keyword; "auto" takes GRADWIRE_EXCHANGE where set. Raises ValueError
+    naming a bad value."""
+    if exchange == "auto":
+        chosen = os.environ.get(ENVIRONMENT_VARIABLE, "").strip()
+        if chosen:
+            if chosen not in ("auto", "gradients", "updates"):
+                raise ValueError(
+                    f"{ENVIRONMENT_VARIABLE}: '{chosen}' is not auto, "
+                    "gradients or updates")
+            exchange = chosen
     if exchange == "auto":
         # Lossless pushes bring the exact mean gradient, as DDP's: then
         # every optimizer steps on it as under DDP.

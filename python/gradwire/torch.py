@@ -96,10 +96,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
         optimizer's state then sees a dense gradient instead of a sparse,
         bursty one, which adaptive optimizers (Adam, Adadelta) need
         (docs/convergence.md), but it is each worker's own. "auto"
-        (default): updates for adaptive optimizers (Adam, AdamW, Adadelta,
-        Adagrad, Adamax, RMSprop, NAdam, RAdam) under lossy compression,
-        gradients otherwise (Compression("none") then steps exactly as
-        DDP does).
+        (default): GRADWIRE_EXCHANGE where set, else updates for adaptive
+        optimizers (Adam, AdamW, Adadelta, Adagrad, Adamax, RMSprop, NAdam,
+        RAdam) under lossy compression, gradients otherwise
+        (Compression("none") then steps exactly as DDP does).
       broadcast_buffers: send worker 0's floating-point buffers (BatchNorm's
         running statistics) to every worker at each step, as DDP does; a
         buffer that has not changed costs no bytes. A buffer holding an

@@ -44,15 +44,28 @@ absl::StatusOr<MemoryLease> MemoryBudget::Reserve(uint64_t bytes,
   return MemoryLease(this, bytes);
 }
 
-absl::Status MemoryBudget::Take(uint64_t bytes, absl::string_view what) {
-  uint64_t used = used_.load(std::memory_order_relaxed);
+bool MemoryBudget::TryTake(uint64_t bytes, uint64_t* used) {
+  *used = used_.load(std::memory_order_relaxed);
   // A compare-and-swap loop, so that two reservations that each fit alone
   // cannot together pass the limit.
-  while (bytes <= limit_ && used <= limit_ - bytes) {
-    if (used_.compare_exchange_weak(used, used + bytes,
+  while (bytes <= limit_ && *used <= limit_ - bytes) {
+    if (used_.compare_exchange_weak(*used, *used + bytes,
                                     std::memory_order_relaxed)) {
-      return absl::OkStatus();
+      return true;
     }
+  }
+  return false;
+}
+
+absl::Status MemoryBudget::Take(uint64_t bytes, absl::string_view what) {
+  uint64_t used = 0;
+  if (TryTake(bytes, &used)) return absl::OkStatus();
+  // Room that reclaimable buffers hold is given before anything is refused:
+  // otherwise they could fill the budget and, being freed only by the work
+  // that the budget then refuses, keep it full for good.
+  if (reclaimer_ && bytes <= limit_ &&
+      reclaimer_(bytes - (limit_ - used)) > 0 && TryTake(bytes, &used)) {
+    return absl::OkStatus();
   }
   if (on_refusal_) on_refusal_(what);
   absl::Status refused = absl::ResourceExhaustedError(absl::StrFormat(

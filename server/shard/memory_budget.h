@@ -71,17 +71,29 @@ class MemoryBudget {
   // run on any thread, concurrently, and must not reserve.
   using RefusalObserver = std::function<void(absl::string_view what)>;
 
+  // Called when a reservation of `needed` more bytes than are free would
+  // be refused: it may release reclaimable leases (a shard's kept pull
+  // deltas) and returns the bytes it released. It runs on the reserving
+  // thread, possibly with that thread's locks held, so it must not block on
+  // a lock that a reserving thread may hold, and must not reserve.
+  using Reclaimer = std::function<uint64_t(uint64_t needed)>;
+
   // A budget of `limit` bytes (the server's --memory-budget-bytes).
   explicit MemoryBudget(uint64_t limit, RefusalObserver on_refusal = nullptr)
       : limit_(limit), on_refusal_(std::move(on_refusal)) {}
   MemoryBudget(const MemoryBudget&) = delete;
   MemoryBudget& operator=(const MemoryBudget&) = delete;
 
-  // Holds `bytes` until the returned lease is destroyed or released.
-  // RESOURCE_EXHAUSTED, with nothing held, when used() + bytes would exceed
-  // limit(); the message names `what` (e.g. "pull answer"), the bytes, the
-  // use and the limit, and --memory-budget-bytes. Reserving 0 bytes
-  // always succeeds.
+  // Sets what a refusal first asks to make room; set it before the budget
+  // is shared between threads.
+  void set_reclaimer(Reclaimer reclaimer) { reclaimer_ = std::move(reclaimer); }
+
+  // Holds `bytes` until the returned lease is destroyed or released. When
+  // used() + bytes would exceed limit(), the reclaimer (if any) is asked to
+  // make room and the reservation is tried once more; RESOURCE_EXHAUSTED,
+  // with nothing held, when it still does not fit. The message names
+  // `what` (e.g. "pull answer"), the bytes, the use and the limit, and
+  // --memory-budget-bytes. Reserving 0 bytes always succeeds.
   absl::StatusOr<MemoryLease> Reserve(uint64_t bytes, absl::string_view what);
 
   // Bytes held by all leases now; a moment's value under concurrency.
@@ -90,14 +102,19 @@ class MemoryBudget {
 
  private:
   friend class MemoryLease;
-  // Adds `bytes` to used_ unless that would pass limit_.
+  // Adds `bytes` to used_ unless that would pass limit_, asking the
+  // reclaimer for room once.
   absl::Status Take(uint64_t bytes, absl::string_view what);
+  // Adds `bytes` to used_ if that stays within limit_; else false, with
+  // *used the use it saw.
+  bool TryTake(uint64_t bytes, uint64_t* used);
   void Give(uint64_t bytes) {
     used_.fetch_sub(bytes, std::memory_order_relaxed);
   }
 
   const uint64_t limit_;
   const RefusalObserver on_refusal_;
+  Reclaimer reclaimer_;
   std::atomic<uint64_t> used_{0};
 };
 

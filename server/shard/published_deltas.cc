@@ -1,5 +1,6 @@
 #include "server/shard/published_deltas.h"
 
+#include <atomic>
 #include <utility>
 #include <vector>
 
@@ -8,6 +9,12 @@
 #include "common/compress/registry.h"
 
 namespace gradwire {
+namespace {
+
+// The sequence of the next kept delta, of any chunk.
+std::atomic<uint64_t> next_sequence{1};
+
+}  // namespace
 
 void PublishedDeltas::Reset(uint64_t version, uint64_t clock) {
   kept_.clear();
@@ -38,8 +45,9 @@ bool PublishedDeltas::Publish(const Compressor& compressor, uint64_t chunk_key,
   const uint64_t bytes = data.SpaceUsedLong();
   MemoryLease lease = ReserveForDelta(bytes);
   if (budget_ == nullptr || lease.bytes() == bytes) {
-    kept_.push_back(
-        Delta{version_, version, std::move(data), std::move(lease)});
+    kept_.push_back(Delta{version_, version,
+                          next_sequence.fetch_add(1, std::memory_order_relaxed),
+                          std::move(data), std::move(lease)});
   }
   version_ = version;
   clock_ = clock;
@@ -125,6 +133,22 @@ uint64_t PublishedDeltas::bytes() const {
   uint64_t total = 0;
   for (const Delta& delta : kept_) total += delta.data.ByteSizeLong();
   return total;
+}
+
+void PublishedDeltas::AppendKeptSequences(
+    std::vector<uint64_t>* sequences) const {
+  for (const Delta& delta : kept_) sequences->push_back(delta.sequence);
+}
+
+uint64_t PublishedDeltas::DropKeptThrough(uint64_t sequence) {
+  size_t dropped = 0;
+  uint64_t released = 0;
+  while (dropped < kept_.size() && kept_[dropped].sequence <= sequence) {
+    released += kept_[dropped].lease.bytes();
+    ++dropped;
+  }
+  kept_.erase(kept_.begin(), kept_.begin() + dropped);
+  return released;
 }
 
 }  // namespace gradwire

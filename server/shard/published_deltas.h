@@ -15,12 +15,16 @@
 // publication.
 //
 // Memory: each kept delta holds a lease on the shard's MemoryBudget
-// (memory_budget.h) for its encoded bytes. When the budget refuses a new
-// delta, Publish drops this chunk's oldest kept deltas until it fits (or
-// none is left, and the new one is not kept either) rather than refuse the
-// publication: the shadow still moves, and a worker whose version no kept
-// delta starts from gets the dense shadow, which is always correct, only
-// larger. Without a budget (set_budget never called) nothing is counted.
+// (memory_budget.h) for its encoded bytes. Kept deltas are a cache: a
+// worker whose version no kept delta starts from gets the dense shadow,
+// which is always correct, only larger. So when the budget is short of
+// room, they are what goes first: the shard's reclaimer drops the oldest
+// kept deltas of any chunk (DropKeptThrough, by the publication sequence
+// every delta carries), and Publish, when even that leaves no room, drops
+// this chunk's oldest until the new delta fits (or none is left, and the
+// new one is not kept either) rather than refuse the publication: the
+// shadow still moves. Without a budget (set_budget never called) nothing
+// is counted.
 //
 // Thread safety: none; the chunk's mutex guards it.
 #ifndef GRADWIRE_SERVER_SHARD_PUBLISHED_DELTAS_H_
@@ -92,10 +96,20 @@ class PublishedDeltas {
   // Encoded bytes of the kept deltas.
   uint64_t bytes() const;
 
+  // The publication sequence of each kept delta, oldest first, appended to
+  // *sequences. Sequences grow with every kept delta of any chunk in the
+  // process, so they order the deltas of different chunks by age.
+  void AppendKeptSequences(std::vector<uint64_t>* sequences) const;
+  // Drops the kept deltas of sequence at most `sequence` (the oldest ones),
+  // releasing their leases; returns the bytes released from the budget.
+  uint64_t DropKeptThrough(uint64_t sequence);
+
  private:
   struct Delta {
     uint64_t from = 0;
     uint64_t to = 0;
+    // Its place in the order of every kept delta (AppendKeptSequences).
+    uint64_t sequence = 0;
     v1::ChunkData data;
     // Its bytes in the budget.
     MemoryLease lease;

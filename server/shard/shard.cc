@@ -34,6 +34,8 @@ Shard::Shard(ShardOptions options, ShardMetrics* shard_metrics)
                      }),
       metrics_(shard_metrics),
       replicas_(options.max_replica_bytes) {
+  memory_budget_.set_reclaimer(
+      [this](uint64_t needed) { return ReclaimKeptDeltas(needed); });
   if (metrics_ == nullptr) {
     own_registry_ = std::make_unique<metrics::Registry>();
     // Cannot fail: the names are fixed and the registry is empty.
@@ -71,6 +73,35 @@ void Shard::Install(std::unique_ptr<const ShardConfig> config,
   config_ = std::move(config);
   chunks_ = std::move(chunks);
   initialized_.store(true, std::memory_order_release);
+}
+
+uint64_t Shard::ReclaimKeptDeltas(uint64_t needed) {
+  if (!initialized()) return 0;
+  // Every kept delta's sequence and chunk, oldest first. A chunk whose lock
+  // is taken is passed over: the reserving thread may hold it (a
+  // publication, a pull answer being built), and waiting for a lock here
+  // could deadlock.
+  std::vector<std::pair<uint64_t, ChunkState*>> kept;
+  std::vector<uint64_t> sequences;
+  for (const auto& [key, chunk] : chunks_) {
+    if (!chunk->mu.TryLock()) continue;
+    sequences.clear();
+    chunk->published.AppendKeptSequences(&sequences);
+    chunk->mu.Unlock();
+    for (uint64_t sequence : sequences)
+      kept.emplace_back(sequence, chunk.get());
+  }
+  std::sort(kept.begin(), kept.end());
+  uint64_t released = 0;
+  for (const auto& [sequence, chunk] : kept) {
+    if (released >= needed) break;
+    if (!chunk->mu.TryLock()) continue;
+    const uint64_t bytes = chunk->published.DropKeptThrough(sequence);
+    chunk->mu.Unlock();
+    if (bytes > 0) metrics_->CountKeptDeltaReclaimed();
+    released += bytes;
+  }
+  return released;
 }
 
 uint32_t Shard::ActiveWorkers(absl::Time now, absl::Duration window) const {

@@ -325,6 +325,11 @@ class Shard {
   // which the record was appended, so that Snapshot, holding every lock,
   // reads the last record its copy holds.
   void NoteJournaled(uint64_t ticket);
+  // The memory budget's reclaimer (memory_budget.h): drops kept pull deltas
+  // of any chunk, oldest first, until `needed` bytes are released or none
+  // is left that can be dropped without waiting for a lock; returns the
+  // bytes released.
+  uint64_t ReclaimKeptDeltas(uint64_t needed);
 
   // Constant after construction. Without metrics from the caller, the
   // shard's own registry and metrics.

@@ -171,6 +171,13 @@ absl::Status ShardMetrics::AddTrafficCounters(metrics::Registry* registry,
                           "a push of a step not yet completed).",
                           {{"shard", shard}}),
              &worker_rejoins_),
+      Assign(
+          CounterChild(registry, "gradwire_shard_kept_deltas_reclaimed_total",
+                       "Kept pull deltas dropped to make room in the "
+                       "memory budget (--memory-budget-bytes) for another "
+                       "reservation.",
+                       {{"shard", shard}}),
+          &kept_deltas_reclaimed_),
       Assign(CounterChild(registry, kAuth, kAuthHelp,
                           {{"shard", shard}, {"code", "unauthenticated"}}),
              &auth_no_token_),

@@ -33,6 +33,8 @@
 //   gradwire_shard_worker_drops_total          workers taken out of the live
 //                                              set (Shard::DropWorker)
 //   gradwire_shard_worker_rejoins_total        dropped workers back in it
+//   gradwire_shard_kept_deltas_reclaimed_total kept pull deltas dropped to
+//                                              make room in the memory budget
 //   gradwire_shard_auth_refusals_total{code}   calls refused for their
 //       credentials (--auth-token-file): unauthenticated (no bearer token)
 //       or permission_denied (a wrong one)
@@ -172,6 +174,11 @@ class ShardMetrics {
   void CountMemoryBudgetRefusal(absl::string_view what);
   // Refusals of `what` so far (tests).
   double MemoryBudgetRefusals(absl::string_view what) const;
+  // A kept pull delta dropped to make room in the memory budget for
+  // another reservation (gradwire_shard_kept_deltas_reclaimed_total).
+  void CountKeptDeltaReclaimed() { kept_deltas_reclaimed_->Increment(); }
+  // Kept deltas dropped so far (tests).
+  double KeptDeltasReclaimed() const { return kept_deltas_reclaimed_->Value(); }
 
  private:
   ShardMetrics() = default;
@@ -205,6 +212,7 @@ class ShardMetrics {
   metrics::Counter* worker_rejoins_ = nullptr;
   metrics::Counter* auth_no_token_ = nullptr;
   metrics::Counter* auth_wrong_token_ = nullptr;
+  metrics::Counter* kept_deltas_reclaimed_ = nullptr;
   std::unique_ptr<metrics::CallbackRegistration> checkpoint_age_;
   metrics::Family<metrics::Counter>* budget_refusals_ = nullptr;
   std::string shard_label_;

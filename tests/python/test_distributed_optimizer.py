@@ -249,3 +249,24 @@ def test_auto_exchanges_updates_for_adaptive_optimizers(start_shards):
                                shards=[lossless[0].address])
     assert opt.exchange == "gradients"
     opt.close()
+
+
+def test_gradwire_exchange_chooses_where_the_script_leaves_auto(
+        start_shards, monkeypatch):
+    shards = start_shards(1, 1)
+    model = make_model(seed=1)
+    monkeypatch.setenv("GRADWIRE_EXCHANGE", "gradients")
+    opt = DistributedOptimizer(torch.optim.Adam(model.parameters()), model,
+                               shards=[shards[0].address])
+    assert opt.exchange == "gradients"
+    opt.close()
+    # The script's own choice wins.
+    opt = DistributedOptimizer(torch.optim.Adam(model.parameters()), model,
+                               exchange="updates", overlap=False,
+                               shards=[shards[0].address])
+    assert opt.exchange == "updates"
+    opt.close()
+    monkeypatch.setenv("GRADWIRE_EXCHANGE", "weights")
+    with pytest.raises(ValueError, match="^GRADWIRE_EXCHANGE: 'weights'"):
+        DistributedOptimizer(torch.optim.Adam(model.parameters()), model,
+                             shards=["127.0.0.1:1"])

@@ -160,6 +160,49 @@ TEST(ShardMemoryBudgetTest, AShardWithDeltasCountsKeptDeltasInItsBudget) {
   EXPECT_GT(shard->memory_budget().used(), 0u);
 }
 
+TEST(ShardMemoryBudgetTest, KeptDeltasOfOtherChunksMakeRoomForPushesAndPulls) {
+  // Eight chunks whose kept deltas (up to PublishedDeltas::kMaxKept each, a
+  // half of the chunk at fp32) could fill the budget many times over; the
+  // budget holds a few pushes and answers besides. Each chunk that
+  // publishes only ever drops its own deltas, so without reclaiming across
+  // chunks the kept ones fill the budget and every push is refused for
+  // good: alone on the shard, a refusal here is permanent.
+  constexpr uint64_t kChunks = 8;
+  constexpr uint64_t kNumel = 256;
+  std::vector<ChunkSpec> chunks;
+  for (uint64_t key = 1; key <= kChunks; ++key) {
+    chunks.push_back({key, InitialWeights(key, kNumel)});
+  }
+  v1::TrainingConfig config = Config(1, v1::CONSISTENCY_MODE_BSP);
+  config.mutable_pull_encoding()->set_compressor("topk");
+  config.mutable_pull_encoding()->set_ratio(0.5);
+  config.mutable_pull_encoding()->set_value_type(v1::VALUE_TYPE_FP32);
+  auto shard = StartShard(config, chunks, WithBudget(8 * kNumel * 4));
+  std::vector<uint64_t> have(kChunks + 1, UINT64_MAX);
+  for (uint64_t step = 0; step < 1000 / kChunks; ++step) {
+    for (uint64_t key = 1; key <= kChunks; ++key) {
+      auto pushed = Push(*shard, DensePush(0, step, key, kNumel));
+      ASSERT_TRUE(pushed.ok())
+          << "step " << step << " chunk " << key << ": " << pushed.status();
+      v1::PullRequest request;
+      request.set_worker_id(0);
+      request.set_allow_delta(true);
+      request.set_allow_delta_chain(true);
+      v1::ChunkPull* pull = request.add_chunks();
+      pull->set_key(key);
+      pull->set_have_version(have[key]);
+      v1::PullResponse response;
+      const absl::Status pulled =
+          shard->Pull(request, absl::Now() + absl::Seconds(5), &response);
+      ASSERT_TRUE(pulled.ok())
+          << "step " << step << " chunk " << key << ": " << pulled;
+      have[key] = response.chunks(0).version();
+      ASSERT_LE(shard->memory_budget().used(), shard->memory_budget().limit());
+    }
+  }
+  EXPECT_GT(shard->metrics().KeptDeltasReclaimed(), 0.0);
+}
+
 TEST(ShardMemoryBudgetMetricsTest, AScrapeShowsUseLimitAndRefusals) {
   metrics::Registry registry;
   auto created = ShardMetrics::Create(&registry, kShardId);
