@@ -98,7 +98,8 @@ ABSL_FLAG(int64_t, max_queued_calls, 4096,
           "for a thread; more are answered RESOURCE_EXHAUSTED, which clients "
           "retry after a backoff.");
 ABSL_FLAG(int64_t, max_calls_per_connection, 256,
-          "Calls one connection may hold on the shard, queued or running; "
+          "Calls one connection may hold on the shard, queued, running or "
+          "with an answer not yet sent; "
           "more are answered RESOURCE_EXHAUSTED (retried after a backoff).");
 ABSL_FLAG(int64_t, max_waiting_pulls_per_worker, 8,
           "Pulls one worker id may run at once, so that no client can hold "

@@ -1,6 +1,7 @@
 #include "server/process/parameter_server_service.h"
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <type_traits>
@@ -157,17 +158,46 @@ grpc::Status ParameterServerService::Handle(
   return status;
 }
 
+namespace {
+
+// A unary call's reactor that keeps what its answer needs until gRPC is
+// done with the call (OnDone: the answer sent, or the call cancelled), not
+// only until Finish: a client that does not read its answers keeps them in
+// this process's memory, so their budget lease and the connection's call
+// slot must last as long.
+class AnswerReactor final : public grpc::ServerUnaryReactor {
+ public:
+  // Runs `on_done` (if set) in OnDone; call before Finish.
+  void set_on_done(std::function<void()> on_done) {
+    on_done_ = std::move(on_done);
+  }
+  // Holds `lease` until OnDone; call before Finish.
+  void Keep(MemoryLease lease) { lease_ = std::move(lease); }
+
+  void OnDone() override {
+    lease_.Release();
+    if (on_done_) on_done_();
+    delete this;
+  }
+
+ private:
+  MemoryLease lease_;
+  std::function<void()> on_done_;
+};
+
+}  // namespace
+
 template <typename Request, typename Response, typename Work>
 grpc::ServerUnaryReactor* ParameterServerService::Serve(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response, ThreadPool* pool, Work work) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto* reactor = new AnswerReactor();
   absl::StatusOr<std::optional<uint32_t>> caller = Authenticate(*context);
   if (!caller.ok()) {
     reactor->Finish(ToGrpcStatus(caller.status()));
     return reactor;
   }
-  // A connection's place is taken until its call is answered.
+  // A connection's place is taken until gRPC is done with its call.
   std::string peer = context->peer();
   if (!per_connection_.TryAcquire(peer)) {
     reactor->Finish(Busy(
@@ -177,18 +207,18 @@ grpc::ServerUnaryReactor* ParameterServerService::Serve(
                                  per_connection_.cap())));
     return reactor;
   }
+  reactor->set_on_done([this, peer] { per_connection_.Release(peer); });
   // The request buffer lives until Finish; the work reads it from a pool
   // thread.
-  const bool queued = pool->Submit([this, context, request, response, reactor,
-                                    work, caller = *caller, peer]() {
-    MemoryLease serialized;
-    const grpc::Status status = Handle<Request, Response>(
-        context, *request, caller, work, response, &serialized);
-    per_connection_.Release(peer);
-    reactor->Finish(status);
-  });
+  const bool queued = pool->Submit(
+      [this, context, request, response, reactor, work, caller = *caller]() {
+        MemoryLease serialized;
+        const grpc::Status status = Handle<Request, Response>(
+            context, *request, caller, work, response, &serialized);
+        reactor->Keep(std::move(serialized));
+        reactor->Finish(status);
+      });
   if (!queued) {
-    per_connection_.Release(peer);
     reactor->Finish(
         Busy(context, absl::StrFormat("the shard's queue of calls is full (%d "
                                       "calls wait; --max-queued-calls); retry "

@@ -22,8 +22,8 @@
 //      (the client backs off and retries, as for UNAVAILABLE): at most
 //      `max_queued_calls` calls wait in each pool's queue; one connection
 //      (its peer address) holds at most `max_calls_per_connection` calls,
-//      queued or running; one worker id runs at most
-//      `max_waiting_pulls_per_worker` Pulls at once, so that no client can
+//      queued, running or with its answer not yet sent; one worker id runs at
+//      most `max_waiting_pulls_per_worker` Pulls at once, so that no client can
 //      hold every pull thread with Pulls of a step that never comes.
 //   3. Parse: the request's chunk entries and unknown fields are counted
 //      on the received bytes first (request_fields.h; a request with more
@@ -165,8 +165,9 @@ class ParameterServerService final : public RawParameterServerService {
   // Serve's steps on the pool thread, up to the answer: parses and
   // authorizes the request, runs `work` and serializes its answer into
   // *response. A pull answer's serialized copy is reserved in the shard's
-  // memory budget: *serialized holds it, and the caller keeps it until the
-  // call is finished.
+  // memory budget: *serialized holds it, and the call's reactor keeps it
+  // until gRPC is done with the call (the answer sent or the call
+  // cancelled), since a client that does not read holds it that long.
   template <typename Request, typename Response, typename Work>
   grpc::Status Handle(grpc::CallbackServerContext* context,
                       const grpc::ByteBuffer& request,

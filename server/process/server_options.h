@@ -73,7 +73,8 @@ struct ServerOptions {
   int64_t max_concurrent_streams = 100;
   // The service's bounds (parameter_server_service.h), each in
   // [1, 100000000]: calls waiting in each pool's queue, calls one
-  // connection holds (queued or running), Pulls one worker id runs at once.
+  // connection holds (queued, running or its answer not yet sent), Pulls
+  // one worker id runs at once.
   int64_t max_queued_calls = 4096;
   int64_t max_calls_per_connection = 256;
   int64_t max_waiting_pulls_per_worker = 8;
