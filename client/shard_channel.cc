@@ -31,6 +31,10 @@ std::shared_ptr<grpc::Channel> CreateShardChannel(
                    Milliseconds(options.initial_backoff));
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
                    Milliseconds(options.max_backoff));
+  // A connection of its own: a shard counts a worker's pulls by connection
+  // where it has no per-worker token, so workers of one process must not
+  // share one (gRPC shares them between channels of equal arguments).
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   if (wire != nullptr) AttachWireCounters(std::move(wire), &arguments);
   return CreateSecureChannel(address, options.transport, std::move(arguments));
 }

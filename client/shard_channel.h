@@ -19,10 +19,11 @@ namespace gradwire {
 // limits of options.max_message_bytes in both directions, and a reconnect
 // backoff between options.initial_backoff and options.max_backoff.
 // Requires ValidateClientOptions(options).ok(). The channel starts idle; it
-// connects on the first call or GetState(true).
+// connects on the first call or GetState(true). It never shares a
+// connection with another channel: a shard without per-worker tokens
+// counts a worker's pulls by connection (parameter_server_service.h).
 // With `wire`, every socket the channel opens is counted there
-// (wire_counters.h); the channel then never shares a connection with
-// another channel.
+// (wire_counters.h).
 std::shared_ptr<grpc::Channel> CreateShardChannel(
     const std::string& address, const ClientOptions& options,
     std::shared_ptr<WireCounters> wire = nullptr);

@@ -102,9 +102,10 @@ ABSL_FLAG(int64_t, max_calls_per_connection, 256,
           "with an answer not yet sent; "
           "more are answered RESOURCE_EXHAUSTED (retried after a backoff).");
 ABSL_FLAG(int64_t, max_waiting_pulls_per_worker, 8,
-          "Pulls one worker id may run at once, so that no client can hold "
-          "every pull thread; more are answered RESOURCE_EXHAUSTED (retried "
-          "after a backoff).");
+          "Pulls one worker (the worker its --worker-tokens-file token "
+          "proves, else one connection) may have in flight at once, so that "
+          "no client can hold every pull thread; more are answered "
+          "RESOURCE_EXHAUSTED (retried after a backoff).");
 ABSL_FLAG(int64_t, memory_quota_bytes, int64_t{1} << 30,
           "Memory gRPC may use for the buffers of all calls together; at "
           "least 2 * --max-message-bytes.");

@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/codec/push_wire.h"
@@ -61,7 +62,7 @@ ParameterServerService::ParameterServerService(
       worker_tokens_(std::move(options.worker_tokens)),
       max_chunk_entries_(options.max_chunk_entries),
       per_connection_(options.max_calls_per_connection),
-      pulls_per_worker_(options.max_waiting_pulls_per_worker),
+      pulls_per_puller_(options.max_waiting_pulls_per_worker),
       handlers_(
           CallPoolOptions(options.handler_threads, options.max_queued_calls)),
       pulls_(CallPoolOptions(options.pull_threads, options.max_queued_calls)) {}
@@ -160,6 +161,15 @@ grpc::Status ParameterServerService::Handle(
 
 namespace {
 
+// Who a Pull's place is counted against: the worker its per-worker token
+// proves, else its connection. Not the worker id in the request, which any
+// client can claim (and so take an honest worker's places), nor anything
+// parsed, since the place is taken before the call has a thread.
+std::string PullerOf(std::optional<uint32_t> caller, const std::string& peer) {
+  return caller.has_value() ? absl::StrFormat("worker %d", *caller)
+                            : absl::StrCat("connection ", peer);
+}
+
 // A unary call's reactor that keeps what its answer needs until gRPC is
 // done with the call (OnDone: the answer sent, or the call cancelled), not
 // only until Finish: a client that does not read its answers keeps them in
@@ -208,6 +218,22 @@ grpc::ServerUnaryReactor* ParameterServerService::Serve(
     return reactor;
   }
   reactor->set_on_done([this, peer] { per_connection_.Release(peer); });
+  // A Pull's place among its puller's is taken before it can take a thread.
+  if constexpr (std::is_same_v<Request, v1::PullRequest>) {
+    std::string puller = PullerOf(*caller, peer);
+    if (!pulls_per_puller_.TryAcquire(puller)) {
+      reactor->Finish(Busy(
+          context,
+          absl::StrFormat("%s already has %d pulls in flight on this shard "
+                          "(--max-waiting-pulls-per-worker); retry later",
+                          puller, pulls_per_puller_.cap())));
+      return reactor;
+    }
+    reactor->set_on_done([this, peer, puller] {
+      pulls_per_puller_.Release(puller);
+      per_connection_.Release(peer);
+    });
+  }
   // The request buffer lives until Finish; the work reads it from a pool
   // thread.
   const bool queued = pool->Submit(
@@ -279,16 +305,8 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(
       context, request, response, &pulls_,
       [this](grpc::CallbackServerContext* call, const v1::PullRequest& pull,
              size_t request_bytes, v1::PullResponse* answer) {
-        const uint32_t worker = pull.worker_id();
-        if (!pulls_per_worker_.TryAcquire(worker)) {
-          return Busy(call, absl::StrFormat(
-                                "worker %d already has %d pulls running on "
-                                "this shard (--max-waiting-pulls-per-worker)",
-                                worker, pulls_per_worker_.cap()));
-        }
         absl::Duration waited;
         const grpc::Status status = WaitAndPull(call, pull, answer, &waited);
-        pulls_per_worker_.Release(worker);
         ShardMetrics& metrics = shard_->metrics();
         metrics.ObservePullWait(waited);
         metrics.CountPullBytes(request_bytes,

@@ -22,9 +22,17 @@
 //      (the client backs off and retries, as for UNAVAILABLE): at most
 //      `max_queued_calls` calls wait in each pool's queue; one connection
 //      (its peer address) holds at most `max_calls_per_connection` calls,
-//      queued, running or with its answer not yet sent; one worker id runs at
-//      most `max_waiting_pulls_per_worker` Pulls at once, so that no client can
-//      hold every pull thread with Pulls of a step that never comes.
+//      queued, running or with its answer not yet sent; one puller has at
+//      most `max_waiting_pulls_per_worker` Pulls in flight, so that no
+//      client can hold every pull thread with Pulls of a step that never
+//      comes. A puller is the worker its per-worker token proves, else its
+//      connection (never the worker id the request claims), and its place
+//      is taken before the Pull is queued for a thread; workers hold a
+//      connection each (client/shard_channel.h). With the default
+//      --pull-threads (--num-workers times this bound) honest pullers never
+//      wait for a thread; without per-worker tokens, a client that opens
+//      many connections is bounded by --max-queued-calls and the threads
+//      alone.
 //   3. Parse: the request's chunk entries and unknown fields are counted
 //      on the received bytes first (request_fields.h; a request with more
 //      than max_chunk_entries entries is refused unparsed:
@@ -207,7 +215,9 @@ class ParameterServerService final : public RawParameterServerService {
 
   std::atomic<bool> shutting_down_{false};
   CallLimits<std::string> per_connection_;
-  CallLimits<uint32_t> pulls_per_worker_;
+  // Pulls in flight per puller (PullerOf: a per-worker token's worker, else
+  // the connection).
+  CallLimits<std::string> pulls_per_puller_;
   ThreadPool handlers_;
   ThreadPool pulls_;
 };

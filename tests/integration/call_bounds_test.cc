@@ -126,6 +126,54 @@ TEST_F(CallBoundsTest, PullsOfOneWorkerAreCapped) {
   EXPECT_EQ(CountBusy(pulls, start, absl::Seconds(2)), kPulls - 2);
 }
 
+// A client without a worker token that claims every worker id cannot take
+// the pull threads from the workers: its pulls are counted against its
+// connection before they take a thread, so the honest workers' pulls (each
+// on its own connection, as GrpcPsClient's) are answered at once and their
+// BSP step completes.
+TEST_F(CallBoundsTest, PullsClaimingOtherIdsCountAgainstTheirConnection) {
+  Start({"--max-waiting-pulls-per-worker=8"});  // 64 pull threads.
+  constexpr int kIds = 2, kPullsEach = 32;      // Every id of the job.
+  absl::BlockingCounter answered(kIds * kPullsEach);
+  auto hostile = OwnConnection(*server_);
+  const absl::Time start = absl::Now();
+  std::vector<std::unique_ptr<HeldPull>> pulls;
+  for (uint32_t id = 0; id < kIds; ++id) {
+    for (auto& pull : HoldPulls(hostile.get(), id, chunks_[0].key, kPullsEach,
+                                absl::Seconds(4), &answered)) {
+      pulls.push_back(std::move(pull));
+    }
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  // Both workers push step 0 and pull its result, each on its own
+  // connection, within a second.
+  for (uint32_t worker = 0; worker < 2; ++worker) {
+    auto own = OwnConnection(*server_);
+    v1::PushRequest push;
+    push.set_worker_id(worker);
+    push.set_step(0);
+    v1::ChunkGradient* gradient = push.add_chunks();
+    gradient->set_key(chunks_[0].key);
+    *gradient->mutable_gradient() =
+        DenseData(std::vector<float>(chunks_[0].initial.size(), 0.5f));
+    grpc::ClientContext context;
+    SetTimeout(&context, absl::Seconds(5));
+    v1::PushResponse pushed;
+    const grpc::Status status = own->Push(&context, push, &pushed);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  for (uint32_t worker = 0; worker < 2; ++worker) {
+    auto own = OwnConnection(*server_);
+    const absl::Time asked = absl::Now();
+    auto pulled = PullDense(own.get(), worker, chunks_, 1, absl::Seconds(5));
+    EXPECT_TRUE(pulled.ok()) << "worker " << worker << ": " << pulled.status();
+    EXPECT_LT(absl::Now() - asked, absl::Seconds(1)) << "worker " << worker;
+  }
+  answered.Wait();
+  // The connection's first 8 waited; the other 56 were refused at once.
+  EXPECT_EQ(CountBusy(pulls, start, absl::Seconds(2)), kIds * kPullsEach - 8);
+}
+
 // One connection holds at most its share of calls; another connection is
 // served.
 TEST_F(CallBoundsTest, CallsOfOneConnectionAreCapped) {
