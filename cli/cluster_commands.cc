@@ -71,7 +71,8 @@ SpawnOptions WorkerCommand(const LocalClusterOptions& options,
     spawn.argv.push_back(absl::StrCat("--metrics-linger-seconds=",
                                       kDashboardWorkerLingerSeconds));
   }
-  for (std::string& flag : TransportFlags(options.transport.worker)) {
+  for (std::string& flag :
+       TransportFlags(WorkerTransport(options.transport, worker))) {
     spawn.argv.push_back(std::move(flag));
   }
   spawn.argv.insert(spawn.argv.end(), options.worker_args.begin(),

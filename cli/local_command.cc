@@ -364,6 +364,9 @@ LocalClusterOptions LocalOptionsOrExit(const std::vector<std::string>& args) {
   absl::StatusOr<TransportSecurity> health = LoadLocalTransport(o.transport);
   if (!health.ok()) UsageError("local", health.status().message());
   o.health_transport = *std::move(health);
+  if (absl::Status s = CheckWorkerTokens(o.transport, o.workers); !s.ok()) {
+    UsageError("local", s.message());
+  }
   o.dashboard = DashboardOptionsOrExit(args);
   return o;
 }

@@ -1,5 +1,7 @@
 #include "cli/local_transport.h"
 
+#include <filesystem>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -26,7 +28,37 @@ LocalTransport LocalTransportFrom(const std::string& tls_dir,
   t.worker.tls_cert = path(kDevClientCert);
   t.worker.tls_key = path(kDevClientKey);
   t.worker.tls_ca = path(kDevCaCert);
+  if (auth_token_file.empty() &&
+      std::filesystem::exists(path(kDevWorkerTokens))) {
+    t.shard.worker_tokens_file = path(kDevWorkerTokens);
+    t.worker_token_dir = tls_dir;
+  }
   return t;
+}
+
+TransportSecurityFiles WorkerTransport(const LocalTransport& transport,
+                                       int worker) {
+  TransportSecurityFiles files = transport.worker;
+  if (!transport.worker_token_dir.empty()) {
+    files.auth_token_file = absl::StrCat(transport.worker_token_dir, "/",
+                                         kDevWorkerTokenPrefix, worker);
+  }
+  return files;
+}
+
+absl::Status CheckWorkerTokens(const LocalTransport& transport, int workers) {
+  if (transport.worker_token_dir.empty()) return absl::OkStatus();
+  for (int worker = 0; worker < workers; ++worker) {
+    const std::string file = WorkerTransport(transport, worker).auth_token_file;
+    if (!std::filesystem::exists(file)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tls-dir: ", file, " is missing: the directory holds per-worker ",
+          "tokens for fewer than ", workers,
+          " workers; write them with scripts/dev-certs.sh --workers ", workers,
+          " ", transport.worker_token_dir));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TransportSecurity> LoadLocalTransport(
@@ -65,6 +97,7 @@ std::vector<std::string> TransportFlags(const TransportSecurityFiles& files) {
   }
   add("tls-server-name", files.tls_server_name);
   add("auth-token-file", files.auth_token_file);
+  add("worker-tokens-file", files.worker_tokens_file);
   if (files.allow_insecure_token) flags.push_back("--allow-insecure-token");
   return flags;
 }

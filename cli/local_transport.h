@@ -24,19 +24,29 @@ inline constexpr char kDevClientCert[] = "client.pem";
 inline constexpr char kDevClientKey[] = "client.key";
 inline constexpr char kDevAuthToken[] = "auth-token";
 
+inline constexpr char kDevWorkerTokens[] = "worker-tokens";
+inline constexpr char kDevWorkerTokenPrefix[] = "worker-token-";
+
 // The shards' and the workers' settings.
 struct LocalTransport {
   TransportSecurityFiles shard;
+  // What every worker uses, and the health checks: the job's shared token.
   TransportSecurityFiles worker;
+  // Where each worker's own token lies (DIR/worker-token-I) when the TLS
+  // directory holds per-worker tokens; empty otherwise.
+  std::string worker_token_dir;
 };
 
 // From --tls-dir (empty: plaintext), --auth-token-file (empty: with a
 // TLS directory its auth-token file, otherwise no token) and
 // --allow-insecure-token (given to both roles). With a directory the shards
 // serve server.pem and require client certificates signed by ca.pem; the
-// workers verify the shards with ca.pem and present client.pem. Without one
-// and without the token flag nothing adds a token: the launcher never sends
-// one in clear on its own.
+// workers verify the shards with ca.pem and present client.pem. Where the
+// directory also holds worker-tokens (and no --auth-token-file replaces its
+// token), the shards take it as --worker-tokens-file and each worker sends
+// its own token (WorkerTransport), so that no worker can act as another.
+// Without a directory and without the token flag nothing adds a token: the
+// launcher never sends one in clear on its own.
 LocalTransport LocalTransportFrom(const std::string& tls_dir,
                                   const std::string& auth_token_file,
                                   bool allow_insecure_token = false);
@@ -47,6 +57,16 @@ LocalTransport LocalTransportFrom(const std::string& tls_dir,
 // scripts/dev-certs.sh when a TLS directory lacks a file.
 absl::StatusOr<TransportSecurity> LoadLocalTransport(
     const LocalTransport& transport);
+
+// Worker `worker`'s settings: transport.worker, with the worker's own
+// token file where there are per-worker tokens.
+TransportSecurityFiles WorkerTransport(const LocalTransport& transport,
+                                       int worker);
+
+// OK when every worker of [0, `workers`) has its token file, or there are
+// no per-worker tokens; else INVALID_ARGUMENT naming the missing file and
+// the scripts/dev-certs.sh command that writes enough of them.
+absl::Status CheckWorkerTokens(const LocalTransport& transport, int workers);
 
 // "--tls-cert=...", ..., "--allow-insecure-token" for the flags set in
 // `files` (none for plaintext without a token).

@@ -269,7 +269,8 @@ void TransportOrExit(const std::set<std::string>& given, RunJobOptions& o) {
   // The workers may change directory: they get absolute paths.
   TransportSecurityFiles& w = o.transport.worker;
   for (std::string* path :
-       {&w.tls_ca, &w.tls_cert, &w.tls_key, &w.auth_token_file}) {
+       {&w.tls_ca, &w.tls_cert, &w.tls_key, &w.auth_token_file,
+        &o.transport.worker_token_dir}) {
     *path = Absolute(*path);
   }
 }
@@ -294,6 +295,9 @@ RunJobOptions RunOptionsOrExit(const std::vector<std::string>& args) {
   o.run_dir = Absolute(absl::GetFlag(FLAGS_run_dir));
   o.keep_logs = absl::GetFlag(FLAGS_keep_logs);
   TransportOrExit(split.given, o);
+  if (absl::Status s = CheckWorkerTokens(o.transport, o.workers); !s.ok()) {
+    UsageError(kCommand, s.message());
+  }
   absl::StatusOr<std::string> program = FindExecutable(split.command[0]);
   if (!program.ok()) {
     UsageError(kCommand, absl::StrCat("the worker command: ",

@@ -150,6 +150,7 @@ absl::Status Job::StartWorkers() {
     SpawnOptions spawn;
     spawn.program = options_.program;
     spawn.argv = options_.command;
+    environment.transport = WorkerTransport(options_.transport, i);
     spawn.extra_env = WorkerVariables(environment, i);
     spawn.unset_env = unset;
     spawn.stdout_fd = output_->stdout_write_end(i);

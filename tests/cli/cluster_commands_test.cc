@@ -93,6 +93,26 @@ TEST(WorkerCommandTest, TransportFlagsComeFromTheWorkersSettings) {
   EXPECT_THAT(shard.argv, Contains("--tls-cert=/certs/server.pem"));
 }
 
+TEST(WorkerCommandTest, EachWorkerSendsItsOwnTokenWhereTheDirectoryHasThem) {
+  LocalClusterOptions options = Options();
+  options.transport = LocalTransportFrom("/certs", "");
+  options.transport.shard.worker_tokens_file = "/certs/worker-tokens";
+  options.transport.worker_token_dir = "/certs";
+  const SpawnOptions worker =
+      WorkerCommand(options, RunDirectory("/run"), "h:1", 1, {});
+  EXPECT_THAT(worker.argv, Contains("--auth-token-file=/certs/worker-token-1"));
+  EXPECT_THAT(worker.argv,
+              Not(Contains("--auth-token-file=/certs/auth-token")));
+  const SpawnOptions shard = ShardCommand(options, RunDirectory("/run"), 0);
+  EXPECT_THAT(shard.argv,
+              Contains("--worker-tokens-file=/certs/worker-tokens"));
+  EXPECT_THAT(shard.argv, Contains("--auth-token-file=/certs/auth-token"));
+  // Without them (no worker-tokens file in /certs): the shared token.
+  options.transport = LocalTransportFrom("/certs", "");
+  EXPECT_THAT(WorkerCommand(options, RunDirectory("/run"), "h:1", 1, {}).argv,
+              Contains("--auth-token-file=/certs/auth-token"));
+}
+
 TEST(WorkerEnvironmentTest, SharesTheCoresUnlessTheUserSetThreads) {
   unsetenv("OMP_NUM_THREADS");
   const std::vector<std::string> env = WorkerEnvironment(1 << 20);

@@ -247,7 +247,8 @@ TEST_F(GradwireRunTest, CtrlCGoesToTheWorkersAndStopsEverything) {
 }
 
 // The TLS variables of the contract are all a client needs: `gradwire
-// health` reads its --tls-* flags from them.
+// health` reads its --tls-* flags from them. The token is the worker's own
+// (the directory holds per-worker tokens).
 TEST_F(GradwireRunTest, MutualTlsReachesTheWorkersThroughTheEnvironment) {
   absl::StatusOr<std::unique_ptr<DevCerts>> certs = DevCerts::Make();
   ASSERT_TRUE(certs.ok()) << certs.status();
@@ -263,7 +264,7 @@ TEST_F(GradwireRunTest, MutualTlsReachesTheWorkersThroughTheEnvironment) {
   EXPECT_EQ(run.out, absl::StrCat("[0] ca=", (*certs)->ca(),
                                   " cert=", (*certs)->client_cert(),
                                   " key=", (*certs)->client_key(),
-                                  " token=", (*certs)->token_file(),
+                                  " token=", (*certs)->dir(), "/worker-token-0",
                                   "\n[0] SERVING\n[0] plaintext refused\n"));
 }
 

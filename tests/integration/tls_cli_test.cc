@@ -225,18 +225,30 @@ TEST_F(TlsCliTest, LocalClusterOverMutualTlsWithToken) {
   TempDir run_dir;
   ExitedProcess run = RunBinary(
       cli_,
-      {"local", "--shards=2", "--workers=1", "--tls-dir=" + good_->dir(),
+      {"local", "--shards=2", "--workers=2", "--tls-dir=" + good_->dir(),
        "--log-dir=" + run_dir.path(), "--model=mlp", "--max-steps=3",
        "--train-limit=256", "--test-limit=64", "--progress=log"},
       absl::Seconds(120));
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  // The directory holds a token per worker (dev-certs.sh's default 2):
+  // each worker sends its own, and no worker can act as another.
   for (const char* log : {"shard-0.log", "shard-1.log"}) {
     EXPECT_THAT(ReadFileOrEmpty(run_dir.path() + "/" + log),
-                HasSubstr("transport: mutual TLS; auth token: on"))
+                HasSubstr("transport: mutual TLS; auth token: on; worker "
+                          "tokens: 2 workers"))
         << log;
   }
   EXPECT_THAT(ReadFileOrEmpty(run_dir.path() + "/worker-0.log"),
               HasSubstr("worker 0: transport: mutual TLS; auth token: on"));
+  // More workers than tokens: refused before anything starts, naming the
+  // file and the command that writes enough.
+  ExitedProcess short_of_tokens = RunBinary(
+      cli_, {"local", "--shards=1", "--workers=3", "--tls-dir=" + good_->dir(),
+             "--model=mlp", "--max-steps=1"});
+  EXPECT_EQ(short_of_tokens.exit_code, 2) << short_of_tokens.err;
+  EXPECT_THAT(short_of_tokens.err, HasSubstr("worker-token-2 is missing"));
+  EXPECT_THAT(short_of_tokens.err,
+              HasSubstr("scripts/dev-certs.sh --workers 3"));
 }
 
 }  // namespace
