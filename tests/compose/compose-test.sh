@@ -185,10 +185,28 @@ down() {
   fi
 }
 
-# The images on their own: non-root users, and working health checks
-# (rm -v: Prometheus's image declares a volume, made anew for each run).
+# Waits for container $1's built-in health check to pass; on failure shows
+# its log. Removes the container either way (rm -v: Prometheus's image
+# declares a volume, made anew for each run).
+await_built_in_check() {
+  local name=$1 what=$2 ok=0
+  if [[ "$ENGINE" == podman ]]; then
+    wait_for 60 "$what" podman healthcheck run "$name" || ok=1
+  else
+    wait_for 90 "$what" \
+      bash -c "[[ \$(docker inspect --format '{{.State.Health.Status}}' $name) == healthy ]]" || ok=1
+  fi
+  [[ $ok == 0 ]] || "$ENGINE" logs "$name" >&2
+  "$ENGINE" rm -f -v "$name" >/dev/null
+  [[ $ok == 0 ]] && log "$what passes in a container"
+  return $ok
+}
+
+# The images on their own: non-root users, and working health checks, the
+# server's also over mutual TLS, where it presents the probe's certificate
+# (GRADWIRE_PROBE_TLS_CERT and _KEY, deploy/docker/healthcheck.sh).
 check_images() {
-  local image uid name
+  local image uid name tls=$WORK/tls-image
   for image in "${IMAGES[@]}"; do
     uid=$("$ENGINE" run --rm --entrypoint id "$image:latest" -u)
     [[ "$uid" != 0 ]] || fail "$image runs as root" || return 1
@@ -197,22 +215,19 @@ check_images() {
   for image in gradwire-server gradwire-prometheus; do
     name="gradwire-image-check-$$-${image#gradwire-}"
     "$ENGINE" run -d --name "$name" "$image:latest" >/dev/null
-    if [[ "$ENGINE" == podman ]]; then
-      wait_for 60 "$image's built-in health check" podman healthcheck run "$name" || {
-        "$ENGINE" logs "$name" >&2
-        "$ENGINE" rm -f -v "$name" >/dev/null
-        return 1
-      }
-    else
-      wait_for 90 "$image's built-in health check" \
-        bash -c "[[ \$(docker inspect --format '{{.State.Health.Status}}' $name) == healthy ]]" || {
-        "$ENGINE" rm -f -v "$name" >/dev/null
-        return 1
-      }
-    fi
-    "$ENGINE" rm -f -v "$name" >/dev/null
-    log "$image's built-in health check passes in a container"
+    await_built_in_check "$name" "$image's built-in health check" || return 1
   done
+  scripts/dev-certs.sh "$tls" >"$WORK/dev-certs-image.log" 2>&1 ||
+    { cat "$WORK/dev-certs-image.log" >&2; return 1; }
+  chown 10001 "$tls"/*.key "$tls/auth-token" "$tls"/worker-token*
+  name="gradwire-image-check-$$-server-tls"
+  "$ENGINE" run -d --name "$name" -v "$tls:/tls:ro" \
+    -e GRADWIRE_TLS_CERT=/tls/server.pem -e GRADWIRE_TLS_KEY=/tls/server.key \
+    -e GRADWIRE_TLS_CA=/tls/ca.pem -e GRADWIRE_TLS_REQUIRE_CLIENT_CERT=true \
+    -e GRADWIRE_AUTH_TOKEN_FILE=/tls/auth-token \
+    -e GRADWIRE_PROBE_TLS_CERT=/tls/probe.pem \
+    -e GRADWIRE_PROBE_TLS_KEY=/tls/probe.key gradwire-server:latest >/dev/null
+  await_built_in_check "$name" "gradwire-server's built-in health check over mutual TLS"
 }
 
 # The pushed bytes of each worker: summary against Prometheus.
