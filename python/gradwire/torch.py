@@ -43,7 +43,8 @@ from gradwire._updates import (aggregation_tensors, is_registered_itself,
 from gradwire.checkpoint import load_checkpoint, save_checkpoint
 from gradwire.compression import PULL_KEYS, PUSH_KEYS, Compression
 
-__all__ = ["DistributedOptimizer", "save_checkpoint", "load_checkpoint"]
+__all__ = ["DistributedOptimizer", "DDPHookState", "ddp_comm_hook",
+           "save_checkpoint", "load_checkpoint"]
 
 # Options the wrapper decides itself: the shards only aggregate.
 _RESERVED_KEYS = tuple(s["name"] for s in _C.settings()
@@ -306,20 +307,27 @@ class DistributedOptimizer(torch.optim.Optimizer):
         clip then clips this worker's own gradient."""
         if self._synchronized or self._exchange_updates:
             return
-        self._check_resumable()
-        for p, r in zip(self._parameters, self._replicas):
+        for p in self._parameters:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-            r.grad = p.grad
-        if self._hooks is not None:
-            self._hooks.finish_step()
-        self._exchange()
-        befores = self._before or [p.grad for p in self._parameters]
-        for p, r, before in zip(self._parameters, self._replicas, befores):
-            torch.sub(before, r, out=p.grad)
+        self._exchange_gradients([p.grad for p in self._parameters])
         if self._lr_scaling is not None:
             self._lr_scaling.unscale(self._parameters)
         self._synchronized = True
+
+    @torch.no_grad()
+    def _exchange_gradients(self, gradients):
+        """Exchanges `gradients` (one tensor per parameter, in order, each
+        of its parameter's shape) and writes the workers' mean into them."""
+        self._check_resumable()
+        for g, r in zip(gradients, self._replicas):
+            r.grad = g
+        if self._hooks is not None:
+            self._hooks.finish_step()
+        self._exchange()
+        befores = self._before or gradients
+        for g, r, before in zip(gradients, self._replicas, befores):
+            torch.sub(before, r, out=g)
 
     def _step_on_updates(self):
         self._check_resumable()
@@ -328,17 +336,23 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     def step(self, closure=None):
         """Synchronizes (unless done already) and steps the wrapped
-        optimizer on the aggregated gradients. A closure would recompute
-        local gradients after the exchange and is refused."""
+        optimizer on the aggregated gradients. A closure (as PyTorch
+        Lightning always passes) is called first, under grad mode, to
+        compute this step's loss and gradients, and its loss returned; the
+        exchange then follows as after a plain backward(). Optimizers that
+        call their closure several times a step (LBFGS) would exchange once
+        per call and are not supported."""
+        loss = None
         if closure is not None:
-            raise ValueError(
-                "closure: not supported; gradients are exchanged before the "
-                "wrapped optimizer steps")
+            with torch.enable_grad():
+                loss = closure()
         if self._exchange_updates:
-            return self._step_on_updates()
-        self.synchronize()
-        self._synchronized = False
-        return self._optimizer.step()
+            result = self._step_on_updates()
+        else:
+            self.synchronize()
+            self._synchronized = False
+            result = self._optimizer.step()
+        return loss if closure is not None else result
 
     def zero_grad(self, set_to_none=False):
         self._optimizer.zero_grad(set_to_none=set_to_none)
@@ -396,3 +410,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     def __repr__(self):
         return f"DistributedOptimizer({self._optimizer!r})"
+
+
+# After DistributedOptimizer, which the hook's state holds.
+from gradwire._ddp_hook import DDPHookState, ddp_comm_hook  # noqa: E402

@@ -270,3 +270,41 @@ def test_gradwire_exchange_chooses_where_the_script_leaves_auto(
     with pytest.raises(ValueError, match="^GRADWIRE_EXCHANGE: 'weights'"):
         DistributedOptimizer(torch.optim.Adam(model.parameters()), model,
                              shards=["127.0.0.1:1"])
+
+
+@pytest.mark.parametrize("exchange", ["gradients", "updates"])
+def test_step_with_a_closure_steps_as_backward_then_step(start_shards,
+                                                         exchange):
+    """step(closure), as PyTorch Lightning calls it: the closure computes
+    the loss and gradients, the exchange follows, and the closure's loss
+    is returned; the weights are those of backward() then step()."""
+    results = []
+    for use_closure in (False, True):
+        shards = start_shards(1, 1)
+        model = make_model(seed=3)
+        opt = DistributedOptimizer(
+            torch.optim.Adam(model.parameters(), lr=0.01), model,
+            shards=[shards[0].address], exchange=exchange, overlap=False)
+        losses = []
+        for step in range(3):
+            points, labels = batch(step, 0)
+
+            def closure():
+                opt.zero_grad()
+                loss = torch.nn.functional.cross_entropy(model(points),
+                                                         labels)
+                loss.backward()
+                return loss
+
+            if use_closure:
+                losses.append(opt.step(closure).item())
+            else:
+                losses.append(closure().item())
+                opt.step()
+        opt.close()
+        results.append((losses, [p.detach().clone()
+                                 for p in model.parameters()]))
+    (plain_losses, plain), (closure_losses, stepped) = results
+    assert closure_losses == plain_losses
+    for a, b in zip(plain, stepped):
+        assert torch.equal(a, b)

@@ -1,0 +1,150 @@
+"""gradwire as a DDP communication hook: DDPHookState and ddp_comm_hook.
+
+A DistributedDataParallel model hands each bucket of gradients to the hook
+instead of all-reducing it over its process group; the hook exchanges
+them through gradwire's shards, compressed with error feedback, and DDP
+writes the workers' mean back into ``p.grad``. The user's optimizer,
+schedulers, clipping and AMP stay as they are; DDP's process group still
+starts the job (it broadcasts rank 0's parameters and buffers).
+
+How: the state keeps a DistributedOptimizer over the model's parameters
+(exchanging gradients, the shards' aggregation buffers, see torch.py)
+whose wrapped optimizer never steps. Buckets wait until DDP hands over the
+last one of the step; then every parameter's gradient (a view into its
+bucket) is exchanged at once and each bucket's future completes with its
+buffer holding the mean. The parameters are registered with the shards at
+the first step, in the order of that step's buckets, which DDP makes the
+same on every rank.
+"""
+
+import torch
+
+from gradwire._C import Error
+
+# The key of the hook's part of a state dict.
+_STATE_KEY = "gradwire_ddp_hook"
+
+
+class DDPHookState:
+    """What ``ddp_comm_hook`` needs between calls; pass it to
+    ``DistributedDataParallel.register_comm_hook`` with the hook.
+
+    Args:
+      compression: a gradwire.Compression or a dict of its keywords
+        (default: GRADWIRE_COMPRESSION where set, else Top-K 1% with error
+        feedback, exact pulls, parameters under 16384 elements whole), as
+        DistributedOptimizer takes it.
+      **sync_options: DistributedOptimizer's other options (shards,
+        worker_id, num_workers, ...); without ``shards`` they come from the
+        environment (gradwire.init(), ``gradwire run``).
+
+    Error feedback keeps what compression leaves out in units of the
+    gradient (DistributedOptimizer's learning-rate scaling needs the
+    optimizer, which the hook does not see).
+    """
+
+    def __init__(self, compression=None, **sync_options):
+        for key in ("exchange", "overlap", "broadcast_buffers",
+                    "backward_passes_per_step"):
+            if key in sync_options:
+                raise ValueError(
+                    f"{key}: not an option of the DDP hook (it exchanges "
+                    "DDP's buckets of gradients; DDP broadcasts the buffers)")
+        self._compression = compression
+        self._sync_options = sync_options
+        self._exchange = None
+        self._index = {}
+        self._pending = []
+        self._loaded = None
+
+    @property
+    def exchange(self):
+        """The DistributedOptimizer that exchanges the gradients (None
+        before the first step): its ``stats``, ``exchange_seconds`` and
+        ``next_step``."""
+        return self._exchange
+
+    @property
+    def stats(self):
+        """gradwire.SyncStats of the exchanges so far (None before the
+        first step)."""
+        return None if self._exchange is None else self._exchange.stats
+
+    def _start(self, parameters):
+        # Local import: torch.py imports this module.
+        from gradwire.torch import DistributedOptimizer
+        holder = torch.optim.SGD(parameters, lr=0.0)
+        self._exchange = DistributedOptimizer(
+            holder, [(f"ddp.{i}", p) for i, p in enumerate(parameters)],
+            compression=self._compression, exchange="gradients",
+            overlap=False, broadcast_buffers=False, **self._sync_options)
+        self._index = {id(p): i for i, p in enumerate(parameters)}
+        if self._loaded is not None:
+            self._exchange.load_state_dict(self._loaded)
+            self._loaded = None
+
+    def _run(self, buckets):
+        if self._exchange is None:
+            self._start([p for bucket, _ in buckets
+                         for p in bucket.parameters()])
+        gradients = [None] * len(self._index)
+        for bucket, _ in buckets:
+            for p, g in zip(bucket.parameters(), bucket.gradients()):
+                index = self._index.get(id(p))
+                if index is None:
+                    raise Error(
+                        "FAILED_PRECONDITION: the DDP hook got a parameter "
+                        "it did not register at the first step; register "
+                        "the hook on a model whose parameters stay the same")
+                gradients[index] = g
+        for i, p in enumerate(self._exchange._parameters):
+            if gradients[i] is None:
+                gradients[i] = torch.zeros_like(p)
+        self._exchange._exchange_gradients(gradients)
+
+    def state_dict(self):
+        """This worker's compression state (error-feedback residuals) and
+        the step it belongs to; each worker saves its own."""
+        if self._exchange is None:
+            return {_STATE_KEY: self._loaded}
+        return {_STATE_KEY: self._exchange.state_dict()}
+
+    def load_state_dict(self, state_dict):
+        """Restores what state_dict() returned, before the first step of a
+        resumed job (the shards restored from their checkpoint)."""
+        if _STATE_KEY not in state_dict:
+            raise ValueError(f"state_dict: no '{_STATE_KEY}' entry; pass "
+                             "what DDPHookState.state_dict() returned")
+        state = state_dict[_STATE_KEY]
+        if self._exchange is None:
+            self._loaded = state
+        elif state is not None:
+            self._exchange.load_state_dict(state)
+
+    def close(self):
+        if self._exchange is not None:
+            self._exchange.close()
+
+
+def ddp_comm_hook(state, bucket):
+    """DistributedDataParallel's communication hook: each bucket's mean
+    over the workers, through gradwire's shards. Use as
+    ``ddp_model.register_comm_hook(gradwire.torch.DDPHookState(),
+    gradwire.torch.ddp_comm_hook)``."""
+    if not isinstance(state, DDPHookState):
+        raise ValueError("ddp_comm_hook: the state must be a "
+                         f"gradwire.torch.DDPHookState, got "
+                         f"{type(state).__name__}")
+    future = torch.futures.Future()
+    state._pending.append((bucket, future))
+    if bucket.is_last():
+        pending, state._pending = state._pending, []
+        try:
+            state._run(pending)
+        except BaseException as error:
+            for _, waiting in pending:
+                waiting.set_exception(error)
+            return future
+        for done, waiting in pending:
+            waiting.set_result(done.buffer())
+    return future
