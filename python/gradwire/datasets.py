@@ -144,3 +144,44 @@ def _labels(classes, path):
         raise BadDataFile(f"{path}: label {int(labels[index])} of example "
                          f"{index} is outside [0, 10)")
     return labels.to(torch.int64)
+
+
+#: The files of torchvision's FashionMNIST(root) in root/FashionMNIST/raw.
+_TORCHVISION_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                      "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+
+
+def prepare_torchvision_fashion_mnist(root, data_dir=FASHION_MNIST_DIR):
+    """Writes Debian's Fashion-MNIST where torchvision's
+    ``FashionMNIST(root)`` reads it (uncompressed, in
+    ``root/FashionMNIST/raw``), so that a script's ``download=True`` finds
+    it there and downloads nothing. Files already there with the expected
+    size are left alone. Returns the raw folder.
+
+    Raises FileNotFoundError naming the Debian package when a source file
+    is missing; BadDataFile for one whose size is not Fashion-MNIST's.
+    """
+    raw = os.path.join(root, "FashionMNIST", "raw")
+    os.makedirs(raw, exist_ok=True)
+    for name in _TORCHVISION_FILES:
+        source = os.path.join(data_dir, name + ".gz")
+        if not os.path.isfile(source):
+            raise FileNotFoundError(
+                f"Fashion-MNIST file {source} is missing: {_INSTALL_HINT}")
+        count = 60000 if name.startswith("train") else 10000
+        size = (16 + count * _ROWS * _COLS if "images" in name else
+                8 + count)
+        target = os.path.join(raw, name)
+        if os.path.isfile(target) and os.path.getsize(target) == size:
+            continue
+        with gzip.open(source, "rb") as compressed:
+            data = compressed.read()
+        if len(data) != size:
+            raise BadDataFile(f"{source}: {len(data)} bytes uncompressed, "
+                              f"expected {size}")
+        partial = target + ".partial"
+        with open(partial, "wb") as out:
+            out.write(data)
+        os.replace(partial, target)
+    return raw
+
