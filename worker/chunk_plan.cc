@@ -43,6 +43,8 @@ ChunkPlan::ChunkPlan(Partition partition, std::vector<torch::Tensor> parameters,
       local_rank_(options.local_rank),
       local_size_(options.local_size),
       owned_keys_(parameters_.size()) {
+  weights_.reserve(parameters_.size());
+  for (const torch::Tensor& p : parameters_) weights_.push_back(p.detach());
   for (const ChunkSpec& spec : partition_.chunks()) {
     ChunkSlot slot;
     slot.spec = spec;

@@ -112,6 +112,15 @@ class ChunkPlan {
   const torch::Tensor& ParameterOf(const ChunkSpec& spec) const {
     return parameters_[spec.tensor_index];
   }
+  // Where pulled weights of chunk `spec` are written: the memory the tensor
+  // held at registration, through a tensor of its own that shares it. A
+  // script that replaces a registered tensor's data (`p.data = ...`) while
+  // pulls are still landing (pull ahead) then cannot have them written
+  // into the new data, whatever its size, nor into freed memory; the
+  // binding refuses the next call.
+  const torch::Tensor& WeightsOf(const ChunkSpec& spec) const {
+    return weights_[spec.tensor_index];
+  }
   const std::string& NameOf(const ChunkSpec& spec) const {
     return partition_.tensors()[spec.tensor_index].name;
   }
@@ -155,6 +164,8 @@ class ChunkPlan {
 
   const Partition partition_;
   const std::vector<torch::Tensor> parameters_;
+  // Each parameter's detach(): the same memory, held for the plan's life.
+  std::vector<torch::Tensor> weights_;
   const int local_rank_;
   const int local_size_;
   std::vector<ChunkSlot> slots_;

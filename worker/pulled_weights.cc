@@ -110,7 +110,7 @@ absl::StatusOr<uint64_t> ApplyPulledWeights(
       }
       CpuAccount::Scope writing(account, CpuActivity::kCopy);
       for (const CompressedChunk& part : decoded) {
-        WriteChunk(part, weights.is_delta(), plan->ParameterOf(spec), spec);
+        WriteChunk(part, weights.is_delta(), plan->WeightsOf(spec), spec);
       }
       slot.version = weights.version();
       slot.epoch = response.history_epoch();

@@ -128,3 +128,43 @@ def test_close_from_another_thread_waits_for_the_running_step(start_shards):
     """, *addresses, timeout=300)
     assert code == 0, out
     assert f"ROUNDS {rounds}" in out, out
+
+
+def test_a_pull_ahead_landing_after_p_data_was_replaced_writes_no_freed_memory(
+        start_shards):
+    """With pull ahead, step() returns before the pulls land; a p.data
+    swapped right after it must not receive them (they go to the storage
+    the plan was made for, which the binding keeps alive), and the next
+    step refuses."""
+    shard, = start_shards(1, 1)
+    code, out = run_child("""
+        import gc
+        sync = gradwire.ParameterSync(
+            shards=[sys.argv[1]], worker_id=0, num_workers=1,
+            compressor="topk", ratio=0.05, optimizer="sgd", lr=0.1,
+            partition_bytes=1 << 16)
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 256),
+                                    torch.nn.Linear(256, 4))
+        sync.register(model.named_parameters(), overlap=True)
+        sync.pull_ahead(model)
+        weight = model[0].weight
+        model(torch.randn(8, 256)).sum().backward()
+        sync.step()
+        # This step's pulls may still be on their way; the old storage has
+        # no other reference once replaced.
+        weight.data = torch.full((256, 256), 7.0)
+        gc.collect()
+        time.sleep(0.2)
+        print("UNTOUCHED", bool((weight.data == 7.0).all()))
+        weight.grad = None
+        try:
+            sync.step()
+            print("NO ERROR")
+        except ValueError as error:
+            print("VALUE ERROR:", error)
+        sync.close()
+    """, shard.address)
+    assert code == 0, out
+    assert "UNTOUCHED True" in out, out
+    assert "p.data was replaced" in out, out
