@@ -43,7 +43,8 @@
 #                    (build/bench-python.json; PYTHON_BENCH_ARGS="--parts=a")
 #   make bench-load  64 simulated workers against 2 real shards: throughput,
 #                    latency, errors, shard memory (build/bench-load.json)
-#   make demo        2 shards + 2 workers train Fashion-MNIST on this machine
+#   make demo        builds only the three binaries it runs, then 2 shards +
+#                    2 workers train Fashion-MNIST on this machine
 #                    (gradwire local; writes build/demo-summary.json), with
 #                    the Prometheus console dashboard when Debian's
 #                    prometheus is installed (its URL is printed)
@@ -108,7 +109,7 @@ MODELS_ARGS ?=
 # Flags for gradwire-bench-load, e.g. "--mode=bsp --steps=200".
 LOAD_ARGS ?=
 
-.PHONY: all deps configure build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-auto bench-straggler bench-load bench-models bench-large bench-python demo demo-python format check-deploy check-docs settings-doc images images-prebuilt compose-test clean
+.PHONY: all deps configure build demo-build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-auto bench-straggler bench-load bench-models bench-large bench-python demo demo-python format check-deploy check-docs settings-doc images images-prebuilt compose-test clean
 
 all: build
 
@@ -174,7 +175,14 @@ bench-python: build
 bench-load: build
 	$(BUILD)/bin/gradwire-bench-load --json $(BUILD)/bench-load.json $(LOAD_ARGS)
 
-demo: build
+# The demo builds only what it runs: the tests and benchmarks come with
+# `make test` and `make bench`.
+DEMO_TARGETS := gradwire gradwire-server gradwire-worker
+
+demo-build: configure
+	cmake --build $(BUILD) -j $(JOBS) --target $(DEMO_TARGETS)
+
+demo: demo-build
 	$(BUILD)/bin/gradwire local --shards=2 --workers=2 --model=cnn \
 	  --compressor=topk --ratio=0.01 --error-feedback --epochs=1 \
 	  --summary-json=$(BUILD)/demo-summary.json $(DEMO_DASHBOARD) $(DEMO_ARGS)
