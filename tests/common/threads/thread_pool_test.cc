@@ -219,10 +219,11 @@ TEST(ThreadPoolTest, AGrowingPoolKeepsItsThreadsAcrossCalls) {
   }
   EXPECT_EQ(ran.load(), 150);
   // Two helpers a call leave the caller. A thread still on its way back
-  // from its last task can make a call start another, but the 100 helpers
-  // queued do not start a thread each.
+  // from its last task can make a call start another (on a loaded machine
+  // a few dozen times: 36 seen with 4 busy processes on 2 cores), but the
+  // 100 helpers queued do not start a thread each.
   EXPECT_GE(pool.threads(), 1);
-  EXPECT_LT(pool.threads(), 20);
+  EXPECT_LT(pool.threads(), 100);
 }
 
 // A task that blocks (a Pull waiting for its step) does not hold up
