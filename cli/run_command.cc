@@ -265,7 +265,12 @@ void TransportOrExit(const std::set<std::string>& given, RunJobOptions& o) {
           : LoadTransportSecurity(o.transport.worker, TransportRole::kClient);
   if (!health.ok()) UsageError(kCommand, health.status().message());
   o.health_transport = *std::move(health);
-  if (!o.shard_addresses.empty()) o.transport.shard = {};
+  // Shards started elsewhere may not take per-worker tokens: the workers
+  // send the directory's shared token, as the shards' own flags decide.
+  if (!o.shard_addresses.empty()) {
+    o.transport.shard = {};
+    o.transport.worker_token_dir.clear();
+  }
   // The workers may change directory: they get absolute paths.
   TransportSecurityFiles& w = o.transport.worker;
   for (std::string* path :
