@@ -10,9 +10,10 @@ from gradwire.datasets import prepare_torchvision_fashion_mnist
 
 def main(argv):
     if len(argv) != 1 or argv[0].startswith("-"):
-        print("usage: python3 -m gradwire.prepare_data ROOT\n  writes Debian's "
-              "Fashion-MNIST into ROOT/FashionMNIST/raw, where torchvision's "
-              "FashionMNIST(ROOT) reads it", file=sys.stderr)
+        print("usage: python3 -m gradwire.prepare_data ROOT\n"
+              "  writes Debian's Fashion-MNIST into ROOT/FashionMNIST/raw, "
+              "where torchvision's FashionMNIST(ROOT) reads it",
+              file=sys.stderr)
         return 2
     try:
         print(prepare_torchvision_fashion_mnist(argv[0]))

@@ -6,7 +6,8 @@ and, with --hook, gradwire's (GRADWIRE_SHARDS).
                      [--closure] [--optimizer=adam|sgd]
 
 Trains a small MLP under DistributedDataParallel over gloo with Adam (the
-seed's flow; --optimizer=sgd: SGD with momentum), on batches that depend only on the step and the rank, with
+seed's flow; --optimizer=sgd: SGD with momentum), on batches that depend
+only on the step and the rank, with
 DDP's own all-reduce or, with --hook, gradwire.torch.ddp_comm_hook. Rank 0
 writes the final parameters, the losses and (with --hook) the bytes the
 hook sent and received to PATH. --closure steps through step(closure)

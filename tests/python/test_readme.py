@@ -34,7 +34,8 @@ def test_the_readme_python_example_runs_as_written(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run(["bash", "-euc", script], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, (result.stdout[-3000:] +
+                                    result.stderr[-3000:])
     assert (tmp_path / "examples" / "python" / "data" / "FashionMNIST" /
             "raw" / "train-images-idx3-ubyte").is_file()
     assert re.search(r"Test set: Average loss", result.stdout), result.stdout
