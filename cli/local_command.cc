@@ -361,12 +361,10 @@ LocalClusterOptions LocalOptionsOrExit(const std::vector<std::string>& args) {
   o.transport = LocalTransportFrom(absl::GetFlag(FLAGS_tls_dir),
                                    absl::GetFlag(FLAGS_auth_token_file),
                                    absl::GetFlag(FLAGS_allow_insecure_token));
-  absl::StatusOr<TransportSecurity> health = LoadLocalTransport(o.transport);
+  absl::StatusOr<TransportSecurity> health =
+      LoadLocalTransport(o.transport, o.workers);
   if (!health.ok()) UsageError("local", health.status().message());
   o.health_transport = *std::move(health);
-  if (absl::Status s = CheckWorkerTokens(o.transport, o.workers); !s.ok()) {
-    UsageError("local", s.message());
-  }
   o.dashboard = DashboardOptionsOrExit(args);
   return o;
 }

@@ -46,6 +46,11 @@ TransportSecurityFiles WorkerTransport(const LocalTransport& transport,
   return files;
 }
 
+namespace {
+
+// OK when every worker of [0, `workers`) has its token file, or there are
+// no per-worker tokens; else INVALID_ARGUMENT naming the missing file and
+// the scripts/dev-certs.sh command that writes enough of them.
 absl::Status CheckWorkerTokens(const LocalTransport& transport, int workers) {
   if (transport.worker_token_dir.empty()) return absl::OkStatus();
   for (int worker = 0; worker < workers; ++worker) {
@@ -61,8 +66,13 @@ absl::Status CheckWorkerTokens(const LocalTransport& transport, int workers) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
 absl::StatusOr<TransportSecurity> LoadLocalTransport(
-    const LocalTransport& transport) {
+    const LocalTransport& transport, int workers) {
+  if (absl::Status s = CheckWorkerTokens(transport, workers); !s.ok()) {
+    return s;
+  }
   absl::Status shard =
       ValidateTransportSecurity(transport.shard, TransportRole::kServer);
   absl::StatusOr<TransportSecurity> worker =

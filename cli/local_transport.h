@@ -51,22 +51,19 @@ LocalTransport LocalTransportFrom(const std::string& tls_dir,
                                   const std::string& auth_token_file,
                                   bool allow_insecure_token = false);
 
-// Checks both roles' files (LoadTransportSecurity) and returns what the
-// health checks of `gradwire local` use: the workers' settings, loaded.
-// INVALID_ARGUMENT naming the flag and file on a problem, with a hint about
-// scripts/dev-certs.sh when a TLS directory lacks a file.
+// Checks both roles' files (LoadTransportSecurity), and with per-worker
+// tokens that each of the `workers` workers has its token file, and
+// returns what the health checks of `gradwire local` use: the workers'
+// settings, loaded. INVALID_ARGUMENT naming the flag and file on a
+// problem, with a hint about scripts/dev-certs.sh when a TLS directory
+// lacks a file (for a missing worker token, the --workers it needs).
 absl::StatusOr<TransportSecurity> LoadLocalTransport(
-    const LocalTransport& transport);
+    const LocalTransport& transport, int workers);
 
 // Worker `worker`'s settings: transport.worker, with the worker's own
 // token file where there are per-worker tokens.
 TransportSecurityFiles WorkerTransport(const LocalTransport& transport,
                                        int worker);
-
-// OK when every worker of [0, `workers`) has its token file, or there are
-// no per-worker tokens; else INVALID_ARGUMENT naming the missing file and
-// the scripts/dev-certs.sh command that writes enough of them.
-absl::Status CheckWorkerTokens(const LocalTransport& transport, int workers);
 
 // "--tls-cert=...", ..., "--allow-insecure-token" for the flags set in
 // `files` (none for plaintext without a token).

@@ -261,7 +261,7 @@ void TransportOrExit(const std::set<std::string>& given, RunJobOptions& o) {
   }
   absl::StatusOr<TransportSecurity> health =
       o.shard_addresses.empty()
-          ? LoadLocalTransport(o.transport)
+          ? LoadLocalTransport(o.transport, o.workers)
           : LoadTransportSecurity(o.transport.worker, TransportRole::kClient);
   if (!health.ok()) UsageError(kCommand, health.status().message());
   o.health_transport = *std::move(health);
@@ -300,9 +300,6 @@ RunJobOptions RunOptionsOrExit(const std::vector<std::string>& args) {
   o.run_dir = Absolute(absl::GetFlag(FLAGS_run_dir));
   o.keep_logs = absl::GetFlag(FLAGS_keep_logs);
   TransportOrExit(split.given, o);
-  if (absl::Status s = CheckWorkerTokens(o.transport, o.workers); !s.ok()) {
-    UsageError(kCommand, s.message());
-  }
   absl::StatusOr<std::string> program = FindExecutable(split.command[0]);
   if (!program.ok()) {
     UsageError(kCommand, absl::StrCat("the worker command: ",

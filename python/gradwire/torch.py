@@ -36,6 +36,7 @@ from gradwire._buffers import (broadcast_buffers_of, check_constants,
                                stage_buffers)
 from gradwire._exchange import resolve_exchange
 from gradwire._lr_scaling import LearningRateScaling
+from gradwire._named import named_from
 from gradwire._stats_file import write_at_exit
 from gradwire._sync import ParameterSync
 from gradwire._updates import (aggregation_tensors, is_registered_itself,
@@ -53,26 +54,6 @@ _RESERVED_KEYS = tuple(s["name"] for s in _C.settings()
 _BUFFER_PREFIX = "buffer:"
 # The key of gradwire's own part of a state dict.
 _STATE_KEY = "gradwire"
-def _named_from(optimizer, named_parameters):
-    """(name, parameter) pairs, checked against the optimizer's groups."""
-    in_optimizer = [p for group in optimizer.param_groups
-                    for p in group["params"]]
-    if named_parameters is None:
-        return [(f"param.{i}", p) for i, p in enumerate(in_optimizer)]
-    if isinstance(named_parameters, torch.nn.Module):
-        named = list(named_parameters.named_parameters())
-    elif hasattr(named_parameters, "items"):
-        named = list(named_parameters.items())
-    else:
-        named = list(named_parameters)
-    ids = {id(p) for p in in_optimizer}
-    for name, p in named:
-        if id(p) not in ids:
-            raise ValueError(f"named_parameters: {name} is not in the "
-                             "optimizer's param_groups")
-    return named
-
-
 class DistributedOptimizer(torch.optim.Optimizer):
     """Wraps a torch optimizer; its gradients are exchanged through gradwire.
 
@@ -158,7 +139,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self.defaults = optimizer.defaults
         model = named_parameters if isinstance(
             named_parameters, torch.nn.Module) else None
-        named = _named_from(optimizer, named_parameters)
+        named = named_from(optimizer, named_parameters)
         self._parameters = [p for _, p in named]
         self._model_buffers, constants = broadcast_buffers_of(
             model, broadcast_buffers)

@@ -33,6 +33,14 @@ PRELUDE = textwrap.dedent("""
         model.zero_grad()
         model(torch.randn(8, 256)).sum().backward()
         sync.step()
+
+    # One step; prints NO ERROR, or the ValueError that refused it.
+    def step_reporting_refusal(sync):
+        try:
+            sync.step()
+            print("NO ERROR")
+        except ValueError as error:
+            print("VALUE ERROR:", error)
 """)
 
 
@@ -54,11 +62,7 @@ def test_a_parameter_replaced_by_a_smaller_tensor_is_refused(start_shards):
         saved = weight.data
         weight.data = torch.zeros(2)
         weight.grad = None
-        try:
-            sync.step()
-            print("NO ERROR")
-        except ValueError as error:
-            print("VALUE ERROR:", error)
+        step_reporting_refusal(sync)
         weight.data = saved
         train_step(sync, model)
         print("STEPPED AFTER RESTORING", sync.next_step)
@@ -82,11 +86,7 @@ def test_an_expanded_gradient_is_refused(start_shards):
         weight = model[0].weight
         saved = weight.grad
         weight.grad = torch.ones(1, 1).expand(256, 256)
-        try:
-            sync.step()
-            print("NO ERROR")
-        except ValueError as error:
-            print("VALUE ERROR:", error)
+        step_reporting_refusal(sync)
         weight.grad = saved
         sync.step()
         print("STEPPED AFTER RESTORING", sync.next_step)
@@ -158,11 +158,7 @@ def test_a_pull_ahead_landing_after_p_data_was_replaced_writes_no_freed_memory(
         time.sleep(0.2)
         print("UNTOUCHED", bool((weight.data == 7.0).all()))
         weight.grad = None
-        try:
-            sync.step()
-            print("NO ERROR")
-        except ValueError as error:
-            print("VALUE ERROR:", error)
+        step_reporting_refusal(sync)
         sync.close()
     """, shard.address)
     assert code == 0, out

@@ -8,6 +8,11 @@ import pathlib
 import re
 import shutil
 import subprocess
+import sys
+
+import pytest
+
+from gradwire.datasets import prepare_torchvision_fashion_mnist
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -39,3 +44,13 @@ def test_the_readme_python_example_runs_as_written(tmp_path):
     assert (tmp_path / "examples" / "python" / "data" / "FashionMNIST" /
             "raw" / "train-images-idx3-ubyte").is_file()
     assert re.search(r"Test set: Average loss", result.stdout), result.stdout
+
+
+def test_prepare_data_refuses_clearly(tmp_path):
+    with pytest.raises(FileNotFoundError, match="dataset-fashion-mnist"):
+        prepare_torchvision_fashion_mnist(tmp_path / "out",
+                                          data_dir=tmp_path / "none")
+    usage = subprocess.run([sys.executable, "-m", "gradwire.prepare_data"],
+                           capture_output=True, text=True)
+    assert usage.returncode == 2
+    assert "usage: python3 -m gradwire.prepare_data ROOT" in usage.stderr
