@@ -89,7 +89,7 @@ absl::StatusOr<std::unique_ptr<PushRequestBuilder>> PushRequestBuilder::Create(
   auto compressor = MakeFixedCompressor(options);
   if (!compressor.ok()) return compressor.status();
   std::unique_ptr<const Compressor> warmup;
-  if (momentum.enabled() && momentum.dense_steps > 0) {
+  if (momentum.dense_steps > 0) {
     CompressorOptions dense;
     dense.name = "none";
     dense.precision = ValuePrecision::kFp32;

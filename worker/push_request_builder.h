@@ -4,9 +4,10 @@
 //
 // With momentum on the worker (SyncOptions::worker_momentum), the velocity
 // of each chunk is what gets compressed, and it is masked where a sparse
-// push sent (common/compress/momentum_correction.h). During its
-// dense_steps, the push is the uncompressed fp32 gradient instead, and the
-// residual is left alone (1-bit Adam's warm-up).
+// push sent (common/compress/momentum_correction.h). During the
+// worker_momentum's dense_steps (which apply with or without momentum), the
+// push is the uncompressed fp32 gradient instead, and the residual is left
+// alone (1-bit Adam's warm-up, Python's exchange="preconditioned").
 //
 // CPU gradients are compressed in place (the compressor reads the
 // gradient's memory), the chunks of one Build in parallel on a ThreadPool

@@ -159,6 +159,10 @@ constexpr SettingRange Conditional(SettingRange range) {
     Choices("fp32|fp16|bf16"), "Precision of pushed values.") \
   X(bool, error_feedback, true, "compression", kPythonKeyword, AnyValue(), \
     "Keep what compression left out for later steps.") \
+  X(int64_t, dense_steps, 0, "compression", kPythonKeyword, AtLeast(0), \
+    "The first N steps push every gradient uncompressed at fp32 and leave " \
+    "the error-feedback residual alone: a dense warm-up (adam/adamw on the " \
+    "worker take the longer of it and --adam-freeze-step).") \
   X(double, dgc_momentum, 0.0, "compression", kPythonKeyword, AnyValue(), \
     "dgc: momentum correction factor (0: off).") \
   X(bool, dgc_momentum_masking, true, "compression", kPythonKeyword, \

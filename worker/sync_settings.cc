@@ -134,6 +134,7 @@ absl::Status ResolveCompressor(const SyncSettings& s, const Complaint& bad,
   c.dgc.clip_norm = static_cast<float>(s.dgc_clip_norm);
   c.dgc.warmup_epochs = static_cast<int>(s.dgc_warmup_epochs);
   sync->error_feedback = s.error_feedback;
+  sync->worker_momentum.dense_steps = static_cast<uint64_t>(s.dense_steps);
   sync->auto_budget = s.auto_budget;
   if (std::optional<SettingProblem> p = CheckAutoCompressor(s, c)) {
     return bad(p->key, "%s", p->message);
@@ -210,7 +211,9 @@ absl::Status PlaceAdam(const SyncSettings& s, const Complaint& bad,
   }
   sync->worker_momentum.momentum = optimizer->momentum();
   sync->worker_momentum.masking = s.momentum_masking;
-  sync->worker_momentum.dense_steps = static_cast<uint64_t>(s.adam_freeze_step);
+  sync->worker_momentum.dense_steps =
+      std::max(sync->worker_momentum.dense_steps,
+               static_cast<uint64_t>(s.adam_freeze_step));
   // The shards count updates: one per step in BSP, one per push otherwise.
   const uint64_t updates_per_step =
       sync->training.mode() == v1::CONSISTENCY_MODE_BSP ? 1 : s.num_workers;

@@ -12,7 +12,8 @@ Methods (--methods, comma-separated): ddp; gradwire (the defaults);
 none (gradwire with Compression("none"), lossless). --method NAME=SPEC,
 repeated, adds gradwire with GRADWIRE_COMPRESSION=SPEC under that name
 (e.g. --method topk5=topk,ratio=0.05); ";exchange=gradients" (or
-updates) after the SPEC, or alone, sets GRADWIRE_EXCHANGE.
+preconditioned, updates) after the SPEC, or alone, sets GRADWIRE_EXCHANGE,
+and ";freeze_step=N" GRADWIRE_FREEZE_STEP.
 
 Prints one table: model, workers, seed, method, the final test accuracy
 (ResNet-18) or held-out perplexity (GPT), its difference to DDP in the
@@ -61,7 +62,8 @@ def parse_args():
     p.add_argument("--method", action="append", default=[],
                    metavar="NAME=SPEC",
                    help="also gradwire with GRADWIRE_COMPRESSION=SPEC "
-                   "(';exchange=gradients|updates' sets GRADWIRE_EXCHANGE)")
+                   "(';exchange=WHAT' sets GRADWIRE_EXCHANGE, "
+                   "';freeze_step=N' GRADWIRE_FREEZE_STEP)")
     p.add_argument("--resnet-steps", type=int, default=300)
     p.add_argument("--gpt-steps", type=int, default=200)
     p.add_argument("--test-limit", type=int, default=2000,
@@ -153,29 +155,33 @@ def run_ddp(model, workers, flags, log):
     return max(p.wait() for p in processes), ""
 
 
+# The environment variables a SPEC's ";key=value" parts set.
+SPEC_VARIABLES = {"exchange": "GRADWIRE_EXCHANGE",
+                  "freeze_step": "GRADWIRE_FREEZE_STEP"}
+
+
 def split_spec(spec):
-    """(compression, exchange) of a method's SPEC: "COMPRESSION",
-    "COMPRESSION;exchange=WHAT" or "exchange=WHAT" (either may be empty)."""
-    compression, exchange = [], ""
+    """(compression, {variable: value}) of a method's SPEC: "COMPRESSION",
+    then ";exchange=WHAT" and ";freeze_step=N" (each may be left out)."""
+    compression, variables = [], {}
     for part in filter(None, spec.split(";")):
         key, _, value = part.partition("=")
-        if key == "exchange":
-            exchange = value
+        if key in SPEC_VARIABLES:
+            variables[SPEC_VARIABLES[key]] = value
         else:
             compression.append(part)
-    return ",".join(compression), exchange
+    return ",".join(compression), variables
 
 
 def run_gradwire(model, workers, flags, spec, log, build):
     environment = dict(os.environ,
                        PYTHONPATH=os.path.join(build, "python"))
-    environment.pop("GRADWIRE_COMPRESSION", None)
-    environment.pop("GRADWIRE_EXCHANGE", None)
-    compression, exchange = split_spec(spec)
+    for variable in ("GRADWIRE_COMPRESSION", *SPEC_VARIABLES.values()):
+        environment.pop(variable, None)
+    compression, variables = split_spec(spec)
     if compression:
         environment["GRADWIRE_COMPRESSION"] = compression
-    if exchange:
-        environment["GRADWIRE_EXCHANGE"] = exchange
+    environment.update(variables)
     result = subprocess.run(
         [os.path.join(build, "bin", "gradwire"), "run", "-n", str(workers),
          "--shards", str(SHARDS), "--", PYTHON, "train.py", *flags],

@@ -40,9 +40,11 @@ struct MomentumCorrectionOptions {
   bool masking = true;
   // Steps (0-based step < dense_steps) whose push is the gradient itself,
   // dense fp32, with no compression and no error feedback, while the
-  // velocity accumulates: 1-bit Adam's warm-up, during which the shards'
-  // Adam estimates its second moment from uncompressed gradients (see
-  // OptimizerSettings::freeze_variance_after). 0: none.
+  // velocity (if any) accumulates: 1-bit Adam's warm-up, during which the
+  // shards' Adam estimates its second moment from uncompressed gradients
+  // (see OptimizerSettings::freeze_variance_after), or Python's
+  // exchange="preconditioned", whose workers' Adam does. Also without
+  // momentum (SyncSettings::dense_steps). 0: none.
   uint64_t dense_steps = 0;
 
   bool enabled() const { return momentum > 0.0f; }

@@ -1,14 +1,22 @@
-"""What DistributedOptimizer exchanges: the gradients or each worker's
-update (its exchange="auto" rule)."""
+"""What DistributedOptimizer exchanges: the gradients, the gradients
+preconditioned by a frozen Adam second moment, or each worker's update
+(its exchange="auto" rule)."""
 
 import os
 
 import torch
 
+_CHOICES = ("auto", "gradients", "preconditioned", "updates")
+
 # Names the exchange where the script leaves exchange="auto", so that a
 # launcher or a benchmark can choose it as GRADWIRE_COMPRESSION chooses the
 # compression.
 ENVIRONMENT_VARIABLE = "GRADWIRE_EXCHANGE"
+# Names exchange="preconditioned"'s freeze step where the script leaves it.
+FREEZE_STEP_VARIABLE = "GRADWIRE_FREEZE_STEP"
+# The dense steps before Adam's second moment freezes, by default: 1-bit
+# Adam's warm-up on the MLP (docs/convergence.md).
+DEFAULT_FREEZE_STEP = 50
 
 # Optimizers that scale each coordinate by its own gradient history: given a
 # sparse, bursty gradient (a coordinate's error-feedback backlog arriving
@@ -20,16 +28,16 @@ _ADAPTIVE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.Adadelta,
 
 
 def resolve_exchange(exchange, optimizer, compression):
-    """"gradients" or "updates" for DistributedOptimizer's `exchange`
-    keyword; "auto" takes GRADWIRE_EXCHANGE where set. Raises ValueError
-    naming a bad value."""
+    """"gradients", "preconditioned" or "updates" for DistributedOptimizer's
+    `exchange` keyword; "auto" takes GRADWIRE_EXCHANGE where set. Raises
+    ValueError naming a bad value."""
     if exchange == "auto":
         chosen = os.environ.get(ENVIRONMENT_VARIABLE, "").strip()
         if chosen:
-            if chosen not in ("auto", "gradients", "updates"):
+            if chosen not in _CHOICES:
                 raise ValueError(
-                    f"{ENVIRONMENT_VARIABLE}: '{chosen}' is not auto, "
-                    "gradients or updates")
+                    f"{ENVIRONMENT_VARIABLE}: '{chosen}' is not "
+                    + ", ".join(_CHOICES))
             exchange = chosen
     if exchange == "auto":
         # Lossless pushes bring the exact mean gradient, as DDP's: then
@@ -37,7 +45,24 @@ def resolve_exchange(exchange, optimizer, compression):
         if compression.compressor == "none":
             return "gradients"
         return "updates" if isinstance(optimizer, _ADAPTIVE) else "gradients"
-    if exchange not in ("gradients", "updates"):
-        raise ValueError(f"exchange: '{exchange}' is not auto, gradients or "
-                         "updates")
+    if exchange not in _CHOICES:
+        raise ValueError(f"exchange: '{exchange}' is not "
+                         + ", ".join(_CHOICES))
     return exchange
+
+
+def resolve_freeze_step(freeze_step):
+    """DistributedOptimizer's `freeze_step`: None takes GRADWIRE_FREEZE_STEP
+    where set, else DEFAULT_FREEZE_STEP. Raises ValueError naming a
+    variable that is not a whole number (FrozenVariance checks the
+    range)."""
+    if freeze_step is not None:
+        return freeze_step
+    chosen = os.environ.get(FREEZE_STEP_VARIABLE, "").strip()
+    if not chosen:
+        return DEFAULT_FREEZE_STEP
+    try:
+        return int(chosen)
+    except ValueError:
+        raise ValueError(f"{FREEZE_STEP_VARIABLE}: '{chosen}' is not a "
+                         "whole number") from None

@@ -34,9 +34,10 @@ from gradwire import _C, _env
 from gradwire._C import Error
 from gradwire._buffers import (broadcast_buffers_of, check_constants,
                                stage_buffers)
-from gradwire._exchange import resolve_exchange
+from gradwire._exchange import resolve_exchange, resolve_freeze_step
 from gradwire._lr_scaling import LearningRateScaling
 from gradwire._named import named_from
+from gradwire._preconditioned import FrozenVariance
 from gradwire._stats_file import write_at_exit
 from gradwire._sync import ParameterSync
 from gradwire._updates import (aggregation_tensors, is_registered_itself,
@@ -77,11 +78,21 @@ class DistributedOptimizer(torch.optim.Optimizer):
         is compressed and exchanged; the model takes the mean update. The
         optimizer's state then sees a dense gradient instead of a sparse,
         bursty one, which adaptive optimizers (Adam, Adadelta) need
-        (docs/convergence.md), but it is each worker's own. "auto"
-        (default): GRADWIRE_EXCHANGE where set, else updates for adaptive
-        optimizers (Adam, AdamW, Adadelta, Adagrad, Adamax, RMSprop, NAdam,
-        RAdam) under lossy compression, gradients otherwise
-        (Compression("none") then steps exactly as DDP does).
+        (docs/convergence.md), but it is each worker's own.
+        "preconditioned" (Adam and AdamW): the first ``freeze_step``
+        gradients go out uncompressed and the optimizer steps on their
+        exact mean; then Adam's second moment is frozen, each worker's
+        gradient divided by its denominator is compressed and exchanged,
+        and the optimizer's rule steps on the mean with the frozen
+        denominator, the same on every worker (1-bit Adam's rule,
+        gradwire/_preconditioned.py). "auto" (default): GRADWIRE_EXCHANGE
+        where set, else updates for adaptive optimizers (Adam, AdamW,
+        Adadelta, Adagrad, Adamax, RMSprop, NAdam, RAdam) under lossy
+        compression, gradients otherwise (Compression("none") then steps
+        exactly as DDP does).
+      freeze_step: with exchange="preconditioned", the dense steps before
+        Adam's second moment freezes (default: GRADWIRE_FREEZE_STEP where
+        set, else 50).
       broadcast_buffers: send worker 0's floating-point buffers (BatchNorm's
         running statistics) to every worker at each step, as DDP does; a
         buffer that has not changed costs no bytes. A buffer holding an
@@ -109,7 +120,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     def __init__(self, optimizer, named_parameters=None, *, compression=None,
                  exchange="auto", broadcast_buffers=None, overlap=None,
-                 backward_passes_per_step=1, **sync_options):
+                 backward_passes_per_step=1, freeze_step=None,
+                 **sync_options):
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise ValueError("optimizer: expected a torch.optim.Optimizer, "
                              f"got {type(optimizer).__name__}")
@@ -123,8 +135,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 raise ValueError(
                     f"{key}: set it in compression=gradwire.Compression(...)")
         self._compression = Compression.of(compression)
-        self._exchange_updates = resolve_exchange(
-            exchange, optimizer, self._compression) == "updates"
+        self._exchange_kind = resolve_exchange(exchange, optimizer,
+                                               self._compression)
+        self._exchange_updates = self._exchange_kind == "updates"
+        self._freeze_step = None
+        if self._exchange_kind == "preconditioned":
+            freeze_step = resolve_freeze_step(freeze_step)
+            FrozenVariance.check(optimizer, freeze_step)
+            self._freeze_step = freeze_step
         if overlap is None:
             overlap = not self._exchange_updates
         if overlap and self._exchange_updates:
@@ -156,6 +174,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._lr_scaling = None
         if not self._exchange_updates and self._compression.lossy_feedback:
             self._lr_scaling = LearningRateScaling(self.param_groups)
+        self._frozen = None
+        self._step_frozen = False
+        if self._freeze_step is not None:
+            self._frozen = FrozenVariance(optimizer, self._freeze_step,
+                                          lambda: self._sync.next_step)
         self._synchronized = False
         self._epoch = 0
         self._exchange_seconds = 0.0
@@ -176,6 +199,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         # residual_spare).
         settings = dict(self._compression.sync_options(aggregation=True),
                         **options)
+        if self._freeze_step is not None:
+            settings["dense_steps"] = self._freeze_step
         self._sync = ParameterSync(
             optimizer="sgd", lr=1.0, momentum=0.0, weight_decay=0.0,
             **settings)
@@ -217,8 +242,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     @property
     def exchange(self):
-        """What is exchanged: "gradients" or "updates"."""
-        return "updates" if self._exchange_updates else "gradients"
+        """What is exchanged: "gradients", "preconditioned" or "updates"."""
+        return self._exchange_kind
+
+    @property
+    def freeze_step(self):
+        """With exchange="preconditioned", the step at which Adam's second
+        moment freezes; None otherwise."""
+        return self._freeze_step
 
     @property
     def compression(self):
@@ -291,9 +322,13 @@ class DistributedOptimizer(torch.optim.Optimizer):
         for p in self._parameters:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
+        self._step_frozen = (self._frozen is not None
+                             and self._frozen.is_frozen())
         self._exchange_gradients([p.grad for p in self._parameters])
         if self._lr_scaling is not None:
             self._lr_scaling.unscale(self._parameters)
+        if self._step_frozen:
+            self._frozen.restore_gradients(self._parameters)
         self._synchronized = True
 
     @torch.no_grad()
@@ -332,7 +367,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
         else:
             self.synchronize()
             self._synchronized = False
-            result = self._optimizer.step()
+            if self._step_frozen:
+                result = self._frozen.step()
+            else:
+                result = self._optimizer.step()
         return loss if closure is not None else result
 
     def zero_grad(self, set_to_none=False):
@@ -387,6 +425,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self._lr_scaling is not None:
             self._lr_scaling.remove()
             self._lr_scaling = None
+        if self._frozen is not None:
+            self._frozen.remove()
+            self._frozen = None
         self._sync.close()
 
     def __repr__(self):

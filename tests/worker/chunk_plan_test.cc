@@ -2,7 +2,7 @@
 // the tensors it refuses.
 #include "worker/chunk_plan.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

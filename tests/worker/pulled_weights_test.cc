@@ -4,7 +4,7 @@
 // history is refused.
 #include "worker/pulled_weights.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <vector>
