@@ -1,7 +1,10 @@
 # gradwire — the commands. `make test` is the test command CI runs.
 #
 #   make test        install missing packages, configure, build, run all tests
-#   make test-asan   the unit tests of common/ and server/ under ASan + UBSan
+#   make test-asan   the unit tests of common/, server/, client/ and cli/
+#                    under ASan + UBSan, built by clang with -Werror
+#                    -Wthread-safety in the fuzz targets' tree (one
+#                    sanitizer build for both)
 #   make fuzz-smoke  build the libFuzzer targets (decode, push, init, restore,
 #                    getinfo, pull) and fuzz them one after another,
 #                    FUZZ_SECONDS in total
@@ -52,10 +55,12 @@
 #                    through --worker-command; writes
 #                    build/demo-python-summary.json)
 #   make format      clang-format every C++ file
-#   make lint        -Werror -Wthread-safety over every source, and no
-#                    function over 60 lines outside tests/ (clang-tidy-14;
-#                    build-lint/ holds its compile database), and a
-#                    clang-format check of every C++ and proto file
+#   make lint        -Werror -Wthread-safety over every source (the unit
+#                    tests of common/, server/, client/, cli/ get them in
+#                    make test-asan), and no function over 60 lines
+#                    outside tests/ (clang-tidy-14; build-lint/ holds its
+#                    compile database), and a clang-format check of every
+#                    C++ and proto file
 #   make settings-doc  writes docs/reference/settings.md, the reference of
 #                    every worker setting, from worker/settings_table.h
 #   make check-docs  every relative link and #anchor in the tracked Markdown
@@ -77,7 +82,8 @@
 #                    (tests/compose/compose-test.sh; exit 77: no engine)
 
 BUILD      ?= build
-ASAN_BUILD ?= build-asan
+# The sanitizer tree (clang, ASan + UBSan, -Werror): the unit tests of
+# test-asan and the fuzz targets share its libraries.
 FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
@@ -109,7 +115,7 @@ MODELS_ARGS ?=
 # Flags for gradwire-bench-load, e.g. "--mode=bsp --steps=200".
 LOAD_ARGS ?=
 
-.PHONY: all deps configure build demo-build test lint test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-auto bench-straggler bench-load bench-models bench-large bench-python demo demo-python format check-deploy check-docs settings-doc images images-prebuilt compose-test clean
+.PHONY: all deps configure build demo-build test lint sanitizer-configure test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-auto bench-straggler bench-load bench-models bench-large bench-python demo demo-python format check-deploy check-docs settings-doc images images-prebuilt compose-test clean
 
 all: build
 
@@ -125,18 +131,18 @@ build: configure
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
-test-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-	  -DGRADWIRE_SANITIZE=ON -DGRADWIRE_BUILD_BENCHMARKS=OFF -DGRADWIRE_CUDA=OFF \
-	  -DGRADWIRE_BUILD_WORKER=OFF
-	cmake --build $(ASAN_BUILD) -j $(JOBS) --target gradwire-unit-tests
-	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
-
-fuzz-build: deps
+sanitizer-configure: deps
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRADWIRE_BUILD_FUZZERS=ON \
-	  -DGRADWIRE_SANITIZE=ON -DGRADWIRE_BUILD_BENCHMARKS=OFF \
-	  -DGRADWIRE_BUILD_TESTS=ON -DGRADWIRE_CUDA=OFF -DGRADWIRE_BUILD_WORKER=OFF
+	  -DGRADWIRE_SANITIZE=ON -DGRADWIRE_WERROR=ON \
+	  -DGRADWIRE_BUILD_BENCHMARKS=OFF -DGRADWIRE_BUILD_TESTS=ON \
+	  -DGRADWIRE_CUDA=OFF -DGRADWIRE_BUILD_WORKER=OFF
+
+test-asan: sanitizer-configure
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target gradwire-unit-tests
+	ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j $(JOBS) -L unit
+
+fuzz-build: sanitizer-configure
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix gradwire-fuzz-,$(FUZZ_TARGETS))
 
 fuzz-smoke: fuzz-build
@@ -224,4 +230,4 @@ format:
 	git ls-files '*.cc' '*.h' '*.cu' '*.cuh' '*.proto' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD) build-lint

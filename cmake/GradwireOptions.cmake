@@ -6,6 +6,10 @@ target_compile_options(gradwire_warnings INTERFACE
   "$<$<COMPILE_LANGUAGE:CXX>:$<$<CXX_COMPILER_ID:Clang>:-Wthread-safety>>"
   # nvcc takes host-compiler warnings through -Xcompiler.
   "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>")
+if(GRADWIRE_WERROR)
+  target_compile_options(gradwire_warnings INTERFACE
+    "$<$<COMPILE_LANGUAGE:CXX>:-Werror>")
+endif()
 
 if(GRADWIRE_SANITIZE)
   # C and C++ only: nvcc does not take these flags.

@@ -56,7 +56,8 @@ class Compression:
       compressor: none, fp16, bf16, topk, randomk, threshold, nonzero, dgc,
         qsgd or onebit (default topk).
       **options: ratio, min_kept, threshold, levels, qsgd_bucket,
-        onebit_bucket, value_type, error_feedback, dgc_* for pushes; pull
+        onebit_bucket, value_type, error_feedback, dgc_*, dense_steps (the
+        first steps' pushes uncompressed, a dense warm-up) for pushes; pull
         ("auto", "exact", "delta" or "dense"), pull_ratio, pull_value_type
         for pulls; dense_below (DistributedOptimizer only): parameters of
         fewer elements than this are pushed uncompressed (default 16384;

@@ -200,7 +200,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         settings = dict(self._compression.sync_options(aggregation=True),
                         **options)
         if self._freeze_step is not None:
-            settings["dense_steps"] = self._freeze_step
+            settings["dense_steps"] = max(self._freeze_step,
+                                          settings.get("dense_steps", 0))
         self._sync = ParameterSync(
             optimizer="sgd", lr=1.0, momentum=0.0, weight_decay=0.0,
             **settings)

@@ -265,6 +265,31 @@ TEST(SyncSettingsTest, AdamWithCompressedPushesRunsAsOneBitAdam) {
   EXPECT_EQ(o->worker_momentum.dense_steps, 50u);
 }
 
+// A dense warm-up without momentum on the worker (Python's
+// exchange="preconditioned", whose own Adam freezes its second moment):
+// the pushes of the first steps are dense fp32; with 1-bit Adam the longer
+// of the two warm-ups holds.
+TEST(SyncSettingsTest, DenseStepsWarmUpWithOrWithoutMomentum) {
+  SyncSettings s;
+  s.optimizer = "sgd";
+  s.momentum = 0;
+  s.dense_steps = 7;
+  absl::StatusOr<SyncOptions> o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->worker_momentum.enabled());
+  EXPECT_EQ(o->worker_momentum.dense_steps, 7u);
+  s.optimizer = "adam";
+  s.momentum = 0.9;
+  s.adam_freeze_step = 50;
+  for (const auto& [dense, expected] :
+       {std::pair<int64_t, uint64_t>{7, 50}, {80, 80}}) {
+    s.dense_steps = dense;
+    o = SyncOptionsFromSettings(s);
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_EQ(o->worker_momentum.dense_steps, expected);
+  }
+}
+
 TEST(SyncSettingsTest, BadPlacementsNameTheirSetting) {
   SyncSettings s;
   s.momentum_placement = "gpu";
@@ -316,6 +341,7 @@ TEST(SyncSettingsTest, BadValuesNameTheirSetting) {
       {"qsgd_bucket", [](SyncSettings* s) { s->qsgd_bucket = 100; }},
       {"qsgd_bucket", [](SyncSettings* s) { s->qsgd_bucket = -64; }},
       {"onebit_bucket", [](SyncSettings* s) { s->onebit_bucket = 32; }},
+      {"dense_steps", [](SyncSettings* s) { s->dense_steps = -1; }},
       {"fold_scale", [](SyncSettings* s) { s->fold_scale = 0; }},
       {"fold_scale", [](SyncSettings* s) { s->fold_scale = 1.5; }},
       {"value_type", [](SyncSettings* s) { s->value_type = "fp8"; }},
