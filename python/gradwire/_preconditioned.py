@@ -22,6 +22,16 @@ So:
   first moment and the parameter step by Adam's rule with the frozen
   denominator, the same on every worker.
 
+With ``compressor="dgc"`` and its ``dgc_momentum`` (DGC's momentum
+correction), the first moment runs on each worker before compression
+instead: the compressor keeps a velocity u = m·u + g/denominator per
+worker, sends its largest elements with error feedback and clears them
+(momentum masking), and the step applies (1 - m) times the workers' mean
+of what was sent, as 1-bit Adam applies its compressed momentum. A
+coordinate held back then keeps its momentum from growing twice, once in
+the residual and once in the optimizer's first moment. ``exp_avg`` holds
+the first moment applied at the last step.
+
 The optimizer's state keeps torch's layout (``exp_avg``, ``exp_avg_sq``,
 ``step``) plus ``frozen_step``, the step v froze at, so a checkpoint
 resumes the frozen rule and a plain torch optimizer can load it.
@@ -52,8 +62,9 @@ class FrozenVariance:
     thread-safe: the training thread's."""
 
     @staticmethod
-    def check(optimizer, freeze_step):
-        """Raises ValueError unless `optimizer` and `freeze_step` suit."""
+    def check(optimizer, freeze_step, velocity=0.0):
+        """Raises ValueError unless `optimizer` and `freeze_step` suit (and
+        a `velocity` momentum, which needs decoupled weight decay)."""
         if not supports(optimizer):
             raise ValueError(
                 "exchange='preconditioned': needs torch.optim.Adam or AdamW "
@@ -64,10 +75,18 @@ class FrozenVariance:
             raise ValueError(f"freeze_step: {freeze_step!r} must be an int "
                              ">= 1: v is estimated from that many dense "
                              "steps")
+        if velocity and not _DECOUPLED[type(optimizer)] and any(
+                group["weight_decay"] for group in optimizer.param_groups):
+            raise ValueError(
+                "compression: dgc_momentum with torch.optim.Adam's weight "
+                "decay (added to the gradient) is not supported; use AdamW")
 
-    def __init__(self, optimizer, freeze_step, next_step):
-        """`next_step` returns the number of the step in flight."""
-        self.check(optimizer, freeze_step)
+    def __init__(self, optimizer, freeze_step, next_step, velocity=0.0):
+        """`next_step` returns the number of the step in flight;
+        `velocity` is the compressor's momentum (dgc_momentum), 0 when
+        the gradients are compressed as they are."""
+        self.check(optimizer, freeze_step, velocity)
+        self._velocity = float(velocity)
         self._optimizer = optimizer
         self._decoupled = _DECOUPLED[type(optimizer)]
         self._freeze_step = int(freeze_step)
@@ -139,6 +158,12 @@ class FrozenVariance:
             gradient = gradient.add(p, alpha=weight_decay)
         state["step"] += 1
         exp_avg = state["exp_avg"]
+        if self._velocity:
+            # The mean of the sent velocities: the first moment is
+            # (1 - m) times it, already with its history.
+            torch.mul(gradient, 1 - self._velocity, out=exp_avg)
+            p.addcdiv_(exp_avg, denominator, value=-lr)
+            return
         exp_avg.mul_(beta1).add_(gradient, alpha=1 - beta1)
         correction = 1 - beta1 ** float(state["step"])
         p.addcdiv_(exp_avg, denominator, value=-lr / correction)

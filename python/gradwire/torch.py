@@ -141,7 +141,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._freeze_step = None
         if self._exchange_kind == "preconditioned":
             freeze_step = resolve_freeze_step(freeze_step)
-            FrozenVariance.check(optimizer, freeze_step)
+            FrozenVariance.check(optimizer, freeze_step, self._velocity())
             self._freeze_step = freeze_step
         if overlap is None:
             overlap = not self._exchange_updates
@@ -178,11 +178,19 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._step_frozen = False
         if self._freeze_step is not None:
             self._frozen = FrozenVariance(optimizer, self._freeze_step,
-                                          lambda: self._sync.next_step)
+                                          lambda: self._sync.next_step,
+                                          self._velocity())
         self._synchronized = False
         self._epoch = 0
         self._exchange_seconds = 0.0
         self._write_stats = write_at_exit(self)
+
+    def _velocity(self):
+        """The momentum of the compressor's own velocity (DGC's momentum
+        correction), 0 without one."""
+        if self._compression.compressor != "dgc":
+            return 0.0
+        return float(self._compression.options.get("dgc_momentum", 0.0))
 
     def _connect(self, named, sync_options):
         options = _env.with_environment(sync_options)

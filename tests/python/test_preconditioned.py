@@ -63,20 +63,26 @@ def train_distributed(shards, kind, compression, optimizers=None):
     return models, states, initial[0]
 
 
-def frozen_step(p, gradient, state, denominator, lr, decoupled):
-    """Adam's or AdamW's step with the second moment frozen, written out."""
+def frozen_step(p, gradient, state, denominator, lr, decoupled,
+                velocity=0.0):
+    """Adam's or AdamW's step with the second moment frozen, written out;
+    with a `velocity` momentum, (1 - velocity) times the mean sent
+    velocity is the first moment."""
     if decoupled:
         p.mul_(1 - lr * WEIGHT_DECAY)
     else:
         gradient = gradient + WEIGHT_DECAY * p
     state["step"] += 1
+    if velocity:
+        p.sub_(lr * (1 - velocity) * gradient / denominator)
+        return
     state["exp_avg"].mul_(BETAS[0]).add_(gradient, alpha=1 - BETAS[0])
     correction = 1 - BETAS[0] ** float(state["step"])
     p.sub_(lr / correction * state["exp_avg"] / denominator)
 
 
 @torch.no_grad()
-def train_reference(initial, kind, compress):
+def train_reference(initial, kind, compress, velocity=0.0):
     """One process: the workers' mean gradient into the optimizer for
     FREEZE steps; then each worker's gradient times lr over the first lr,
     divided by the denominator at the freeze, through `compress(x, worker,
@@ -111,7 +117,7 @@ def train_reference(initial, kind, compress):
                         for w in range(2)]
                 mean = torch.stack(sent).mean(0) / scale * d
                 frozen_step(p, mean, opt.state[p], d, lr,
-                            kind is torch.optim.AdamW)
+                            kind is torch.optim.AdamW, velocity)
         scheduler.step()
     return model
 
@@ -144,6 +150,22 @@ def test_dense_steps_then_the_frozen_rule_on_preconditioned_pushes(
         assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
 
 
+def test_a_velocity_compressor_applies_its_mean_as_the_first_moment(
+        start_shards):
+    """DGC's momentum correction at ratio 1 sends its whole velocity and
+    clears it (masking), so each push is this step's preconditioned
+    gradient, and the step is (1 - momentum) times their mean over the
+    frozen denominator."""
+    shards = start_shards(2, 2)
+    dgc = {"compressor": "dgc", "ratio": 1.0, "dgc_momentum": 0.5,
+           "value_type": "fp32", "dense_below": 0}
+    models, _, initial = train_distributed(shards, torch.optim.AdamW, dgc)
+    reference = train_reference(initial, torch.optim.AdamW,
+                                 lambda x, w, i: x, velocity=0.5)
+    for a, b in zip(models[0].parameters(), reference.parameters()):
+        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+
+
 def test_the_freeze_is_in_the_state_dict(start_shards):
     """The frozen step travels with the optimizer's state, in torch's
     layout: a plain AdamW loads it, and v stayed as it was at the freeze."""
@@ -171,6 +193,12 @@ def test_bad_choices_are_refused():
         DistributedOptimizer(amsgrad, model, exchange="preconditioned",
                              shards=["127.0.0.1:1"])
     adam = torch.optim.Adam(model.parameters())
+    decaying = torch.optim.Adam(model.parameters(), weight_decay=0.1)
+    with pytest.raises(ValueError, match="use AdamW"):
+        DistributedOptimizer(decaying, model, exchange="preconditioned",
+                             compression={"compressor": "dgc",
+                                          "dgc_momentum": 0.9},
+                             shards=["127.0.0.1:1"])
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="^freeze_step"):
             DistributedOptimizer(adam, model, exchange="preconditioned",
