@@ -162,7 +162,8 @@ constexpr SettingRange Conditional(SettingRange range) {
   X(int64_t, dense_steps, 0, "compression", kPythonKeyword, AtLeast(0), \
     "The first N steps push every gradient uncompressed at fp32 and leave " \
     "the error-feedback residual alone: a dense warm-up (adam/adamw on the " \
-    "worker take the longer of it and --adam-freeze-step).") \
+    "worker take the longer of it and --adam-freeze-step; not beside "      \
+    "momentum on the worker).") \
   X(double, dgc_momentum, 0.0, "compression", kPythonKeyword, AnyValue(), \
     "dgc: momentum correction factor (0: off).") \
   X(bool, dgc_momentum_masking, true, "compression", kPythonKeyword, \

@@ -251,6 +251,17 @@ absl::Status ResolvePlacement(const SyncSettings& s, const Complaint& bad,
     }
     const float m = optimizer->momentum();
     if (*placement == MomentumPlacement::kWorker) {
+      // The dense steps push the gradient while the velocity gathers it,
+      // and the velocity would later send it again: only 1-bit Adam, whose
+      // shards' Adam steps on the dense gradients and then hands its first
+      // moment over, continues that way.
+      if (s.dense_steps > 0) {
+        return bad("dense_steps",
+                   "%d dense steps beside the momentum on the worker would "
+                   "send their gradients twice; set --momentum-placement="
+                   "server or fold, or leave it 0",
+                   s.dense_steps);
+      }
       sync->worker_momentum.momentum = m;
       sync->worker_momentum.nesterov = optimizer->nesterov();
       sync->worker_momentum.masking = s.momentum_masking;

@@ -278,6 +278,21 @@ TEST(SyncSettingsTest, DenseStepsWarmUpWithOrWithoutMomentum) {
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_FALSE(o->worker_momentum.enabled());
   EXPECT_EQ(o->worker_momentum.dense_steps, 7u);
+  // SGD's momentum on the worker would send the dense steps' gradients
+  // again through its velocity; on the shards or folded it does not.
+  s.optimizer = "momentum";
+  s.momentum = 0.9;
+  s.compressor = "topk";
+  EXPECT_THAT(std::string(SyncOptionsFromSettings(s).status().message()),
+              ::testing::StartsWith("--dense-steps: 7 dense steps beside the "
+                                    "momentum on the worker"));
+  for (const char* placement : {"server", "fold"}) {
+    s.momentum_placement = placement;
+    o = SyncOptionsFromSettings(s);
+    ASSERT_TRUE(o.ok()) << placement << ": " << o.status();
+    EXPECT_EQ(o->worker_momentum.dense_steps, 7u);
+  }
+  s.momentum_placement = "auto";
   s.optimizer = "adam";
   s.momentum = 0.9;
   s.adam_freeze_step = 50;
