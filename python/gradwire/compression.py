@@ -61,8 +61,9 @@ class Compression:
         ("auto", "exact", "delta" or "dense"), pull_ratio, pull_value_type
         for pulls; dense_below (DistributedOptimizer only): parameters of
         fewer elements than this are pushed uncompressed (default 16384;
-        0: every parameter compressed). Unset ones take ParameterSync's defaults, except pull
-        under DistributedOptimizer (see pull_for_aggregation).
+        0: every parameter compressed). Unset ones take ParameterSync's
+        defaults, except pull under DistributedOptimizer (see
+        pull_for_aggregation).
 
     Raises ValueError naming an unknown option.
     """
