@@ -46,6 +46,14 @@ import torch
 _DECOUPLED = {torch.optim.Adam: False, torch.optim.AdamW: True}
 
 
+def velocity_of(compression):
+    """The momentum of a gradwire.Compression's own velocity (DGC's
+    momentum correction, dgc_momentum), 0 without one."""
+    if compression.compressor != "dgc":
+        return 0.0
+    return float(compression.options.get("dgc_momentum", 0.0))
+
+
 def supports(optimizer):
     """Whether `optimizer` is a torch Adam or AdamW this module can step:
     not amsgrad, not maximize."""

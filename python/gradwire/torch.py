@@ -30,29 +30,23 @@ import time
 
 import torch
 
-from gradwire import _C, _env
+from gradwire import _C
+from gradwire._aggregation import check_sync_options, connect
 from gradwire._C import Error
 from gradwire._buffers import (broadcast_buffers_of, check_constants,
                                stage_buffers)
 from gradwire._exchange import resolve_exchange, resolve_freeze_step
 from gradwire._lr_scaling import LearningRateScaling
 from gradwire._named import named_from
-from gradwire._preconditioned import FrozenVariance
+from gradwire._preconditioned import FrozenVariance, velocity_of
 from gradwire._stats_file import write_at_exit
-from gradwire._sync import ParameterSync
-from gradwire._updates import (aggregation_tensors, is_registered_itself,
-                               step_on_updates)
+from gradwire._updates import is_registered_itself, step_on_updates
 from gradwire.checkpoint import load_checkpoint, save_checkpoint
-from gradwire.compression import PULL_KEYS, PUSH_KEYS, Compression
+from gradwire.compression import Compression
 
 __all__ = ["DistributedOptimizer", "DDPHookState", "ddp_comm_hook",
            "save_checkpoint", "load_checkpoint"]
 
-# Options the wrapper decides itself: the shards only aggregate.
-_RESERVED_KEYS = tuple(s["name"] for s in _C.settings()
-                       if s["group"] == "optimizer" and s["keyword"])
-# The prefix of the names under which buffers are registered.
-_BUFFER_PREFIX = "buffer:"
 # The key of gradwire's own part of a state dict.
 _STATE_KEY = "gradwire"
 class DistributedOptimizer(torch.optim.Optimizer):
@@ -125,15 +119,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise ValueError("optimizer: expected a torch.optim.Optimizer, "
                              f"got {type(optimizer).__name__}")
-        for key in _RESERVED_KEYS:
-            if key in sync_options:
-                raise ValueError(
-                    f"{key}: set it on the wrapped optimizer; the shards "
-                    "only aggregate gradients")
-        for key in PUSH_KEYS + PULL_KEYS + ("compressor",):
-            if key in sync_options:
-                raise ValueError(
-                    f"{key}: set it in compression=gradwire.Compression(...)")
+        check_sync_options(sync_options)
         self._compression = Compression.of(compression)
         self._exchange_kind = resolve_exchange(exchange, optimizer,
                                                self._compression)
@@ -141,7 +127,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._freeze_step = None
         if self._exchange_kind == "preconditioned":
             freeze_step = resolve_freeze_step(freeze_step)
-            FrozenVariance.check(optimizer, freeze_step, self._velocity())
+            FrozenVariance.check(optimizer, freeze_step,
+                                 velocity_of(self._compression))
             self._freeze_step = freeze_step
         if overlap is None:
             overlap = not self._exchange_updates
@@ -179,57 +166,18 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self._freeze_step is not None:
             self._frozen = FrozenVariance(optimizer, self._freeze_step,
                                           lambda: self._sync.next_step,
-                                          self._velocity())
+                                          velocity_of(self._compression))
         self._synchronized = False
         self._epoch = 0
         self._exchange_seconds = 0.0
         self._write_stats = write_at_exit(self)
 
-    def _velocity(self):
-        """The momentum of the compressor's own velocity (DGC's momentum
-        correction), 0 without one."""
-        if self._compression.compressor != "dgc":
-            return 0.0
-        return float(self._compression.options.get("dgc_momentum", 0.0))
-
     def _connect(self, named, sync_options):
-        options = _env.with_environment(sync_options)
-        self._num_workers = options.get("num_workers", 1)
-        self._worker_id = options.get("worker_id", 0)
-        # The aggregation buffers: replicas of the shards' weights (the
-        # parameters themselves where updates are exchanged, _updates.py);
-        # the buffers' replicas follow.
-        self._replicas = aggregation_tensors(
-            [p for _, p in named], [b for _, b in self._model_buffers],
-            self._exchange_updates)
-        self._before = None
-        # The script's own keywords win over Compression's defaults (such as
-        # residual_spare).
-        settings = dict(self._compression.sync_options(aggregation=True),
-                        **options)
-        if self._freeze_step is not None:
-            settings["dense_steps"] = max(self._freeze_step,
-                                          settings.get("dense_steps", 0))
-        self._sync = ParameterSync(
-            optimizer="sgd", lr=1.0, momentum=0.0, weight_decay=0.0,
-            **settings)
-        names = [name for name, _ in named] + [
-            _BUFFER_PREFIX + name for name, _ in self._model_buffers]
-        dense_below = self._compression.dense_below
-        uncompressed = [p.numel() < dense_below for _, p in named] + [
-            True] * len(self._model_buffers)
-        self._sync.register(list(zip(names, self._replicas)), overlap=False,
-                            uncompressed=uncompressed)
-        # Exchanging gradients, each replica's value before the exchange
-        # turns the pulled weights into the mean gradient: the sync leaves
-        # it in the replica's .grad once the pushes are done, or, where it
-        # cannot (local ranks), a copy of the replicas is kept here.
-        # Exchanging updates, the replicas are the model and need no copy.
-        if not self._exchange_updates:
-            try:
-                self._sync._set_keep_weights_in_gradients(True)
-            except Error:
-                self._before = [torch.empty_like(r) for r in self._replicas]
+        joined = connect(named, self._model_buffers, self._compression,
+                         self._exchange_updates, self._freeze_step,
+                         sync_options)
+        self._sync, self._replicas, self._before = joined[:3]
+        self._worker_id, self._num_workers = joined[3:]
         # A job the shards resume needs this worker's state from its
         # checkpoint (load_state_dict) before the first step. Exchanging
         # gradients, it also keeps the model's weights of that checkpoint:

@@ -1,0 +1,83 @@
+"""The shards' side of DistributedOptimizer: a ParameterSync whose shards
+only average (SGD at learning rate 1, no momentum, no weight decay), and
+the tensors registered with it, one per parameter and one per buffer.
+
+Exchanging gradients, each registered tensor is an aggregation buffer: a
+replica of the shards' weights, whose change over a step is minus the
+workers' mean gradient. Exchanging updates, contiguous float32 parameters
+are registered themselves (_updates.py)."""
+
+import collections
+
+import torch
+
+from gradwire import _C, _env
+from gradwire._C import Error
+from gradwire._sync import ParameterSync
+from gradwire._updates import aggregation_tensors
+from gradwire.compression import PULL_KEYS, PUSH_KEYS
+
+# The prefix of the names under which buffers are registered.
+BUFFER_PREFIX = "buffer:"
+# Options decided here, not by the script: the shards only aggregate.
+_RESERVED_KEYS = tuple(s["name"] for s in _C.settings()
+                       if s["group"] == "optimizer" and s["keyword"])
+
+
+def check_sync_options(sync_options):
+    """Raises ValueError for a ParameterSync keyword that the wrapped
+    optimizer (its own settings) or the compression sets instead."""
+    for key in _RESERVED_KEYS:
+        if key in sync_options:
+            raise ValueError(
+                f"{key}: set it on the wrapped optimizer; the shards "
+                "only aggregate gradients")
+    for key in PUSH_KEYS + PULL_KEYS + ("compressor",):
+        if key in sync_options:
+            raise ValueError(
+                f"{key}: set it in compression=gradwire.Compression(...)")
+
+#: What connect() returns: the ParameterSync, the registered tensors
+#: (parameters', then buffers'), copies of them kept for the step's
+#: "before" values where the sync cannot keep them in .grad (else None),
+#: and this worker's id and the number of workers.
+Aggregation = collections.namedtuple(
+    "Aggregation", "sync replicas before worker_id num_workers")
+
+
+def connect(named, model_buffers, compression, exchange_updates,
+            dense_steps, sync_options):
+    """Connects to the shards and registers `named` parameters and
+    `model_buffers` (name, tensor pairs). `dense_steps` (or None) is the
+    least number of uncompressed first steps. The script's own keywords
+    win over the compression's defaults (such as residual_spare)."""
+    options = _env.with_environment(sync_options)
+    replicas = aggregation_tensors(
+        [p for _, p in named], [b for _, b in model_buffers],
+        exchange_updates)
+    settings = dict(compression.sync_options(aggregation=True), **options)
+    if dense_steps is not None:
+        settings["dense_steps"] = max(dense_steps,
+                                      settings.get("dense_steps", 0))
+    sync = ParameterSync(optimizer="sgd", lr=1.0, momentum=0.0,
+                         weight_decay=0.0, **settings)
+    names = [name for name, _ in named] + [
+        BUFFER_PREFIX + name for name, _ in model_buffers]
+    uncompressed = [p.numel() < compression.dense_below for _, p in named] \
+        + [True] * len(model_buffers)
+    sync.register(list(zip(names, replicas)), overlap=False,
+                  uncompressed=uncompressed)
+    # Exchanging gradients, each replica's value before the exchange turns
+    # the pulled weights into the mean gradient: the sync leaves it in the
+    # replica's .grad once the pushes are done, or, where it cannot (local
+    # ranks), a copy of the replicas is kept. Exchanging updates, the
+    # replicas are the model and need no copy.
+    before = None
+    if not exchange_updates:
+        try:
+            sync._set_keep_weights_in_gradients(True)
+        except Error:
+            before = [torch.empty_like(r) for r in replicas]
+    return Aggregation(sync, replicas, before,
+                       options.get("worker_id", 0),
+                       options.get("num_workers", 1))
