@@ -4,9 +4,12 @@
 // gradwire_worker_dense_equivalent_bytes_total metric, against which the
 // compression ratio is reported.
 //
-// The requests are built once (zeros: a dense fp32 payload's size does not
-// depend on the values) and re-measured with each step's number, whose
-// varint size is part of the request.
+// Each chunk's dense message is built once, at construction, and only its
+// size kept (a dense fp32 payload's size does not depend on the values):
+// keeping the messages would cost 4 bytes per parameter for as long as the
+// worker runs. A step's bytes are then each shard's request header, with
+// the step's number (whose varint size is part of the request), plus the
+// sizes of its chunks: exactly the serialized size of the dense requests.
 //
 // Thread safety: not thread-safe.
 #ifndef GRADWIRE_WORKER_DENSE_EQUIVALENT_H_
@@ -30,7 +33,12 @@ class DenseEquivalent {
   uint64_t StepBytes(uint64_t step);
 
  private:
-  std::vector<v1::PushRequest> requests_;  // Per shard.
+  struct ShardBytes {
+    v1::PushRequest header;    // worker_id and step; no chunks.
+    uint64_t chunk_bytes = 0;  // What its dense chunks add to the header.
+    uint64_t chunks = 0;
+  };
+  std::vector<ShardBytes> shards_;  // Per shard id.
 };
 
 }  // namespace gradwire

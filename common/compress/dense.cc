@@ -28,10 +28,19 @@ class DenseCompressor final : public Compressor {
   // One pass: v = r + g, the value is v rounded, the residual what rounding
   // left (zero for fp32, and then not written back). Under kReject a sum
   // that overflowed is refused, as the values it would send are not finite.
+  // At fp32 with no residual yet, nothing is left over to keep: the
+  // gradient is sent as it is and no residual is allocated, so lossless
+  // compression holds no second copy of the model's gradients. A residual
+  // that exists (another compressor's, auto's switch, a loaded state) is
+  // sent with the gradient and left at zero.
   absl::Status CompressWithFeedback(absl::Span<const float> gradient,
                                     const CompressContext& ctx,
                                     FeedbackState* state,
                                     CompressedChunk* out) const override {
+    if (options().precision == ValuePrecision::kFp32 &&
+        state->residual.empty()) {
+      return Compress(gradient, ctx, out);
+    }
     if (absl::Status s = CheckFinite(gradient, ctx); !s.ok()) return s;
     state->Resize(gradient.size(), /*with_velocity=*/false);
     StartChunk(gradient.size(), out);

@@ -72,6 +72,18 @@ std::vector<float> WideGradient(size_t n, uint32_t seed) {
   return g;
 }
 
+// Element i of the residual; an empty residual (none kept yet, or lossless
+// fp32) holds zeros.
+float ResidualAt(const FeedbackState& state, size_t i) {
+  return state.residual.empty() ? 0.0f : state.residual[i];
+}
+
+// The residual's n elements, zeros where it is empty.
+std::vector<float> ResidualValues(const FeedbackState& state, size_t n) {
+  return state.residual.empty() ? std::vector<float>(n, 0.0f)
+                                : state.residual;
+}
+
 struct FeedbackCase {
   std::string name;
   ValuePrecision precision;
@@ -97,16 +109,19 @@ TEST_P(FeedbackInvariantTest, DecodedPlusResidualEqualsGradientPlusOld) {
     const std::vector<float> g = WideGradient(n, 40 + step);
     std::vector<float> expected(n);  // g' = r_old + g, in float
     for (size_t i = 0; i < n; ++i) {
-      expected[i] = (state.residual.empty() ? 0.0f : state.residual[i]) + g[i];
+      expected[i] = ResidualAt(state, i) + g[i];
     }
     ASSERT_TRUE(
         compressor->CompressWithFeedback(g, {9, step, 0}, &state, &c).ok());
     ASSERT_TRUE(CheckWellFormed(c).ok()) << CheckWellFormed(c);
-    ASSERT_EQ(state.residual.size(), n);
+    // Lossless fp32 keeps no residual at all (nothing is left over).
+    const bool keeps_none =
+        tc.name == "none" && tc.precision == ValuePrecision::kFp32;
+    ASSERT_EQ(state.residual.size(), keeps_none ? 0 : n);
     const std::vector<float> d = Decompress(c);
     total_sent += c.SelectedCount();
     for (size_t i = 0; i < n; ++i) {
-      const float r = state.residual[i];
+      const float r = keeps_none ? 0.0f : state.residual[i];
       ASSERT_TRUE(std::isfinite(d[i]) && std::isfinite(r)) << i;
       if (tc.exact) {
         ASSERT_EQ(d[i] + r, expected[i])
@@ -174,6 +189,29 @@ TEST(FeedbackTest, DenseFeedbackIsExact) {
   }
 }
 
+// Lossless fp32 allocates no residual, and one it is given (another
+// compressor's, left by auto's switch or a loaded state) goes out with the
+// gradient and is left at zero.
+TEST(FeedbackTest, LosslessDenseKeepsNoResidual) {
+  const auto compressor = Make(OptionsFor("none"));
+  const std::vector<float> g = WideGradient(300, 3);
+  FeedbackState fresh;
+  CompressedChunk c;
+  ASSERT_TRUE(compressor->CompressWithFeedback(g, {}, &fresh, &c).ok());
+  EXPECT_TRUE(fresh.residual.empty());
+  EXPECT_EQ(Decompress(c), g);
+
+  FeedbackState inherited;
+  inherited.residual = WideGradient(300, 4);
+  std::vector<float> expected(300);
+  for (size_t i = 0; i < 300; ++i) {
+    expected[i] = inherited.residual[i] + g[i];
+  }
+  ASSERT_TRUE(compressor->CompressWithFeedback(g, {}, &inherited, &c).ok());
+  EXPECT_EQ(Decompress(c), expected);
+  EXPECT_EQ(inherited.residual, std::vector<float>(300, 0.0f));
+}
+
 // bf16 has float's exponent range, so even huge values leave an exact
 // residual.
 TEST(FeedbackTest, Bf16SparsifierIsExactForHugeValues) {
@@ -206,7 +244,7 @@ TEST_P(EveryCompressorTest, FeedbackMatchesCompressOfTheSum) {
     const std::vector<float> g = WideGradient(3001, 70 + step);
     std::vector<float> sum(g.size());
     for (size_t i = 0; i < g.size(); ++i) {
-      sum[i] = (state.residual.empty() ? 0.0f : state.residual[i]) + g[i];
+      sum[i] = ResidualAt(state, i) + g[i];
     }
     const CompressContext ctx{4, step, 0};
     CompressedChunk direct;
@@ -324,7 +362,7 @@ TEST_P(EveryCompressorTest, AllZeroGradient) {
         compressor->CompressWithFeedback(zeros, {0, step, 0}, &state, &c).ok());
     ASSERT_TRUE(CheckWellFormed(c).ok());
     EXPECT_EQ(Decompress(c), zeros);
-    EXPECT_EQ(state.residual, zeros);
+    EXPECT_EQ(ResidualValues(state, n), zeros);
   }
   if (name == "topk") {
     std::vector<uint32_t> lowest(100);
@@ -361,16 +399,15 @@ TEST_P(EveryCompressorTest, ConstantGradient) {
     for (uint64_t step = 0; step < 4; ++step) {
       std::vector<float> expected(n);
       for (size_t i = 0; i < n; ++i) {
-        expected[i] =
-            (state.residual.empty() ? 0.0f : state.residual[i]) + g[i];
+        expected[i] = ResidualAt(state, i) + g[i];
       }
       ASSERT_TRUE(
           compressor->CompressWithFeedback(g, {0, step, 0}, &state, &c).ok());
       ASSERT_TRUE(CheckWellFormed(c).ok());
       const std::vector<float> d = Decompress(c);
       for (size_t i = 0; i < n; ++i) {
-        ASSERT_TRUE(std::isfinite(d[i]) && std::isfinite(state.residual[i]));
-        ASSERT_NEAR(d[i] + state.residual[i], expected[i], 1e-5f);
+        ASSERT_TRUE(std::isfinite(d[i]) && std::isfinite(ResidualAt(state, i)));
+        ASSERT_NEAR(d[i] + ResidualAt(state, i), expected[i], 1e-5f);
       }
       if (name == "topk" && step == 0) {
         std::vector<uint32_t> lowest(100);
@@ -392,7 +429,7 @@ TEST_P(EveryCompressorTest, ConstantGradient) {
           name == "bf16") {
         // Representable exactly: nothing is left behind.
         EXPECT_EQ(d, g);
-        EXPECT_EQ(state.residual, std::vector<float>(n, 0.0f));
+        EXPECT_EQ(ResidualValues(state, n), std::vector<float>(n, 0.0f));
       }
       if (name == "qsgd" && step == 0) {
         // Buckets of 512 and 488: |x| s / norm = 16 / sqrt(512) ~ 0.71 and
