@@ -38,6 +38,15 @@ std::vector<std::string> WorkerVariables(const RunEnvironment& run, int rank) {
   for (const auto& [name, value] : TransportVariables(run)) {
     if (!value.empty()) env.push_back(absl::StrCat(name, "=", value));
   }
+  if (std::getenv(kMetricsPortVariable) == nullptr) {
+    env.push_back(absl::StrCat(kMetricsPortVariable, "=0"));
+  }
+  if (std::getenv(kMetricsAddressVariable) == nullptr) {
+    env.push_back(absl::StrCat(kMetricsAddressVariable, "=127.0.0.1"));
+  }
+  env.push_back(
+      absl::StrCat(kMetricsPortFileVariable, "=",
+                   RunDirectory(run.run_dir).WorkerMetricsPortFile(rank)));
   for (std::string& omp : WorkerEnvironment(run.world_size)) {
     env.push_back(std::move(omp));
   }

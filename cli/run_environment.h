@@ -20,6 +20,13 @@
 //   GRADWIRE_AUTH_TOKEN_FILE  inherited environment otherwise
 //   GRADWIRE_ALLOW_INSECURE_TOKEN  1 when the run sends its token without
 //                             TLS (--allow-insecure-token); removed otherwise
+//   GRADWIRE_METRICS_PORT     0 and 127.0.0.1, unless inherited: each
+//   GRADWIRE_METRICS_ADDRESS  worker serves /metrics on a free loopback
+//                             port (Python: python/gradwire/_metrics.py;
+//                             gradwire-worker reads them as its
+//                             --metrics-port and --metrics-address)
+//   GRADWIRE_METRICS_PORT_FILE  <run dir>/worker-<RANK>.metrics-port,
+//                             where that port is written
 //   OMP_NUM_THREADS           cores / WORLD_SIZE (at least 1), unless
 //                             inherited (WorkerEnvironment,
 //                             cluster_commands.h)
@@ -57,6 +64,9 @@ inline constexpr char kTlsServerNameVariable[] = "GRADWIRE_TLS_SERVER_NAME";
 inline constexpr char kAuthTokenFileVariable[] = "GRADWIRE_AUTH_TOKEN_FILE";
 inline constexpr char kAllowInsecureTokenVariable[] =
     "GRADWIRE_ALLOW_INSECURE_TOKEN";
+inline constexpr char kMetricsPortVariable[] = "GRADWIRE_METRICS_PORT";
+inline constexpr char kMetricsAddressVariable[] = "GRADWIRE_METRICS_ADDRESS";
+inline constexpr char kMetricsPortFileVariable[] = "GRADWIRE_METRICS_PORT_FILE";
 
 // What every worker of a run shares.
 struct RunEnvironment {

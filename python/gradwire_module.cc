@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "common/heap_tuning.h"
 #include "common/lock_checks.h"
+#include "python/py_metrics.h"
 #include "python/py_overlap.h"
 #include "python/py_settings.h"
 #include "python/py_sync.h"
@@ -35,6 +36,8 @@ std::shared_ptr<PySync> Connect(const SyncSettings& settings) {
   absl::StatusOr<SyncOptions> options =
       SyncOptionsFromSettings(settings, KeywordName);
   Check(options.status());
+  // Recorded where the process serves /metrics (py_metrics.h).
+  options->metrics_registry = ServedRegistry();
   absl::StatusOr<std::unique_ptr<ParameterSync>> sync;
   {
     py::gil_scoped_release release;
@@ -146,7 +149,23 @@ checkpoint, copying weights. Raises gradwire.Error when a pull failed.)doc")
           "The TCP bytes of this worker's connections to the shards as the "
           "kernel counts them (payload plus HTTP/2, gRPC and TLS framing), "
           "{'sent': ..., 'received': ...}; None where the transport cannot "
-          "count them (Unix sockets).");
+          "count them (Unix sockets).")
+      .def("residual_norm", &PySync::ResidualNorm,
+           py::call_guard<py::gil_scoped_release>(),
+           "The L2 norm of this worker's error-feedback residuals now (a "
+           "pass over them; call it between steps).")
+      .def(
+          "auto_ratios",
+          [](PySync& s) {
+            py::dict ratios;
+            for (const auto& [group, ratio] : s.AutoChosenRatios()) {
+              ratios[py::str(group)] = ratio;
+            }
+            return ratios;
+          },
+          "Compressor auto's last choice, {registered tensor: ratio} (1: "
+          "dense); empty for another compressor or before its first "
+          "choice.");
 }
 
 void DefineParameterSync(py::module_& m) {
@@ -231,6 +250,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("Error") = py::handle(g_error);
   SetErrorType(g_error);
   DefineStats(m);
+  DefineMetrics(m);
   DefineParameterSync(m);
   DefineOverlap(m);
   m.def("settings", &SettingsAsPython,

@@ -208,4 +208,21 @@ WireTotals PySync::WireBytes() {
   return use.get().WireBytes();
 }
 
+double PySync::ResidualNorm() {
+  Use use(this);
+  return use.get().ResidualNorm();
+}
+
+std::vector<std::pair<std::string, double>> PySync::AutoChosenRatios() {
+  Use use(this);
+  std::vector<std::pair<std::string, double>> ratios;
+  const AutoCompressionReport* report = use.get().auto_compression();
+  if (report == nullptr || report->history.empty()) return ratios;
+  const std::vector<double>& last = report->history.back().ratios;
+  for (size_t i = 0; i < report->groups.size() && i < last.size(); ++i) {
+    ratios.emplace_back(report->groups[i], last[i]);
+  }
+  return ratios;
+}
+
 }  // namespace gradwire

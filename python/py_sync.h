@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -77,6 +78,12 @@ class PySync {
   SyncStats Stats();
   // ParameterSync::WireBytes(): the kernel's TCP byte counts.
   WireTotals WireBytes();
+  // ParameterSync::ResidualNorm(): a pass over the residuals.
+  double ResidualNorm();
+  // Compressor "auto"'s last choice: (group, ratio) per registered tensor,
+  // in order (RungRatio: 1 is dense); empty for another compressor or
+  // before its first choice.
+  std::vector<std::pair<std::string, double>> AutoChosenRatios();
 
   size_t registered() const { return tensors_.size(); }
 

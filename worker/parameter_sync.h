@@ -219,6 +219,12 @@ class ParameterSync {
   // What compressor "auto" chose, step by step (auto_compression.h); null
   // for another compressor or before Register.
   const AutoCompressionReport* auto_compression() const;
+  // The L2 norm of this worker's error-feedback residuals now, over every
+  // chunk it handles (0 before Register or before any is kept). A pass over
+  // every residual (4 bytes per element read), unlike the metric
+  // gradwire_worker_residual_norm, which is refreshed every few seconds;
+  // call it between steps.
+  double ResidualNorm() const;
   // The TCP stream bytes of this worker's connections to the shards since
   // Connect, as the kernel counts them (client/wire_totals.h): the payload
   // that stats() counts plus HTTP/2, gRPC and TLS framing. Unknown where

@@ -1,4 +1,5 @@
-// ParameterSync's checkpoints: SaveState and LoadState (worker_state.h).
+// ParameterSync's checkpoints, SaveState and LoadState (worker_state.h),
+// and the residuals they carry.
 #include "worker/chunk_plan.h"
 #include "worker/parameter_sync.h"
 #include "worker/push_request_builder.h"
@@ -52,6 +53,10 @@ absl::Status ParameterSync::LoadState(const std::string& state) {
     }
     return loaded;
   });
+}
+
+double ParameterSync::ResidualNorm() const {
+  return plan_ ? plan_->ResidualNorm() : 0.0;
 }
 
 }  // namespace gradwire

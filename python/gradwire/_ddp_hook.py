@@ -70,6 +70,11 @@ class DDPHookState:
         first step)."""
         return None if self._exchange is None else self._exchange.stats
 
+    def metrics(self):
+        """DistributedOptimizer.metrics() of the exchange ({} before the
+        first step)."""
+        return {} if self._exchange is None else self._exchange.metrics()
+
     def _start(self, parameters):
         # Local import: torch.py imports this module.
         from gradwire.torch import DistributedOptimizer

@@ -4,7 +4,7 @@ gradient as soon as backward() has finished it, and forward pre-hooks that
 let each layer wait for its own pulled weights through the extension's
 gradwire._C.LayerGate (pull ahead)."""
 
-from gradwire import _C, _env
+from gradwire import _C, _env, _metrics
 from gradwire.compression import KEYS as _COMPRESSION_KEYS
 from gradwire.compression import Compression
 
@@ -60,7 +60,10 @@ environment (gradwire.init(), gradwire run).
 """
 
     def __init__(self, **options):
-        super().__init__(**_resolve_options(options))
+        resolved = _resolve_options(options)
+        # Before connecting: a sync records into the endpoint it finds.
+        _metrics.serve_from_environment()
+        super().__init__(**resolved)
         self._tensors = []
         self._hooks = None
         self._gate_handles = []

@@ -37,6 +37,7 @@ from gradwire._buffers import (broadcast_buffers_of, check_constants,
                                stage_buffers)
 from gradwire._exchange import resolve_exchange, resolve_freeze_step
 from gradwire._lr_scaling import LearningRateScaling
+from gradwire._metrics import StepFigures, log_metrics, track
 from gradwire._named import named_from
 from gradwire._preconditioned import FrozenVariance, velocity_of
 from gradwire._stats_file import write_at_exit
@@ -45,10 +46,12 @@ from gradwire.checkpoint import load_checkpoint, save_checkpoint
 from gradwire.compression import Compression
 
 __all__ = ["DistributedOptimizer", "DDPHookState", "ddp_comm_hook",
-           "save_checkpoint", "load_checkpoint"]
+           "log_metrics", "save_checkpoint", "load_checkpoint"]
 
 # The key of gradwire's own part of a state dict.
 _STATE_KEY = "gradwire"
+
+
 class DistributedOptimizer(torch.optim.Optimizer):
     """Wraps a torch optimizer; its gradients are exchanged through gradwire.
 
@@ -171,6 +174,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._epoch = 0
         self._exchange_seconds = 0.0
         self._write_stats = write_at_exit(self)
+        self._figures = StepFigures()
+        track(self)
 
     def _connect(self, named, sync_options):
         joined = connect(named, self._model_buffers, self._compression,
@@ -217,6 +222,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def stats(self):
         """gradwire.SyncStats: bytes pushed and pulled, dense-equivalent."""
         return self._sync.stats
+
+    def metrics(self):
+        """Per-step figures since the last call (gradwire/_metrics.py)."""
+        return self._figures.read(self)
 
     @property
     def exchange_seconds(self):
@@ -376,15 +385,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def close(self):
         if self._write_stats is not None:
             self._write_stats(self)
-        if self._hooks is not None:
-            self._hooks.remove()
-            self._hooks = None
-        if self._lr_scaling is not None:
-            self._lr_scaling.remove()
-            self._lr_scaling = None
-        if self._frozen is not None:
-            self._frozen.remove()
-            self._frozen = None
+        for name in ("_hooks", "_lr_scaling", "_frozen"):
+            attached = getattr(self, name)
+            if attached is not None:
+                attached.remove()
+                setattr(self, name, None)
         self._sync.close()
 
     def __repr__(self):

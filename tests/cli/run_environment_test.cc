@@ -18,6 +18,8 @@ using ::testing::StartsWith;
 
 TEST(RunEnvironmentTest, EveryWorkerLearnsItsPlace) {
   unsetenv("PYTHONUNBUFFERED");
+  unsetenv("GRADWIRE_METRICS_PORT");
+  unsetenv("GRADWIRE_METRICS_ADDRESS");
   RunEnvironment run;
   run.world_size = 3;
   run.shards = {"127.0.0.1:7000", "127.0.0.1:7001"};
@@ -28,7 +30,10 @@ TEST(RunEnvironmentTest, EveryWorkerLearnsItsPlace) {
                             "RANK=2", "WORLD_SIZE=3", "LOCAL_RANK=0",
                             "LOCAL_WORLD_SIZE=1", "GRADWIRE_RUN_DIR=/runs/a",
                             "GRADWIRE_SUMMARY_JSON=/runs/a/worker-2.json",
-                            "PYTHONUNBUFFERED=1"}));
+                            "PYTHONUNBUFFERED=1", "GRADWIRE_METRICS_PORT=0",
+                            "GRADWIRE_METRICS_ADDRESS=127.0.0.1",
+                            "GRADWIRE_METRICS_PORT_FILE=/runs/a/"
+                            "worker-2.metrics-port"}));
   EXPECT_THAT(env, Not(Contains(StartsWith("GRADWIRE_TLS_"))));
   EXPECT_THAT(env, Not(Contains(StartsWith("GRADWIRE_AUTH_TOKEN_FILE="))));
   EXPECT_THAT(
@@ -54,6 +59,17 @@ TEST(RunEnvironmentTest, TransportVariablesOnlyWhenInUse) {
       ElementsAre("GRADWIRE_TLS_CERT", "GRADWIRE_TLS_KEY",
                   "GRADWIRE_TLS_SERVER_NAME", "GRADWIRE_ALLOW_INSECURE_TOKEN"));
   unsetenv("PYTHONUNBUFFERED");
+}
+
+TEST(RunEnvironmentTest, AnInheritedMetricsPortIsTheUsers) {
+  setenv("GRADWIRE_METRICS_PORT", "-1", 1);
+  RunEnvironment run;
+  run.run_dir = "/runs/b";
+  const std::vector<std::string> env = WorkerVariables(run, 1);
+  EXPECT_THAT(env, Not(Contains(StartsWith("GRADWIRE_METRICS_PORT="))));
+  EXPECT_THAT(env, Contains("GRADWIRE_METRICS_PORT_FILE=/runs/b/"
+                            "worker-1.metrics-port"));
+  unsetenv("GRADWIRE_METRICS_PORT");
 }
 
 TEST(RunEnvironmentTest, AnInsecureTokenIsPassedOnWhenAllowed) {

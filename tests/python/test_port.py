@@ -11,6 +11,8 @@ import struct
 import subprocess
 import sys
 
+import torch
+
 import gradwire
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -61,7 +63,7 @@ def test_the_port_trains_under_gradwire_run(tmp_path):
         [cli, "run", "-n", "2", "--shards", "2", "--run-dir",
          str(tmp_path / "run"), "--", sys.executable,
          str(EXAMPLE / "train.py"), "--epochs=1", "--batch-size=100",
-         "--log-interval=10"],
+         "--log-interval=10", "--save-model"],
         cwd=work, capture_output=True, text=True, timeout=280)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
@@ -75,3 +77,10 @@ def test_the_port_trains_under_gradwire_run(tmp_path):
     print(accuracy[0])
     percent = int(accuracy[0].rsplit("(", 1)[1].split("%")[0])
     assert percent >= 50, accuracy[0]
+    # Each worker saved its own checkpoint, with its compression state.
+    for rank in (0, 1):
+        saved = torch.load(work / f"fashion_mnist_cnn.pt.rank{rank}")
+        assert set(saved) == {"model", "optimizer", "extra"}
+        gradwire_part = saved["optimizer"]["gradwire"]
+        assert gradwire_part["worker_id"] == rank
+        assert gradwire_part["next_step"] == 30

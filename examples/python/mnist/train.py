@@ -1,6 +1,6 @@
 # The classic PyTorch MNIST example's structure (a CNN, Adadelta, StepLR,
 # its own argparse and loaders), on Fashion-MNIST, trained through gradwire:
-# six lines differ from original.py. Run it with
+# nine lines differ from original.py. Run it with
 #   gradwire run -n 2 --shards 2 -- /usr/bin/python3 train.py
 # It reads ../data/FashionMNIST/raw/ (torchvision's layout).
 import argparse
@@ -101,7 +101,7 @@ def main():
     dataset2 = datasets.FashionMNIST("../data", train=False,
                                      transform=transform)
     sampler = torch.utils.data.DistributedSampler(dataset1, gradwire.size(), gradwire.rank())
-    train_loader = torch.utils.data.DataLoader(dataset1, sampler=sampler, **train_kwargs)
+    train_loader = torch.utils.data.DataLoader(dataset1, sampler=sampler, **dict(train_kwargs, shuffle=False))
     test_loader = torch.utils.data.DataLoader(dataset2, **test_kwargs)
 
     model = Net().to(device)
@@ -110,12 +110,13 @@ def main():
 
     scheduler = StepLR(optimizer, step_size=1, gamma=args.gamma)
     for epoch in range(1, args.epochs + 1):
+        sampler.set_epoch(epoch)
         train(args, model, device, train_loader, optimizer, epoch)
         test(model, device, test_loader)
         scheduler.step()
 
     if args.save_model:
-        torch.save(model.state_dict(), "fashion_mnist_cnn.pt")
+        gradwire.torch.save_checkpoint("fashion_mnist_cnn.pt", model, optimizer)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,46 @@
+"""A one-worker job that serves /metrics (GRADWIRE_METRICS_PORT in its
+environment, as `gradwire run` sets it): trains 3 steps, then prints as
+JSON its SyncStats and the samples its own endpoint serves."""
+
+import json
+import os
+import sys
+import urllib.request
+
+import torch
+
+import gradwire
+import gradwire.torch
+
+
+def main():
+    shards = sys.argv[1].split(",")
+    torch.manual_seed(0)
+    net = torch.nn.Linear(64, 64)
+    optimizer = gradwire.torch.DistributedOptimizer(
+        torch.optim.SGD(net.parameters(), lr=0.1), net,
+        compression={"dense_below": 0}, shards=shards, worker_id=0,
+        num_workers=1)
+    for _ in range(3):
+        optimizer.zero_grad()
+        net(torch.randn(8, 64)).square().sum().backward()
+        optimizer.step()
+    port_file = os.environ["GRADWIRE_METRICS_PORT_FILE"]
+    with open(port_file.replace("{rank}", os.environ["RANK"])) as f:
+        port = int(f.read())
+    url = f"http://127.0.0.1:{port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            samples[key.split("{")[0]] = samples.get(
+                key.split("{")[0], 0.0) + float(value)
+    print(json.dumps({"stats": optimizer.stats.as_dict(),
+                      "samples": samples}))
+    optimizer.close()
+
+
+if __name__ == "__main__":
+    main()

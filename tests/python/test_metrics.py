@@ -1,0 +1,177 @@
+"""Watching the exchange from a training script: DistributedOptimizer's
+per-step figures, log_metrics() into loggers with TensorBoard's and W&B's
+signatures, and the /metrics endpoint of a Python worker."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import gradwire
+import gradwire.torch
+from conftest import run_in_threads
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+class TensorBoardLike:
+    """add_scalar as torch.utils.tensorboard.SummaryWriter declares it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def add_scalar(self, tag, scalar_value, global_step=None, walltime=None,
+                   new_style=False, double_precision=False):
+        self.calls.append((tag, scalar_value, global_step))
+
+
+class WandbLike:
+    """log as a wandb run declares it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def log(self, data, step=None, commit=None, sync=None):
+        self.calls.append((data, step))
+
+
+def model():
+    torch.manual_seed(5)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(),
+                               torch.nn.Linear(64, 4))
+
+
+def train(shards, nets, optimizers, steps, **options):
+    def work(rank):
+        if optimizers[rank] is None:
+            optimizers[rank] = gradwire.torch.DistributedOptimizer(
+                torch.optim.SGD(nets[rank].parameters(), lr=0.05),
+                nets[rank], shards=[s.address for s in shards],
+                worker_id=rank, num_workers=2, **options)
+        generator = torch.Generator().manual_seed(rank)
+        for _ in range(steps):
+            optimizers[rank].zero_grad()
+            nets[rank](torch.randn(8, 32, generator=generator)) \
+                .square().sum().backward()
+            optimizers[rank].step()
+
+    run_in_threads(work, 2)
+
+
+def test_figures_are_per_step_since_the_last_read(start_shards):
+    shards = start_shards(1, 2)
+    nets, optimizers = [model(), model()], [None, None]
+    train(shards, nets, optimizers, 3, compression={"dense_below": 0})
+    stats = optimizers[0].stats
+    first = optimizers[0].metrics()
+    assert first["gradwire/steps"] == 3
+    assert first["gradwire/bytes_sent"] == pytest.approx(
+        stats.pushed_bytes / 3)
+    assert first["gradwire/bytes_received"] == pytest.approx(
+        stats.pulled_bytes / 3)
+    assert first["gradwire/dense_equivalent_bytes"] == pytest.approx(
+        stats.dense_equivalent_bytes / 3)
+    # Top-K 1% of every tensor: far fewer bytes than dense.
+    assert first["gradwire/compression_ratio"] > 10
+    assert first["gradwire/residual_norm"] > 0
+    assert first["gradwire/bytes_sent_total"] == stats.pushed_bytes
+
+    train(shards, nets, optimizers, 2)
+    second = optimizers[0].metrics()
+    assert second["gradwire/steps"] == 2
+    sent = optimizers[0].stats.pushed_bytes - stats.pushed_bytes
+    assert second["gradwire/bytes_sent"] == pytest.approx(sent / 2)
+    assert optimizers[0].metrics()["gradwire/steps"] == 0
+    for optimizer in optimizers:
+        optimizer.close()
+
+
+def test_log_metrics_writes_to_tensorboard_and_wandb(start_shards):
+    shards = start_shards(1, 2)
+    nets, optimizers = [model(), model()], [None, None]
+    # Every tensor through the dense compressor (this model's are all under
+    # dense_below, which would send their nonzeros with indices).
+    train(shards, nets, optimizers, 2,
+          compression={"compressor": "none", "dense_below": 0})
+    board = TensorBoardLike()
+    figures = gradwire.torch.log_metrics(board, 2, source=optimizers[0])
+    assert {tag for tag, _, _ in board.calls} == set(figures)
+    assert all(step == 2 for _, _, step in board.calls)
+    assert dict((tag, value) for tag, value, _ in board.calls) == figures
+    # Lossless: no residual, and the dense equivalent is what was sent.
+    assert figures["gradwire/residual_norm"] == 0
+    assert figures["gradwire/compression_ratio"] == pytest.approx(1, 0.05)
+
+    train(shards, nets, optimizers, 1)
+    run = WandbLike()
+    logged = gradwire.torch.log_metrics(run, 3, source=optimizers[0])
+    assert run.calls == [(logged, 3)]
+    assert logged["gradwire/steps"] == 1
+
+    with pytest.raises(TypeError, match="neither add_scalar .* nor log"):
+        gradwire.torch.log_metrics(object(), 4, source=optimizers[0])
+    with pytest.raises(ValueError, match="2 DistributedOptimizers live"):
+        gradwire.torch.log_metrics(board, 4)
+    for optimizer in optimizers:
+        optimizer.close()
+
+
+def test_auto_reports_its_ratio_per_tensor(start_shards):
+    shards = start_shards(1, 2)
+    nets, optimizers = [model(), model()], [None, None]
+    train(shards, nets, optimizers, 3, compression={"compressor": "auto"})
+    figures = optimizers[0].metrics()
+    ratios = {k: v for k, v in figures.items()
+              if k.startswith("gradwire/auto_ratio/")}
+    names = {"gradwire/auto_ratio/" + n for n, _ in nets[0].named_parameters()}
+    assert set(ratios) == names
+    assert all(0 < r <= 1 for r in ratios.values())
+    for optimizer in optimizers:
+        optimizer.close()
+
+
+def test_a_real_summary_writer(start_shards, tmp_path):
+    tensorboard = pytest.importorskip("torch.utils.tensorboard")
+    shards = start_shards(1, 2)
+    nets, optimizers = [model(), model()], [None, None]
+    train(shards, nets, optimizers, 1)
+    writer = tensorboard.SummaryWriter(str(tmp_path))
+    gradwire.torch.log_metrics(writer, 1, source=optimizers[0])
+    writer.close()
+    assert list(tmp_path.glob("events.out.tfevents.*"))
+    for optimizer in optimizers:
+        optimizer.close()
+
+
+def test_a_python_worker_serves_its_metrics(start_shards, tmp_path):
+    shards = start_shards(1, 1)
+    port_file = tmp_path / "worker-{rank}.metrics-port"
+    env = dict(os.environ, GRADWIRE_METRICS_PORT="0",
+               GRADWIRE_METRICS_PORT_FILE=str(port_file), RANK="0")
+    done = subprocess.run(
+        [sys.executable, str(HERE / "metrics_worker.py"),
+         ",".join(s.address for s in shards)],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "worker-0.metrics-port").exists()
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    samples, stats = report["samples"], report["stats"]
+    assert samples["gradwire_worker_steps_total"] == 3
+    assert samples["gradwire_worker_sent_bytes_total"] >= stats["pushed_bytes"]
+    assert "gradwire_worker_residual_norm" in samples
+    assert "process_resident_memory_bytes" in samples
+
+
+def test_a_bad_metrics_port_names_the_variable(start_shards):
+    shards = start_shards(1, 1)
+    env = dict(os.environ, GRADWIRE_METRICS_PORT="http")
+    done = subprocess.run(
+        [sys.executable, str(HERE / "metrics_worker.py"),
+         ",".join(s.address for s in shards)],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "GRADWIRE_METRICS_PORT='http': expected a TCP port" in done.stderr
