@@ -75,6 +75,7 @@ class Job {
   absl::Status WaitForJoinedShards();
   absl::Status StartWorkers();
   bool PollAll();
+  void ReportWorkerMetrics();
   void Supervise();
   void Summarise(const absl::StatusOr<ShardTotals>& totals,
                  absl::Duration elapsed);
@@ -147,6 +148,7 @@ absl::Status Job::StartWorkers() {
     // A reused run directory must not pass an earlier run's summary off as
     // this one's.
     std::filesystem::remove(run_.WorkerSummary(i));
+    std::filesystem::remove(run_.WorkerMetricsPortFile(i));
     SpawnOptions spawn;
     spawn.program = options_.program;
     spawn.argv = options_.command;
@@ -164,15 +166,31 @@ absl::Status Job::StartWorkers() {
     m.rank = i;
     m.log = run_.WorkerLog(i);
     m.output_shown = true;
+    m.metrics_port_file = run_.WorkerMetricsPortFile(i);
     m.process = *std::move(p);
     workers_.push_back(std::move(m));
   }
   return absl::OkStatus();
 }
 
+// Prints the /metrics URL of each running worker whose endpoint is up by
+// now (GRADWIRE_METRICS_PORT_FILE, run_environment.h): a Python worker
+// serves one once its DistributedOptimizer or ParameterSync connects.
+void Job::ReportWorkerMetrics() {
+  for (Member& w : workers_) {
+    if (w.metrics_reported || !w.process->running()) continue;
+    if (const int port = PortFromFile(w.metrics_port_file); port > 0) {
+      supervision_.Inform(
+          absl::StrCat(w.name, " metrics at ", MetricsUrl(port)));
+      w.metrics_reported = true;
+    }
+  }
+}
+
 // Reaps what has exited and reports what failed on its own. True when the
 // run must stop: a failure, or every worker is done.
 bool Job::PollAll() {
+  ReportWorkerMetrics();
   const bool workers_done = supervision_.ReapWorkers(workers_);
   supervision_.ReportUnexpectedExits(shards_.members(),
                                      "while the workers ran");

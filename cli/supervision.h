@@ -44,7 +44,7 @@ struct Member {
   // Set before this process is asked to stop: an exit after that is not a
   // failure of its own.
   bool stopping = false;
-  // gradwire local: where a worker writes the port of its /metrics
+  // gradwire local and run: where a worker writes the port of its /metrics
   // endpoint, and whether its URL was printed.
   std::string metrics_port_file;
   bool metrics_reported = false;

@@ -1,10 +1,14 @@
-"""A one-worker job that serves /metrics (GRADWIRE_METRICS_PORT in its
+"""A worker that serves /metrics (GRADWIRE_METRICS_PORT in its
 environment, as `gradwire run` sets it): trains 3 steps, then prints as
-JSON its SyncStats and the samples its own endpoint serves."""
+JSON its SyncStats and the samples its own endpoint serves. With the
+shards' addresses as its argument it is a one-worker job; without, it
+takes its place from the environment (gradwire run) and stays up a
+second longer, so that the run sees its endpoint."""
 
 import json
 import os
 import sys
+import time
 import urllib.request
 
 import torch
@@ -14,13 +18,14 @@ import gradwire.torch
 
 
 def main():
-    shards = sys.argv[1].split(",")
+    alone = len(sys.argv) > 1
+    placement = dict(shards=sys.argv[1].split(","), worker_id=0,
+                     num_workers=1) if alone else {}
     torch.manual_seed(0)
     net = torch.nn.Linear(64, 64)
     optimizer = gradwire.torch.DistributedOptimizer(
         torch.optim.SGD(net.parameters(), lr=0.1), net,
-        compression={"dense_below": 0}, shards=shards, worker_id=0,
-        num_workers=1)
+        compression={"dense_below": 0}, **placement)
     for _ in range(3):
         optimizer.zero_grad()
         net(torch.randn(8, 64)).square().sum().backward()
@@ -38,7 +43,9 @@ def main():
             samples[key.split("{")[0]] = samples.get(
                 key.split("{")[0], 0.0) + float(value)
     print(json.dumps({"stats": optimizer.stats.as_dict(),
-                      "samples": samples}))
+                      "samples": samples}), flush=True)
+    if not alone:
+        time.sleep(1.5)  # gradwire run looks for the port every 50 ms
     optimizer.close()
 
 

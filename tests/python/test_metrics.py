@@ -175,3 +175,29 @@ def test_a_bad_metrics_port_names_the_variable(start_shards):
         env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert "GRADWIRE_METRICS_PORT='http': expected a TCP port" in done.stderr
+
+
+def test_gradwire_run_gives_each_worker_an_endpoint(tmp_path):
+    cli = os.environ.get("GRADWIRE_CLI_BIN",
+                         str(HERE.parents[1] / "build" / "bin" / "gradwire"))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("GRADWIRE_METRICS_")}
+    done = subprocess.run(
+        [cli, "run", "-n", "2", "--shards", "1", "--run-dir",
+         str(tmp_path / "run"), "--", sys.executable,
+         str(HERE / "metrics_worker.py")],
+        env=env, capture_output=True, text=True, timeout=180)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    for rank in (0, 1):
+        assert f"worker {rank} metrics at http://127.0.0.1:" in output, \
+            output[-3000:]
+        port = int((tmp_path / "run" /
+                    f"worker-{rank}.metrics-port").read_text())
+        assert f"worker {rank} metrics at http://127.0.0.1:{port}/metrics" \
+            in output
+    reports = [json.loads(line.split("] ", 1)[1])
+               for line in done.stdout.splitlines() if '"samples"' in line]
+    assert len(reports) == 2
+    assert all(r["samples"]["gradwire_worker_steps_total"] == 3
+               for r in reports)
