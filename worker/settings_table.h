@@ -157,6 +157,12 @@ constexpr SettingRange Conditional(SettingRange range) {
     "per chunk, which sends a small layer at a large one's magnitude).") \
   X(std::string, value_type, "fp16", "compression", kPythonKeyword, \
     Choices("fp32|fp16|bf16"), "Precision of pushed values.") \
+  X(std::string, non_finite, "reject", "compression", kPythonKeyword, \
+    Choices("reject|zero"), \
+    "A gradient element that is infinite or NaN: reject fails the step " \
+    "with an error naming the chunk; zero pushes it as 0 and keeps it out " \
+    "of the error-feedback residual (DistributedOptimizer sets it and " \
+    "skips such a step on every worker, as DDP with a GradScaler does).") \
   X(bool, error_feedback, true, "compression", kPythonKeyword, AnyValue(), \
     "Keep what compression left out for later steps.") \
   X(int64_t, dense_steps, 0, "compression", kPythonKeyword, AtLeast(0), \

@@ -114,6 +114,8 @@ absl::Status ResolveCompressor(const SyncSettings& s, const Complaint& bad,
   // "none" is no compression at all: fp32 whatever value_type says (fp16
   // and bf16 are compressors of their own).
   c.precision = s.compressor == "none" ? ValuePrecision::kFp32 : *precision;
+  c.non_finite = s.non_finite == "zero" ? NonFinitePolicy::kZero
+                                        : NonFinitePolicy::kReject;
   c.dgc.momentum = static_cast<float>(s.dgc_momentum);
   c.dgc.momentum_masking = s.dgc_momentum_masking;
   c.dgc.clip_norm = static_cast<float>(s.dgc_clip_norm);

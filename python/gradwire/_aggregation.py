@@ -13,8 +13,9 @@ import torch
 
 from gradwire import _C, _env
 from gradwire._C import Error
+from gradwire._nonfinite import FLAG_NAME, SkipFlag
 from gradwire._sync import ParameterSync
-from gradwire._updates import aggregation_tensors
+from gradwire._updates import aggregation_tensors, is_registered_itself
 from gradwire.compression import PULL_KEYS, PUSH_KEYS
 
 # The prefix of the names under which buffers are registered.
@@ -38,11 +39,12 @@ def check_sync_options(sync_options):
                 f"{key}: set it in compression=gradwire.Compression(...)")
 
 #: What connect() returns: the ParameterSync, the registered tensors
-#: (parameters', then buffers'), copies of them kept for the step's
-#: "before" values where the sync cannot keep them in .grad (else None),
-#: and this worker's id and the number of workers.
+#: (parameters', then buffers', then the skip flag's),
+#: copies of them kept for the step's "before" values where the sync
+#: cannot keep them in .grad (else None), this worker's id, the number of
+#: workers, and the SkipFlag (_nonfinite.py).
 Aggregation = collections.namedtuple(
-    "Aggregation", "sync replicas before worker_id num_workers")
+    "Aggregation", "sync replicas before worker_id num_workers skip")
 
 
 def connect(named, model_buffers, compression, exchange_updates,
@@ -59,12 +61,21 @@ def connect(named, model_buffers, compression, exchange_updates,
     if dense_steps is not None:
         settings["dense_steps"] = max(dense_steps,
                                       settings.get("dense_steps", 0))
+    # A non-finite gradient skips the step instead of failing it
+    # (_nonfinite.py). The flag is registered whatever is exchanged, so that
+    # the model's fingerprint does not depend on it.
+    skip = SkipFlag()
+    if not exchange_updates:
+        settings.setdefault("non_finite", "zero")
     sync = ParameterSync(optimizer="sgd", lr=1.0, momentum=0.0,
                          weight_decay=0.0, **settings)
     names = [name for name, _ in named] + [
         BUFFER_PREFIX + name for name, _ in model_buffers]
     uncompressed = [p.numel() < compression.dense_below for _, p in named] \
         + [True] * len(model_buffers)
+    names.append(FLAG_NAME)
+    replicas.append(skip.replica)
+    uncompressed.append(True)
     sync.register(list(zip(names, replicas)), overlap=False,
                   uncompressed=uncompressed)
     # Exchanging gradients, each replica's value before the exchange turns
@@ -80,4 +91,19 @@ def connect(named, model_buffers, compression, exchange_updates,
             before = [torch.empty_like(r) for r in replicas]
     return Aggregation(sync, replicas, before,
                        options.get("worker_id", 0),
-                       options.get("num_workers", 1))
+                       options.get("num_workers", 1), skip)
+
+
+
+@torch.no_grad()
+def copy_replicas_out(parameters, model_buffers, replicas, with_parameters):
+    """Copies the replicas (the parameters', then the buffers') into the
+    model's buffers (name, tensor pairs) and, `with_parameters`, into the
+    `parameters` that are not registered themselves."""
+    count = len(parameters)
+    if with_parameters:
+        for p, r in zip(parameters, replicas[:count]):
+            if not is_registered_itself(p, r):
+                p.copy_(r)
+    for (_, b), r in zip(model_buffers, replicas[count:]):
+        b.copy_(r)

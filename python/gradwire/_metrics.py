@@ -15,6 +15,8 @@ that stay the same from release to release:
   gradwire/residual_norm            L2 norm of the error-feedback residuals
   gradwire/bytes_sent_total         since the start (start-up excluded)
   gradwire/bytes_received_total
+  gradwire/skipped_steps            steps skipped on every worker because a
+                                    worker's gradients were not finite
   gradwire/auto_ratio/<tensor>      compressor auto's ratio per registered
                                     tensor (1: dense), where auto runs
 """
@@ -95,10 +97,21 @@ class StepFigures:
             "residual_norm": optimizer._sync.residual_norm(),
             "bytes_sent_total": now["sent"],
             "bytes_received_total": now["received"],
+            "skipped_steps": getattr(optimizer._skip, "skipped_steps", 0),
         }
         for tensor, ratio in optimizer._sync.auto_ratios().items():
-            figures["auto_ratio/" + tensor] = ratio
+            if _is_parameter(tensor):
+                figures["auto_ratio/" + tensor] = ratio
         return {PREFIX + name: value for name, value in figures.items()}
+
+
+def _is_parameter(name):
+    """Whether a registered tensor is one of the model's parameters, not a
+    buffer or the skip flag, which always go uncompressed."""
+    # Here, not at the top: _aggregation imports _sync, which imports this.
+    from gradwire._aggregation import BUFFER_PREFIX
+    from gradwire._nonfinite import FLAG_NAME
+    return name != FLAG_NAME and not name.startswith(BUFFER_PREFIX)
 
 
 def _source(source):

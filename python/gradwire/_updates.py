@@ -35,17 +35,20 @@ def is_registered_itself(parameter, replica):
 
 
 @torch.no_grad()
-def step_on_updates(optimizer, parameters, replicas, exchange):
+def step_on_updates(optimizer, parameters, replicas, exchange,
+                    finite=True):
     """One step: the parameters (equal to the replicas, the shards'
     weights, at the start) step locally by u; -u goes out as each replica's
     gradient, the replicas take the shards' new weights, and so do the
     parameters. A parameter registered itself has -u written into its
     .grad (the local gradient is spent) and its weights restored before the
-    exchange. Returns the wrapped optimizer's step's result."""
+    exchange. Where this worker's gradients are not `finite` its optimizer
+    does not step (u = 0; _nonfinite.py). Returns the wrapped optimizer's
+    step's result."""
     own = [is_registered_itself(p, r) for p, r in zip(parameters, replicas)]
     before = [p.detach().clone() if mine else None
               for p, mine in zip(parameters, own)]
-    loss = optimizer.step()
+    loss = optimizer.step() if finite else None
     for p, r, kept in zip(parameters, replicas, before):
         if kept is None:
             r.grad = r - p.float()

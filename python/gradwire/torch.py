@@ -31,7 +31,8 @@ import time
 import torch
 
 from gradwire import _C
-from gradwire._aggregation import check_sync_options, connect
+from gradwire._aggregation import (check_sync_options, connect,
+                                   copy_replicas_out)
 from gradwire._C import Error
 from gradwire._buffers import (broadcast_buffers_of, check_constants,
                                stage_buffers)
@@ -39,17 +40,16 @@ from gradwire._exchange import resolve_exchange, resolve_freeze_step
 from gradwire._lr_scaling import LearningRateScaling
 from gradwire._metrics import StepFigures, log_metrics, track
 from gradwire._named import named_from
+from gradwire._nonfinite import all_finite
 from gradwire._preconditioned import FrozenVariance, velocity_of
+from gradwire._state_dict import split_worker_state, with_worker_state
 from gradwire._stats_file import write_at_exit
-from gradwire._updates import is_registered_itself, step_on_updates
+from gradwire._updates import step_on_updates
 from gradwire.checkpoint import load_checkpoint, save_checkpoint
 from gradwire.compression import Compression
 
 __all__ = ["DistributedOptimizer", "DDPHookState", "ddp_comm_hook",
            "log_metrics", "save_checkpoint", "load_checkpoint"]
-
-# The key of gradwire's own part of a state dict.
-_STATE_KEY = "gradwire"
 
 
 class DistributedOptimizer(torch.optim.Optimizer):
@@ -170,7 +170,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._frozen = FrozenVariance(optimizer, self._freeze_step,
                                           lambda: self._sync.next_step,
                                           velocity_of(self._compression))
-        self._synchronized = False
+        self._synchronized = self._skipped = False
         self._epoch = 0
         self._exchange_seconds = 0.0
         self._write_stats = write_at_exit(self)
@@ -182,7 +182,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                          self._exchange_updates, self._freeze_step,
                          sync_options)
         self._sync, self._replicas, self._before = joined[:3]
-        self._worker_id, self._num_workers = joined[3:]
+        self._worker_id, self._num_workers, self._skip = joined[3:]
         # A job the shards resume needs this worker's state from its
         # checkpoint (load_state_dict) before the first step. Exchanging
         # gradients, it also keeps the model's weights of that checkpoint:
@@ -192,15 +192,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._copy_replicas_out(with_parameters=not self._awaiting_state
                                 or self._exchange_updates)
 
-    @torch.no_grad()
     def _copy_replicas_out(self, with_parameters):
-        count = len(self._parameters)
-        if with_parameters:
-            for p, r in zip(self._parameters, self._replicas[:count]):
-                if not is_registered_itself(p, r):
-                    p.copy_(r)
-        for (_, b), r in zip(self._model_buffers, self._replicas[count:]):
-            b.copy_(r)
+        copy_replicas_out(self._parameters, self._model_buffers,
+                          self._replicas, with_parameters)
 
     @property
     def exchange(self):
@@ -290,31 +284,42 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 p.grad = torch.zeros_like(p)
         self._step_frozen = (self._frozen is not None
                              and self._frozen.is_frozen())
-        self._exchange_gradients([p.grad for p in self._parameters])
-        if self._lr_scaling is not None:
+        self._skipped = self._exchange_gradients(
+            [p.grad for p in self._parameters])
+        if self._lr_scaling is not None and not self._skipped:
             self._lr_scaling.unscale(self._parameters)
-        if self._step_frozen:
+        if self._step_frozen and not self._skipped:
             self._frozen.restore_gradients(self._parameters)
         self._synchronized = True
 
     @torch.no_grad()
     def _exchange_gradients(self, gradients):
         """Exchanges `gradients` (one tensor per parameter, in order, each
-        of its parameter's shape) and writes the workers' mean into them."""
+        of its parameter's shape) and writes the workers' mean into them.
+        Returns whether a worker's were not finite: the step is then
+        skipped on every worker, and `gradients` hold NaN."""
         self._check_resumable()
         for g, r in zip(gradients, self._replicas):
             r.grad = g
+        self._skip.stage(all_finite(gradients))
         if self._hooks is not None:
             self._hooks.finish_step()
         self._exchange()
         befores = self._before or gradients
         for g, r, before in zip(gradients, self._replicas, befores):
             torch.sub(before, r, out=g)
+        if not self._skip.skipped(self._before):
+            return False
+        for g in gradients:
+            g.fill_(float("nan"))
+        return True
 
     def _step_on_updates(self):
         self._check_resumable()
+        finite = all_finite(p.grad for p in self._parameters)
+        self._skip.stage(finite)
         return step_on_updates(self._optimizer, self._parameters,
-                               self._replicas, self._exchange)
+                               self._replicas, self._exchange, finite)
 
     def step(self, closure=None):
         """Synchronizes (unless done already) and steps the wrapped
@@ -332,28 +337,29 @@ class DistributedOptimizer(torch.optim.Optimizer):
             result = self._step_on_updates()
         else:
             self.synchronize()
-            self._synchronized = False
-            if self._step_frozen:
+            skipped, self._synchronized, self._skipped = \
+                self._skipped, False, False
+            if skipped:
+                result = None
+            elif self._step_frozen:
                 result = self._frozen.step()
             else:
                 result = self._optimizer.step()
         return loss if closure is not None else result
 
     def zero_grad(self, set_to_none=False):
+        # Also ends a synchronized step whose step() never came (GradScaler
+        # skips it after an overflow).
+        self._synchronized = self._skipped = False
         self._optimizer.zero_grad(set_to_none=set_to_none)
 
     def state_dict(self):
         """The wrapped optimizer's state dict, plus under "gradwire" this
         worker's compression state (error-feedback residuals, velocities)
         and the step it belongs to. Each worker saves its own."""
-        state = self._optimizer.state_dict()
-        state[_STATE_KEY] = {
-            "worker_id": self._worker_id,
-            "num_workers": self._num_workers,
-            "next_step": self.next_step,
-            "worker_state": self._sync._save_state(),
-        }
-        return state
+        return with_worker_state(
+            self._optimizer.state_dict(), self._worker_id, self._num_workers,
+            self.next_step, self._sync._save_state())
 
     def load_state_dict(self, state_dict):
         """Restores what state_dict() returned, on the same worker of the
@@ -361,15 +367,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         checkpoint directory). Raises ValueError for a state dict without
         gradwire's part or of another job or worker, gradwire.Error when
         the shards are at another step; nothing changes then."""
-        state_dict = dict(state_dict)
-        ours = state_dict.pop(_STATE_KEY, None)
-        if ours is None:
-            raise ValueError(
-                "state_dict: no 'gradwire' entry; pass what "
-                "DistributedOptimizer.state_dict() returned, not the wrapped "
-                "optimizer's")
+        ours, rest = split_worker_state(state_dict)
         self._sync._load_state(ours["worker_state"])
-        self._optimizer.load_state_dict(state_dict)
+        self._optimizer.load_state_dict(rest)
         self.state = self._optimizer.state
         self.param_groups = self._optimizer.param_groups
         self._awaiting_state = False

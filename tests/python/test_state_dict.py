@@ -89,8 +89,9 @@ def test_a_state_with_another_number_of_chunks_is_refused(start_shards):
     saved = make(shards, 0, deep, num_workers=1).state_dict()
     other_shards = start_shards(1, 1)
     optimizer = make(other_shards, 0, model(), num_workers=1)
-    with pytest.raises(ValueError, match="it has 6 chunks where this worker "
-                       "has 4"):
+    # Each model's tensors and the skip flag's one chunk.
+    with pytest.raises(ValueError, match="it has 7 chunks where this worker "
+                       "has 5"):
         optimizer.load_state_dict(saved)
 
 

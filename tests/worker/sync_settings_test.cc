@@ -305,6 +305,17 @@ TEST(SyncSettingsTest, DenseStepsWarmUpWithOrWithoutMomentum) {
   }
 }
 
+TEST(SyncSettingsTest, NonFiniteGradientsAreRefusedOrZeroed) {
+  SyncSettings s;
+  absl::StatusOr<SyncOptions> o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->compressor.non_finite, NonFinitePolicy::kReject);
+  s.non_finite = "zero";
+  o = SyncOptionsFromSettings(s);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->compressor.non_finite, NonFinitePolicy::kZero);
+}
+
 TEST(SyncSettingsTest, BadPlacementsNameTheirSetting) {
   SyncSettings s;
   s.momentum_placement = "gpu";
@@ -357,6 +368,7 @@ TEST(SyncSettingsTest, BadValuesNameTheirSetting) {
       {"qsgd_bucket", [](SyncSettings* s) { s->qsgd_bucket = -64; }},
       {"onebit_bucket", [](SyncSettings* s) { s->onebit_bucket = 32; }},
       {"dense_steps", [](SyncSettings* s) { s->dense_steps = -1; }},
+      {"non_finite", [](SyncSettings* s) { s->non_finite = "skip"; }},
       {"fold_scale", [](SyncSettings* s) { s->fold_scale = 0; }},
       {"fold_scale", [](SyncSettings* s) { s->fold_scale = 1.5; }},
       {"value_type", [](SyncSettings* s) { s->value_type = "fp8"; }},
