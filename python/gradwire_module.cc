@@ -123,8 +123,13 @@ checkpoint, copying weights. Raises gradwire.Error when a pull failed.)doc")
            "Waits for queued pushes and drops the shard connections. From "
            "another thread while a call such as step() runs, it first waits "
            "for that call to return; calls made after close() raise "
-           "gradwire.Error (FAILED_PRECONDITION).")
-      .def_property_readonly(
+           "gradwire.Error (FAILED_PRECONDITION).");
+}
+
+// What gradwire._C.ParameterSync tells about itself: its step, placement,
+// byte counters and compression state.
+void DefineSyncReadouts(SyncClass& sync) {
+  sync.def_property_readonly(
           "next_step", [](PySync& s) { return s.NextStep(); },
           "The next step number (steps pushed so far, resumed ones "
           "included).")
@@ -175,6 +180,7 @@ void DefineParameterSync(py::module_& m) {
   SyncClass sync(m, "ParameterSync", doc->c_str());
   sync.def(py::init(&ConnectWithKeywords));
   DefineSyncMethods(sync);
+  DefineSyncReadouts(sync);
   DefineSyncSwitches(sync);
 }
 
