@@ -80,8 +80,7 @@ float ResidualAt(const FeedbackState& state, size_t i) {
 
 // The residual's n elements, zeros where it is empty.
 std::vector<float> ResidualValues(const FeedbackState& state, size_t n) {
-  return state.residual.empty() ? std::vector<float>(n, 0.0f)
-                                : state.residual;
+  return state.residual.empty() ? std::vector<float>(n, 0.0f) : state.residual;
 }
 
 struct FeedbackCase {
