@@ -68,6 +68,11 @@ def track(optimizer):
     _live.add(optimizer)
 
 
+def untrack(optimizer):
+    """Leaves a closed `optimizer` out of the live ones."""
+    _live.discard(optimizer)
+
+
 class StepFigures:
     """The figures above for one exchange, from its running totals: each
     read() covers the steps since the previous one."""

@@ -38,7 +38,7 @@ from gradwire._buffers import (broadcast_buffers_of, check_constants,
                                stage_buffers)
 from gradwire._exchange import resolve_exchange, resolve_freeze_step
 from gradwire._lr_scaling import LearningRateScaling
-from gradwire._metrics import StepFigures, log_metrics, track
+from gradwire._metrics import StepFigures, log_metrics, track, untrack
 from gradwire._named import named_from
 from gradwire._nonfinite import all_finite
 from gradwire._preconditioned import FrozenVariance, velocity_of
@@ -348,8 +348,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         return loss if closure is not None else result
 
     def zero_grad(self, set_to_none=False):
-        # Also ends a synchronized step whose step() never came (GradScaler
-        # skips it after an overflow).
+        # Also ends a step synchronized but never stepped (GradScaler's skip).
         self._synchronized = self._skipped = False
         self._optimizer.zero_grad(set_to_none=set_to_none)
 
@@ -383,6 +382,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._write_stats(self)
 
     def close(self):
+        untrack(self)
         if self._write_stats is not None:
             self._write_stats(self)
         for name in ("_hooks", "_lr_scaling", "_frozen"):

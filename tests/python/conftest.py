@@ -35,6 +35,20 @@ def _read_when_written(path, process, timeout=30.0):
     raise TimeoutError(f"{path} was not written in {timeout} s")
 
 
+def scrape(port):
+    """The samples of http://127.0.0.1:PORT/metrics as
+    {'name{labels}': value}."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            samples[key] = float(value)
+    return samples
+
+
 def run_in_threads(work, count, timeout=120.0):
     """Runs work(i) for i in [0, count) in threads (workers of one job; the
     C++ side releases the GIL) and re-raises the first exception."""
@@ -80,15 +94,7 @@ class Shard:
 
     def metrics(self):
         """The /metrics samples as {'name{labels}': value}."""
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            text = response.read().decode()
-        samples = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                key, value = line.rsplit(" ", 1)
-                samples[key] = float(value)
-        return samples
+        return scrape(self.metrics_port)
 
     def metric_sum(self, name, **labels):
         total = 0.0

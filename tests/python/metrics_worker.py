@@ -9,12 +9,12 @@ import json
 import os
 import sys
 import time
-import urllib.request
 
 import torch
 
 import gradwire
 import gradwire.torch
+from conftest import scrape
 
 
 def main():
@@ -33,15 +33,10 @@ def main():
     port_file = os.environ["GRADWIRE_METRICS_PORT_FILE"]
     with open(port_file.replace("{rank}", os.environ["RANK"])) as f:
         port = int(f.read())
-    url = f"http://127.0.0.1:{port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    samples = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            key, value = line.rsplit(" ", 1)
-            samples[key.split("{")[0]] = samples.get(
-                key.split("{")[0], 0.0) + float(value)
+    samples = {}  # Summed over each family's label sets.
+    for key, value in scrape(port).items():
+        family = key.split("{")[0]
+        samples[family] = samples.get(family, 0.0) + value
     print(json.dumps({"stats": optimizer.stats.as_dict(),
                       "samples": samples}), flush=True)
     if not alone:

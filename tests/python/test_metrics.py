@@ -116,8 +116,12 @@ def test_log_metrics_writes_to_tensorboard_and_wandb(start_shards):
         gradwire.torch.log_metrics(object(), 4, source=optimizers[0])
     with pytest.raises(ValueError, match="2 DistributedOptimizers live"):
         gradwire.torch.log_metrics(board, 4)
-    for optimizer in optimizers:
-        optimizer.close()
+    optimizers[1].close()
+    # A closed optimizer is no longer a source: the other one is.
+    assert gradwire.torch.log_metrics(board, 4)["gradwire/steps"] == 0
+    optimizers[0].close()
+    with pytest.raises(ValueError, match="no DistributedOptimizer"):
+        gradwire.torch.log_metrics(board, 5)
 
 
 def test_auto_reports_its_ratio_per_tensor(start_shards):
