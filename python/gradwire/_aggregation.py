@@ -39,7 +39,8 @@ def check_sync_options(sync_options):
                 f"{key}: set it in compression=gradwire.Compression(...)")
 
 #: What connect() returns: the ParameterSync, the registered tensors
-#: (parameters', then buffers', then the skip flag's),
+#: (parameters', then buffers', then the skip flag's, then the low-rank
+#: factors'),
 #: copies of them kept for the step's "before" values where the sync
 #: cannot keep them in .grad (else None), this worker's id, the number of
 #: workers, and the SkipFlag (_nonfinite.py).
@@ -48,11 +49,13 @@ Aggregation = collections.namedtuple(
 
 
 def connect(named, model_buffers, compression, exchange_updates,
-            dense_steps, sync_options):
+            dense_steps, sync_options, factors=()):
     """Connects to the shards and registers `named` parameters and
-    `model_buffers` (name, tensor pairs). `dense_steps` (or None) is the
-    least number of uncompressed first steps. The script's own keywords
-    win over the compression's defaults (such as residual_spare)."""
+    `model_buffers` (name, tensor pairs), then `factors` (name, tensor
+    pairs of low-rank factors, uncompressed). `dense_steps` (or None) is
+    the least number of uncompressed first steps. The script's own
+    keywords win over the compression's defaults (such as
+    residual_spare)."""
     options = _env.with_environment(sync_options)
     replicas = aggregation_tensors(
         [p for _, p in named], [b for _, b in model_buffers],
@@ -71,11 +74,15 @@ def connect(named, model_buffers, compression, exchange_updates,
                          weight_decay=0.0, **settings)
     names = [name for name, _ in named] + [
         BUFFER_PREFIX + name for name, _ in model_buffers]
-    uncompressed = [p.numel() < compression.dense_below for _, p in named] \
+    uncompressed = [compression.pushes_whole(p) for _, p in named] \
         + [True] * len(model_buffers)
     names.append(FLAG_NAME)
     replicas.append(skip.replica)
     uncompressed.append(True)
+    for name, factor in factors:
+        names.append(name)
+        replicas.append(factor)
+        uncompressed.append(True)
     sync.register(list(zip(names, replicas)), overlap=False,
                   uncompressed=uncompressed)
     # Exchanging gradients, each replica's value before the exchange turns

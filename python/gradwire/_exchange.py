@@ -40,9 +40,10 @@ def resolve_exchange(exchange, optimizer, compression):
                     + ", ".join(_CHOICES))
             exchange = chosen
     if exchange == "auto":
-        # Lossless pushes bring the exact mean gradient, as DDP's: then
-        # every optimizer steps on it as under DDP.
-        if compression.compressor == "none":
+        # Lossless pushes bring the exact mean gradient, as DDP's, and
+        # powersgd a dense low-rank one, as DDP's hook does: then every
+        # optimizer steps on it as under DDP.
+        if compression.compressor == "none" or compression.is_low_rank:
             return "gradients"
         return "updates" if isinstance(optimizer, _ADAPTIVE) else "gradients"
     if exchange not in _CHOICES:

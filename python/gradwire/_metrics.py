@@ -99,7 +99,7 @@ class StepFigures:
             "compression_ratio": (delta["dense"] / delta["sent"]
                                   if delta["sent"] else 0.0),
             "exchange_seconds": delta["seconds"] / per_step,
-            "residual_norm": optimizer._sync.residual_norm(),
+            "residual_norm": optimizer._residual_norm(),
             "bytes_sent_total": now["sent"],
             "bytes_received_total": now["received"],
             "skipped_steps": getattr(optimizer._skip, "skipped_steps", 0),

@@ -45,11 +45,11 @@ class SkipFlag:
         self._staged = torch.tensor([0.0 if finite else 1.0])
         self.replica.grad = self._staged
 
-    def skipped(self, copies):
+    def skipped(self, copy):
         """After the exchange: whether any worker's gradients were not
-        finite. `copies` are the replicas' values before it, where the
-        sync could not leave them in the gradients (else None)."""
-        before = copies[-1] if copies is not None else self._staged
+        finite. `copy` is the flag's value before it, where the sync could
+        not leave it in the gradient (else None)."""
+        before = copy if copy is not None else self._staged
         skip = float(before - self.replica) > 0
         if skip:
             self.skipped_steps += 1

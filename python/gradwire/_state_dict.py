@@ -6,15 +6,17 @@ KEY = "gradwire"
 
 
 def with_worker_state(optimizer_state, worker_id, num_workers, next_step,
-                      worker_state):
+                      worker_state, low_rank=None):
     """`optimizer_state` (the wrapped optimizer's state dict) with
-    gradwire's part added."""
+    gradwire's part added; `low_rank` is powersgd's state, where used."""
     optimizer_state[KEY] = {
         "worker_id": worker_id,
         "num_workers": num_workers,
         "next_step": next_step,
         "worker_state": worker_state,
     }
+    if low_rank is not None:
+        optimizer_state[KEY]["low_rank"] = low_rank
     return optimizer_state
 
 

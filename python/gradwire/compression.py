@@ -6,6 +6,7 @@ are set together::
     gradwire.Compression("topk", ratio=0.01)            # pulls exact
     gradwire.Compression("none")                        # lossless both ways
     gradwire.Compression("qsgd", levels=16, pull="delta", pull_ratio=0.05)
+    gradwire.Compression("powersgd", rank=4)            # low-rank matrices
 
 A plain dict of the same keywords is accepted wherever a Compression is.
 Where a script passes none, ``GRADWIRE_COMPRESSION`` may name one without
@@ -32,9 +33,13 @@ def _group(name):
 PUSH_KEYS = tuple(k for k in _group("compression") if k != "compressor")
 # Pull keywords: the table's "pulls" group.
 PULL_KEYS = _group("pulls")
-# Decided in Python, per tensor, by DistributedOptimizer: see dense_below.
-WRAPPER_KEYS = ("dense_below",)
+# Decided in Python, per tensor, by DistributedOptimizer: see dense_below
+# and rank.
+WRAPPER_KEYS = ("dense_below", "rank")
 KEYS = ("compressor",) + PUSH_KEYS + PULL_KEYS + WRAPPER_KEYS
+# The compressor that DistributedOptimizer runs itself, on whole matrices
+# (gradwire/_lowrank.py); every tensor then crosses the sync uncompressed.
+LOW_RANK = "powersgd"
 # Tensors with fewer elements than this go uncompressed by default: the
 # weights and biases of BatchNorm and LayerNorm, biases, a small classifier.
 # A sparsifier's min_kept floor sends such a tensor a few dozen elements at
@@ -54,14 +59,17 @@ class Compression:
 
     Args:
       compressor: none, fp16, bf16, topk, randomk, threshold, nonzero, dgc,
-        qsgd or onebit (default topk).
+        qsgd, onebit (default topk), or powersgd: each matrix as one rank-r
+        factor a step with error feedback (DistributedOptimizer and the DDP
+        hook only; gradwire/_lowrank.py).
       **options: ratio, min_kept, threshold, levels, qsgd_bucket,
         onebit_bucket, value_type, error_feedback, dgc_*, dense_steps (the
         first steps' pushes uncompressed, a dense warm-up) for pushes; pull
         ("auto", "exact", "delta" or "dense"), pull_ratio, pull_value_type
         for pulls; dense_below (DistributedOptimizer only): parameters of
         fewer elements than this are pushed uncompressed (default 16384;
-        0: every parameter compressed). Unset ones take ParameterSync's
+        0: every parameter compressed); rank (powersgd only, default 4).
+        Unset ones take ParameterSync's
         defaults, except pull under DistributedOptimizer (see
         pull_for_aggregation).
 
@@ -80,6 +88,7 @@ class Compression:
         self.compressor = compressor
         self.options = dict(options)
         self.dense_below  # checked here, before anything connects
+        self.rank
 
     @classmethod
     def of(cls, value):
@@ -132,7 +141,7 @@ class Compression:
         compressor "none"; "auto" otherwise (compressed deltas)."""
         if "pull" in self.options:
             return self.options["pull"]
-        if self.compressor in SPARSIFIERS:
+        if self.compressor in SPARSIFIERS or self.is_low_rank:
             return "exact"
         return "dense" if self.compressor == "none" else "auto"
 
@@ -153,12 +162,53 @@ class Compression:
                              f"got {value!r}")
         return value
 
+    @property
+    def is_low_rank(self):
+        """Whether DistributedOptimizer compresses the matrices itself
+        (powersgd)."""
+        return self.compressor == LOW_RANK
+
+    @property
+    def rank(self):
+        """powersgd's rank; None for other compressors."""
+        if not self.is_low_rank:
+            if "rank" in self.options:
+                raise ValueError(f"rank: an option of powersgd, not of "
+                                 f"{self.compressor}")
+            return None
+        from gradwire._lowrank import DEFAULT_RANK
+        value = self.options.get("rank", DEFAULT_RANK)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"rank: expected a whole number >= 1, got "
+                             f"{value!r}")
+        return value
+
+    def pushes_whole(self, parameter):
+        """Whether DistributedOptimizer registers `parameter` uncompressed
+        with the sync: under dense_below's count, or every parameter under
+        powersgd (the matrices go out as factors, registered apart)."""
+        return self.is_low_rank or parameter.numel() < self.dense_below
+
     def sync_options(self, aggregation=False):
         """ParameterSync keywords; with ``aggregation`` (DistributedOptimizer)
-        the pull is pull_for_aggregation()'s."""
+        the pull is pull_for_aggregation()'s. Raises ValueError for
+        powersgd without ``aggregation``: ParameterSync has no low-rank
+        compressor."""
         options = {k: v for k, v in self.options.items()
                    if k not in WRAPPER_KEYS}
         options["compressor"] = self.compressor
+        if self.is_low_rank:
+            if not aggregation:
+                raise ValueError(
+                    "compression: powersgd compresses whole matrices in "
+                    "DistributedOptimizer and the DDP hook; ParameterSync "
+                    "takes the per-element compressors (topk, qsgd, ...)")
+            # Every tensor is registered uncompressed; the dense steps are
+            # counted by the low-rank side (the sync would push the
+            # factors whole, which they are anyway).
+            options["compressor"] = "nonzero"
+            for key in ("dense_steps", "error_feedback"):
+                options.pop(key, None)
         if aggregation:
             options["pull"] = self.pull_for_aggregation()
             # A worker's memory beside its model should be what DDP's is:
@@ -169,7 +219,8 @@ class Compression:
 
     def __eq__(self, other):
         return (isinstance(other, Compression)
-                and self.sync_options() == other.sync_options())
+                and self.compressor == other.compressor
+                and self.options == other.options)
 
     def __repr__(self):
         extra = "".join(f", {k}={v!r}" for k, v in sorted(

@@ -26,25 +26,21 @@ after each step, as under DDP (gradwire/_buffers.py); lossy gradient
 exchanges keep error feedback in units of the update (_lr_scaling.py).
 """
 
-import time
-
 import torch
 
 from gradwire import _C
 from gradwire._aggregation import (check_sync_options, connect,
                                    copy_replicas_out)
-from gradwire._C import Error
-from gradwire._buffers import (broadcast_buffers_of, check_constants,
-                               stage_buffers)
+from gradwire._buffers import broadcast_buffers_of
 from gradwire._exchange import resolve_exchange, resolve_freeze_step
+from gradwire._exchanging import ExchangeSteps
+from gradwire._lowrank import low_rank_of
 from gradwire._lr_scaling import LearningRateScaling
 from gradwire._metrics import StepFigures, log_metrics, track, untrack
 from gradwire._named import named_from
-from gradwire._nonfinite import all_finite
 from gradwire._preconditioned import FrozenVariance, velocity_of
 from gradwire._state_dict import split_worker_state, with_worker_state
 from gradwire._stats_file import write_at_exit
-from gradwire._updates import step_on_updates
 from gradwire.checkpoint import load_checkpoint, save_checkpoint
 from gradwire.compression import Compression
 
@@ -52,7 +48,7 @@ __all__ = ["DistributedOptimizer", "DDPHookState", "ddp_comm_hook",
            "log_metrics", "save_checkpoint", "load_checkpoint"]
 
 
-class DistributedOptimizer(torch.optim.Optimizer):
+class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
     """Wraps a torch optimizer; its gradients are exchanged through gradwire.
 
     Args:
@@ -133,12 +129,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
             FrozenVariance.check(optimizer, freeze_step,
                                  velocity_of(self._compression))
             self._freeze_step = freeze_step
+        named = named_from(optimizer, named_parameters)
+        self._lowrank = low_rank_of(self._compression, named,
+                                    self._exchange_kind)
         if overlap is None:
-            overlap = not self._exchange_updates
-        if overlap and self._exchange_updates:
+            overlap = not self._exchange_updates and self._lowrank is None
+        if overlap and (self._exchange_updates or self._lowrank):
             raise ValueError("overlap: the update exists only after the "
-                             "wrapped optimizer stepped; exchanging updates "
-                             "needs overlap=False")
+                             "wrapped optimizer stepped, and powersgd "
+                             "compresses whole matrices at step time; both "
+                             "need overlap=False")
         # Deliberately not Optimizer.__init__: the wrapped optimizer owns
         # param_groups, state and defaults; this object shares them.
         self._optimizer = optimizer
@@ -147,7 +147,6 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self.defaults = optimizer.defaults
         model = named_parameters if isinstance(
             named_parameters, torch.nn.Module) else None
-        named = named_from(optimizer, named_parameters)
         self._parameters = [p for _, p in named]
         self._model_buffers, constants = broadcast_buffers_of(
             model, broadcast_buffers)
@@ -178,11 +177,15 @@ class DistributedOptimizer(torch.optim.Optimizer):
         track(self)
 
     def _connect(self, named, sync_options):
+        factors = self._lowrank.factors() if self._lowrank else []
         joined = connect(named, self._model_buffers, self._compression,
                          self._exchange_updates, self._freeze_step,
-                         sync_options)
+                         sync_options, factors)
         self._sync, self._replicas, self._before = joined[:3]
         self._worker_id, self._num_workers, self._skip = joined[3:]
+        # The skip flag sits after the parameters and buffers, the factors
+        # after it.
+        self._flag_index = len(named) + len(self._model_buffers)
         # A job the shards resume needs this worker's state from its
         # checkpoint (load_state_dict) before the first step. Exchanging
         # gradients, it also keeps the model's weights of that checkpoint:
@@ -239,34 +242,6 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self._hooks is not None:
             self._hooks.set_epoch(self._epoch)
 
-    def _check_resumable(self):
-        if self._awaiting_state:
-            raise Error(
-                f"FAILED_PRECONDITION: the shards resume this job at step "
-                f"{self.next_step}: load this worker's checkpoint (the "
-                "model's state dict and DistributedOptimizer.load_state_dict,"
-                " or gradwire.torch.load_checkpoint) before the first step")
-
-    @torch.no_grad()
-    def _exchange(self):
-        """One exchange of what the replicas' .grad hold (set by the
-        caller) and the buffers; on return the replicas hold the shards'
-        new values and, exchanging gradients, ``self._before`` their values
-        before it."""
-        start = time.monotonic()
-        check_constants(self._constant_buffers)
-        count = len(self._parameters)
-        stage_buffers(self._model_buffers, self._replicas[count:],
-                      self._worker_id, self._num_workers)
-        if self._before is not None:
-            for r, before in zip(self._replicas, self._before):
-                before.copy_(r)
-        self._sync.step(self._epoch)
-        for r in self._replicas:
-            r.grad = None
-        self._copy_replicas_out(with_parameters=False)
-        self._exchange_seconds += time.monotonic() - start
-
     @torch.no_grad()
     def synchronize(self):
         """Exchanges this step's gradients: on return every ``p.grad`` holds
@@ -291,35 +266,6 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self._step_frozen and not self._skipped:
             self._frozen.restore_gradients(self._parameters)
         self._synchronized = True
-
-    @torch.no_grad()
-    def _exchange_gradients(self, gradients):
-        """Exchanges `gradients` (one tensor per parameter, in order, each
-        of its parameter's shape) and writes the workers' mean into them.
-        Returns whether a worker's were not finite: the step is then
-        skipped on every worker, and `gradients` hold NaN."""
-        self._check_resumable()
-        for g, r in zip(gradients, self._replicas):
-            r.grad = g
-        self._skip.stage(all_finite(gradients))
-        if self._hooks is not None:
-            self._hooks.finish_step()
-        self._exchange()
-        befores = self._before or gradients
-        for g, r, before in zip(gradients, self._replicas, befores):
-            torch.sub(before, r, out=g)
-        if not self._skip.skipped(self._before):
-            return False
-        for g in gradients:
-            g.fill_(float("nan"))
-        return True
-
-    def _step_on_updates(self):
-        self._check_resumable()
-        finite = all_finite(p.grad for p in self._parameters)
-        self._skip.stage(finite)
-        return step_on_updates(self._optimizer, self._parameters,
-                               self._replicas, self._exchange, finite)
 
     def step(self, closure=None):
         """Synchronizes (unless done already) and steps the wrapped
@@ -358,7 +304,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         and the step it belongs to. Each worker saves its own."""
         return with_worker_state(
             self._optimizer.state_dict(), self._worker_id, self._num_workers,
-            self.next_step, self._sync._save_state())
+            self.next_step, self._sync._save_state(),
+            self._lowrank.state_dict() if self._lowrank else None)
 
     def load_state_dict(self, state_dict):
         """Restores what state_dict() returned, on the same worker of the
@@ -367,7 +314,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         gradwire's part or of another job or worker, gradwire.Error when
         the shards are at another step; nothing changes then."""
         ours, rest = split_worker_state(state_dict)
+        if self._lowrank is not None:
+            self._lowrank.check_state(ours.get("low_rank"))
         self._sync._load_state(ours["worker_state"])
+        if self._lowrank is not None:
+            self._lowrank.load_state_dict(ours["low_rank"])
         self._optimizer.load_state_dict(rest)
         self.state = self._optimizer.state
         self.param_groups = self._optimizer.param_groups

@@ -1,0 +1,171 @@
+"""Compression("powersgd"): each gradient matrix as one rank-r factor a
+step, the two sides in turn, with error feedback (gradwire/_lowrank.py),
+alone and through real shard processes."""
+
+import pytest
+import torch
+
+import gradwire
+from gradwire._lowrank import _SEED, LowRank, matrix_shape
+from gradwire.torch import DistributedOptimizer
+
+from test_distributed_optimizer import train_distributed, train_reference
+from test_parameter_sync import make_model
+
+
+def test_which_parameters_are_compressed():
+    assert matrix_shape(torch.zeros(64, 32), 2, 0) == (64, 32)
+    # A convolution: its output channels by the rest, as DDP's hook views it.
+    assert matrix_shape(torch.zeros(16, 3, 3, 3), 1, 0) == (16, 27)
+    assert matrix_shape(torch.zeros(64), 2, 0) is None
+    # Two rank-2 factors of a 4 x 64 matrix are more than half of it.
+    assert matrix_shape(torch.zeros(4, 64), 2, 0) is None
+    assert matrix_shape(torch.zeros(64, 32), 2, 4096) is None
+
+
+def one_step(low_rank, gradient, step=0):
+    """One worker's step alone: its factor is the mean. Returns the
+    gradient that comes back and what compress() left in `gradient`."""
+    sent = gradient.clone()
+    factors = low_rank.compress([sent], True, step)
+    left_in_place = sent.clone()
+    low_rank.expand([sent], factors, step)
+    return sent, left_in_place
+
+
+def test_the_projection_and_the_residual_add_up_to_the_gradient():
+    low_rank = LowRank([("w", torch.zeros(40, 30))], rank=3, dense_below=0)
+    gradient = torch.randn(40, 30, generator=torch.Generator().manual_seed(1))
+    sent, left = one_step(low_rank, gradient)
+    assert torch.count_nonzero(left) == 0
+    assert torch.linalg.matrix_rank(sent) == 3
+    residual = low_rank.state_dict()["matrices"]["w"]["residual"]
+    assert torch.allclose(sent + residual, gradient, atol=1e-5)
+    assert low_rank.residual_norm() == pytest.approx(float(residual.norm()))
+
+
+def test_error_feedback_loses_nothing_and_drains_on_the_left_side():
+    """A constant rank-2 gradient: the first right basis is random, so a
+    right step holds back what it misses; the left basis that follows
+    spans the gradient's columns, so every left step sends the whole
+    backlog. Over all steps nothing is lost: what went out plus the
+    residual is every gradient."""
+    generator = torch.Generator().manual_seed(2)
+    gradient = (torch.randn(50, 2, generator=generator)
+                @ torch.randn(2, 20, generator=generator))
+    low_rank = LowRank([("w", gradient)], rank=2, dense_below=0)
+    sent_total = torch.zeros_like(gradient)
+    scale = float(gradient.norm())
+    for step in range(8):
+        sent, _ = one_step(low_rank, gradient, step)
+        sent_total += sent
+        if step % 2 == 1:
+            assert low_rank.residual_norm() < 1e-5 * scale
+        else:
+            assert low_rank.residual_norm() > 1e-3 * scale
+        residual = low_rank.state_dict()["matrices"]["w"]["residual"]
+        assert torch.allclose(sent_total + residual, (step + 1) * gradient,
+                              atol=1e-3)
+
+
+def test_dense_steps_send_the_gradient_whole():
+    low_rank = LowRank([("w", torch.zeros(40, 30))], rank=2, dense_below=0,
+                       dense_steps=2)
+    gradient = torch.randn(40, 30)
+    factors = low_rank.compress([gradient.clone()], True, 1)
+    assert all(torch.count_nonzero(f) == 0 for f in factors)
+    sent, _ = one_step(low_rank, gradient, step=1)
+    assert torch.equal(sent, gradient)
+    sent, _ = one_step(low_rank, gradient, step=2)
+    assert not torch.equal(sent, gradient)
+
+
+def test_state_dict_round_trip_and_refusal():
+    named = [("w", torch.zeros(40, 30))]
+    low_rank = LowRank(named, rank=2, dense_below=0)
+    one_step(low_rank, torch.randn(40, 30))
+    restored = LowRank(named, rank=2, dense_below=0)
+    restored.load_state_dict(low_rank.state_dict())
+    gradient = torch.randn(40, 30)
+    assert torch.equal(one_step(low_rank, gradient)[0],
+                       one_step(restored, gradient)[0])
+    other = LowRank([("v", torch.zeros(40, 30))], rank=2, dense_below=0)
+    with pytest.raises(ValueError, match="other matrices"):
+        other.load_state_dict(low_rank.state_dict())
+
+
+def test_options_are_checked():
+    with pytest.raises(ValueError, match="^rank"):
+        gradwire.Compression("powersgd", rank=0)
+    with pytest.raises(ValueError, match="^rank: an option of powersgd"):
+        gradwire.Compression("topk", rank=2)
+    with pytest.raises(ValueError, match="ParameterSync"):
+        gradwire.Compression("powersgd").sync_options()
+    model = make_model(seed=1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    # Refused before anything connects: no shard listens there.
+    for options in (dict(exchange="updates"), dict(overlap=True)):
+        with pytest.raises(ValueError, match="powersgd"):
+            DistributedOptimizer(optimizer, model,
+                                 compression={"compressor": "powersgd"},
+                                 shards=["127.0.0.1:1"], **options)
+
+
+def orthonormalized(factor):
+    return torch.linalg.qr(factor, mode="reduced")[0]
+
+
+def low_rank_reference(rank, num_workers):
+    """train_reference's compress(): each worker projects its gradient plus
+    residual onto the basis the workers share and keeps the rest; once
+    the last worker has compressed a matrix, the mean of the factors,
+    orthonormalized, is the basis of the other side for the next step."""
+    matrices = {}
+
+    def compress(gradient, worker, index, scale):
+        shape = matrix_shape(gradient, rank, 0)
+        if shape is None:
+            return gradient
+        rows, columns = shape
+        start = torch.randn(columns, rank,
+                            generator=torch.Generator().manual_seed(
+                                _SEED + index))
+        m = matrices.setdefault(index, dict(
+            right=orthonormalized(start), left=None, left_side=False,
+            residuals={}, factors=[]))
+        residual = m["residuals"].setdefault(worker,
+                                             torch.zeros(rows, columns))
+        total = residual + (gradient * scale).reshape(rows, columns)
+        if m["left_side"]:
+            factor = total.t() @ m["left"]
+            projection = m["left"] @ factor.t()
+        else:
+            factor = total @ m["right"]
+            projection = factor @ m["right"].t()
+        residual.copy_(total - projection)
+        m["factors"].append(factor)
+        if len(m["factors"]) == num_workers:
+            mean = torch.stack(m["factors"]).mean(0)
+            m["right" if m["left_side"] else "left"] = orthonormalized(mean)
+            m["left_side"] = not m["left_side"]
+            m["factors"] = []
+        return projection.reshape(gradient.shape) / scale
+
+    return compress
+
+
+def test_matches_one_process_on_the_mean_of_the_projections(start_shards):
+    """Two workers, two shards: the first layer's weight (64 x 32) goes as
+    rank-2 factors, the rest whole; the wrapped optimizer steps on the
+    mean of the workers' projections, as one process computes it, and the
+    workers stay identical."""
+    shards = start_shards(2, 2)
+    compression = {"compressor": "powersgd", "rank": 2, "dense_below": 0}
+    models, _, initial = train_distributed(shards, 2, None,
+                                           compression=compression)
+    reference = train_reference(initial[0], 2, None,
+                                low_rank_reference(2, 2))
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        assert torch.equal(a, b)
+    for a, b in zip(models[0].parameters(), reference.parameters()):
+        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
