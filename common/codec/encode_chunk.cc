@@ -58,6 +58,13 @@ absl::Status EncodeChunk(const CompressedChunk& chunk, v1::ChunkData* out) {
   if (!status.ok()) return status;
   status = CheckEncodable(chunk);
   if (!status.ok()) return status;
+  if (DenseIsSmaller(chunk)) {
+    // Fewer bytes, the same elements; rare enough (dense data through a
+    // sparse encoding) that the copy does not matter.
+    CompressedChunk dense = chunk;
+    DensifyIfSmaller(&dense);
+    return EncodeChunk(dense, out);
+  }
   out->set_numel(chunk.numel);
   const v1::ValueType value_type = ToWire(chunk.precision);
   switch (chunk.encoding) {

@@ -92,6 +92,18 @@ void SubtractFrom(const CompressedChunk& chunk, absl::Span<float> residual);
 void SubtractInto(absl::Span<const float> a, absl::Span<const float> b,
                   absl::Span<float> out);
 
+// Whether `chunk` is sparse and the dense chunk of the same elements is
+// smaller on the wire: its indices (one varint per gap, at least a byte
+// each; proto/gradwire/v1/chunk.proto) outweigh the values of the elements
+// it leaves out. The nonzero elements of a dense tensor (a whole small
+// tensor, a low-rank factor, the exact mean of dense pushes) take 5 bytes
+// each as sparse fp32, 4 as dense. The codec then writes the dense form.
+bool DenseIsSmaller(const CompressedChunk& chunk);
+
+// Turns `chunk` into that dense form where DenseIsSmaller; leaves it
+// otherwise.
+void DensifyIfSmaller(CompressedChunk* chunk);
+
 // Checks the structural invariants above (sizes, index order and range,
 // level range). Used by tests and by the decoder's callers in debug paths.
 absl::Status CheckWellFormed(const CompressedChunk& chunk);

@@ -265,6 +265,46 @@ TEST(CompressedChunkTest, ClearResetsEverythingButKeepsCapacity) {
   EXPECT_TRUE(CheckWellFormed(c).ok());
 }
 
+// A sparse chunk goes dense where its index varints (one byte per small
+// gap) take more bytes than the values of the elements it leaves out: 9 of
+// 10 fp32 elements (9 index bytes against 4), but not 8 (8 against 8).
+TEST(CompressedChunkTest, DensifyIfSmallerWeighsIndicesAgainstLeftOutValues) {
+  CompressedChunk nine =
+      Sparse(10, {0, 1, 2, 3, 4, 5, 6, 7, 9},
+             {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f, -0.0f});
+  const std::vector<float> dense_nine = Decompress(nine);
+  DensifyIfSmaller(&nine);
+  EXPECT_EQ(nine.encoding, Encoding::kDense);
+  EXPECT_TRUE(nine.indices.empty());
+  EXPECT_EQ(nine.values, dense_nine);
+  EXPECT_TRUE(std::signbit(nine.values[9]));  // bits kept, -0.0 included
+  EXPECT_TRUE(CheckWellFormed(nine).ok());
+
+  CompressedChunk eight =
+      Sparse(10, {0, 1, 2, 3, 4, 5, 6, 9},
+             {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f});
+  DensifyIfSmaller(&eight);
+  EXPECT_EQ(eight.encoding, Encoding::kSparse);
+  EXPECT_EQ(eight.indices.size(), 8u);
+
+  // At fp16 a left-out element saves only 2 bytes: 8 of 10 go dense.
+  CompressedChunk half =
+      Sparse(10, {0, 1, 2, 3, 4, 5, 6, 9},
+             {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f});
+  half.precision = ValuePrecision::kFp16;
+  DensifyIfSmaller(&half);
+  EXPECT_EQ(half.encoding, Encoding::kDense);
+
+  // Large gaps cost more than a byte: 3 of 1,000 stay sparse, and
+  // Random-K (no indices on the wire) is left alone.
+  CompressedChunk spread = Sparse(1000, {0, 500, 999}, {1.0f, 2.0f, 3.0f});
+  DensifyIfSmaller(&spread);
+  EXPECT_EQ(spread.encoding, Encoding::kSparse);
+  CompressedChunk random_k = RandomK(5, 3, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f});
+  DensifyIfSmaller(&random_k);
+  EXPECT_EQ(random_k.encoding, Encoding::kRandomK);
+}
+
 // Each bad chunk is refused with INVALID_ARGUMENT and a message that says
 // what is wrong.
 void ExpectMalformed(const CompressedChunk& c, const std::string& mentions) {
