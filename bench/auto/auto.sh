@@ -5,7 +5,8 @@
 # bench/network/network.sh builds them (bench/common/shaped_links.sh).
 #
 #   bench/auto/auto.sh [--links=10mbit,100mbit,1gbit,unshaped]
-#       [--configs=compute,dense,fp16,topk1,topk01,auto,ddp,ddp-fp16]
+#       [--configs=compute,dense,fp16,topk1,topk01,auto,ddp,ddp-fp16,
+#                  ddp-psgd1,ddp-psgd2,ddp-psgd4,ddp-bpsgd4]
 #       [--steps=30] [--slow-steps=10] [--test-limit=0] [--bin=DIR]
 #       [--json=FILE]
 #   bench/auto/auto.sh --convergence [--seeds=1,2,3] [--bin=DIR] [--json=FILE]
@@ -15,8 +16,12 @@
 # (--compressor=none, fp32, dense pulls), fp16 (--compressor=fp16), topk1 /
 # topk01 (Top-K 1% / 0.1% + error feedback, delta pulls), auto
 # (--compressor=auto; "not available" where gradwire-worker refuses it),
-# ddp and ddp-fp16 (bench/python/worker.py --baseline=ddp, gloo, and the
-# same with PyTorch's fp16 compression hook: bench/auto/ddp_fp16.py).
+# ddp and ddp-fp16 (bench/python/worker.py's --baseline=ddp, gloo, run by
+# bench/auto/ddp_link.py, and the same with PyTorch's fp16 compression
+# hook: bench/auto/ddp_fp16.py), ddp-psgd1 / ddp-psgd2 / ddp-psgd4 (the
+# same with PyTorch's PowerSGD hook, rank 1 / 2 / 4, error feedback and
+# warm start, dense all-reduce in the first 2 steps:
+# bench/auto/ddp_powersgd.py) and ddp-bpsgd4 (its batched hook, rank 4).
 # Links: 10mbit, 100mbit, 1gbit (tc tbf, with netem delay where the kernel
 # has it) and unshaped (the same hosts, no qdisc).
 #
@@ -25,9 +30,12 @@
 # and the JSON with reduced_steps), then worker 0 evaluates on the test set
 # (--test-limit examples; 0: all). The table: seconds per step, against
 # compute only, payload bytes per step, wire bytes per step where the
-# workers' summaries count them, test accuracy and start-up seconds
-# (bench/auto/auto_report.py defines each). JSON: the machine, the command
-# and every row, by default docs/benchmarks/data/auto-DATE.json.
+# workers' summaries count them, link bytes per step (both worker hosts'
+# interface counters: DDP rows from the end of start-up to the last step,
+# gradwire rows the whole run less start-up's payload), test accuracy and
+# start-up seconds (bench/auto/auto_report.py defines each). JSON: the
+# machine, the command and every row, by default
+# docs/benchmarks/data/auto-DATE.json.
 #
 # --convergence trains one CNN epoch for each seed of --seeds: auto on
 # 100mbit and 10mbit links, dense fp32 and Top-K 1% + EF unshaped (their
@@ -49,8 +57,10 @@ source "$root/bench/common/shaped_links.sh"
 # shellcheck source=bench/auto/rows.sh
 source "$HERE/rows.sh"
 
+# The header comment, from its second line to the end of the paragraph on
+# --convergence's output.
 usage() {
-  sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,/auto-convergence-DATE/p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-2}"
 }
 bad() { echo "auto.sh: $*" >&2; exit 2; }

@@ -17,13 +17,34 @@ and prints one JSON line:
                      loop without evaluation) over the steps
   payload_bytes_per_step  what both workers pushed and pulled (the
                      summaries' pushed_bytes + pulled_bytes) over the steps;
-                     for DDP computed by worker.py (the dense gradient each
-                     worker all-reduces), not measured; 0 for compute only
+                     for DDP computed, not measured (what each worker
+                     all-reduces: the dense gradient, or the fp16 and
+                     PowerSGD hooks' smaller buffers); 0 for compute only
   wire_bytes_per_step  what both workers' kernels counted on their TCP
                      connections during the steps (the summaries'
                      wire_sent_bytes + wire_received_bytes less their
                      startup_wire_* counts), per step; null unless every
                      summary has all four
+  link_bytes_per_step  what both workers' network interfaces (eth0 of
+                     each worker host) sent and received during the steps,
+                     per step: DDP rows between the end of start-up and the
+                     end of the last step, as each rank read its own
+                     counters (bench/auto/ddp_link.py: the summaries'
+                     link_*); gradwire rows the workers' whole run, as read
+                     by auto.sh before and after it (DIR/link-start.txt,
+                     DIR/link-end.txt), less the start-up's TCP payload
+                     (the summaries' startup_wire_*; its headers stay in);
+                     null otherwise. Per worker:
+                     link_{sent,received}_bytes_per_step; the whole run's:
+                     link_run_{sent,received}_bytes. The counters count
+                     packets as the kernel hands them to the interface:
+                     payload, headers and retransmissions, but with
+                     segmentation offload (veth has it) headers once per
+                     packet of up to 64 KiB, not once per ~1.5 kB frame as
+                     a physical wire would carry them
+  warmup_steps, link_bytes_per_step_after_warmup  PowerSGD rows: the
+                     steps that all-reduce the dense gradient before
+                     PowerSGD starts, and link_bytes_per_step after them
   test_accuracy      worker 0's test accuracy after the steps
   startup_seconds    from launching both workers to both having exited, less
                      the slower worker's training loop (wall_seconds):
@@ -83,6 +104,102 @@ def wire_bytes(summaries):
     return total
 
 
+def read_link_counters(path):
+    """{worker id: (sent, received)} from a file of auto.sh's
+    link_counters ("worker<i> SENT RECEIVED" lines); None without it."""
+    if not os.path.exists(path):
+        return None
+    counters = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            name, sent, received = line.split()
+            counters[int(name.removeprefix("worker"))] = (int(sent),
+                                                          int(received))
+    return counters
+
+
+def numbers(summary, *keys):
+    """The summary's values of `keys`; None unless every one is a
+    number."""
+    values = [summary.get(k) for k in keys]
+    if not all(isinstance(v, (int, float)) for v in values):
+        return None
+    return values
+
+
+# The summaries' link counts: DDP's of the steps (bench/auto/ddp_link.py),
+# gradwire-worker's TCP payload of start-up.
+STEP_LINK_FIELDS = ("link_sent_bytes", "link_received_bytes")
+STARTUP_WIRE_FIELDS = ("startup_wire_sent_bytes",
+                       "startup_wire_received_bytes")
+
+
+def run_link_bytes(directory):
+    """{worker id: (sent, received)} over the workers' whole run, from
+    auto.sh's reads before and after it; None without them."""
+    start = read_link_counters(os.path.join(directory, "link-start.txt"))
+    end = read_link_counters(os.path.join(directory, "link-end.txt"))
+    if start is None or end is None:
+        return None
+    return {w: (end[w][0] - start[w][0], end[w][1] - start[w][1])
+            for w in start if w in end}
+
+
+def step_link_bytes(summaries, run):
+    """(how the steps were told apart, [sent, received] of each worker's
+    steps), or (None, []): measured by each DDP rank itself, or the whole
+    run less start-up's TCP payload (gradwire)."""
+    if all(numbers(s, *STEP_LINK_FIELDS) for s in summaries):
+        return "steps", [numbers(s, *STEP_LINK_FIELDS) for s in summaries]
+    if run is None or not all(s.get("worker_id") in run
+                              and numbers(s, *STARTUP_WIRE_FIELDS)
+                              for s in summaries):
+        return None, []
+    # Not startup_packet_*: those count a header per TCP segment, the
+    # interface one per offloaded packet, and would take too much off.
+    return "run less start-up payload", [
+        [a - b for a, b in zip(run[s["worker_id"]],
+                               numbers(s, *STARTUP_WIRE_FIELDS))]
+        for s in summaries]
+
+
+def link_fields(directory, summaries, steps):
+    """The row's link_* fields (see the docstring)."""
+    by_worker = sorted(summaries, key=lambda s: s.get("worker_id", 0))
+    run = run_link_bytes(directory)
+    window, per_worker = step_link_bytes(by_worker, run)
+    out = {"link_window": window,
+           "link_bytes_per_step": None if window is None else round(
+               sum(sum(w) for w in per_worker) / steps),
+           "link_sent_bytes_per_step":
+               [round(w[0] / steps) for w in per_worker] or None,
+           "link_received_bytes_per_step":
+               [round(w[1] / steps) for w in per_worker] or None,
+           "link_run_sent_bytes":
+               None if run is None else [run[w][0] for w in sorted(run)],
+           "link_run_received_bytes":
+               None if run is None else [run[w][1] for w in sorted(run)]}
+    out.update(warmup_fields(by_worker, steps))
+    return out
+
+
+def warmup_fields(summaries, steps):
+    """Where the DDP exchange has warm-up steps (PowerSGD's dense
+    all-reduce before start_powerSGD_iter): their count, and both workers'
+    link bytes per step after them."""
+    warmup = {s.get("warmup_steps") for s in summaries}
+    if len(warmup) != 1 or not isinstance(next(iter(warmup)), int):
+        return {}
+    warmup = warmup.pop()
+    out = {"warmup_steps": warmup, "link_bytes_per_step_after_warmup": None}
+    after = [numbers(s, "link_after_warmup_sent_bytes",
+                     "link_after_warmup_received_bytes") for s in summaries]
+    if steps > warmup and all(after):
+        out["link_bytes_per_step_after_warmup"] = round(
+            sum(sum(a) for a in after) / (steps - warmup))
+    return out
+
+
 def reported_startup(summaries):
     """The slower worker's own start-up seconds, where summaries have it."""
     values = [s.get("startup_seconds") for s in summaries]
@@ -117,6 +234,7 @@ def record(args):
         "worker_startup_seconds": reported_startup(summaries),
         "load_average": args.load,
     }
+    row.update(link_fields(args.dir, summaries, steps))
     if args.payload == "none":
         row["payload_bytes_per_step"] = 0
     if args.seed is not None:
@@ -164,8 +282,8 @@ def cell(value, form):
 
 def print_table(rows, compute):
     header = ("config", "steps", "s/step", "x compute", "payload B/step",
-              "wire B/step", "accuracy", "start-up s")
-    widths = (20, 6, 9, 9, 15, 12, 8, 10)
+              "wire B/step", "link B/step", "accuracy", "start-up s")
+    widths = (27, 6, 9, 9, 15, 12, 14, 8, 10)
     links = list(dict.fromkeys(r["link"] for r in rows))
     for link in links:
         print(f"\nlink: {link}")
@@ -173,24 +291,35 @@ def print_table(rows, compute):
                               for i, (h, w) in enumerate(zip(header, widths))))
         for r in (r for r in rows if r["link"] == link):
             if r["status"] != "ok":
-                print(f"  {r['title']:<20} {r['status']}: {r['reason']}")
+                print(f"  {r['title']:<27} {r['status']}: {r['reason']}")
                 continue
             steps = f"{r['steps']}{'*' if r['reduced_steps'] else ''}"
             payload = cell(r["payload_bytes_per_step"], "{:,}")
             if r["payload_bytes"] == "computed":
                 payload += "c"
+            on_link = cell(r.get("link_bytes_per_step"), "{:,}")
+            if r.get("link_window") == "run less start-up payload":
+                on_link += "~"
             cells = (r["title"], steps, cell(r["seconds_per_step"], "{:.4f}"),
                      cell(r.get("vs_compute"), "{:.2f}"), payload,
-                     cell(r["wire_bytes_per_step"], "{:,}"),
+                     cell(r["wire_bytes_per_step"], "{:,}"), on_link,
                      cell(r["test_accuracy"], "{:.4f}"),
                      cell(r["startup_seconds"], "{:.2f}"))
             print("  " + " ".join(c.rjust(w) if i else c.ljust(w)
                                   for i, (c, w) in enumerate(zip(cells,
                                                                  widths))))
+            if "warmup_steps" in r:
+                after = cell(r["link_bytes_per_step_after_warmup"], "{:,}")
+                print(f"    after its {r['warmup_steps']} warm-up steps "
+                      f"(dense all-reduce): {after} link B/step")
     if compute is None:
         print("\nx compute: no compute-only row in this run")
     print("* fewer steps than the others (a slow row); c: DDP's bytes, "
-          "computed (the dense gradient all-reduced), not measured")
+          "computed (what it all-reduces), not measured")
+    print("link: both worker hosts' interface bytes (sent + received) per "
+          "step; DDP: from the end of start-up to the last step;\n  ~: "
+          "gradwire: the workers' whole run less their start-up's TCP "
+          "payload (Init, first pull)")
 
 
 def report(args):
@@ -222,6 +351,29 @@ FIELDS = {
                            "counted by the kernel) of both workers less "
                            "their startup_wire_* counts, over the steps; "
                            "null where a summary lacks them",
+    "link_bytes_per_step": "both worker hosts' eth0 bytes sent + received "
+                           "during the steps, over the steps (payload and "
+                           "headers, one header per offloaded packet of up "
+                           "to 64 KiB); link_window says how the steps "
+                           "were told apart; null where not measured",
+    "link_window": "steps: each DDP rank read its interface after start-up "
+                   "and after its last step (barriers before both); run "
+                   "less start-up payload: gradwire, auto.sh's reads "
+                   "before and after the workers' run less the summaries' "
+                   "startup_wire_* (start-up's TCP payload; its headers, "
+                   "and whatever follows the last step, stay in)",
+    "link_sent_bytes_per_step": "per worker (by worker id): bytes its "
+                                "interface sent during the steps, per step",
+    "link_received_bytes_per_step": "per worker: bytes received, per step",
+    "link_run_sent_bytes": "per worker: bytes sent from launch to exit "
+                           "(start-up and evaluation included)",
+    "link_run_received_bytes": "per worker: bytes received from launch to "
+                               "exit",
+    "warmup_steps": "DDP PowerSGD rows: the steps before PowerSGD starts "
+                    "(start_powerSGD_iter), which all-reduce the dense "
+                    "gradient",
+    "link_bytes_per_step_after_warmup": "link_bytes_per_step over the "
+                                        "steps after warmup_steps only",
     "worker_startup_seconds": "the slower worker's own startup_seconds; "
                               "null where the summaries lack it",
     "test_accuracy": "worker 0 after the row's steps",

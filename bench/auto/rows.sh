@@ -7,6 +7,7 @@
 # The configurations, in table order (auto.sh checks --configs against it).
 # shellcheck disable=SC2034
 AUTO_CONFIGS="compute dense fp16 topk1 topk01 auto ddp ddp-fp16"
+AUTO_CONFIGS+=" ddp-psgd1 ddp-psgd2 ddp-psgd4 ddp-bpsgd4"
 
 config_title() {
   case "$1" in
@@ -18,6 +19,8 @@ config_title() {
     auto) echo "auto" ;;
     ddp) echo "DDP dense fp32" ;;
     ddp-fp16) echo "DDP fp16" ;;
+    ddp-psgd[124]) echo "DDP PowerSGD rank ${1#ddp-psgd}" ;;
+    ddp-bpsgd4) echo "DDP batched PowerSGD rank 4" ;;
   esac
 }
 
@@ -29,6 +32,17 @@ config_flags() {
     topk1) echo "--compressor=topk --ratio=0.01 --error-feedback --pull=delta" ;;
     topk01) echo "--compressor=topk --ratio=0.001 --error-feedback --pull=delta" ;;
     auto) echo "--compressor=auto" ;;
+  esac
+}
+
+# The script (in bench/auto/) and its own flags of a DDP configuration;
+# each takes worker.py's flags too.
+config_ddp_command() {
+  case "$1" in
+    ddp) echo "ddp_link.py" ;;
+    ddp-fp16) echo "ddp_fp16.py" ;;
+    ddp-psgd[124]) echo "ddp_powersgd.py --powersgd-rank=${1#ddp-psgd}" ;;
+    ddp-bpsgd4) echo "ddp_powersgd.py --powersgd-rank=4 --powersgd-batched" ;;
   esac
 }
 
@@ -44,11 +58,30 @@ config_unavailable() {
       "$PYTHON" -c 'import torch.distributed, gradwire' 2>/dev/null ||
         echo "$PYTHON cannot import torch.distributed and gradwire (PYTHONPATH=$PYTHONPATH)"
       ;;
+    ddp-psgd* | ddp-bpsgd*)
+      "$PYTHON" -c 'import gradwire
+import torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook' 2>/dev/null ||
+        echo "$PYTHON cannot import gradwire and torch's PowerSGD hook (PYTHONPATH=$PYTHONPATH)"
+      ;;
   esac
 }
 
 now() { date +%s.%N; }
 elapsed_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f\n", b - a }'; }
+
+# link_counters FILE: each worker host's interface counters, a line
+# "worker<i> SENT RECEIVED" per host: the bytes of every packet its eth0
+# sent and received since it was made (headers included; the host's only
+# link, so all its traffic). auto_report.py record reads the files
+# link-start.txt and link-end.txt of a row's directory.
+link_counters() {
+  local i sent received stats=/sys/class/net/eth0/statistics
+  for i in 0 1; do
+    { read -r sent && read -r received; } < <(ip netns exec \
+      "$(netns_ns "worker$i")" cat "$stats/tx_bytes" "$stats/rx_bytes")
+    echo "worker$i $sent $received"
+  done >"$1"
+}
 
 # row_compute DIR: both workers' steps alone (no shards, no network).
 row_compute() {
@@ -59,34 +92,42 @@ row_compute() {
 }
 
 # row_gradwire LINK DIR FLAGS...: 2 shards and 2 gradwire-workers on
-# separate network hosts joined by LINK.
+# separate network hosts joined by LINK. The worker hosts' counters are
+# read around the workers' run (after the shards' health checks).
 row_gradwire() {
   local link=$1 dir=$2 start
   shift 2
   shaped_up "$link" 2 2 "$dir"
+  link_counters "$dir/link-start.txt"
   start=$(now)
   topology_train "$dir" "${MODEL_FLAGS[@]}" "${ROW_STEPS_FLAGS[@]}" "$@"
   ROW_ELAPSED=$(elapsed_since "$start")
+  link_counters "$dir/link-end.txt"
   topology_down
 }
 
-# row_ddp LINK DIR SCRIPT: 2 DDP processes (bench/python/worker.py
-# --baseline=ddp, or a script that takes its flags) on the worker hosts of
-# LINK, no shards; rank 0's host is the rendezvous. Each learns its rank
-# from RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as torch expects, and
-# from the same values as flags, which worker.py reads.
+# row_ddp LINK DIR SCRIPT [FLAGS...]: 2 DDP processes (a script that
+# takes bench/python/worker.py's flags, --baseline=ddp, after its own
+# FLAGS) on the worker hosts of LINK, no shards; rank 0's host is the
+# rendezvous. Each learns its rank from RANK, WORLD_SIZE, MASTER_ADDR and
+# MASTER_PORT as torch expects, and from the same values as flags, which
+# worker.py reads; GLOO_SOCKET_IFNAME names the link, whose bytes during
+# the steps the scripts of bench/auto count (ddp_link.py). The worker
+# hosts' counters are read around the whole run as well.
 row_ddp() {
   local link=$1 dir=$2 script=$3 start i pids=()
+  shift 3
   shaped_up "$link" 0 2 "$dir"
   local master port=29511
   master=$(netns_address 20)
+  link_counters "$dir/link-start.txt"
   start=$(now)
   for i in 0 1; do
     local evaluate=true
     [[ $i == 0 ]] || evaluate=false
     ip netns exec "$(netns_ns "worker$i")" env RANK="$i" WORLD_SIZE=2 \
       MASTER_ADDR="$master" MASTER_PORT="$port" GLOO_SOCKET_IFNAME=eth0 \
-      timeout 1800 "$PYTHON" "$script" --baseline=ddp --worker-id="$i" \
+      timeout 1800 "$PYTHON" "$script" "$@" --baseline=ddp --worker-id="$i" \
       --num-workers=2 --ddp-master="$master:$port" --progress=log \
       --evaluate="$evaluate" "${MODEL_FLAGS[@]}" "${ROW_STEPS_FLAGS[@]}" \
       --summary-json="$dir/worker-$i.json" >"$dir/worker$i.log" 2>&1 &
@@ -96,6 +137,7 @@ row_ddp() {
     wait "${pids[$i]}" || topology_fail "DDP rank $i exited with $?"
   done
   ROW_ELAPSED=$(elapsed_since "$start")
+  link_counters "$dir/link-end.txt"
   topology_down
 }
 
@@ -111,12 +153,12 @@ run_config() {
       ROW_FLAGS="--compute-only"
       row_compute "$dir"
       ;;
-    ddp | ddp-fp16)
+    ddp*)
       ROW_PAYLOAD=computed
-      local script=$HERE/../python/worker.py
-      [[ $config == ddp ]] || script=$HERE/ddp_fp16.py
-      ROW_FLAGS="$(basename "$script") --baseline=ddp"
-      row_ddp "$link" "$dir" "$script"
+      local command
+      read -r -a command <<<"$(config_ddp_command "$config")"
+      ROW_FLAGS="${command[*]} --baseline=ddp"
+      row_ddp "$link" "$dir" "$HERE/${command[0]}" "${command[@]:1}"
       ;;
     *)
       local flags
