@@ -13,7 +13,12 @@ none (gradwire with Compression("none"), lossless). --method NAME=SPEC,
 repeated, adds gradwire with GRADWIRE_COMPRESSION=SPEC under that name
 (e.g. --method topk5=topk,ratio=0.05); ";exchange=gradients" (or
 preconditioned, updates) after the SPEC, or alone, sets GRADWIRE_EXCHANGE,
-and ";freeze_step=N" GRADWIRE_FREEZE_STEP.
+and ";freeze_step=N" GRADWIRE_FREEZE_STEP. A SPEC "ddp:HOOK" runs the DDP
+script with one of PyTorch's DDP communication hooks instead
+(bench/models/ddp_hooked.py): --method ddp-psgd4=ddp:powersgd,rank=4 or
+--method ddp-fp16=ddp:fp16. Their bytes are computed from the hook's
+element counts where it reports them (PowerSGD), else as DDP's at the
+hook's precision.
 
 Prints one table: model, workers, seed, method, the final test accuracy
 (ResNet-18) or held-out perplexity (GPT), its difference to DDP in the
@@ -143,13 +148,19 @@ def script_flags(model, seed, args, summary):
     return flags + shlex.split(args.extra)
 
 
-def run_ddp(model, workers, flags, log):
+HOOKED = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                      "ddp_hooked.py")
+
+
+def run_ddp(model, workers, flags, log, hook=None):
     environment = dict(os.environ, MASTER_ADDR="127.0.0.1",
                        MASTER_PORT=str(free_port()),
                        WORLD_SIZE=str(workers),
                        OMP_NUM_THREADS=str(max(1, os.cpu_count() // workers)))
+    script = ["original.py"] if hook is None else [
+        HOOKED, f"--hook={hook}", "original.py"]
     processes = [subprocess.Popen(
-        [PYTHON, "original.py", *flags], cwd=SCRIPTS[model],
+        [PYTHON, *script, *flags], cwd=SCRIPTS[model],
         env=dict(environment, RANK=str(rank)), stdout=log,
         stderr=subprocess.STDOUT) for rank in range(workers)]
     return max(p.wait() for p in processes), ""
@@ -211,6 +222,9 @@ def one_run(model, workers, seed, method, spec, args, runs_dir):
     with open(os.path.join(runs_dir, tag + ".log"), "wb") as log:
         if method == "ddp":
             code, output = run_ddp(model, workers, flags, log)
+        elif spec.startswith("ddp:"):
+            code, output = run_ddp(model, workers, flags, log,
+                                   hook=spec[len("ddp:"):])
         else:
             code, output = run_gradwire(model, workers, flags, spec, log,
                                         args.build)
@@ -231,7 +245,12 @@ def one_run(model, workers, seed, method, spec, args, runs_dir):
            "peak_rss_mb": max(r["peak_rss_mb"] for r in ranks),
            "ranks": ranks}
     run["parameters"] = ranks[0]["parameters"]
-    if method != "ddp":
+    hook = ranks[0].get("ddp_hook")
+    if hook is not None:
+        # A ring all-reduce sends and receives 2 (W-1)/W of it each way.
+        run["bytes_per_worker_step"] = 2 * 2 * (workers - 1) / workers * \
+            hook["allreduced_bytes_per_step"]
+    elif method != "ddp":
         pushed, pulled = shard_bytes(output)
         if pushed is not None and pulled is not None:
             run["bytes_per_worker_step"] = (pushed + pulled) / (
