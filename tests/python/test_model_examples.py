@@ -103,14 +103,21 @@ def test_original_runs_under_ddp(model, tmp_path):
     assert [s["world_size"] for s in summaries] == [2, 2]
 
 
-@pytest.mark.parametrize("model", ["resnet", "gpt"])
-def test_port_runs_under_gradwire_run(model, tmp_path):
+# The defaults, and low-rank factors (4-d convolutions and BatchNorm; a
+# tied embedding and AdamW, whose gradients it then exchanges).
+@pytest.mark.parametrize("model,compression", [
+    ("resnet", None), ("gpt", None), ("resnet", "powersgd,rank=2"),
+    ("gpt", "powersgd,rank=2,dense_below=0")])
+def test_port_runs_under_gradwire_run(model, compression, tmp_path):
     skip_without_data(model)
     summary = f"--summary={tmp_path}/summary-{{rank}}.json"
+    env = clean_env()
+    if compression:
+        env["GRADWIRE_COMPRESSION"] = compression
     result = subprocess.run(
         [str(CLI), "run", "-n", "2", "--shards", "2", "--", PYTHON,
          "train.py", *SMALL[model], summary],
-        cwd=EXAMPLES / model, env=clean_env(), capture_output=True,
+        cwd=EXAMPLES / model, env=env, capture_output=True,
         text=True, timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
     summaries = read_summaries(tmp_path, 2)
