@@ -15,8 +15,10 @@ SpawnOptions ShardCommand(const LocalClusterOptions& options,
                           const RunDirectory& run, int shard) {
   SpawnOptions spawn;
   spawn.argv = {options.bin_dir + "/gradwire-server",
-                "--address=127.0.0.1",
-                "--port=0",
+                "--address=" + options.shard_bind_address,
+                absl::StrCat("--port=", options.first_shard_port == 0
+                                            ? 0
+                                            : options.first_shard_port + shard),
                 "--port-file=" + run.ShardPortFile(shard),
                 absl::StrCat("--shard-id=", shard),
                 absl::StrCat("--num-shards=", options.shards),

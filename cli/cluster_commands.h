@@ -19,7 +19,8 @@
 
 namespace gradwire::cli {
 
-// Shard `shard` of the cluster: gradwire-server from options.bin_dir, its
+// Shard `shard` of the cluster: gradwire-server from options.bin_dir on
+// options.shard_bind_address and first_shard_port (+ shard), its
 // port and metrics port written to the run directory, its output to its
 // log, with the shards' transport flags and options.checkpoint_dir's
 // subdirectory shard-<i> if set. The environment variables of the server's

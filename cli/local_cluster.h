@@ -58,6 +58,12 @@ struct LocalClusterOptions {
   // Appended verbatim to every shard's command line, after the flags
   // gradwire local sets (ShardCommand).
   std::vector<std::string> server_args;
+  // Where the shards listen: the address they bind and the port of shard 0
+  // (shard i: first_shard_port + i; 0: ports the OS picks). gradwire run's
+  // node 0 binds every interface on fixed ports, so that other hosts find
+  // them (run_job.h).
+  std::string shard_bind_address = "127.0.0.1";
+  int first_shard_port = 0;
   // The cluster's summary (see cli/cluster_summary.h); empty: none.
   std::string summary_json;
   // Shard i checkpoints into <checkpoint_dir>/shard-<i>; empty: none.

@@ -78,4 +78,48 @@ absl::StatusOr<std::vector<std::string>> SplitServerArgs(
   return words;
 }
 
+absl::Status CheckNodeOptions(const NodeOptions& nodes, int shards,
+                              int max_nodes) {
+  if (nodes.nnodes < 1 || nodes.nnodes > max_nodes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--nnodes: ", nodes.nnodes, " is outside [1, ", max_nodes, "]"));
+  }
+  if (nodes.node_rank < 0 || nodes.node_rank >= nodes.nnodes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--node-rank: ", nodes.node_rank, " is outside [0, ",
+                     nodes.nnodes, "): give each of the ", nodes.nnodes,
+                     " nodes its own rank from 0 to ", nodes.nnodes - 1));
+  }
+  if (nodes.nnodes > 1 && nodes.master_addr.empty()) {
+    return absl::InvalidArgumentError(
+        "--master-addr is required with --nnodes > 1: give every node the "
+        "address of node 0 (--master-addr HOST)");
+  }
+  if (!nodes.master_addr.empty()) {
+    if (std::string problem = HostProblem(nodes.master_addr);
+        !problem.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--master-addr: '", nodes.master_addr,
+                       "' is not a host (", problem, ")"));
+    }
+  }
+  const int highest = 65535 - shards;
+  if (nodes.master_port < 1 || nodes.master_port > highest) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--master-port: ", nodes.master_port, " is outside [1, ", highest,
+        "] (the ", shards, " ports above it are the shards')"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> NodeShardAddresses(const NodeOptions& nodes,
+                                            int shards) {
+  std::vector<std::string> addresses;
+  for (int i = 1; i <= shards; ++i) {
+    addresses.push_back(
+        absl::StrCat(nodes.master_addr, ":", nodes.master_port + i));
+  }
+  return addresses;
+}
+
 }  // namespace gradwire::cli

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -17,6 +18,7 @@
 #include "absl/time/time.h"
 #include "cli/command_args.h"
 #include "cli/local_transport.h"
+#include "cli/loopback_http.h"
 #include "cli/run_arguments.h"
 #include "cli/run_job.h"
 #include "common/flags/tls_flags.h"
@@ -34,6 +36,20 @@ ABSL_FLAG(std::string, run_dir, "",
           "gradwire run: the run directory (logs, port files, worker "
           "summaries; kept). Empty: a temporary one, removed after a "
           "successful run.");
+// Across hosts, as torchrun names them (run_job.h).
+ABSL_FLAG(int64_t, nnodes, 1,
+          "gradwire run: nodes of the job, one gradwire run on each; given, "
+          "the workers of a node form its local group.");
+ABSL_FLAG(int64_t, node_rank, 0,
+          "gradwire run: this node's rank, in [0, --nnodes); node 0 starts "
+          "the shards.");
+ABSL_FLAG(std::string, master_addr, "",
+          "gradwire run: node 0's address as every node reaches it "
+          "(required with --nnodes > 1).");
+ABSL_FLAG(int64_t, master_port, 29500,
+          "gradwire run: MASTER_PORT, left to the job's rank 0 (a script's "
+          "own init_process_group); node 0's shards listen on the ports "
+          "above it. One host without --nnodes: a free port.");
 ABSL_DECLARE_FLAG(int64_t, workers);
 ABSL_DECLARE_FLAG(int64_t, shards);
 ABSL_DECLARE_FLAG(bool, keep_logs);
@@ -49,6 +65,10 @@ namespace {
 constexpr char kCommand[] = "run";
 
 constexpr absl::string_view kRunFlags[] = {"workers",
+                                           "nnodes",
+                                           "node_rank",
+                                           "master_addr",
+                                           "master_port",
                                            "shards",
                                            "shard_addresses",
                                            "run_dir",
@@ -175,6 +195,13 @@ SplitArguments SplitRunArguments(const std::vector<std::string>& args) {
     if (arg == "-n" || absl::StartsWith(arg, "-n=")) {
       arg = absl::StrCat("--workers", arg.substr(2));
     }
+    // torchrun's spelling of -n.
+    for (absl::string_view nproc : {"--nproc-per-node", "--nproc_per_node"}) {
+      if (absl::StartsWith(arg, nproc) &&
+          (arg.size() == nproc.size() || arg[nproc.size()] == '=')) {
+        arg = absl::StrCat("--workers", arg.substr(nproc.size()));
+      }
+    }
     const std::string name = OwnFlagNameOrExit(arg, args[i]);
     const std::string value = TakeOwnFlag(args, arg, name, &i, &split);
     int64_t count = 0;
@@ -185,6 +212,18 @@ SplitArguments SplitRunArguments(const std::vector<std::string>& args) {
   }
   CheckWorkerCommandOrExit(dashes, split);
   return split;
+}
+
+// A free port on this host for MASTER_PORT (one host, none given), so that
+// two runs here do not meet at torchrun's 29500.
+int FreePortOrExit() {
+  absl::StatusOr<int> port = PickFreeLoopbackPort();
+  if (!port.ok()) {
+    UsageError(kCommand,
+               absl::StrCat("no free port for MASTER_PORT (",
+                            port.status().message(), "); give --master-port"));
+  }
+  return *port;
 }
 
 int CountOrExit(int64_t value, absl::string_view option) {
@@ -234,6 +273,60 @@ void ShardsOrExit(const std::set<std::string>& given, RunJobOptions& o) {
   o.shard_addresses = *std::move(addresses);
 }
 
+// A value of gradwire run's flag `name` that must fit an int.
+int IntOrExit(int64_t value, absl::string_view name) {
+  if (value < INT32_MIN || value > INT32_MAX) {
+    UsageError(kCommand,
+               absl::StrCat(Dashed(name), ": ", value, " is out of range"));
+  }
+  return static_cast<int>(value);
+}
+
+// Across hosts (--nnodes): every node finds node 0's shards on fixed ports
+// above --master-port on --master-addr (node 0 starts them there, the
+// others join them), unless --shard-addresses names running ones. On one
+// host: MASTER_ADDR 127.0.0.1 and, unless given, a free MASTER_PORT.
+void NodesOrExit(const std::set<std::string>& given, RunJobOptions& o) {
+  NodeOptions nodes;
+  nodes.nnodes = IntOrExit(absl::GetFlag(FLAGS_nnodes), "nnodes");
+  nodes.node_rank = IntOrExit(absl::GetFlag(FLAGS_node_rank), "node_rank");
+  nodes.master_addr = absl::GetFlag(FLAGS_master_addr);
+  nodes.master_port =
+      IntOrExit(absl::GetFlag(FLAGS_master_port), "master_port");
+  const bool across = given.count("nnodes") > 0;
+  for (const char* name : {"node_rank", "master_addr"}) {
+    if (given.count(name) && !across) {
+      UsageError(kCommand, absl::StrCat(Dashed(name),
+                                        " needs --nnodes (the number of "
+                                        "nodes, one gradwire run on each)"));
+    }
+  }
+  const int port_shards = o.shard_addresses.empty() ? o.shards : 0;
+  if (absl::Status s = CheckNodeOptions(nodes, port_shards, kMaxRunProcesses);
+      !s.ok()) {
+    UsageError(kCommand, s.message());
+  }
+  // One node needs no --master-addr: it is this host.
+  if (nodes.master_addr.empty()) nodes.master_addr = o.master_addr;
+  o.master_addr = nodes.master_addr;
+  o.master_port = nodes.master_port;
+  if (!across) {
+    if (!given.count("master_port")) o.master_port = FreePortOrExit();
+    return;
+  }
+  o.nnodes = nodes.nnodes;
+  o.node_rank = nodes.node_rank;
+  if (!o.shard_addresses.empty()) return;
+  std::vector<std::string> addresses = NodeShardAddresses(nodes, o.shards);
+  if (o.node_rank == 0) {
+    o.advertised_shards = std::move(addresses);
+    o.shard_bind_address = "0.0.0.0";
+    o.first_shard_port = o.master_port + 1;
+  } else {
+    o.shard_addresses = std::move(addresses);
+  }
+}
+
 std::string Absolute(const std::string& path) {
   return path.empty() ? path : std::filesystem::absolute(path).string();
 }
@@ -261,13 +354,14 @@ void TransportOrExit(const std::set<std::string>& given, RunJobOptions& o) {
   }
   absl::StatusOr<TransportSecurity> health =
       o.shard_addresses.empty()
-          ? LoadLocalTransport(o.transport, o.workers)
+          ? LoadLocalTransport(o.transport, GradwireWorkers(o))
           : LoadTransportSecurity(o.transport.worker, TransportRole::kClient);
   if (!health.ok()) UsageError(kCommand, health.status().message());
   o.health_transport = *std::move(health);
   // Shards started elsewhere may not take per-worker tokens: the workers
   // send the directory's shared token, as the shards' own flags decide.
-  if (!o.shard_addresses.empty()) {
+  // Node 0's shards (--nnodes) are this run's: they do, by node.
+  if (given.count("shard_addresses")) {
     o.transport.shard = {};
     o.transport.worker_token_dir.clear();
   }
@@ -289,6 +383,7 @@ RunJobOptions RunOptionsOrExit(const std::vector<std::string>& args) {
   }
   o.workers = CountOrExit(absl::GetFlag(FLAGS_workers), "-n");
   ShardsOrExit(split.given, o);
+  NodesOrExit(split.given, o);
   const double grace = absl::GetFlag(FLAGS_grace_seconds);
   const double start = absl::GetFlag(FLAGS_start_timeout_seconds);
   if (!(grace >= 0)) UsageError(kCommand, "--grace-seconds must be >= 0");
@@ -314,6 +409,7 @@ RunJobOptions RunOptionsOrExit(const std::vector<std::string>& args) {
 
 int RunRun(const std::vector<std::string>& args) {
   RunJobOptions options = RunOptionsOrExit(args);
+  // Node 0 across hosts starts the shards that the other nodes join.
   if (options.shard_addresses.empty()) {
     absl::StatusOr<std::string> bin_dir = SelfDirectory();
     if (!bin_dir.ok()) {

@@ -23,18 +23,34 @@ std::vector<std::pair<const char*, std::string>> TransportVariables(
           {kAllowInsecureTokenVariable, t.allow_insecure_token ? "1" : ""}};
 }
 
+// RANK, WORLD_SIZE, LOCAL_*, MASTER_* and the node's store of worker
+// `index` of this node.
+std::vector<std::string> PlaceVariables(const RunEnvironment& run, int index) {
+  const int node_workers =
+      run.node_workers > 0 ? run.node_workers : run.world_size;
+  std::vector<std::string> env = {
+      absl::StrCat(kRankVariable, "=", run.node_rank * node_workers + index),
+      absl::StrCat(kWorldSizeVariable, "=", run.world_size),
+      absl::StrCat(kLocalRankVariable, "=", run.local_group ? index : 0),
+      absl::StrCat(kLocalWorldSizeVariable, "=",
+                   run.local_group ? node_workers : 1),
+      absl::StrCat(kMasterAddrVariable, "=", run.master_addr),
+      absl::StrCat(kMasterPortVariable, "=", run.master_port)};
+  if (!run.local_store.empty()) {
+    env.push_back(absl::StrCat(kLocalStoreVariable, "=", run.local_store));
+  }
+  return env;
+}
+
 }  // namespace
 
-std::vector<std::string> WorkerVariables(const RunEnvironment& run, int rank) {
-  std::vector<std::string> env = {
-      absl::StrCat(kShardsVariable, "=", absl::StrJoin(run.shards, ",")),
-      absl::StrCat(kRankVariable, "=", rank),
-      absl::StrCat(kWorldSizeVariable, "=", run.world_size),
-      absl::StrCat(kLocalRankVariable, "=0"),
-      absl::StrCat(kLocalWorldSizeVariable, "=1"),
-      absl::StrCat(kRunDirVariable, "=", run.run_dir),
-      absl::StrCat(kSummaryJsonVariable, "=",
-                   RunDirectory(run.run_dir).WorkerSummary(rank))};
+std::vector<std::string> WorkerVariables(const RunEnvironment& run, int index) {
+  std::vector<std::string> env = PlaceVariables(run, index);
+  env.push_back(
+      absl::StrCat(kShardsVariable, "=", absl::StrJoin(run.shards, ",")));
+  env.push_back(absl::StrCat(kRunDirVariable, "=", run.run_dir));
+  env.push_back(absl::StrCat(kSummaryJsonVariable, "=",
+                             RunDirectory(run.run_dir).WorkerSummary(index)));
   for (const auto& [name, value] : TransportVariables(run)) {
     if (!value.empty()) env.push_back(absl::StrCat(name, "=", value));
   }
@@ -46,8 +62,10 @@ std::vector<std::string> WorkerVariables(const RunEnvironment& run, int rank) {
   }
   env.push_back(
       absl::StrCat(kMetricsPortFileVariable, "=",
-                   RunDirectory(run.run_dir).WorkerMetricsPortFile(rank)));
-  for (std::string& omp : WorkerEnvironment(run.world_size)) {
+                   RunDirectory(run.run_dir).WorkerMetricsPortFile(index)));
+  // The cores are shared by the workers of this node only.
+  for (std::string& omp : WorkerEnvironment(
+           run.node_workers > 0 ? run.node_workers : run.world_size)) {
     env.push_back(std::move(omp));
   }
   if (std::getenv("PYTHONUNBUFFERED") == nullptr) {

@@ -6,10 +6,18 @@
 //
 //   GRADWIRE_SHARDS           host:port,host:port,...  the shards, in
 //                             shard-id order
-//   RANK                      this worker's id, 0..WORLD_SIZE-1
-//   WORLD_SIZE                the number of workers
-//   LOCAL_RANK                0  (each worker is a node of its own)
-//   LOCAL_WORLD_SIZE          1
+//   RANK                      this worker's id, 0..WORLD_SIZE-1:
+//                             node_rank * node_workers + its index here
+//   WORLD_SIZE                the number of workers on every node together
+//   LOCAL_RANK                its index on this node with local_group,
+//   LOCAL_WORLD_SIZE          and node_workers; otherwise 0 and 1 (each
+//                             worker is a node of its own)
+//   MASTER_ADDR, MASTER_PORT  the address of the job's rank 0 and a port
+//                             that gradwire leaves free there, as torchrun
+//                             sets them (a script's own
+//                             init_process_group("gloo") works unchanged)
+//   GRADWIRE_LOCAL_STORE      host:port of the node's c10d store for the
+//                             local group (worker/local_group.h), when set
 //   GRADWIRE_RUN_DIR          the run directory (absolute)
 //   GRADWIRE_SUMMARY_JSON     <run dir>/worker-<RANK>.json, where the
 //                             worker may write its summary
@@ -55,6 +63,9 @@ inline constexpr char kRankVariable[] = "RANK";
 inline constexpr char kWorldSizeVariable[] = "WORLD_SIZE";
 inline constexpr char kLocalRankVariable[] = "LOCAL_RANK";
 inline constexpr char kLocalWorldSizeVariable[] = "LOCAL_WORLD_SIZE";
+inline constexpr char kMasterAddrVariable[] = "MASTER_ADDR";
+inline constexpr char kMasterPortVariable[] = "MASTER_PORT";
+inline constexpr char kLocalStoreVariable[] = "GRADWIRE_LOCAL_STORE";
 inline constexpr char kRunDirVariable[] = "GRADWIRE_RUN_DIR";
 inline constexpr char kSummaryJsonVariable[] = "GRADWIRE_SUMMARY_JSON";
 inline constexpr char kTlsCaVariable[] = "GRADWIRE_TLS_CA";
@@ -70,7 +81,18 @@ inline constexpr char kMetricsPortFileVariable[] = "GRADWIRE_METRICS_PORT_FILE";
 
 // What every worker of a run shares.
 struct RunEnvironment {
+  // Workers of the whole job (every node's together).
   int world_size = 1;
+  // This node's rank and its number of workers (0: world_size, one node).
+  int node_rank = 0;
+  int node_workers = 0;
+  // Whether the workers of this node form its local group: LOCAL_RANK and
+  // LOCAL_WORLD_SIZE then say so, and gradwire's worker is the node.
+  bool local_group = false;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  // "host:port" of the node's store (GRADWIRE_LOCAL_STORE); empty: unset.
+  std::string local_store;
   // "host:port" of each shard, in shard-id order.
   std::vector<std::string> shards;
   // The workers' side of the transport (tls_ca, tls_cert, tls_key,
@@ -81,9 +103,10 @@ struct RunEnvironment {
   std::string run_dir;
 };
 
-// The "NAME=value" entries worker `rank` gets (SpawnOptions::extra_env):
-// every variable of the contract above that has a value.
-std::vector<std::string> WorkerVariables(const RunEnvironment& run, int rank);
+// The "NAME=value" entries that this node's worker `index` gets
+// (SpawnOptions::extra_env): every variable of the contract above that has
+// a value. Its files in the run directory are named by `index`.
+std::vector<std::string> WorkerVariables(const RunEnvironment& run, int index);
 
 // The transport variables that have no value in `run`: removed from what
 // the workers inherit (SpawnOptions::unset_env), so that an outer job's

@@ -23,6 +23,7 @@ constexpr absl::string_view kRunDescription =
   gradwire run -n 2 -- python3 train.py --epochs 3
   gradwire run -n 4 --shards 2 --run-dir runs/a -- ./my_trainer
   gradwire run -n 2 --shard-addresses ps-0:7000,ps-1:7000 --tls-ca ca.pem -- python3 train.py
+  gradwire run --nnodes 2 --node-rank R --master-addr node-0 -n 2 -- python3 train.py
 
 Starts --shards gradwire-server processes on 127.0.0.1 (ports chosen by the
 OS, as gradwire local starts them) and waits until they serve; or, with
@@ -37,6 +38,15 @@ Each worker i finds in its environment, besides what it inherits:
   GRADWIRE_SHARDS=HOST:PORT,...   the shards, in shard-id order
   RANK=i  WORLD_SIZE=WORKERS  LOCAL_RANK=0  LOCAL_WORLD_SIZE=1
                                   (every worker is a node of its own)
+  MASTER_ADDR=127.0.0.1  MASTER_PORT=a free port (or --master-port)
+                                  for a script's own init_process_group
+With --nnodes N (one gradwire run per node, as torchrun): node 0 starts the
+shards on every interface at ports --master-port+1..+S, every node's workers
+get them as MASTER_ADDR:PORT in GRADWIRE_SHARDS, and worker i of node R has
+RANK=R*WORKERS+i  WORLD_SIZE=N*WORKERS  LOCAL_RANK=i  LOCAL_WORLD_SIZE=WORKERS
+MASTER_ADDR=--master-addr  MASTER_PORT=--master-port and
+GRADWIRE_LOCAL_STORE=127.0.0.1:<free port>: the node's workers reduce their
+gradients together and push as one gradwire worker.
   GRADWIRE_RUN_DIR=RUN_DIR        the run directory, an absolute path
   GRADWIRE_SUMMARY_JSON=RUN_DIR/worker-<i>.json
                                   where the worker MAY write its summary
@@ -68,7 +78,16 @@ command line.
 std::string RunOptionsHelp() {
   return absl::StrFormat(
       R"(Options:
-  -n N, --workers=N        workers to start, 1..%d (required)
+  -n N, --workers=N, --nproc-per-node=N
+                           workers to start on this node, 1..%d (required)
+  --nnodes=N               nodes, one gradwire run on each (given: the
+                           workers of a node form its local group)
+  --node-rank=R            this node, 0..N-1 (default 0); node 0 starts the
+                           shards, the others join them
+  --master-addr=HOST       node 0 as every node reaches it (required with
+                           --nnodes > 1)
+  --master-port=P          MASTER_PORT (default 29500 with --nnodes, else a
+                           free port); node 0's shards use P+1..P+S
   --shards=N               shards to start on 127.0.0.1, 1..%d (default 1)
   --shard-addresses=HOST:PORT,...
                            join these running shards (in shard-id order)

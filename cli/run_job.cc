@@ -16,6 +16,7 @@
 #include "cli/cluster_summary.h"
 #include "cli/local_cluster.h"
 #include "cli/local_shards.h"
+#include "cli/loopback_http.h"
 #include "cli/run_directory.h"
 #include "cli/run_environment.h"
 #include "cli/shard_metrics_summary.h"
@@ -35,12 +36,19 @@ constexpr absl::Duration kHealthTimeout = absl::Seconds(2);
 // process they started may still hold their pipes.
 constexpr absl::Duration kOutputDrain = absl::Seconds(2);
 constexpr absl::Duration kScrapeTimeout = absl::Seconds(5);
+// Node 0 across hosts: how long the shards must see no pushed or pulled
+// byte before the other nodes count as done with them, and the longest
+// it waits for that.
+constexpr absl::Duration kNodesQuiet = absl::Seconds(3);
+constexpr absl::Duration kNodesDrainLimit = absl::Minutes(5);
 
 // What LocalShards reads, from the run's options.
 LocalClusterOptions ShardOptions(const RunJobOptions& o) {
   LocalClusterOptions shards;
   shards.shards = o.shards;
-  shards.workers = o.workers;
+  shards.workers = GradwireWorkers(o);
+  shards.shard_bind_address = o.shard_bind_address;
+  shards.first_shard_port = o.first_shard_port;
   shards.server_args = o.server_args;
   shards.checkpoint_dir = o.checkpoint_dir;
   shards.grace = o.grace;
@@ -49,6 +57,25 @@ LocalClusterOptions ShardOptions(const RunJobOptions& o) {
   shards.transport = o.transport;
   shards.health_transport = o.health_transport;
   return shards;
+}
+
+// This node's place in the job, for the environment contract: across
+// hosts, the node's workers are its local group around a store on a free
+// loopback port.
+absl::StatusOr<RunEnvironment> NodePlace(const RunJobOptions& o) {
+  RunEnvironment place;
+  place.world_size = o.workers * std::max(o.nnodes, 1);
+  place.node_rank = o.node_rank;
+  place.node_workers = o.workers;
+  place.master_addr = o.master_addr;
+  place.master_port = o.master_port;
+  place.local_group = o.nnodes > 0;
+  if (place.local_group && o.workers > 1) {
+    absl::StatusOr<int> port = PickFreeLoopbackPort();
+    if (!port.ok()) return port.status();
+    place.local_store = absl::StrCat("127.0.0.1:", *port);
+  }
+  return place;
 }
 
 // Writes a report of several lines at once, after what stdout holds.
@@ -71,12 +98,15 @@ class Job {
 
  private:
   bool joined() const { return !options_.shard_addresses.empty(); }
+  std::string NodeZeroHint() const;
   absl::Status StartLocalShards();
   absl::Status WaitForJoinedShards();
   absl::Status StartWorkers();
   bool PollAll();
   void ReportWorkerMetrics();
   void Supervise();
+  void WaitForOtherNodes();
+  std::vector<int> ShardMetricsPorts() const;
   void Summarise(const absl::StatusOr<ShardTotals>& totals,
                  absl::Duration elapsed);
   int ExitCode() const;
@@ -95,8 +125,20 @@ class Job {
 absl::Status Job::StartLocalShards() {
   if (absl::Status s = shards_.Start(); !s.ok()) return s;
   if (absl::Status s = shards_.WaitUntilServing(); !s.ok()) return s;
-  addresses_ = shards_.addresses();
+  addresses_ = options_.advertised_shards.empty() ? shards_.addresses()
+                                                  : options_.advertised_shards;
   return absl::OkStatus();
+}
+
+// What to check when node 0's shards do not answer another node.
+std::string Job::NodeZeroHint() const {
+  if (options_.nnodes == 0 || !options_.advertised_shards.empty()) return "";
+  return absl::StrCat(
+      ": is node 0 running (gradwire run --node-rank 0) with the same "
+      "--shards, --master-addr and --master-port ",
+      options_.master_port, ", and are ports ", options_.master_port + 1,
+      " to ", options_.master_port + options_.shard_addresses.size(),
+      " open to this host?");
 }
 
 // Asks each joined shard for its health until it serves. The deadline is
@@ -116,7 +158,7 @@ absl::Status Job::WaitForJoinedShards() {
         supervision_.Fail(absl::StrCat(
             "shard ", i, " at ", addresses[i], " did not serve within ",
             absl::FormatDuration(options_.start_timeout), " (",
-            health.ToString(), ")"));
+            health.ToString(), ")", NodeZeroHint()));
         return absl::DeadlineExceededError("a shard did not serve");
       }
       if (supervision_.Sleep(kPollInterval)) {
@@ -138,8 +180,9 @@ absl::Status Job::StartWorkers() {
   if (!output.ok()) return output.status();
   output_ = *std::move(output);
   output_->Start();
-  RunEnvironment environment;
-  environment.world_size = options_.workers;
+  absl::StatusOr<RunEnvironment> place = NodePlace(options_);
+  if (!place.ok()) return place.status();
+  RunEnvironment environment = *std::move(place);
   environment.shards = addresses_;
   environment.transport = options_.transport.worker;
   environment.run_dir = std::filesystem::absolute(run_.dir()).string();
@@ -152,7 +195,9 @@ absl::Status Job::StartWorkers() {
     SpawnOptions spawn;
     spawn.program = options_.program;
     spawn.argv = options_.command;
-    environment.transport = WorkerTransport(options_.transport, i);
+    // Per-worker tokens belong to gradwire's workers: nodes across hosts.
+    environment.transport = WorkerTransport(
+        options_.transport, options_.nnodes > 0 ? options_.node_rank : i);
     spawn.extra_env = WorkerVariables(environment, i);
     spawn.unset_env = unset;
     spawn.stdout_fd = output_->stdout_write_end(i);
@@ -200,6 +245,39 @@ bool Job::PollAll() {
 void Job::Supervise() {
   while (!PollAll()) {
     if (supervision_.Sleep(kPollInterval)) return;
+  }
+}
+
+std::vector<int> Job::ShardMetricsPorts() const {
+  std::vector<int> ports;
+  for (size_t i = 0; i < addresses_.size(); ++i) {
+    ports.push_back(shards_.MetricsPort(static_cast<int>(i)));
+  }
+  return ports;
+}
+
+// Node 0's workers may finish before those of other nodes have pulled
+// their last weights: the shards it started stay up until no byte has
+// moved through them for kNodesQuiet (a stop signal or kNodesDrainLimit
+// ends the wait early).
+void Job::WaitForOtherNodes() {
+  if (options_.nnodes < 2 || joined() || ExitCode() != 0) return;
+  supervision_.Inform("waiting until the other nodes are done with the shards");
+  const absl::Time limit = absl::Now() + kNodesDrainLimit;
+  uint64_t last = 0;
+  absl::Time quiet_since = absl::Now();
+  while (absl::Now() < limit) {
+    absl::StatusOr<ShardTotals> t =
+        ScrapeShardTotals(ShardMetricsPorts(), kScrapeTimeout);
+    if (!t.ok()) return;
+    const uint64_t moved = t->pushed_bytes + t->pulled_bytes;
+    if (moved != last) {
+      last = moved;
+      quiet_since = absl::Now();
+    } else if (absl::Now() - quiet_since >= kNodesQuiet) {
+      return;
+    }
+    if (supervision_.Sleep(absl::Milliseconds(500))) return;
   }
 }
 
@@ -263,15 +341,12 @@ int Job::Run() {
   // KeyboardInterrupt for SIGINT); a failure stops them with SIGTERM.
   supervision_.Stop(workers_, signal != 0 ? signal : SIGTERM);
   if (output_ != nullptr) output_->Finish(kOutputDrain);
+  WaitForOtherNodes();
   // The shards' counters, read before the shards stop.
   absl::StatusOr<ShardTotals> totals =
       absl::FailedPreconditionError("not scraped");
   if (ExitCode() == 0 && !joined()) {
-    std::vector<int> ports;
-    for (size_t i = 0; i < addresses_.size(); ++i) {
-      ports.push_back(shards_.MetricsPort(static_cast<int>(i)));
-    }
-    totals = ScrapeShardTotals(ports, kScrapeTimeout);
+    totals = ScrapeShardTotals(ShardMetricsPorts(), kScrapeTimeout);
   }
   supervision_.Stop(shards_.members());
   if (!supervision_.failed() && supervision_.stop_signal() == 0) {
@@ -283,6 +358,10 @@ int Job::Run() {
 
 }  // namespace
 
+int GradwireWorkers(const RunJobOptions& options) {
+  return options.nnodes > 0 ? options.nnodes : options.workers;
+}
+
 int RunJob(const RunJobOptions& options) {
   absl::StatusOr<std::pair<RunDirectory, bool>> run_dir = MakeRunDirectory(
       options.run_dir, options.keep_logs, "--run-dir", "gradwire-run");
@@ -293,12 +372,19 @@ int RunJob(const RunJobOptions& options) {
   const std::string dir = run_dir->first.dir();
   const bool remove_after_success = run_dir->second;
   const std::string shards =
-      options.shard_addresses.empty()
+      !options.shard_addresses.empty()
+          ? absl::StrCat("the shards at ",
+                         absl::StrJoin(options.shard_addresses, ","))
+      : options.advertised_shards.empty()
           ? absl::StrCat(options.shards, " shards on 127.0.0.1")
-          : absl::StrCat("the shards at ",
-                         absl::StrJoin(options.shard_addresses, ","));
+          : absl::StrCat(options.shards, " shards at ",
+                         absl::StrJoin(options.advertised_shards, ","));
+  const std::string node = options.nnodes > 0
+                               ? absl::StrCat("node ", options.node_rank,
+                                              " of ", options.nnodes, ": ")
+                               : "";
   Announce(stderr, kTool,
-           absl::StrCat(options.workers, " workers, ", shards,
+           absl::StrCat(node, options.workers, " workers, ", shards,
                         "; run directory ", dir));
   int code;
   {

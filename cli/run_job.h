@@ -1,5 +1,18 @@
 // `gradwire run`: a user's training command as W workers, with shards.
 //
+// Across hosts (nnodes > 0), one gradwire run per node, as torchrun: node
+// 0 starts the shards on every interface at master_port+1 ...
+// master_port+S, and every node (node 0 too) gives its workers those ports
+// on master_addr (NodeShardAddresses, run_arguments.h), waiting for them as
+// for joined shards. The W workers of a node form its local group
+// (worker/local_group.h) around a store on a free loopback port, and the
+// node is one gradwire worker of nnodes: the shards count nodes, and a node
+// that disagrees on nnodes or the shards is refused by the shards when its
+// workers connect (their TrainingConfig names both). Node 0 stops its
+// shards only once no byte has moved through them for a few seconds after
+// its own workers ended, so that the other nodes can pull their last
+// weights.
+//
 // Sequence: the shards start on 127.0.0.1 exactly as `gradwire local`
 // starts them (local_shards.h), or, with shard_addresses, the running
 // shards there are asked for their health until each serves (within
@@ -38,7 +51,19 @@
 namespace gradwire::cli {
 
 struct RunJobOptions {
+  // Workers on this node.
   int workers = 1;
+  // Across hosts: the number of nodes (0: not given; every worker is then a
+  // gradwire worker of its own on this host), this node's rank, and node
+  // 0's address and the port left to the job's rank 0 (MASTER_ADDR,
+  // MASTER_PORT; 127.0.0.1 and a free port on one host).
+  int nnodes = 0;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  // The shards as the workers address them, when they are started here on
+  // fixed ports for other nodes too; empty: 127.0.0.1:<port>.
+  std::vector<std::string> advertised_shards;
   // The worker command as the user wrote it (argv[0] too), and the file
   // that runs it (FindExecutable of argv[0]).
   std::vector<std::string> command;
@@ -53,6 +78,10 @@ struct RunJobOptions {
   // none). See LocalClusterOptions.
   std::vector<std::string> server_args;
   std::string checkpoint_dir;
+  // For shards started here: the address they bind and shard 0's port
+  // (0: ports the OS picks).
+  std::string shard_bind_address = "127.0.0.1";
+  int first_shard_port = 0;
   // The run directory, absolute (created if missing, kept). Empty: a fresh
   // one under $TMPDIR (or /tmp), removed after a successful run unless
   // keep_logs.
@@ -76,6 +105,10 @@ struct RunJobOptions {
 // starts. `options` must be valid (workers >= 1, command and program set,
 // shards >= 1 or shard_addresses set, bin_dir set for shards started here).
 int RunJob(const RunJobOptions& options);
+
+// The number of gradwire workers the shards count: the nodes across hosts,
+// else the workers.
+int GradwireWorkers(const RunJobOptions& options);
 
 }  // namespace gradwire::cli
 

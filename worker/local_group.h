@@ -54,7 +54,7 @@ struct LocalGroupOptions {
   // Where rank 0 hosts the rendezvous store (it binds store_port; the others
   // connect to store_host:store_port).
   std::string store_host = "127.0.0.1";
-  int store_port = 29500;
+  int store_port = 29501;
   // Bound on every blocking step: waiting for the other ranks at Create, and
   // each collective.
   absl::Duration timeout = absl::Seconds(60);

@@ -115,9 +115,12 @@ constexpr SettingRange Conditional(SettingRange range) {
   X(int64_t, local_size, 1, "topology", kPythonKeyword, Closed(1, 64), \
     "Processes on this node; > 1 reduces gradients inside the node (c10d: " \
     "Gloo on CPU, NCCL on CUDA) before pushing.") \
-  X(std::string, local_store, "127.0.0.1:29500", "topology", \
+  X(std::string, local_store, "", "topology", \
     kPythonKeyword | kRunEnvironment, AnyValue(), \
-    "host:port of the node's c10d TCPStore (hosted by local rank 0).") \
+    "host:port of the node's c10d TCPStore (hosted by local rank 0). " \
+    "Empty: 127.0.0.1:MASTER_PORT+1 (MASTER_PORT from the environment, " \
+    "29500 when unset), next to torchrun's store and never on it; " \
+    "gradwire run sets a free port.") \
   /* Gradient compression (common/compress/registry.h names). */ \
   X(std::string, compressor, "topk", "compression", kPythonKeyword, \
     AnyValue(), \

@@ -1,6 +1,7 @@
 #include "worker/sync_settings.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <utility>
@@ -187,6 +188,21 @@ absl::Status ResolvePull(const SyncSettings& s, const Complaint& bad,
   return absl::OkStatus();
 }
 
+// The node's store when the setting is empty: one port above MASTER_PORT
+// (torchrun's default 29500 when unset), so that it never takes the port of
+// the store that torchrun, a Kubernetes operator or the script's own
+// init_process_group hosts there.
+std::string DefaultLocalStore() {
+  constexpr int kTorchrunMasterPort = 29500;
+  int master_port = kTorchrunMasterPort;
+  const char* text = std::getenv("MASTER_PORT");
+  if (text != nullptr && (!absl::SimpleAtoi(text, &master_port) ||
+                          master_port < 1 || master_port > 65534)) {
+    return absl::StrCat("127.0.0.1:MASTER_PORT=", text);
+  }
+  return absl::StrCat("127.0.0.1:", master_port + 1);
+}
+
 absl::Status ResolveTopology(const SyncSettings& s, const Complaint& bad,
                              SyncOptions* sync) {
   for (const std::string& address : s.shards) {
@@ -204,11 +220,13 @@ absl::Status ResolveTopology(const SyncSettings& s, const Complaint& bad,
   }
   sync->local.size = s.local_size;
   sync->local.rank = s.local_rank;
-  const std::vector<std::string> store = absl::StrSplit(s.local_store, ':');
+  const std::string store_address =
+      s.local_store.empty() ? DefaultLocalStore() : s.local_store;
+  const std::vector<std::string> store = absl::StrSplit(store_address, ':');
   int port = 0;
   if (store.size() != 2 || !absl::SimpleAtoi(store[1], &port) || port <= 0 ||
       port > 65535) {
-    return bad("local_store", "'%s' is not host:port", s.local_store);
+    return bad("local_store", "'%s' is not host:port", store_address);
   }
   sync->local.store_host = store[0];
   sync->local.store_port = port;

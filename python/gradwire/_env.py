@@ -13,7 +13,8 @@ command-line flags of gradwire's own:
   LOCAL_WORLD_SIZE          their number (default 0 and 1); the processes of
                             one host average their gradients before pushing
   GRADWIRE_LOCAL_STORE      "host:port" of the host's c10d store, with
-                            LOCAL_WORLD_SIZE > 1 (default 127.0.0.1:29500)
+                            LOCAL_WORLD_SIZE > 1 (default 127.0.0.1 at
+                            MASTER_PORT + 1, MASTER_PORT 29500 if unset)
   GRADWIRE_TLS_CA, GRADWIRE_TLS_CERT, GRADWIRE_TLS_KEY,
   GRADWIRE_TLS_SERVER_NAME, GRADWIRE_AUTH_TOKEN_FILE
                             TLS and the bearer token of the shard

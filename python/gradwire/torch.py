@@ -32,6 +32,7 @@ from gradwire import _C
 from gradwire._aggregation import (check_sync_options, connect,
                                    copy_replicas_out)
 from gradwire._buffers import broadcast_buffers_of
+from gradwire._env import with_environment
 from gradwire._exchange import resolve_exchange, resolve_freeze_step
 from gradwire._exchanging import ExchangeSteps
 from gradwire._lowrank import low_rank_of
@@ -93,7 +94,8 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
         constant: it is not sent, and step() raises gradwire.Error if it
         changes. Default: on when the model is given.
       overlap: push each gradient as soon as backward() has finished it
-        (default when gradients are exchanged; not with updates).
+        (default when gradients are exchanged and LOCAL_WORLD_SIZE is 1;
+        not with updates, nor in a local group, which reduces whole steps).
         Gradients must then not change before step(); to clip or scale the
         aggregated gradient, call ``synchronize()``, change ``p.grad``,
         then ``step()``.
@@ -133,7 +135,10 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
         self._lowrank = low_rank_of(self._compression, named,
                                     self._exchange_kind)
         if overlap is None:
-            overlap = not self._exchange_updates and self._lowrank is None
+            # The ranks of a node's local group reduce whole steps.
+            local_size = with_environment(sync_options).get("local_size", 1)
+            overlap = (not self._exchange_updates and self._lowrank is None
+                       and local_size == 1)
         if overlap and (self._exchange_updates or self._lowrank):
             raise ValueError("overlap: the update exists only after the "
                              "wrapped optimizer stepped, and powersgd "

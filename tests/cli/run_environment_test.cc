@@ -43,6 +43,43 @@ TEST(RunEnvironmentTest, EveryWorkerLearnsItsPlace) {
                   "GRADWIRE_ALLOW_INSECURE_TOKEN"));
 }
 
+// Without nodes, every worker is a node of its own, next to a rank 0 on
+// this host.
+TEST(RunEnvironmentTest, OneNodeSetsTorchrunsMaster) {
+  RunEnvironment run;
+  run.world_size = 2;
+  run.master_port = 4321;
+  const std::vector<std::string> env = WorkerVariables(run, 1);
+  EXPECT_THAT(env, IsSupersetOf({"RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=0",
+                                 "LOCAL_WORLD_SIZE=1", "MASTER_ADDR=127.0.0.1",
+                                 "MASTER_PORT=4321"}));
+  EXPECT_THAT(env, Not(Contains(StartsWith("GRADWIRE_LOCAL_STORE="))));
+}
+
+// Node 1 of two, with two workers each: ranks 2 and 3, one local group.
+TEST(RunEnvironmentTest, NodesNumberTheirWorkersAsTorchrunDoes) {
+  RunEnvironment run;
+  run.world_size = 4;
+  run.node_rank = 1;
+  run.node_workers = 2;
+  run.local_group = true;
+  run.master_addr = "10.0.0.1";
+  run.master_port = 29500;
+  run.local_store = "127.0.0.1:41000";
+  run.shards = {"10.0.0.1:29501"};
+  run.run_dir = "/runs/c";
+  const std::vector<std::string> env = WorkerVariables(run, 1);
+  EXPECT_THAT(
+      env,
+      IsSupersetOf({"RANK=3", "WORLD_SIZE=4", "LOCAL_RANK=1",
+                    "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=10.0.0.1",
+                    "MASTER_PORT=29500", "GRADWIRE_LOCAL_STORE=127.0.0.1:41000",
+                    "GRADWIRE_SHARDS=10.0.0.1:29501",
+                    "GRADWIRE_SUMMARY_JSON=/runs/c/worker-1.json"}));
+  EXPECT_THAT(WorkerVariables(run, 0),
+              IsSupersetOf({"RANK=2", "LOCAL_RANK=0"}));
+}
+
 TEST(RunEnvironmentTest, TransportVariablesOnlyWhenInUse) {
   setenv("PYTHONUNBUFFERED", "0", 1);
   RunEnvironment run;

@@ -2,6 +2,7 @@
 // names the setting the way its front end spells it.
 #include "worker/sync_settings.h"
 
+#include <cstdlib>
 #include <string>
 #include <tuple>
 
@@ -30,6 +31,31 @@ TEST(SyncSettingsTest, DefaultsResolve) {
   const absl::StatusOr<SyncOptions> without = SyncOptionsFromSettings(no_spare);
   ASSERT_TRUE(without.ok()) << without.status();
   EXPECT_FALSE(without->residual_spare);
+}
+
+// An empty local_store sits one port above MASTER_PORT (29500 when unset),
+// so that the node's store never takes torchrun's or the script's own.
+TEST(SyncSettingsTest, LocalStoreDefaultsNextToMasterPort) {
+  unsetenv("MASTER_PORT");
+  absl::StatusOr<SyncOptions> options = SyncOptionsFromSettings(SyncSettings());
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->local.store_host, "127.0.0.1");
+  EXPECT_EQ(options->local.store_port, 29501);
+  setenv("MASTER_PORT", "23456", 1);
+  options = SyncOptionsFromSettings(SyncSettings());
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->local.store_port, 23457);
+  SyncSettings explicit_store;
+  explicit_store.local_store = "10.0.0.1:4000";
+  options = SyncOptionsFromSettings(explicit_store);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->local.store_host, "10.0.0.1");
+  EXPECT_EQ(options->local.store_port, 4000);
+  setenv("MASTER_PORT", "many", 1);
+  EXPECT_THAT(
+      std::string(SyncOptionsFromSettings(SyncSettings()).status().message()),
+      ::testing::HasSubstr("MASTER_PORT=many"));
+  unsetenv("MASTER_PORT");
 }
 
 // Pulls shrink as much as pushes by default: Top-K deltas at the push's
