@@ -29,12 +29,6 @@ std::optional<SettingProblem> CheckAutoCompressor(
                           "--compressor=auto needs error feedback: its Top-K "
                           "rungs leave most of each gradient to later steps"};
   }
-  if (s.pull == "exact") {
-    return SettingProblem{
-        "pull",
-        "exact pulls are sparse only beside sparse pushes, and "
-        "--compressor=auto may push dense layers; use delta or dense"};
-  }
   auto made = MakeCompressor(RungCompressorOptions(kStartRung, compressor));
   if (!made.ok()) {
     return SettingProblem{"compressor", std::string(made.status().message())};

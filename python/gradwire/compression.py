@@ -137,11 +137,14 @@ class Compression:
     def pull_for_aggregation(self):
         """The pull that keeps DistributedOptimizer's mean gradient as the
         shards computed it: the one set, else "exact" beside a sparsifier
-        (the mean of sparse pushes stays sparse) and "dense" beside
-        compressor "none"; "auto" otherwise (compressed deltas)."""
+        (the mean of sparse pushes stays sparse), compressor "auto" (Top-K
+        or whole, per tensor) and powersgd (dense factors, sent dense), and
+        "dense" beside compressor "none"; "auto" otherwise (compressed
+        deltas of the quantizers' dense means)."""
         if "pull" in self.options:
             return self.options["pull"]
-        if self.compressor in SPARSIFIERS or self.is_low_rank:
+        if (self.compressor in SPARSIFIERS + ("auto",)
+                or self.is_low_rank):
             return "exact"
         return "dense" if self.compressor == "none" else "auto"
 

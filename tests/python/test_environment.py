@@ -97,6 +97,8 @@ def test_compression_is_one_object():
     none = gradwire.Compression.of({"compressor": "none"})
     assert none.pull_for_aggregation() == "dense"
     assert gradwire.Compression("qsgd").pull_for_aggregation() == "auto"
+    # auto pushes Top-K or whole tensors: its mean comes back exactly too.
+    assert gradwire.Compression("auto").pull_for_aggregation() == "exact"
     assert gradwire.Compression("topk", pull="delta").pull_for_aggregation() \
         == "delta"
     with pytest.raises(ValueError, match="unknown option 'ratoi'"):
