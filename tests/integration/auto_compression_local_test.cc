@@ -91,7 +91,6 @@ TEST_F(AutoCompressionLocalTest, BadSettingsNameTheOption) {
       {{"--compressor=auto", "--auto-budget=0"}, "--auto-budget"},
       {{"--compressor=auto", "--auto-budget=-2"}, "--auto-budget"},
       {{"--compressor=auto", "--error-feedback=false"}, "--error-feedback"},
-      {{"--compressor=auto", "--pull=exact"}, "--pull"},
       {{"--compressor=topk", "--auto-budget=2"}, "--auto-budget"},
   };
   for (const Case& c : cases) {
