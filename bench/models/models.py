@@ -267,10 +267,11 @@ def table(runs):
     lines = ["| model | workers | seed | method | accuracy / perplexity | "
              "vs DDP | bytes/step, both ways | vs DDP | s/step | "
              "peak MB | vs DDP |", "|" + "---|" * 11]
-    ddp = {(r["model"], r["workers"], r["seed"]): r for r in runs
+    # Against DDP's run of the same model, workers, seed and length.
+    ddp = {(r["model"], r["workers"], r["seed"], r["steps"]): r for r in runs
            if r["method"] == "ddp"}
     for r in runs:
-        base = ddp.get((r["model"], r["workers"], r["seed"]))
+        base = ddp.get((r["model"], r["workers"], r["seed"], r["steps"]))
         parameters = r.get("parameters") or (base or {}).get("parameters")
         metric = (f"{100 * r['metric']:.2f}%" if r["model"] == "resnet"
                   else f"{r['metric']:.2f}")
@@ -301,14 +302,14 @@ def means(runs):
     accuracy, or percent of perplexity), beside DDP's own half range."""
     groups = {}
     for r in runs:
-        groups.setdefault((r["model"], r["workers"], r["method"]),
-                          []).append(r["metric"])
+        groups.setdefault((r["model"], r["workers"], r["method"],
+                           r["steps"]), []).append(r["metric"])
     lines = ["| model | workers | method | seeds | mean ± half range | "
              "vs DDP's mean |", "|" + "---|" * 6]
-    for (model, workers, method), values in groups.items():
+    for (model, workers, method, steps), values in groups.items():
         mean = sum(values) / len(values)
         half = (max(values) - min(values)) / 2
-        ddp = groups.get((model, workers, "ddp"))
+        ddp = groups.get((model, workers, "ddp", steps))
         versus = ""
         if ddp and method != "ddp":
             base = sum(ddp) / len(ddp)
