@@ -10,6 +10,12 @@
 #       [--steps=30] [--slow-steps=10] [--test-limit=0] [--bin=DIR]
 #       [--json=FILE]
 #   bench/auto/auto.sh --convergence [--seeds=1,2,3] [--bin=DIR] [--json=FILE]
+#   bench/auto/auto.sh --model=resnet18|gpt [--links=...]
+#       [--configs=compute,ddp,ddp-fp16,ddp-psgd4,gradwire,gradwire-psgd4,
+#                  gradwire-auto (and ddp-psgd1, ddp-psgd2)]
+#       [--steps=300|200] [--slow-steps=10] [--eval-every=50|25]
+#       [--test-limit=1000] [--target=VALUE] [--script-args="FLAGS"]
+#       [--bin=DIR] [--json=FILE]
 #
 # Rows (configs): compute (both workers' steps alone, --compute-only: no
 # shards, nothing on the network; run once, not per link), dense
@@ -45,6 +51,24 @@
 # docs/convergence.md and writes
 # docs/benchmarks/data/auto-convergence-DATE.json.
 #
+# --model=resnet18 or gpt (default cnn: all of the above) runs the user's
+# scripts of examples/python/ (resnet, gpt) on the same hosts and links:
+# compute (two copies of original.py at once, each one worker with no
+# exchange), ddp (original.py as 2 DDP ranks over gloo), ddp-fp16 and
+# ddp-psgd1/2/4 (the same with PyTorch's fp16 or PowerSGD hook,
+# bench/models/ddp_hooked.py) and gradwire, gradwire-psgd4, gradwire-auto
+# (train.py under `gradwire run` on each worker host, joining the 2
+# shards: the default compression, GRADWIRE_COMPRESSION=powersgd,rank=4 and
+# =auto). Every rank runs through bench/auto/periodic_eval.py: each
+# --eval-every steps the script's own evaluation (--test-limit test images
+# for ResNet-18, 0: all; the held-out windows for the GPT), taken off the
+# clock. DDP dense and fp16 train --slow-steps at 10mbit. The table per
+# link adds the metric, the fastest DDP peer and gradwire's ratio to it,
+# and time to the target: the first evaluation at or past --target
+# (default: the worst final value of the DDP dense rows that ran every
+# step), from launch, evaluations left out (bench/auto/model_report.py).
+# JSON: docs/benchmarks/data/auto-MODEL-DATE.json, with the commit.
+#
 # Every process gets OMP_NUM_THREADS = cores / 2, as network.sh. Needs root
 # (network namespaces; exits 77 without). Exit 0 when the matrix ran (rows
 # that failed or are not available say so), 2 for a bad argument.
@@ -56,11 +80,13 @@ root=$(cd "$HERE/../.." && pwd)
 source "$root/bench/common/shaped_links.sh"
 # shellcheck source=bench/auto/rows.sh
 source "$HERE/rows.sh"
+# shellcheck source=bench/auto/model_rows.sh
+source "$HERE/model_rows.sh"
 
 # The header comment, from its second line to the end of the paragraph on
-# --convergence's output.
+# --model's output.
 usage() {
-  sed -n '2,/auto-convergence-DATE/p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,/auto-MODEL-DATE/p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-2}"
 }
 bad() { echo "auto.sh: $*" >&2; exit 2; }
@@ -69,20 +95,28 @@ command_line="bench/auto/auto.sh $*"
 BIN=$root/build/bin
 PYTHON=${PYTHON:-/usr/bin/python3}
 links=10mbit,100mbit,1gbit,unshaped
-configs=${AUTO_CONFIGS// /,}
-steps=30
+model=cnn
+configs=""
+steps=""
 slow_steps=10
-test_limit=0
+test_limit=""
+eval_every=""
+target=""
+script_args=""
 seeds=1,2,3
 convergence=0
 json=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --model=*) model=${1#*=} ;;
     --links=*) links=${1#*=} ;;
     --configs=*) configs=${1#*=} convergence_configs=${1#*=} ;;
     --steps=*) steps=${1#*=} ;;
     --slow-steps=*) slow_steps=${1#*=} ;;
     --test-limit=*) test_limit=${1#*=} ;;
+    --eval-every=*) eval_every=${1#*=} ;;
+    --target=*) target=${1#*=} ;;
+    --script-args=*) script_args=${1#*=} ;;
     --seeds=*) seeds=${1#*=} ;;
     --bin=*) BIN=${1#*=} ;;
     --json=*) json=${1#*=} ;;
@@ -93,10 +127,38 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
+# Each model's defaults and rows: the CNN's are rows.sh's, the real
+# models' model_rows.sh's.
+case "$model" in
+  cnn)
+    known_configs=$AUTO_CONFIGS
+    configs=${configs:-${AUTO_CONFIGS// /,}}
+    steps=${steps:-30}
+    test_limit=${test_limit:-0}
+    ;;
+  resnet18 | gpt)
+    [[ $convergence == 0 ]] || bad "--convergence is the CNN's (no --model)"
+    known_configs=$MODEL_CONFIGS
+    configs=${configs:-${MODEL_DEFAULT_CONFIGS// /,}}
+    if [[ $model == resnet18 ]]; then
+      steps=${steps:-300} eval_every=${eval_every:-50}
+      test_limit=${test_limit:-1000}
+    else
+      steps=${steps:-200} eval_every=${eval_every:-25}
+      [[ -z $test_limit ]] || bad "--test-limit: the GPT evaluates held-out windows (--script-args=--eval-batches=N)"
+      test_limit=0
+    fi
+    ;;
+  *) bad "--model: '$model' is not cnn, resnet18 or gpt" ;;
+esac
+[[ $model != cnn || -z $eval_every$target$script_args ]] ||
+  bad "--eval-every, --target and --script-args are for --model=resnet18|gpt"
 positive() { [[ $2 =~ ^[1-9][0-9]*$ ]] || bad "--$1: '$2' is not a positive integer"; }
 positive steps "$steps"
 positive slow-steps "$slow_steps"
 [[ $test_limit =~ ^[0-9]+$ ]] || bad "--test-limit: '$test_limit' is not a non-negative integer"
+[[ -z $eval_every || $eval_every =~ ^[0-9]+$ ]] || bad "--eval-every: '$eval_every' is not a non-negative integer"
+[[ -z $target || $target =~ ^[0-9]+([.][0-9]+)?$ ]] || bad "--target: '$target' is not a number"
 [[ $seeds =~ ^[0-9]+(,[0-9]+)*$ ]] || bad "--seeds: '$seeds' is not a comma-separated list of integers"
 IFS=, read -r -a link_list <<<"$links"
 IFS=, read -r -a config_list <<<"$configs"
@@ -108,23 +170,35 @@ for link in "${link_list[@]}"; do
   fi
 done
 for config in "${config_list[@]}"; do
-  [[ " $AUTO_CONFIGS " == *" $config "* ]] ||
-    bad "--configs: '$config' is not one of ${AUTO_CONFIGS// /, }"
+  [[ " $known_configs " == *" $config "* ]] ||
+    bad "--configs: '$config' is not one of ${known_configs// /, }"
 done
 [[ -d $BIN ]] || bad "--bin: '$BIN' is not a directory"
 BIN=$(cd "$BIN" && pwd)
-for binary in gradwire-server gradwire-worker gradwire; do
+binaries=(gradwire-server gradwire-worker gradwire)
+[[ $model == cnn ]] || binaries=(gradwire-server gradwire)
+for binary in "${binaries[@]}"; do
   [[ -x "$BIN/$binary" ]] || bad "--bin: $BIN/$binary is missing (make build)"
 done
 date=$(date -u +%Y-%m-%d)
 if [[ -z $json ]]; then
   json=$root/docs/benchmarks/data/auto-$date.json
   [[ $convergence == 0 ]] || json=$root/docs/benchmarks/data/auto-convergence-$date.json
+  [[ $model == cnn ]] || json=$root/docs/benchmarks/data/auto-$model-$date.json
 fi
 export PYTHONPATH=${PYTHONPATH:-$(dirname "$BIN")/python}
 cores=$(nproc)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$((cores / 2 > 0 ? cores / 2 : 1))}
 MODEL_FLAGS=(--model=cnn --test-limit="$test_limit")
+# The real models' scripts: their folder and the flags of every row.
+MODEL_DIR=$root/examples/python/${model%18}
+read -r -a MODEL_SCRIPT_FLAGS <<<"--seed=1 $script_args"
+if [[ $model == resnet18 ]]; then
+  limit=$test_limit
+  [[ $limit != 0 ]] || limit=-1 # original.py's "all"
+  MODEL_SCRIPT_FLAGS+=(--test-limit="$limit")
+fi
+EVAL_EVERY=${eval_every:-0}
 
 netns_require
 WORK=$(mktemp -d)
@@ -187,9 +261,37 @@ convergence_runs() {
     --command="$command_line" "$ROWS"
 }
 
+# The real model's matrix: compute once, then every config on every link;
+# DDP dense and fp16 at 10mbit take --slow-steps.
+model_matrix() {
+  PLANNED_STEPS=$steps
+  local link config n
+  if [[ " ${config_list[*]} " == *" compute "* ]]; then
+    model_row none compute "$steps"
+  fi
+  for link in "${link_list[@]}"; do
+    for config in "${config_list[@]}"; do
+      [[ $config == compute ]] && continue
+      n=$steps
+      if [[ $link == 10mbit && ($config == ddp || $config == ddp-fp16) ]]; then
+        n=$((slow_steps < steps ? slow_steps : steps))
+      fi
+      model_row "$link" "$config" "$n"
+    done
+  done
+  echo
+  echo "$model, 2 workers (2 shards for gradwire), OMP_NUM_THREADS=$OMP_NUM_THREADS on $cores cores; $steps steps a row ($slow_steps for DDP dense and fp16 at 10mbit), evaluated every $EVAL_EVERY"
+  "$PYTHON" "$HERE/auto_report.py" model-report --json="$json" \
+    --command="$command_line" --model="$model" --steps="$steps" \
+    --slow-steps="$slow_steps" --eval-every="$EVAL_EVERY" \
+    ${target:+--target="$target"} "$ROWS"
+}
+
 if [[ $convergence == 1 ]]; then
   convergence_runs
-else
+elif [[ $model == cnn ]]; then
   matrix
+else
+  model_matrix
 fi
 echo "took $(( ($(date +%s) - started + 30) / 60 )) min"

@@ -9,6 +9,8 @@ the JSON report.
   auto_report.py report --json FILE --command TEXT [--steps N]
       [--slow-steps N] ROWS.jsonl
   auto_report.py convergence --json FILE --command TEXT ROWS.jsonl
+  auto_report.py model-record ... | model-report ...  (model_report.py:
+      the rows of auto.sh --model=resnet18|gpt)
 
 record reads the two workers' summaries in DIR (worker-0.json and
 worker-1.json, gradwire-worker's --summary-json or bench/python/worker.py's)
@@ -67,6 +69,7 @@ import os
 import platform
 import sys
 
+import model_report  # bench/auto/model_report.py: --model's rows
 from link_bytes import link_fields  # bench/auto/link_bytes.py, beside
 
 PROG = "auto_report.py"
@@ -362,9 +365,14 @@ def main(argv):
         p.add_argument("--steps", type=int)
         p.add_argument("--slow-steps", type=int)
         p.add_argument("rows")
+    model_report.add_parsers(sub)
     args = parser.parse_args(argv)
     {"record": record, "unavailable": unavailable, "report": report,
-     "convergence": convergence}[args.what](args)
+     "convergence": convergence,
+     "model-record": model_report.model_record,
+     "model-report": lambda a: model_report.model_report(a, machine,
+                                                         write_json),
+     }[args.what](args)
     return 0
 
 

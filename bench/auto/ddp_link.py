@@ -41,25 +41,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 import worker  # noqa: E402  (bench/python/worker.py)
 from python_worker import exchange, training  # noqa: E402
 
-
-class InterfaceCounters:
-    """The byte counters of one network interface of this process's
-    network namespace."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def read(self):
-        """(sent, received) bytes since the interface was made. Raises
-        OSError when this namespace has no such interface."""
-        with open("/proc/net/dev", encoding="ascii") as f:
-            for line in f:
-                name, colon, fields = line.partition(":")
-                if colon and name.strip() == self.name:
-                    values = fields.split()
-                    # 8 receive fields, then transmit: bytes first in each.
-                    return int(values[8]), int(values[0])
-        raise OSError(f"/proc/net/dev has no interface {self.name}")
+from link_bytes import InterfaceCounters  # noqa: E402  (beside this file)
 
 
 class LinkCountingDdp(exchange.DdpBaseline):

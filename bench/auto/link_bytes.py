@@ -1,11 +1,32 @@
 """The bytes each worker host's link carried during a row of the
 shaped-link matrix (bench/auto/auto.sh): auto.sh reads both worker hosts'
 interface counters before and after a run (link-start.txt, link-end.txt
-in the row's folder), DDP ranks read their own around the steps
-(bench/auto/ddp_link.py), and auto_report.py records them as the row's
-link_* fields."""
+in the row's folder), DDP ranks and the real models' workers read their
+own around the steps (InterfaceCounters: bench/auto/ddp_link.py,
+bench/auto/periodic_eval.py), and auto_report.py records them as the
+row's link_* fields."""
 
 import os
+
+
+class InterfaceCounters:
+    """The byte counters of one network interface of this process's
+    network namespace."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def read(self):
+        """(sent, received) bytes since the interface was made. Raises
+        OSError when this namespace has no such interface."""
+        with open("/proc/net/dev", encoding="ascii") as f:
+            for line in f:
+                name, colon, fields = line.partition(":")
+                if colon and name.strip() == self.name:
+                    values = fields.split()
+                    # 8 receive fields, then transmit: bytes first in each.
+                    return int(values[8]), int(values[0])
+        raise OSError(f"/proc/net/dev has no interface {self.name}")
 
 
 def read_link_counters(path):
