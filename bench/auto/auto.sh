@@ -4,7 +4,7 @@
 # gradwire), on separate network hosts joined by shaped links as
 # bench/network/network.sh builds them (bench/common/shaped_links.sh).
 #
-#   bench/auto/auto.sh [--links=10mbit,100mbit,1gbit,unshaped]
+#   bench/auto/auto.sh [--model=cnn] [--links=10mbit,100mbit,1gbit,unshaped]
 #       [--configs=compute,dense,fp16,topk1,topk01,auto,ddp,ddp-fp16,
 #                  ddp-psgd1,ddp-psgd2,ddp-psgd4,ddp-bpsgd4]
 #       [--steps=30] [--slow-steps=10] [--test-limit=0] [--bin=DIR]
