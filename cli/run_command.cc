@@ -10,8 +10,6 @@
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -21,6 +19,7 @@
 #include "cli/loopback_http.h"
 #include "cli/run_arguments.h"
 #include "cli/run_job.h"
+#include "cli/run_split.h"
 #include "common/flags/tls_flags.h"
 #include "common/process/child_process.h"
 #include "common/tls/transport_security.h"
@@ -28,7 +27,8 @@
 // `gradwire run`'s own flags. It shares --workers (its -n), --shards,
 // --keep-logs, --grace-seconds, --start-timeout-seconds, --server-args,
 // --checkpoint-dir and --tls-dir with `gradwire local` (local_command.cc),
-// and the client TLS flags with `gradwire health` (common/flags).
+// and the client TLS flags with `gradwire health` (common/flags). Each is
+// also named in run_split.cc, which lets only those through to Abseil.
 ABSL_FLAG(std::string, shard_addresses, "",
           "gradwire run: HOST:PORT,... of running shards to join instead of "
           "starting shards.");
@@ -64,28 +64,6 @@ namespace {
 
 constexpr char kCommand[] = "run";
 
-constexpr absl::string_view kRunFlags[] = {"workers",
-                                           "nnodes",
-                                           "node_rank",
-                                           "master_addr",
-                                           "master_port",
-                                           "shards",
-                                           "shard_addresses",
-                                           "run_dir",
-                                           "keep_logs",
-                                           "grace_seconds",
-                                           "start_timeout_seconds",
-                                           "server_args",
-                                           "checkpoint_dir",
-                                           "tls_dir",
-                                           "auth_token_file",
-                                           "tls_ca",
-                                           "tls_cert",
-                                           "tls_key",
-                                           "tls_server_name",
-                                           "allow_insecure_token"};
-constexpr absl::string_view kRunBoolFlags[] = {"keep_logs",
-                                               "allow_insecure_token"};
 // Flags for shards that gradwire run starts, meaningless when joining.
 constexpr absl::string_view kStartedShardFlags[] = {"shards", "server_args",
                                                     "checkpoint_dir"};
@@ -101,117 +79,6 @@ std::string Dashed(absl::string_view name) {
     if (c == '_') c = '-';
   }
   return dashed;
-}
-
-// gradwire run's arguments: its own flags (-n as --workers) for Abseil,
-// the names given, and the worker command after "--".
-struct SplitArguments {
-  std::vector<std::string> own;
-  std::set<std::string> given;
-  std::vector<std::string> command;
-};
-
-// Whether `name` is "no" before one of gradwire run's boolean flags.
-bool IsNegatedBool(const std::string& name) {
-  return absl::StartsWith(name, "no") &&
-         Contains(kRunBoolFlags, name.substr(2));
-}
-
-// The name of gradwire run's own flag `arg` (`as_given` is how the command
-// line spelled it); exits with a usage error for anything else.
-std::string OwnFlagNameOrExit(const std::string& arg,
-                              const std::string& as_given) {
-  const std::string name = FlagName(arg);
-  if (name.empty()) {
-    UsageError(kCommand, absl::StrCat("'", arg,
-                                      "' comes before --: the worker "
-                                      "command goes after it (gradwire run "
-                                      "-n 2 -- CMD ARGS...)"));
-  }
-  if (name == "dashboard") {
-    UsageError(kCommand,
-               "--dashboard is not supported by gradwire run (use gradwire "
-               "local --dashboard, or point Prometheus at the shards' "
-               "/metrics URLs it prints)");
-  }
-  if (!Contains(kRunFlags, name) && !IsNegatedBool(name)) {
-    UsageError(kCommand,
-               absl::StrCat("unknown option ", as_given,
-                            " (the worker command and its flags go after "
-                            "--)"));
-  }
-  return name;
-}
-
-// Adds the flag args[*i] (spelled `arg`, named `name`) to split->own and
-// split->given, taking its value from the next argument when it has none
-// (then *i moves past it). Returns the value ("" for a boolean without one).
-std::string TakeOwnFlag(const std::vector<std::string>& args,
-                        const std::string& arg, const std::string& name,
-                        size_t* i, SplitArguments* split) {
-  const bool negated_bool = IsNegatedBool(name);
-  split->given.insert(negated_bool ? name.substr(2) : name);
-  const size_t equals = arg.find('=');
-  if (equals != std::string::npos) {
-    split->own.push_back(arg);
-    return arg.substr(equals + 1);
-  }
-  if (negated_bool || Contains(kRunBoolFlags, name)) {
-    split->own.push_back(arg);
-    return "";
-  }
-  if (*i + 1 == args.size()) {
-    UsageError(kCommand, absl::StrCat("missing value for ", args[*i]));
-  }
-  std::string value = args[++*i];
-  split->own.push_back(absl::StrCat(arg, "=", value));
-  return value;
-}
-
-// Exits with a usage error unless "--" and a worker command followed.
-void CheckWorkerCommandOrExit(bool dashes, const SplitArguments& split) {
-  if (!dashes) {
-    UsageError(kCommand,
-               "missing -- before the worker command (gradwire run -n 2 -- "
-               "CMD ARGS...)");
-  }
-  if (split.command.empty()) {
-    UsageError(kCommand,
-               "no worker command after -- (gradwire run -n 2 -- "
-               "CMD ARGS...)");
-  }
-}
-
-SplitArguments SplitRunArguments(const std::vector<std::string>& args) {
-  SplitArguments split;
-  bool dashes = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--") {
-      split.command.assign(args.begin() + i + 1, args.end());
-      dashes = true;
-      break;
-    }
-    std::string arg = args[i];
-    if (arg == "-n" || absl::StartsWith(arg, "-n=")) {
-      arg = absl::StrCat("--workers", arg.substr(2));
-    }
-    // torchrun's spelling of -n.
-    for (absl::string_view nproc : {"--nproc-per-node", "--nproc_per_node"}) {
-      if (absl::StartsWith(arg, nproc) &&
-          (arg.size() == nproc.size() || arg[nproc.size()] == '=')) {
-        arg = absl::StrCat("--workers", arg.substr(nproc.size()));
-      }
-    }
-    const std::string name = OwnFlagNameOrExit(arg, args[i]);
-    const std::string value = TakeOwnFlag(args, arg, name, &i, &split);
-    int64_t count = 0;
-    if (name == "workers" && !absl::SimpleAtoi(value, &count)) {
-      UsageError(kCommand,
-                 absl::StrCat("-n: '", value, "' is not a number of workers"));
-    }
-  }
-  CheckWorkerCommandOrExit(dashes, split);
-  return split;
 }
 
 // A free port on this host for MASTER_PORT (one host, none given), so that
@@ -375,7 +242,7 @@ void TransportOrExit(const std::set<std::string>& given, RunJobOptions& o) {
 }
 
 RunJobOptions RunOptionsOrExit(const std::vector<std::string>& args) {
-  SplitArguments split = SplitRunArguments(args);
+  RunArgumentSplit split = SplitRunArguments(args);
   ParseOwnFlags(kCommand, split.own);
   RunJobOptions o;
   if (!split.given.count("workers")) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "cli/cluster_summary.h"
+#include "cli/joined_shards.h"
 #include "cli/local_cluster.h"
 #include "cli/local_shards.h"
 #include "cli/loopback_http.h"
@@ -22,7 +23,6 @@
 #include "cli/shard_metrics_summary.h"
 #include "cli/supervision.h"
 #include "cli/worker_output.h"
-#include "client/health_client.h"
 #include "common/process/child_process.h"
 
 namespace gradwire::cli {
@@ -31,16 +31,10 @@ namespace {
 constexpr char kTool[] = "gradwire run";
 constexpr int kRunFailedExitCode = 1;
 constexpr absl::Duration kPollInterval = absl::Milliseconds(50);
-constexpr absl::Duration kHealthTimeout = absl::Seconds(2);
 // How long the workers' output may take to end once they have exited: a
 // process they started may still hold their pipes.
 constexpr absl::Duration kOutputDrain = absl::Seconds(2);
 constexpr absl::Duration kScrapeTimeout = absl::Seconds(5);
-// Node 0 across hosts: how long the shards must see no pushed or pulled
-// byte before the other nodes count as done with them, and the longest
-// it waits for that.
-constexpr absl::Duration kNodesQuiet = absl::Seconds(3);
-constexpr absl::Duration kNodesDrainLimit = absl::Minutes(5);
 
 // What LocalShards reads, from the run's options.
 LocalClusterOptions ShardOptions(const RunJobOptions& o) {
@@ -98,9 +92,8 @@ class Job {
 
  private:
   bool joined() const { return !options_.shard_addresses.empty(); }
-  std::string NodeZeroHint() const;
   absl::Status StartLocalShards();
-  absl::Status WaitForJoinedShards();
+  absl::Status JoinShards();
   absl::Status StartWorkers();
   bool PollAll();
   void ReportWorkerMetrics();
@@ -130,46 +123,11 @@ absl::Status Job::StartLocalShards() {
   return absl::OkStatus();
 }
 
-// What to check when node 0's shards do not answer another node.
-std::string Job::NodeZeroHint() const {
-  if (options_.nnodes == 0 || !options_.advertised_shards.empty()) return "";
-  return absl::StrCat(
-      ": is node 0 running (gradwire run --node-rank 0) with the same "
-      "--shards, --master-addr and --master-port ",
-      options_.master_port, ", and are ports ", options_.master_port + 1,
-      " to ", options_.master_port + options_.shard_addresses.size(),
-      " open to this host?");
-}
-
-// Asks each joined shard for its health until it serves. The deadline is
-// for all of them together, as for shards started here.
-absl::Status Job::WaitForJoinedShards() {
-  const absl::Time deadline = absl::Now() + options_.start_timeout;
-  const std::vector<std::string>& addresses = options_.shard_addresses;
-  for (size_t i = 0; i < addresses.size(); ++i) {
-    for (;;) {
-      const absl::Duration left =
-          std::max(deadline - absl::Now(), absl::Milliseconds(100));
-      const absl::Status health =
-          CheckHealth(addresses[i], std::min(kHealthTimeout, left),
-                      options_.health_transport);
-      if (health.ok()) break;
-      if (absl::Now() > deadline) {
-        supervision_.Fail(absl::StrCat(
-            "shard ", i, " at ", addresses[i], " did not serve within ",
-            absl::FormatDuration(options_.start_timeout), " (",
-            health.ToString(), ")", NodeZeroHint()));
-        return absl::DeadlineExceededError("a shard did not serve");
-      }
-      if (supervision_.Sleep(kPollInterval)) {
-        return absl::CancelledError("stop signal");
-      }
-    }
-    supervision_.Inform(
-        absl::StrCat("shard ", i, " at ", addresses[i], " serves"));
-  }
-  addresses_ = addresses;
-  return absl::OkStatus();
+// Shards started elsewhere: this run only waits until they serve.
+absl::Status Job::JoinShards() {
+  absl::Status joined = WaitForJoinedShards(options_, supervision_);
+  if (joined.ok()) addresses_ = options_.shard_addresses;
+  return joined;
 }
 
 absl::Status Job::StartWorkers() {
@@ -258,27 +216,10 @@ std::vector<int> Job::ShardMetricsPorts() const {
 
 // Node 0's workers may finish before those of other nodes have pulled
 // their last weights: the shards it started stay up until no byte has
-// moved through them for kNodesQuiet (a stop signal or kNodesDrainLimit
-// ends the wait early).
+// moved through them for a few seconds (joined_shards.h).
 void Job::WaitForOtherNodes() {
   if (options_.nnodes < 2 || joined() || ExitCode() != 0) return;
-  supervision_.Inform("waiting until the other nodes are done with the shards");
-  const absl::Time limit = absl::Now() + kNodesDrainLimit;
-  uint64_t last = 0;
-  absl::Time quiet_since = absl::Now();
-  while (absl::Now() < limit) {
-    absl::StatusOr<ShardTotals> t =
-        ScrapeShardTotals(ShardMetricsPorts(), kScrapeTimeout);
-    if (!t.ok()) return;
-    const uint64_t moved = t->pushed_bytes + t->pulled_bytes;
-    if (moved != last) {
-      last = moved;
-      quiet_since = absl::Now();
-    } else if (absl::Now() - quiet_since >= kNodesQuiet) {
-      return;
-    }
-    if (supervision_.Sleep(absl::Milliseconds(500))) return;
-  }
+  WaitUntilOtherNodesAreDone(ShardMetricsPorts(), supervision_);
 }
 
 int Job::ExitCode() const {
@@ -326,7 +267,7 @@ void Job::Summarise(const absl::StatusOr<ShardTotals>& totals,
 
 int Job::Run() {
   const absl::Time start = absl::Now();
-  absl::Status started = joined() ? WaitForJoinedShards() : StartLocalShards();
+  absl::Status started = joined() ? JoinShards() : StartLocalShards();
   if (started.ok()) started = StartWorkers();
   if (started.ok()) Supervise();
   const int signal = supervision_.stop_signal();
