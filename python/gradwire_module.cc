@@ -88,7 +88,15 @@ void DefineSyncSwitches(SyncClass& sync) {
            py::arg("on"),
            "After each step's pushes, copies every registered tensor into "
            "its gradient before the pulls move it "
-           "(ParameterSync::SetKeepWeightsInGradients).");
+           "(ParameterSync::SetKeepWeightsInGradients).")
+      .def("_set_keep_residuals", &PySync::SetKeepResiduals, py::arg("on"),
+           "From the next step on, keeps a copy of each residual before "
+           "the step for _restore_residuals "
+           "(ParameterSync::SetKeepResiduals).")
+      .def("_restore_residuals", &PySync::RestoreResiduals,
+           "Puts the residuals back as they were before the last step; "
+           "returns how many chunks had no copy "
+           "(ParameterSync::RestoreResiduals).");
 }
 
 // The methods and properties of gradwire._C.ParameterSync.

@@ -170,6 +170,20 @@ void PySync::SetKeepWeightsInGradients(bool on) {
       [&](ParameterSync& sync) { return sync.SetKeepWeightsInGradients(on); });
 }
 
+void PySync::SetKeepResiduals(bool on) {
+  Released([&](ParameterSync& sync) { return sync.SetKeepResiduals(on); });
+}
+
+int PySync::RestoreResiduals() {
+  int missing = 0;
+  Released([&](ParameterSync& sync) {
+    absl::StatusOr<int> restored = sync.RestoreResiduals();
+    if (restored.ok()) missing = *restored;
+    return restored.status();
+  });
+  return missing;
+}
+
 void PySync::Close() {
   std::unique_ptr<ParameterSync> closing;
   {

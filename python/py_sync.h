@@ -68,6 +68,9 @@ class PySync {
   void LoadState(const std::string& state);
   void SetPullAhead(bool on);
   void SetKeepWeightsInGradients(bool on);
+  void SetKeepResiduals(bool on);
+  // ParameterSync::RestoreResiduals(): the chunks it could not restore.
+  int RestoreResiduals();
   // Waits for the running calls (see above), then drops the sync. Closing
   // twice is harmless.
   void Close();

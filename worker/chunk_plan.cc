@@ -97,7 +97,7 @@ uint64_t ChunkPlan::CompressionStateBytes() const {
     floats += slot.feedback.residual.capacity() +
               slot.feedback.spare.capacity() +
               slot.feedback.velocity.capacity() + slot.velocity.capacity() +
-              slot.momentum_input.capacity();
+              slot.momentum_input.capacity() + slot.kept_residual.capacity();
   }
   return floats * sizeof(float);
 }

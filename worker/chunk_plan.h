@@ -59,6 +59,15 @@ struct ChunkSlot {
   // residual and velocities instead would copy 4 to 12 bytes per element
   // every step, on the device too.
   uint64_t scratch_step = kNotCompressed;
+  // The residual as it was before the compression of step `kept_step`
+  // (kNotCompressed: no copy), for a step the caller discards
+  // (ParameterSync::RestoreResiduals): a copy kept while
+  // PushRequestBuilder::set_keep_residuals is on, or a free one of a
+  // residual that was still empty. On the host, or on the chunk's CUDA
+  // device for chunks compressed there.
+  std::vector<float> kept_residual;
+  torch::Tensor kept_device_residual;
+  uint64_t kept_step = kNotCompressed;
   // Version of the weights this worker holds (kHoldsNothing: none).
   uint64_t version = 0;
   // The shard's history epoch that `version` counts in: the history_epoch of

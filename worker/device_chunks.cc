@@ -38,6 +38,11 @@ void DeviceChunkCompressor::set_residual(uint64_t key,
   residuals_[key] = residual.to(device, torch::kFloat32).contiguous().clone();
 }
 
+void DeviceChunkCompressor::restore_residual(uint64_t key, torch::Tensor kept) {
+  if (residuals_.size() <= key) residuals_.resize(key + 1);
+  residuals_[key] = std::move(kept);
+}
+
 void DeviceChunkCompressor::BeginStep() {
   waited_.assign(waited_.size(), false);
 }

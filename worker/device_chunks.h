@@ -63,6 +63,9 @@ class DeviceChunkCompressor {
   // chunk's size), moved to `device`.
   void set_residual(uint64_t key, const torch::Tensor& residual,
                     const torch::Device& device);
+  // Puts back a residual of chunk `key` that residual() returned (cloned)
+  // before a step; undefined: the chunk's state before its first push.
+  void restore_residual(uint64_t key, torch::Tensor kept);
 
  private:
   DeviceChunkCompressor(std::unique_ptr<DeviceCompressor> compressor,

@@ -197,6 +197,25 @@ class ParameterSync {
   // its Step().
   absl::Status SetKeepWeightsInGradients(bool on);
 
+  // Keeps, from the next step on, a copy of each compressed chunk's
+  // error-feedback residual as it was before the step (4 bytes per
+  // element, on the chunk's device; a pass over it per step), so that
+  // RestoreResiduals can undo the step. Off, the copies are freed as
+  // their chunks are next compressed. FAILED_PRECONDITION between a
+  // step's first GradientReady and its Step().
+  absl::Status SetKeepResiduals(bool on);
+  // Undoes the last Step()'s error feedback: the residuals of the chunks
+  // this worker compressed in it go back to what they were before it, for
+  // a step the caller discards (every worker skips a step whose gradients
+  // were not finite on one of them, as DDP with a GradScaler does), so
+  // that what it pushed is neither kept for later nor counted as sent.
+  // Works without SetKeepResiduals for chunks whose residual was still
+  // empty (a job's first step). Returns how many chunks it could not
+  // restore (compressed without a copy). Velocities (dgc, momentum on the
+  // worker) are not restored. FAILED_PRECONDITION before the first Step()
+  // or between a step's first GradientReady and its Step().
+  absl::StatusOr<int> RestoreResiduals();
+
   // Checkpoints (worker_state.h): SaveState serializes this worker's
   // compression state (error-feedback residuals, DGC and worker-momentum
   // velocities) with the step it belongs to; the model's own weights and

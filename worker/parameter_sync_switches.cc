@@ -1,12 +1,13 @@
 // ParameterSync's switches between steps: pull ahead and keeping the
 // weights of before the pulls in the gradients (parameter_sync.h), which
-// exclude each other.
+// exclude each other; keeping and restoring the residuals.
 #include <memory>
 #include <vector>
 
 #include "worker/chunk_pipeline.h"
 #include "worker/chunk_plan.h"
 #include "worker/parameter_sync.h"
+#include "worker/push_request_builder.h"
 
 namespace gradwire {
 
@@ -41,6 +42,25 @@ void ParameterSync::KeepWeightsInGradients() {
     }
   }
   weights_kept_at_step_ = step_;
+}
+
+absl::Status ParameterSync::SetKeepResiduals(bool on) {
+  if (step_announced_) {
+    return absl::FailedPreconditionError(
+        "keeping the residuals cannot change while a step's gradients are "
+        "being pushed; change it after Step()");
+  }
+  push_builder_->set_keep_residuals(on);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> ParameterSync::RestoreResiduals() {
+  if (step_announced_ || plan_ == nullptr || step_ == 0) {
+    return absl::FailedPreconditionError(
+        "residuals are restored after a Step() and before the next step's "
+        "pushes");
+  }
+  return push_builder_->RestoreResiduals(step_ - 1, plan_.get());
 }
 
 absl::Status ParameterSync::SetPullAhead(bool on) {

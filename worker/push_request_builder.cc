@@ -244,6 +244,9 @@ absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,
                                                const CompressContext& context,
                                                ChunkSlot* slot) {
   const ChunkSpec& spec = slot->spec;
+  if (!slot->uncompressed && error_feedback_) {
+    KeepResidual(context.step, gradient, slot);
+  }
   if (slot->uncompressed) {
     torch::Tensor host = ChunkView(gradient, spec.offset, spec.numel).cpu();
     return uncompressed_->Compress(HostChunk(host, 0, spec.numel), context,
@@ -295,6 +298,54 @@ absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,
     MaskSentVelocity(momentum_, slot->scratch, absl::MakeSpan(slot->velocity));
   }
   return compressed;
+}
+
+void PushRequestBuilder::KeepResidual(uint64_t step,
+                                      const torch::Tensor& gradient,
+                                      ChunkSlot* slot) const {
+  if (!keep_residuals_) {
+    std::vector<float>().swap(slot->kept_residual);
+    slot->kept_device_residual = torch::Tensor();
+  }
+  if (gradient.device().is_cuda() && device_compressor_) {
+    // Undefined until the chunk's first push: zero, as an empty host one.
+    const torch::Tensor residual = device_compressor_->residual(slot->spec.key);
+    if (!keep_residuals_ && residual.defined()) return;
+    slot->kept_device_residual =
+        residual.defined() ? residual.clone() : torch::Tensor();
+  } else {
+    if (!keep_residuals_ && !slot->feedback.residual.empty()) return;
+    // Assigning reuses the copy's buffer from step to step.
+    slot->kept_residual = slot->feedback.residual;
+    slot->kept_device_residual = torch::Tensor();
+  }
+  slot->kept_step = step;
+}
+
+int PushRequestBuilder::RestoreResiduals(uint64_t step, ChunkPlan* plan) {
+  int missing = 0;
+  for (ChunkSlot& slot : plan->slots()) {
+    if (slot.uncompressed || !error_feedback_ || slot.scratch_step != step) {
+      continue;
+    }
+    if (slot.kept_step != step) {
+      ++missing;
+      continue;
+    }
+    const torch::Tensor current =
+        device_compressor_ ? device_compressor_->residual(slot.spec.key)
+                           : torch::Tensor();
+    if (current.defined() || slot.kept_device_residual.defined()) {
+      device_compressor_->restore_residual(slot.spec.key,
+                                           slot.kept_device_residual);
+    } else {
+      // The step's residual becomes the next copy's buffer.
+      slot.feedback.residual.swap(slot.kept_residual);
+    }
+    slot.kept_device_residual = torch::Tensor();
+    slot.kept_step = kNotCompressed;
+  }
+  return missing;
 }
 
 bool PushRequestBuilder::FusesMomentum(const CompressContext& context) const {

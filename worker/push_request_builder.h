@@ -107,6 +107,21 @@ class PushRequestBuilder {
                      int epoch, ChunkPlan* plan,
                      std::vector<v1::PushRequest>* requests);
 
+  // With `on`, each Build copies a chunk's error-feedback residual before
+  // compressing it (ChunkSlot::kept_residual: 4 bytes per element, on the
+  // chunk's device), so that RestoreResiduals can undo the step. Off, the
+  // copies are freed as their chunks are next compressed, and only a
+  // residual that is still empty is "copied" (for nothing). Call between
+  // steps: Builds read it.
+  void set_keep_residuals(bool on) { keep_residuals_ = on; }
+
+  // Puts back the residuals of the chunks of `plan` that this builder
+  // compressed at `step` as they were before it. Returns how many of
+  // those chunks it could not restore: compressed without a copy (keeping
+  // was off and their residual not empty). Chunks pushed uncompressed or
+  // without error feedback have nothing to restore.
+  int RestoreResiduals(uint64_t step, ChunkPlan* plan);
+
  private:
   PushRequestBuilder(CompressorOptions options,
                      std::unique_ptr<const Compressor> compressor,
@@ -131,6 +146,10 @@ class PushRequestBuilder {
   absl::Status CompressVelocity(absl::Span<const float> gradient,
                                 const CompressContext& context,
                                 ChunkSlot* slot);
+  // Copies the chunk's residual into its slot before compression at
+  // `step`, as set_keep_residuals says.
+  void KeepResidual(uint64_t step, const torch::Tensor& gradient,
+                    ChunkSlot* slot) const;
   // The compressor of a host chunk: its rung's under "auto".
   const Compressor& HostCompressor(const ChunkSlot& slot) const;
   // Under "auto": notes the norms of what `slot` compressed (`values`) and
@@ -154,6 +173,8 @@ class PushRequestBuilder {
   std::unique_ptr<AutoCompression> auto_;
   // Set before the first Build; never owned.
   CpuAccount* cpu_account_ = nullptr;
+  // Changed between steps only (set_keep_residuals).
+  bool keep_residuals_ = false;
   ThreadPool pool_;
 };
 

@@ -768,5 +768,45 @@ TEST(ParameterSyncTest, KeptWeightsAreTheWeightsOfBeforeThePulls) {
   }
 }
 
+TEST(ParameterSyncTest, RestoredResidualsAreThoseOfBeforeTheStep) {
+  SyncOptions options = Options(0, "topk", /*deltas=*/false);
+  options.num_workers = 1;
+  auto sync = ParameterSync::Create(
+      options, std::make_unique<FakePsClient>(FakePsClient::MakeShards(2)));
+  ASSERT_TRUE(sync.ok()) << sync.status();
+  ParameterSync::NamedTensors parameters = MakeParameters();
+  ASSERT_TRUE((*sync)->Register(parameters).ok());
+  EXPECT_EQ((*sync)->RestoreResiduals().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  const auto step = [&](uint64_t n) {
+    for (auto& [name, p] : parameters) p.mutable_grad() = Gradient(p, 0, n);
+    return (*sync)->Step();
+  };
+  // A job's first step: the residuals were empty, so no copy is needed.
+  ASSERT_TRUE(step(0).ok());
+  EXPECT_GT((*sync)->ResidualNorm(), 0);
+  auto restored = (*sync)->RestoreResiduals();
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(*restored, 0);
+  EXPECT_EQ((*sync)->ResidualNorm(), 0);
+  // Kept: the residuals after a step and its undoing are those of before.
+  ASSERT_TRUE(step(1).ok());
+  const double before = (*sync)->ResidualNorm();
+  ASSERT_TRUE((*sync)->SetKeepResiduals(true).ok());
+  ASSERT_TRUE(step(2).ok());
+  EXPECT_NE((*sync)->ResidualNorm(), before);
+  restored = (*sync)->RestoreResiduals();
+  ASSERT_TRUE(restored.ok() && *restored == 0);
+  EXPECT_EQ((*sync)->ResidualNorm(), before);
+  // Not kept: every compressed chunk is reported, and nothing changes.
+  ASSERT_TRUE((*sync)->SetKeepResiduals(false).ok());
+  ASSERT_TRUE(step(3).ok());
+  const double after = (*sync)->ResidualNorm();
+  restored = (*sync)->RestoreResiduals();
+  ASSERT_TRUE(restored.ok());
+  EXPECT_GT(*restored, 0);
+  EXPECT_EQ((*sync)->ResidualNorm(), after);
+}
+
 }  // namespace
 }  // namespace gradwire
