@@ -20,6 +20,7 @@ same on every rank.
 import torch
 
 from gradwire._C import Error
+from gradwire._mixed_precision import exchange_in_fp32
 
 # The key of the hook's part of a state dict.
 _STATE_KEY = "gradwire_ddp_hook"
@@ -35,8 +36,16 @@ class DDPHookState:
         feedback, exact pulls, parameters under 16384 elements whole), as
         DistributedOptimizer takes it.
       **sync_options: DistributedOptimizer's other options (shards,
-        worker_id, num_workers, ...); without ``shards`` they come from the
-        environment (gradwire.init(), ``gradwire run``).
+        worker_id, num_workers, restore_residuals, ...); without ``shards``
+        they come from the environment (gradwire.init(), ``gradwire run``).
+
+    Mixed precision: under torch.autocast and with bf16 parameters the
+    buckets are exchanged as DistributedOptimizer exchanges gradients
+    (bf16 ones through float32 copies). With a GradScaler, a step whose
+    gradients overflowed on any rank comes back NaN on every rank, so
+    every scaler skips it; ``restore_residuals=True`` (the hook does not
+    see the scaler) also leaves the residuals as they were before it from
+    the first step on.
 
     Error feedback keeps what compression leaves out in units of the
     gradient (DistributedOptimizer's learning-rate scaling needs the
@@ -105,7 +114,7 @@ class DDPHookState:
         for i, p in enumerate(self._exchange._parameters):
             if gradients[i] is None:
                 gradients[i] = torch.zeros_like(p)
-        self._exchange._exchange_gradients(gradients)
+        exchange_in_fp32(self._exchange, gradients)
 
     def state_dict(self):
         """This worker's compression state (error-feedback residuals) and

@@ -38,6 +38,9 @@ from gradwire._exchanging import ExchangeSteps
 from gradwire._lowrank import low_rank_of
 from gradwire._lr_scaling import LearningRateScaling
 from gradwire._metrics import StepFigures, log_metrics, track, untrack
+from gradwire._mixed_precision import (SkippedStepResiduals, check_overlap,
+                                       check_scaler_order, compression_for,
+                                       exchange_in_fp32, unscale_once)
 from gradwire._named import named_from
 from gradwire._preconditioned import FrozenVariance, velocity_of
 from gradwire._state_dict import split_worker_state, with_worker_state
@@ -101,6 +104,12 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
         then ``step()``.
       backward_passes_per_step: backward() calls per step (gradient
         accumulation).
+      restore_residuals: whether a step that every worker skips (a
+        worker's gradients not finite: GradScaler's overflow) leaves the
+        error-feedback residuals as they were before it. None (default):
+        from the first step a GradScaler steps, or the first skipped one,
+        on; True: from the start; False: never. It keeps a copy of each
+        residual (4 bytes per compressed element).
       **sync_options: every other gradwire.ParameterSync option: shards,
         worker_id, num_workers, mode, deadlines, TLS... Without ``shards``
         they come from the environment (gradwire.init()).
@@ -109,14 +118,21 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
     the parameters are left as they are, and load_state_dict() with this
     worker's checkpoint must come before the first step.
 
+    Parameters need not be float32: bf16 ones are exchanged through
+    float32 copies of their gradients (docs/python.md#mixed-precision).
+
     Raises ValueError naming a bad option or environment variable;
     gradwire.Error when a shard cannot be reached or refuses.
     """
 
+    # GradScaler.step(optimizer) calls step(grad_scaler=...) on every
+    # worker, overflow or not (gradwire/_mixed_precision.py).
+    _step_supports_amp_scaling = True
+
     def __init__(self, optimizer, named_parameters=None, *, compression=None,
                  exchange="auto", broadcast_buffers=None, overlap=None,
                  backward_passes_per_step=1, freeze_step=None,
-                 **sync_options):
+                 restore_residuals=None, **sync_options):
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise ValueError("optimizer: expected a torch.optim.Optimizer, "
                              f"got {type(optimizer).__name__}")
@@ -132,6 +148,8 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
                                  velocity_of(self._compression))
             self._freeze_step = freeze_step
         named = named_from(optimizer, named_parameters)
+        self._compression = compression_for(self._compression, named)
+        overlap = check_overlap(overlap, named)
         self._lowrank = low_rank_of(self._compression, named,
                                     self._exchange_kind)
         if overlap is None:
@@ -157,6 +175,7 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
             model, broadcast_buffers)
         self._constant_buffers = [(n, b, b.clone()) for n, b in constants]
         self._connect(named, sync_options)
+        self._residuals = SkippedStepResiduals(self._sync, restore_residuals)
         self._hooks = None
         if overlap:
             # The extension's hooks push the model's gradients through the
@@ -264,30 +283,41 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
                 p.grad = torch.zeros_like(p)
         self._step_frozen = (self._frozen is not None
                              and self._frozen.is_frozen())
-        self._skipped = self._exchange_gradients(
-            [p.grad for p in self._parameters])
+        self._skipped = exchange_in_fp32(
+            self, [p.grad for p in self._parameters])
         if self._lr_scaling is not None and not self._skipped:
             self._lr_scaling.unscale(self._parameters)
         if self._step_frozen and not self._skipped:
             self._frozen.restore_gradients(self._parameters)
         self._synchronized = True
 
-    def step(self, closure=None):
+    def step(self, closure=None, grad_scaler=None):
         """Synchronizes (unless done already) and steps the wrapped
         optimizer on the aggregated gradients. A closure (as PyTorch
         Lightning always passes) is called first, under grad mode, to
         compute this step's loss and gradients, and its loss returned; the
         exchange then follows as after a plain backward(). Optimizers that
         call their closure several times a step (LBFGS) would exchange once
-        per call and are not supported."""
+        per call and are not supported. ``grad_scaler`` is what
+        ``GradScaler.step(optimizer)`` passes: the workers' mean is
+        unscaled after the exchange, and a step whose gradients overflowed
+        on any worker is skipped on every worker. ValueError where
+        ``scaler.unscale_`` ran before ``synchronize()``."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        if grad_scaler is not None:
+            check_scaler_order(grad_scaler, self, self._synchronized
+                               or self._exchange_updates)
         if self._exchange_updates:
+            if grad_scaler is not None:
+                unscale_once(grad_scaler, self)
             result = self._step_on_updates()
         else:
             self.synchronize()
+            if grad_scaler is not None:
+                unscale_once(grad_scaler, self)
             skipped, self._synchronized, self._skipped = \
                 self._skipped, False, False
             if skipped:
@@ -296,6 +326,8 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
                 result = self._frozen.step()
             else:
                 result = self._optimizer.step()
+        if grad_scaler is not None:
+            self._residuals.scaler_seen()
         return loss if closure is not None else result
 
     def zero_grad(self, set_to_none=False):
