@@ -18,6 +18,13 @@ from gradwire._updates import step_on_updates
 class ExchangeSteps:
     """The exchange methods of DistributedOptimizer (its base)."""
 
+    #: Exchanges made within a step after its first (powersgd's second)
+    #: and their dense-equivalent bytes: the per-step figures
+    #: (gradwire/_metrics.py) count steps and one dense model a step, as
+    #: DDP's all-reduce does.
+    inner_exchanges = 0
+    inner_dense_bytes = 0
+
     def _residual_norm(self):
         # The sync's error feedback, and powersgd's kept here.
         norm = self._sync.residual_norm()
@@ -79,11 +86,38 @@ class ExchangeSteps:
             self._before[self._flag_index]
         if not self._skip.skipped(flag_before):
             if self._lowrank is not None:
-                self._lowrank.expand(gradients, factors, step)
+                self._expand_low_rank(gradients, factors, step)
             return False
         for g in gradients:
             g.fill_(float("nan"))
         return True
+
+    def _expand_low_rank(self, gradients, means, step):
+        """powersgd's side of a step that every worker stepped: its mean
+        gradients into `gradients`, after as many more exchanges of its
+        factors as it asks for (PowerSGD's Q after P)."""
+        push = self._lowrank.expand(gradients, means, step)
+        while push is not None:
+            self._exchange_factors(push)
+            push = self._lowrank.expand(gradients, push, step)
+
+    @torch.no_grad()
+    def _exchange_factors(self, factors):
+        """One more exchange within a step, of the registered `factors`
+        alone (every other tensor pushes nothing, the skip flag "finite"):
+        writes the workers' mean into them."""
+        places = range(self._flag_index + 1, len(self._replicas))
+        for f, i in zip(factors, places):
+            self._replicas[i].grad = f
+        self._skip.stage(True)
+        dense_before = self._sync.stats.dense_equivalent_bytes
+        self._exchange()
+        self.inner_exchanges += 1
+        self.inner_dense_bytes += (self._sync.stats.dense_equivalent_bytes
+                                   - dense_before)
+        for f, i in zip(factors, places):
+            before = f if self._before is None else self._before[i]
+            torch.sub(before, self._replicas[i], out=f)
 
     def _step_on_updates(self):
         self._check_resumable()

@@ -1,5 +1,6 @@
 """Low-rank compression of gradient matrices (Compression("powersgd")), for
-DistributedOptimizer and the DDP hook, in one exchange a step.
+DistributedOptimizer and the DDP hook, in one exchange a step or, as
+PowerSGD does, in two (`exchanges=2`).
 
 A parameter of two or more dimensions is viewed as a matrix M, shape[0]
 rows by the rest (as DDP's powerSGD_hook views it), and goes out as one
@@ -23,6 +24,17 @@ adds it to the next gradient. The first right basis is random, drawn from
 a fixed seed per matrix, the same on every worker; orthonormalizing is
 deterministic on identical hardware, so the workers' bases stay equal.
 
+With two exchanges a step (PowerSGD's own scheme, DDP's powerSGD_hook's
+warm-started power iteration), both factors come from the step's own
+gradient: each worker pushes P = M Q on the shared right basis Q; the
+shards average; every worker orthonormalizes the mean into the left basis
+P and pushes Q = M^T P; the shards average again; the step's gradient is
+P mean(Q)^T, the projection of the workers' mean gradient on P's columns,
+and mean(Q), orthonormalized, the next step's right basis. Error feedback
+keeps M minus that mean projection. It sends what the hook sends, for two
+round trips a step; the one-exchange form lags a step behind its basis,
+which costs accuracy on adaptive optimizers (docs/convergence.md).
+
 A worker keeps, per compressed matrix, its residual (one float32 per
 element, as a sparsifier's), both bases and the registered factors
 ((n + m) r each), which the shards hold too. Tensors that a factor
@@ -35,6 +47,8 @@ import torch
 #: Compression("powersgd")'s default rank: PowerSGD's paper's ResNet and
 #: LSTM runs used 1 to 4 (docs/convergence.md measures the choice).
 DEFAULT_RANK = 4
+#: Compression("powersgd")'s default exchanges a step.
+DEFAULT_EXCHANGES = 1
 #: The prefix of the registered factors' names.
 FACTOR_PREFIX = "powersgd:"
 # A matrix is compressed only where one rank-r factor of each side takes at
@@ -110,6 +124,34 @@ class _Matrix:
             self.residual.addmm_(factor, self.right.t(), alpha=-1.0)
         out.copy_(factor.view(-1))
 
+    def add_gradient(self, gradient):
+        """Two exchanges, before the first: adds `gradient` to the
+        residual, which holds M (gradient plus backlog) until finish()."""
+        if self.residual is None:
+            self.residual = torch.zeros(self.rows, self.columns,
+                                        device=gradient.device)
+        self.residual.add_(self.view(gradient))
+
+    def push_left(self, out):
+        """Two exchanges, the first: P = M Q into `out` (flat)."""
+        out.copy_(self.residual.mm(self.right).view(-1))
+
+    def push_right(self, mean, out):
+        """Two exchanges, the second: the workers' mean P `mean`,
+        orthonormalized, becomes the left basis; Q = M^T P into `out`."""
+        self.left = orthonormalized(mean.view(self.rows, self.rank))
+        out.copy_(self.residual.t().mm(self.left).view(-1))
+
+    def finish(self, mean, gradient):
+        """Two exchanges, after the second: writes P mean(Q)^T into
+        `gradient`, keeps M minus it in the residual, and turns mean(Q)
+        into the next step's right basis."""
+        factor = mean.view(self.columns, self.rank)
+        approximation = self.left.mm(factor.t())
+        self.residual.sub_(approximation)
+        self.right = orthonormalized(factor)
+        gradient.copy_(approximation.view_as(gradient))
+
     def expand(self, mean, left_side, gradient):
         """Writes the mean gradient's approximation, from the workers' mean
         factor `mean` (flat, project()'s side), into `gradient`, and turns
@@ -134,11 +176,14 @@ class LowRank:
       dense_below: parameters with fewer elements go whole.
       dense_steps: the first steps go whole (no factor, no residual).
       error_feedback: keep what a projection leaves out for the next step.
+      exchanges: 1 (the sides in turn, one exchange a step) or 2 (P, then
+        Q, from each step's gradient, as PowerSGD).
     """
 
     def __init__(self, named, rank, dense_below, dense_steps=0,
-                 error_feedback=True):
+                 error_feedback=True, exchanges=DEFAULT_EXCHANGES):
         self.rank = rank
+        self.exchanges = exchanges
         self._dense_steps = dense_steps
         self._error_feedback = error_feedback
         self._matrices = []
@@ -148,6 +193,8 @@ class LowRank:
                 self._matrices.append((name, _Matrix(index, shape, rank, p)))
         # Whether the next compressed step pushes the left factor (M^T P).
         self._left_side = False
+        # Two exchanges: whether the step's first one (P) is done.
+        self._first_done = False
 
     def factors(self):
         """(name, tensor) pairs to register after the other tensors: two
@@ -175,31 +222,62 @@ class LowRank:
         and the gradients left whole. Where this worker's gradients are not
         `finite` the factors are zero and the residuals left alone (every
         worker skips the step)."""
-        out = [buffer for _, m in self._matrices
-               for buffer in m.zero_factors()]
+        out = self._zero_factors()
+        self._first_done = False
         if not self._compresses(step):
             return out
         for j, (_, m) in enumerate(self._matrices):
             gradient = gradients[m.index]
-            if finite:
+            if finite and self.exchanges == 2:
+                m.add_gradient(gradient)
+                m.push_left(out[2 * j])
+            elif finite:
                 m.project(gradient, self._left_side,
                           out[2 * j + int(self._left_side)])
-                if not self._error_feedback:
-                    m.residual.zero_()
+                self._drop_residual(m)
             gradient.zero_()
         return out
 
+    def _zero_factors(self):
+        return [buffer for _, m in self._matrices
+                for buffer in m.zero_factors()]
+
+    def _drop_residual(self, matrix):
+        if not self._error_feedback:
+            matrix.residual.zero_()
+
     @torch.no_grad()
     def expand(self, gradients, means, step):
-        """Writes each compressed matrix's mean gradient, from the workers'
-        mean factors `means` (compress()'s order), into `gradients`, after
-        an exchange that every worker stepped (not skipped)."""
+        """After an exchange that every worker stepped (not skipped), from
+        the workers' mean factors `means` (compress()'s order): writes each
+        compressed matrix's mean gradient into `gradients` and returns
+        None, or, with two exchanges after the first, returns the factors
+        (Q, in the same order) to push in the step's second exchange,
+        whose means come back through expand() again. Where a worker's
+        gradients were not finite the step ends after the first exchange:
+        each worker's residual then keeps that step's gradient (M)."""
         if not self._compresses(step):
-            return
+            return None
+        if self.exchanges == 2:
+            return self._expand_two(gradients, means)
         side = int(self._left_side)
         for j, (_, m) in enumerate(self._matrices):
             m.expand(means[2 * j + side], self._left_side, gradients[m.index])
         self._left_side = not self._left_side
+        return None
+
+    def _expand_two(self, gradients, means):
+        if not self._first_done:
+            out = self._zero_factors()
+            for j, (_, m) in enumerate(self._matrices):
+                m.push_right(means[2 * j], out[2 * j + 1])
+            self._first_done = True
+            return out
+        for j, (_, m) in enumerate(self._matrices):
+            m.finish(means[2 * j + 1], gradients[m.index])
+            self._drop_residual(m)
+        self._first_done = False
+        return None
 
     def residual_norm(self):
         """L2 norm of this worker's residuals."""
@@ -252,4 +330,5 @@ def low_rank_of(compression, named, exchange):
             "optimizer, Adam included, steps on it as under DDP)")
     return LowRank(named, compression.rank, compression.dense_below,
                    compression.options.get("dense_steps", 0),
-                   compression.options.get("error_feedback", True))
+                   compression.options.get("error_feedback", True),
+                   compression.exchanges)

@@ -82,9 +82,12 @@ class StepFigures:
 
     def read(self, optimizer):
         stats = optimizer.stats
-        now = {"steps": stats.steps, "sent": stats.pushed_bytes,
+        # A step's exchanges after its first are part of that step.
+        inner = getattr(optimizer, "inner_exchanges", 0)
+        inner_dense = getattr(optimizer, "inner_dense_bytes", 0)
+        now = {"steps": stats.steps - inner, "sent": stats.pushed_bytes,
                "received": stats.pulled_bytes,
-               "dense": stats.dense_equivalent_bytes,
+               "dense": stats.dense_equivalent_bytes - inner_dense,
                "seconds": optimizer.exchange_seconds}
         last = self._last or dict.fromkeys(now, 0)
         self._last = now

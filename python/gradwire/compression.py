@@ -33,9 +33,9 @@ def _group(name):
 PUSH_KEYS = tuple(k for k in _group("compression") if k != "compressor")
 # Pull keywords: the table's "pulls" group.
 PULL_KEYS = _group("pulls")
-# Decided in Python, per tensor, by DistributedOptimizer: see dense_below
-# and rank.
-WRAPPER_KEYS = ("dense_below", "rank")
+# Decided in Python, per tensor, by DistributedOptimizer: see dense_below,
+# rank and exchanges.
+WRAPPER_KEYS = ("dense_below", "rank", "exchanges")
 KEYS = ("compressor",) + PUSH_KEYS + PULL_KEYS + WRAPPER_KEYS
 # The compressor that DistributedOptimizer runs itself, on whole matrices
 # (gradwire/_lowrank.py); every tensor then crosses the sync uncompressed.
@@ -68,7 +68,10 @@ class Compression:
         ("auto", "exact", "delta" or "dense"), pull_ratio, pull_value_type
         for pulls; dense_below (DistributedOptimizer only): parameters of
         fewer elements than this are pushed uncompressed (default 16384;
-        0: every parameter compressed); rank (powersgd only, default 4).
+        0: every parameter compressed); rank (powersgd only, default 4);
+        exchanges (powersgd only: 1, the factors' sides in turn, one
+        exchange a step, the default; 2, P then Q from each step's
+        gradient, as PowerSGD and DDP's powerSGD_hook).
         Unset ones take ParameterSync's
         defaults, except pull under DistributedOptimizer (see
         pull_for_aggregation).
@@ -89,6 +92,7 @@ class Compression:
         self.options = dict(options)
         self.dense_below  # checked here, before anything connects
         self.rank
+        self.exchanges
 
     @classmethod
     def of(cls, value):
@@ -184,6 +188,21 @@ class Compression:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"rank: expected a whole number >= 1, got "
                              f"{value!r}")
+        return value
+
+    @property
+    def exchanges(self):
+        """powersgd's exchanges a step (1 or 2); None for other
+        compressors."""
+        if not self.is_low_rank:
+            if "exchanges" in self.options:
+                raise ValueError(f"exchanges: an option of powersgd, not of "
+                                 f"{self.compressor}")
+            return None
+        from gradwire._lowrank import DEFAULT_EXCHANGES
+        value = self.options.get("exchanges", DEFAULT_EXCHANGES)
+        if isinstance(value, bool) or value not in (1, 2):
+            raise ValueError(f"exchanges: expected 1 or 2, got {value!r}")
         return value
 
     def pushes_whole(self, parameter):

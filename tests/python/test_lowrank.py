@@ -10,7 +10,7 @@ from gradwire._lowrank import _SEED, LowRank, matrix_shape
 from gradwire.torch import DistributedOptimizer
 
 from test_distributed_optimizer import train_distributed, train_reference
-from test_parameter_sync import make_model
+from test_parameter_sync import batch, make_model
 
 
 def test_which_parameters_are_compressed():
@@ -24,12 +24,18 @@ def test_which_parameters_are_compressed():
 
 
 def one_step(low_rank, gradient, step=0):
-    """One worker's step alone: its factor is the mean. Returns the
-    gradient that comes back and what compress() left in `gradient`."""
+    """One worker's step alone: its factors are the means, through as many
+    exchanges as the low-rank side asks for. Returns the gradient that
+    comes back and what compress() left in `gradient`."""
     sent = gradient.clone()
     factors = low_rank.compress([sent], True, step)
     left_in_place = sent.clone()
-    low_rank.expand([sent], factors, step)
+    exchanges = 1
+    push = low_rank.expand([sent], factors, step)
+    while push is not None:
+        exchanges += 1
+        push = low_rank.expand([sent], push, step)
+    assert exchanges == low_rank.exchanges
     return sent, left_in_place
 
 
@@ -68,6 +74,31 @@ def test_error_feedback_loses_nothing_and_drains_on_the_left_side():
                               atol=1e-3)
 
 
+def test_two_exchanges_send_a_low_rank_gradient_whole_at_once():
+    """PowerSGD's scheme: P = M Q, then Q = M^T P on P's orthonormalized
+    columns, from the same step's gradient, so a gradient of rank r goes
+    out whole in its first step (the one-exchange form needs two), and a
+    full-rank one leaves exactly the rest in the residual."""
+    generator = torch.Generator().manual_seed(3)
+    low_rank_gradient = (torch.randn(50, 2, generator=generator)
+                         @ torch.randn(2, 20, generator=generator))
+    two = LowRank([("w", low_rank_gradient)], rank=2, dense_below=0,
+                  exchanges=2)
+    sent, left = one_step(two, low_rank_gradient)
+    assert torch.count_nonzero(left) == 0
+    assert torch.allclose(sent, low_rank_gradient, atol=1e-4)
+    assert two.residual_norm() < 1e-4 * float(low_rank_gradient.norm())
+    one = LowRank([("w", low_rank_gradient)], rank=2, dense_below=0)
+    one_step(one, low_rank_gradient)
+    assert one.residual_norm() > 1e-2 * float(low_rank_gradient.norm())
+    full = torch.randn(40, 30, generator=generator)
+    two = LowRank([("w", full)], rank=3, dense_below=0, exchanges=2)
+    sent, _ = one_step(two, full)
+    assert torch.linalg.matrix_rank(sent) == 3
+    residual = two.state_dict()["matrices"]["w"]["residual"]
+    assert torch.allclose(sent + residual, full, atol=1e-5)
+
+
 def test_dense_steps_send_the_gradient_whole():
     low_rank = LowRank([("w", torch.zeros(40, 30))], rank=2, dense_below=0,
                        dense_steps=2)
@@ -99,6 +130,10 @@ def test_options_are_checked():
         gradwire.Compression("powersgd", rank=0)
     with pytest.raises(ValueError, match="^rank: an option of powersgd"):
         gradwire.Compression("topk", rank=2)
+    with pytest.raises(ValueError, match="^exchanges: expected 1 or 2"):
+        gradwire.Compression("powersgd", exchanges=3)
+    with pytest.raises(ValueError, match="^exchanges: an option of"):
+        gradwire.Compression("topk", exchanges=2)
     with pytest.raises(ValueError, match="ParameterSync"):
         gradwire.Compression("powersgd").sync_options()
     model = make_model(seed=1)
@@ -169,3 +204,83 @@ def test_matches_one_process_on_the_mean_of_the_projections(start_shards):
         assert torch.equal(a, b)
     for a, b in zip(models[0].parameters(), reference.parameters()):
         assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+
+
+def two_exchange_reference(rank, num_workers):
+    """train_reference's compress() for two exchanges: once every worker's
+    M (gradient plus residual) of a matrix is in, P is the mean of M Q,
+    orthonormalized, and the step's gradient P P^T mean(M); each worker
+    keeps M minus it, and P^T mean(M), orthonormalized, is the next Q. The
+    last worker returns num_workers times the gradient and the others
+    zero, so that their mean is the gradient."""
+    matrices = {}
+
+    def compress(gradient, worker, index, scale):
+        shape = matrix_shape(gradient, rank, 0)
+        if shape is None:
+            return gradient
+        rows, columns = shape
+        start = torch.randn(columns, rank,
+                            generator=torch.Generator().manual_seed(
+                                _SEED + index))
+        m = matrices.setdefault(index, dict(right=orthonormalized(start),
+                                            residuals={}, totals=[]))
+        residual = m["residuals"].setdefault(worker,
+                                             torch.zeros(rows, columns))
+        m["totals"].append(residual + (gradient * scale).reshape(rows,
+                                                                 columns))
+        if len(m["totals"]) < num_workers:
+            return torch.zeros_like(gradient)
+        left = orthonormalized(torch.stack(
+            [t @ m["right"] for t in m["totals"]]).mean(0))
+        factor = torch.stack([t.t() @ left for t in m["totals"]]).mean(0)
+        mean = left @ factor.t()
+        for w, total in enumerate(m["totals"]):
+            m["residuals"][w].copy_(total - mean)
+        m["right"], m["totals"] = orthonormalized(factor), []
+        return mean.reshape(gradient.shape) * num_workers / scale
+
+    return compress
+
+
+def test_two_exchanges_match_one_process(start_shards):
+    """exchanges=2 through two real shards: the wrapped optimizer steps
+    on PowerSGD's mean projection, as one process computes it, with the
+    workers identical; each step is two exchanges."""
+    shards = start_shards(2, 2)
+    compression = {"compressor": "powersgd", "rank": 2, "dense_below": 0,
+                   "exchanges": 2}
+    models, _, initial = train_distributed(shards, 2, None,
+                                           compression=compression)
+    reference = train_reference(initial[0], 2, None,
+                                two_exchange_reference(2, 2))
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        assert torch.equal(a, b)
+    for a, b in zip(models[0].parameters(), reference.parameters()):
+        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+
+
+def test_two_exchanges_count_as_one_step_in_the_figures(start_shards):
+    """The per-step figures count training steps and one dense model a
+    step (as DDP's all-reduce), not the two exchanges; the shards count
+    both."""
+    shards = start_shards(1, 1)
+    model = make_model(seed=1)
+    optimizer = DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1), model,
+        compression={"compressor": "powersgd", "rank": 2,
+                     "dense_below": 0, "exchanges": 2},
+        shards=[shards[0].address], worker_id=0, num_workers=1)
+    optimizer.metrics()
+    for step in range(3):
+        points, labels = batch(step, 0)
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(points), labels).backward()
+        optimizer.step()
+    figures = optimizer.metrics()
+    dense = 4 * sum(p.numel() for p in model.parameters())
+    assert figures["gradwire/steps"] == 3
+    assert optimizer.next_step == 6
+    # The factor buffers count too: a few percent over the model.
+    assert dense <= figures["gradwire/dense_equivalent_bytes"] < 1.5 * dense
+    optimizer.close()
