@@ -97,6 +97,8 @@ class _Matrix:
         self.right = orthonormalized(start).to(like.device)
         self.left = None
         self.residual = None
+        # The residual before this step's compress(), where kept.
+        self.kept = None
 
     def view(self, gradient):
         return gradient.reshape(self.rows, self.columns)
@@ -123,6 +125,24 @@ class _Matrix:
             factor = self.residual.mm(self.right)
             self.residual.addmm_(factor, self.right.t(), alpha=-1.0)
         out.copy_(factor.view(-1))
+
+    def keep(self):
+        """Copies the residual before it changes (None while there is
+        none), so that restore() can put it back."""
+        if self.residual is None:
+            self.kept = None
+            return
+        if self.kept is None:
+            self.kept = torch.empty_like(self.residual)
+        self.kept.copy_(self.residual)
+
+    def restore(self):
+        """Puts back keep()'s copy: the residual as it was before the
+        step."""
+        if self.kept is None:
+            self.residual = None
+        else:
+            self.residual.copy_(self.kept)
 
     def add_gradient(self, gradient):
         """Two exchanges, before the first: adds `gradient` to the
@@ -195,6 +215,8 @@ class LowRank:
         self._left_side = False
         # Two exchanges: whether the step's first one (P) is done.
         self._first_done = False
+        # Whether compress() copies the residuals first (restore()).
+        self.keep_residuals = False
 
     def factors(self):
         """(name, tensor) pairs to register after the other tensors: two
@@ -228,6 +250,8 @@ class LowRank:
             return out
         for j, (_, m) in enumerate(self._matrices):
             gradient = gradients[m.index]
+            if self.keep_residuals:
+                m.keep()
             if finite and self.exchanges == 2:
                 m.add_gradient(gradient)
                 m.push_left(out[2 * j])
@@ -278,6 +302,17 @@ class LowRank:
             self._drop_residual(m)
         self._first_done = False
         return None
+
+    def restore_residuals(self):
+        """After a step that every worker skipped: puts each residual back
+        as it was before the step, where keep_residuals copied it. Returns
+        how many matrices had no copy (their residuals keep that step's
+        gradient, or what its projection left)."""
+        if not self.keep_residuals:
+            return len(self._matrices)
+        for _, m in self._matrices:
+            m.restore()
+        return 0
 
     def residual_norm(self):
         """L2 norm of this worker's residuals."""

@@ -120,11 +120,14 @@ class SkippedStepResiduals:
     first skipped step on.
     """
 
-    def __init__(self, sync, mode=None):
+    def __init__(self, sync, mode=None, low_rank=None):
         if mode not in (None, True, False):
             raise ValueError(f"restore_residuals: expected True, False or "
                              f"None, got {mode!r}")
         self._sync = sync
+        # powersgd's residuals (gradwire/_lowrank.py), kept beside the
+        # sync's.
+        self._low_rank = low_rank
         self._mode = mode
         self.keeping = False
         if mode:
@@ -132,6 +135,8 @@ class SkippedStepResiduals:
 
     def _keep(self):
         self._sync._set_keep_residuals(True)
+        if self._low_rank is not None:
+            self._low_rank.keep_residuals = True
         self.keeping = True
 
     def scaler_seen(self):
@@ -146,6 +151,8 @@ class SkippedStepResiduals:
         if self._mode is False:
             return
         missing = self._sync._restore_residuals()
+        if self._low_rank is not None:
+            missing += self._low_rank.restore_residuals()
         if missing and self._mode is None and not self.keeping:
             self._keep()
         if missing:

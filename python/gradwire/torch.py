@@ -175,7 +175,8 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
             model, broadcast_buffers)
         self._constant_buffers = [(n, b, b.clone()) for n, b in constants]
         self._connect(named, sync_options)
-        self._residuals = SkippedStepResiduals(self._sync, restore_residuals)
+        self._residuals = SkippedStepResiduals(self._sync, restore_residuals,
+                                               self._lowrank)
         self._hooks = None
         if overlap:
             # The extension's hooks push the model's gradients through the

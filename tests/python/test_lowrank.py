@@ -10,6 +10,7 @@ from gradwire._lowrank import _SEED, LowRank, matrix_shape
 from gradwire.torch import DistributedOptimizer
 
 from test_distributed_optimizer import train_distributed, train_reference
+from test_nonfinite import BAD_STEP, STEPS, plain_step, run
 from test_parameter_sync import batch, make_model
 
 
@@ -284,3 +285,32 @@ def test_two_exchanges_count_as_one_step_in_the_figures(start_shards):
     # The factor buffers count too: a few percent over the model.
     assert dense <= figures["gradwire/dense_equivalent_bytes"] < 1.5 * dense
     optimizer.close()
+
+
+@pytest.mark.parametrize("exchanges", [1, 2])
+def test_a_skipped_step_puts_the_residuals_back(start_shards, exchanges):
+    """An infinity in worker 0's gradient: every worker skips the step, and
+    with restore_residuals=True each worker's low-rank residual is what
+    it was before that step, not the finite worker's gradient held
+    back; the workers stay identical."""
+    shards = start_shards(1, 2)
+    norms = [[], []]
+
+    def loop(optimizer, net, step, rank):
+        plain_step(optimizer, net, step, rank)
+        norms[rank].append(optimizer._lowrank.residual_norm())
+
+    weights, optimizers = run(
+        shards, lambda net: torch.optim.SGD(net.parameters(), lr=0.1), loop,
+        restore_residuals=True,
+        compression={"compressor": "powersgd", "rank": 2, "dense_below": 0,
+                     "exchanges": exchanges})
+    for rank in (0, 1):
+        assert norms[rank][BAD_STEP] == norms[rank][BAD_STEP - 1] > 0
+        assert norms[rank][BAD_STEP + 1] != norms[rank][BAD_STEP]
+        assert optimizers[rank].metrics()["gradwire/skipped_steps"] == 1
+    for step in range(STEPS):
+        for a, b in zip(weights[0][step], weights[1][step]):
+            assert torch.equal(a, b), step
+    for optimizer in optimizers:
+        optimizer.close()
