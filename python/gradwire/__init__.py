@@ -1,8 +1,11 @@
 """gradwire: compressed gradients over gRPC parameter-server shards.
 
-A script started by ``gradwire run -n WORKERS -- python SCRIPT`` learns
-its place in the job from the environment (``gradwire.init()``; the
-variables are in gradwire._env's doc), so it needs no new flags. Two ways
+A script started by ``gradwire run -n N -- python SCRIPT`` (N processes)
+learns its place in the job from the environment (``gradwire.init()``;
+the variables are in gradwire._env's doc), so it needs no new flags. A
+process is a rank of the job's world size (``rank()``, ``size()``); a
+node is a host, whose processes push together (``node_rank``,
+``num_nodes``). Two ways
 to train a PyTorch model through gradwire:
 
 * ``gradwire.torch.DistributedOptimizer``: wrap your own optimizer; the
@@ -28,13 +31,16 @@ to train a PyTorch model through gradwire:
 
 The engine is C++ (``gradwire._C``); this package adds the gradient hooks
 that overlap pushes with the backward pass. ``gradwire.settings()`` lists
-every setting (name, type, default, range, help).
+every setting (name, type, default, range, help); ``gradwire.tuning``
+holds the knobs a script rarely needs, ``gradwire.datasets`` the
+Fashion-MNIST reader.
 """
 
-from gradwire import _C
-from gradwire._C import Error, SyncStats, settings, tune_heap
-from gradwire.datasets import FASHION_MNIST_DIR, load_fashion_mnist
-from gradwire._sync import ParameterSync
+import importlib
+
+from gradwire import _C, _renamed, datasets, tuning
+from gradwire._C import Error, SyncStats, settings
+from gradwire._public_sync import ParameterSync
 from gradwire._env import (Environment, init, local_rank, local_size, rank,
                            shard_addresses, size)
 from gradwire.compression import Compression
@@ -42,7 +48,6 @@ from gradwire.compression import Compression
 __version__ = _C.__version__
 
 __all__ = [
-    "FASHION_MNIST_DIR",
     "Compression",
     "Environment",
     "Error",
@@ -55,8 +60,18 @@ __all__ = [
     "settings",
     "shard_addresses",
     "size",
-    "load_fashion_mnist",
-    "tune_heap",
+    "datasets",
+    "tuning",
     "__version__",
 ]
-from gradwire import torch  # noqa: E402  gradwire.torch.DistributedOptimizer
+
+
+def __getattr__(name):
+    # The names that moved (gradwire.tune_heap, ...) warn once and still
+    # work for one release (_renamed.py).
+    return _renamed.moved_attribute(name)
+
+
+# Last, since it needs the names above: binds gradwire.torch
+# (DistributedOptimizer) without a name pyflakes would call unused.
+importlib.import_module("gradwire.torch")

@@ -21,6 +21,7 @@ import torch
 
 from gradwire._C import Error
 from gradwire._mixed_precision import exchange_in_fp32
+from gradwire._renamed import renamed_keywords
 
 # The key of the hook's part of a state dict.
 _STATE_KEY = "gradwire_ddp_hook"
@@ -36,8 +37,9 @@ class DDPHookState:
         feedback, exact pulls, parameters under 16384 elements whole), as
         DistributedOptimizer takes it.
       **sync_options: DistributedOptimizer's other options (shards,
-        worker_id, num_workers, restore_residuals, ...); without ``shards``
+        node_rank, num_nodes, restore_residuals, ...); without ``shards``
         they come from the environment (gradwire.init(), ``gradwire run``).
+        worker_id and num_workers, their old names, warn.
 
     Mixed precision: under torch.autocast and with bf16 parameters the
     buckets are exchanged as DistributedOptimizer exchanges gradients
@@ -60,7 +62,10 @@ class DDPHookState:
                     f"{key}: not an option of the DDP hook (it exchanges "
                     "DDP's buckets of gradients; DDP broadcasts the buffers)")
         self._compression = compression
-        self._sync_options = sync_options
+        # Renamed here, where the script passed them: the optimizer is
+        # made at the first step.
+        self._sync_options = renamed_keywords(sync_options, "DDPHookState",
+                                              2)
         self._exchange = None
         self._index = {}
         self._pending = []

@@ -1,7 +1,7 @@
-"""The environment contract: who this worker is and where the shards are.
+"""The environment contract: who this process is and where the shards are.
 
 ``gradwire run`` (and any launcher that follows the same contract) starts
-each worker with these variables, so that a training script needs no
+each process with these variables, so that a training script needs no
 command-line flags of gradwire's own:
 
   GRADWIRE_SHARDS           shard addresses "host:port,host:port", in
@@ -24,8 +24,10 @@ command-line flags of gradwire's own:
                             1 (or true/yes): send the token without TLS,
                             which is refused otherwise (0/false/unset)
 
-gradwire's worker id is the host's index, RANK // LOCAL_WORLD_SIZE, and
-its worker count WORLD_SIZE // LOCAL_WORLD_SIZE.
+A process is a rank of the world size; a node is a host, whose processes
+push together: node_rank is RANK // LOCAL_WORLD_SIZE and num_nodes
+WORLD_SIZE // LOCAL_WORLD_SIZE (the extension's worker_id and
+num_workers).
 
 The GRADWIRE_* variables are those of the settings that the table of
 settings marks "env" (docs/reference/settings.md, gradwire.settings()).
@@ -34,7 +36,7 @@ settings marks "env" (docs/reference/settings.md, gradwire.settings()).
 import dataclasses
 import os
 
-from gradwire import _C
+from gradwire import _C, _renamed
 
 
 def _setting_variables():
@@ -47,7 +49,9 @@ def _setting_variables():
 
 @dataclasses.dataclass(frozen=True)
 class Environment:
-    """What init() read from the environment."""
+    """What init() read from the environment: ``rank`` and ``size`` (the
+    world size) of this process, ``local_rank`` and ``local_size`` on its
+    node, ``node_rank`` and ``num_nodes``."""
     shards: tuple
     rank: int
     size: int
@@ -57,19 +61,34 @@ class Environment:
     transport: dict
 
     @property
-    def worker_id(self):
-        """gradwire's worker (host) id: RANK // LOCAL_WORLD_SIZE."""
+    def node_rank(self):
+        """This node's (host's) index: RANK // LOCAL_WORLD_SIZE."""
         return self.rank // self.local_size
 
     @property
-    def num_workers(self):
-        """gradwire's worker (host) count: WORLD_SIZE // LOCAL_WORLD_SIZE."""
+    def num_nodes(self):
+        """The number of nodes (hosts): WORLD_SIZE // LOCAL_WORLD_SIZE."""
         return self.size // self.local_size
+
+    @property
+    def worker_id(self):
+        """The old name of node_rank; warns once."""
+        _renamed.warn_once("Environment.worker_id", "Environment.worker_id "
+                           "is deprecated: use Environment.node_rank", 2)
+        return self.node_rank
+
+    @property
+    def num_workers(self):
+        """The old name of num_nodes; warns once."""
+        _renamed.warn_once("Environment.num_workers", "Environment."
+                           "num_workers is deprecated: use "
+                           "Environment.num_nodes", 2)
+        return self.num_nodes
 
     def sync_options(self):
         """The ParameterSync keywords this environment sets."""
-        options = dict(shards=list(self.shards), worker_id=self.worker_id,
-                       num_workers=self.num_workers,
+        options = dict(shards=list(self.shards), node_rank=self.node_rank,
+                       num_nodes=self.num_nodes,
                        local_rank=self.local_rank,
                        local_size=self.local_size,
                        local_store=self.local_store)
@@ -158,10 +177,10 @@ def read_environment(environ=None):
 
 
 def init():
-    """Reads this worker's place in the job from the environment (see the
+    """Reads this process's place in the job from the environment (see the
     module's doc) and keeps it for rank(), size(), ..., ParameterSync and
-    DistributedOptimizer, which then need no shards, worker_id or
-    num_workers. Returns the Environment. Raises ValueError naming a
+    DistributedOptimizer, which then need no shards, node_rank or
+    num_nodes. Returns the Environment. Raises ValueError naming a
     missing or wrong variable."""
     global _environment
     _environment = read_environment()
@@ -179,7 +198,7 @@ def rank():
 
 
 def size():
-    """The number of processes in the job (WORLD_SIZE)."""
+    """The world size: the number of processes in the job (WORLD_SIZE)."""
     return environment().size
 
 

@@ -2,9 +2,14 @@
 gradient hooks (gradwire._C.GradientHooks), which push each parameter's
 gradient as soon as backward() has finished it, and forward pre-hooks that
 let each layer wait for its own pulled weights through the extension's
-gradwire._C.LayerGate (pull ahead)."""
+gradwire._C.LayerGate (pull ahead).
 
-from gradwire import _C, _env, _metrics
+This class takes the keywords as the package passes them
+(DistributedOptimizer's shards side spreads its compression's keywords);
+gradwire.ParameterSync (_public_sync.py) is the one a script makes, which
+warns about the old forms first."""
+
+from gradwire import _C, _env, _metrics, _renamed, _state_dict
 from gradwire.compression import KEYS as _COMPRESSION_KEYS
 from gradwire.compression import Compression
 
@@ -37,9 +42,10 @@ def _remove(handles):
 
 
 def _resolve_options(options):
-    """ParameterSync's keywords: ``compression`` (a gradwire.Compression or
-    dict) spread into them, and the shards and ranks from the environment
-    (gradwire.init()) when ``shards`` is not given."""
+    """The extension's keywords: ``compression`` (a gradwire.Compression or
+    dict) spread into them, the shards and ranks from the environment
+    (gradwire.init()) when ``shards`` is not given, and node_rank and
+    num_nodes under the extension's names (worker_id, num_workers)."""
     options = dict(options)
     compression = options.pop("compression", None)
     if compression is not None:
@@ -48,22 +54,33 @@ def _resolve_options(options):
                 raise ValueError(f"{key}: given both as a keyword and in "
                                  "compression; set it in compression")
         options.update(Compression.of(compression).sync_options())
-    return _env.with_environment(options)
+    return _renamed.extension_keywords(_env.with_environment(options))
 
 
 class ParameterSync(_C.ParameterSync):
     __doc__ = _C.ParameterSync.__doc__ + """
-``compression`` (a gradwire.Compression or a dict of its keywords) may set
-the compression keywords in one object. Without ``shards``, the shards,
-worker_id, num_workers, local ranks and TLS files come from the
-environment (gradwire.init(), gradwire run).
+``compression`` (a gradwire.Compression or a dict of its keywords) sets
+the compression keywords in one object. ``node_rank`` and ``num_nodes``
+are the Python names of worker_id and num_workers: this host's index and
+the number of hosts. Without ``shards``, the shards, node_rank,
+num_nodes, local ranks and TLS files come from the environment
+(gradwire.init(), gradwire run).
 """
 
     def __init__(self, **options):
         resolved = _resolve_options(options)
         # Before connecting: a sync records into the endpoint it finds.
         _metrics.serve_from_environment()
-        super().__init__(**resolved)
+        try:
+            super().__init__(**resolved)
+        except ValueError as error:
+            message = _renamed.python_message(str(error))
+            if message == str(error):
+                raise
+            raise ValueError(message) from None
+        # For state_dict(): the extension does not hand them back.
+        self._node_rank = resolved.get("worker_id", 0)
+        self._num_nodes = resolved.get("num_workers", 1)
         self._tensors = []
         self._hooks = None
         self._gate_handles = []
@@ -168,21 +185,25 @@ environment (gradwire.init(), gradwire run).
         return self
 
     def state_dict(self):
-        """This worker's compression state (error-feedback residuals,
-        velocities) and the step it belongs to, to save with the model's
-        checkpoint; each worker saves its own. The shards' optimizer
-        state is theirs (gradwire-server --checkpoint-dir)."""
-        return {"next_step": self.next_step,
-                "worker_state": self._save_state()}
+        """``{"gradwire": {...}}``: this node's compression state
+        (error-feedback residuals, velocities), its place and the step it
+        belongs to, in DistributedOptimizer's layout (_state_dict.py), to
+        save with the model's checkpoint; each process saves its own. The
+        shards' optimizer state is theirs (gradwire-server
+        --checkpoint-dir)."""
+        return {_state_dict.KEY: _state_dict.gradwire_part(
+            self._node_rank, self._num_nodes, self.next_step,
+            self._save_state())}
 
     def load_state_dict(self, state_dict):
-        """Restores state_dict() after a restart, right after register().
-        ValueError for another job's or worker's state, gradwire.Error
-        when the shards are at another step; nothing changes then."""
-        if "worker_state" not in state_dict:
-            raise ValueError("state_dict: no 'worker_state' entry; pass what "
-                             "ParameterSync.state_dict() returned")
-        self._load_state(state_dict["worker_state"])
+        """Restores state_dict() (or the layout of the release before,
+        ``{"next_step", "worker_state"}``) after a restart, right after
+        register(). ValueError for another job's or node's state,
+        gradwire.Error when the shards are at another step; nothing
+        changes then."""
+        ours, _ = _state_dict.split_worker_state(state_dict,
+                                                 old_sync_layout=True)
+        self._load_state(ours["worker_state"])
 
     def _remove_overlap(self):
         if self._hooks is not None:

@@ -1,9 +1,9 @@
-"""Checkpoints of a gradwire job, one file per worker: the model, the
-DistributedOptimizer's state (with the worker's compression state) and the
-caller's extras. With the shards' own checkpoint directory
-(gradwire-server --checkpoint-dir, write-ahead log on) they are what a
-restart needs. Re-exported as gradwire.torch.save_checkpoint and
-load_checkpoint."""
+"""Checkpoints of a gradwire job, one file per process: the model, the
+state dict of the DistributedOptimizer or ParameterSync (gradwire's part
+in one layout, _state_dict.py) and the caller's extras. With the shards'
+own checkpoint directory (gradwire-server --checkpoint-dir, write-ahead
+log on) they are what a restart needs. Re-exported as
+gradwire.torch.save_checkpoint and load_checkpoint."""
 
 import torch
 
@@ -17,11 +17,12 @@ def _rank_path(path):
 
 
 def save_checkpoint(path, model, optimizer, **extra):
-    """Saves this worker's checkpoint: the model's state dict, the
-    DistributedOptimizer's (with this worker's compression state) and
-    ``extra`` (epoch, scheduler state...), to ``path`` + ".rank<RANK>" when
-    the job has several processes. Every worker calls it after the same
-    step; with the shards' own checkpoint directory (gradwire-server
+    """Saves this process's checkpoint: the model's state dict,
+    ``optimizer``'s (a DistributedOptimizer or a ParameterSync: with this
+    node's compression state under "gradwire") and ``extra`` (epoch,
+    scheduler state...), to ``path`` + ".rank<RANK>" when the job has
+    several processes. Every process calls it after the same step; with
+    the shards' own checkpoint directory (gradwire-server
     --checkpoint-dir, write-ahead log on) it is what a restart needs."""
     torch.save({"model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),
@@ -29,9 +30,11 @@ def save_checkpoint(path, model, optimizer, **extra):
 
 
 def load_checkpoint(path, model, optimizer):
-    """Loads what save_checkpoint wrote for this worker into ``model`` and
-    ``optimizer`` (right after the DistributedOptimizer was made) and
-    returns ``extra``. Errors as DistributedOptimizer.load_state_dict."""
+    """Loads what save_checkpoint wrote for this process into ``model``
+    and ``optimizer`` (a DistributedOptimizer right after it was made, a
+    ParameterSync right after register()) and returns ``extra``. A
+    checkpoint of the release before loads too. Errors as
+    ``optimizer.load_state_dict``."""
     saved = torch.load(_rank_path(path))
     optimizer.load_state_dict(saved["optimizer"])
     model.load_state_dict(saved["model"])

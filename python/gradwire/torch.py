@@ -43,6 +43,7 @@ from gradwire._mixed_precision import (SkippedStepResiduals, check_overlap,
                                        exchange_in_fp32, unscale_once)
 from gradwire._named import named_from
 from gradwire._preconditioned import FrozenVariance, velocity_of
+from gradwire._renamed import extension_keywords, renamed_keywords
 from gradwire._state_dict import split_worker_state, with_worker_state
 from gradwire._stats_file import write_at_exit
 from gradwire.checkpoint import load_checkpoint, save_checkpoint
@@ -111,8 +112,9 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
         on; True: from the start; False: never. It keeps a copy of each
         residual (4 bytes per compressed element).
       **sync_options: every other gradwire.ParameterSync option: shards,
-        worker_id, num_workers, mode, deadlines, TLS... Without ``shards``
-        they come from the environment (gradwire.init()).
+        node_rank, num_nodes, mode, deadlines, TLS... Without ``shards``
+        they come from the environment (gradwire.init()). worker_id and
+        num_workers, the old names of node_rank and num_nodes, warn.
 
     When the shards resume a job (they recorded steps of this worker),
     the parameters are left as they are, and load_state_dict() with this
@@ -136,6 +138,8 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise ValueError("optimizer: expected a torch.optim.Optimizer, "
                              f"got {type(optimizer).__name__}")
+        sync_options = renamed_keywords(sync_options,
+                                        "DistributedOptimizer", 2)
         check_sync_options(sync_options)
         self._compression = Compression.of(compression)
         self._exchange_kind = resolve_exchange(exchange, optimizer,
@@ -205,7 +209,8 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
         factors = self._lowrank.factors() if self._lowrank else []
         joined = connect(named, self._model_buffers, self._compression,
                          self._exchange_updates, self._freeze_step,
-                         sync_options, factors)
+                         extension_keywords(with_environment(sync_options)),
+                         factors)
         self._sync, self._replicas, self._before = joined[:3]
         self._worker_id, self._num_workers, self._skip = joined[3:]
         # The skip flag sits after the parameters and buffers, the factors
@@ -338,8 +343,9 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
 
     def state_dict(self):
         """The wrapped optimizer's state dict, plus under "gradwire" this
-        worker's compression state (error-feedback residuals, velocities)
-        and the step it belongs to. Each worker saves its own."""
+        node's compression state (error-feedback residuals, velocities),
+        its place and the step it belongs to, in ParameterSync's layout
+        (gradwire/_state_dict.py). Each process saves its own."""
         return with_worker_state(
             self._optimizer.state_dict(), self._worker_id, self._num_workers,
             self.next_step, self._sync._save_state(),
@@ -348,7 +354,8 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
     def load_state_dict(self, state_dict):
         """Restores what state_dict() returned, on the same worker of the
         same job, with the shards at the same step (restored from their
-        checkpoint directory). Raises ValueError for a state dict without
+        checkpoint directory); the layout of the release before loads
+        too. Raises ValueError for a state dict without
         gradwire's part or of another job or worker, gradwire.Error when
         the shards are at another step; nothing changes then."""
         ours, rest = split_worker_state(state_dict)

@@ -19,8 +19,8 @@ from conftest import scrape
 
 def main():
     alone = len(sys.argv) > 1
-    placement = dict(shards=sys.argv[1].split(","), worker_id=0,
-                     num_workers=1) if alone else {}
+    placement = dict(shards=sys.argv[1].split(","), node_rank=0,
+                     num_nodes=1) if alone else {}
     torch.manual_seed(0)
     net = torch.nn.Linear(64, 64)
     optimizer = gradwire.torch.DistributedOptimizer(

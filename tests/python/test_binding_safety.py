@@ -19,7 +19,7 @@ PRELUDE = textwrap.dedent("""
 
     def make_sync(address):
         sync = gradwire.ParameterSync(
-            shards=[address], worker_id=0, num_workers=1, compressor="topk",
+            shards=[address], node_rank=0, num_nodes=1, compressor="topk",
             ratio=0.05, optimizer="sgd", lr=0.1, partition_bytes=1 << 16)
         torch.manual_seed(0)
         # Big enough that reading or writing a whole parameter past a
@@ -140,7 +140,7 @@ def test_a_pull_ahead_landing_after_p_data_was_replaced_writes_no_freed_memory(
     code, out = run_child("""
         import gc
         sync = gradwire.ParameterSync(
-            shards=[sys.argv[1]], worker_id=0, num_workers=1,
+            shards=[sys.argv[1]], node_rank=0, num_nodes=1,
             compressor="topk", ratio=0.05, optimizer="sgd", lr=0.1,
             partition_bytes=1 << 16)
         torch.manual_seed(0)

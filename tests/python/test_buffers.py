@@ -31,8 +31,8 @@ def train(shards, broadcast_buffers):
         optimizer = gradwire.torch.DistributedOptimizer(
             torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9), model,
             broadcast_buffers=broadcast_buffers,
-            shards=[s.address for s in shards], worker_id=rank,
-            num_workers=2)
+            shards=[s.address for s in shards], node_rank=rank,
+            num_nodes=2)
         generator = torch.Generator().manual_seed(rank)
         for step in range(STEPS):
             x = torch.randn(4, 3, 32, 32, generator=generator) * (rank + 1)

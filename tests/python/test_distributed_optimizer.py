@@ -32,8 +32,8 @@ def train_distributed(shards, num_workers, clip, **options):
         model = models[worker]
         opt = DistributedOptimizer(
             make_optimizer(model), named_parameters=model.named_parameters(),
-            shards=[s.address for s in shards], worker_id=worker,
-            num_workers=num_workers, **options)
+            shards=[s.address for s in shards], node_rank=worker,
+            num_nodes=num_workers, **options)
         initial[worker] = copy.deepcopy(model)
         scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=3,
                                                     gamma=0.5)

@@ -15,11 +15,11 @@ def test_reads_torchrun_names_and_the_shards():
     env = _env.read_environment(BASE)
     assert env.shards == ("127.0.0.1:7000", "10.0.0.2:7001")
     assert (env.rank, env.size, env.local_rank, env.local_size) == (3, 4, 1, 2)
-    # gradwire's workers are hosts: rank 3 of 2 per host is host 1 of 2.
-    assert (env.worker_id, env.num_workers) == (1, 2)
+    # gradwire's nodes are hosts: rank 3 of 2 per host is host 1 of 2.
+    assert (env.node_rank, env.num_nodes) == (1, 2)
     options = env.sync_options()
     assert options["shards"] == ["127.0.0.1:7000", "10.0.0.2:7001"]
-    assert options["worker_id"] == 1 and options["local_rank"] == 1
+    assert options["node_rank"] == 1 and options["local_rank"] == 1
 
 
 def test_defaults_to_one_process():
@@ -88,8 +88,8 @@ def test_explicit_options_win_over_the_environment(monkeypatch):
     monkeypatch.setenv("GRADWIRE_SHARDS", "h:1")
     gradwire.init()
     assert _env.with_environment({"shards": ["x:2"]}) == {"shards": ["x:2"]}
-    completed = _env.with_environment({"worker_id": 0})
-    assert completed["shards"] == ["h:1"] and completed["worker_id"] == 0
+    completed = _env.with_environment({"node_rank": 0})
+    assert completed["shards"] == ["h:1"] and completed["node_rank"] == 0
 
 
 def test_compression_is_one_object():

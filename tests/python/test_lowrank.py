@@ -271,7 +271,7 @@ def test_two_exchanges_count_as_one_step_in_the_figures(start_shards):
         torch.optim.SGD(model.parameters(), lr=0.1), model,
         compression={"compressor": "powersgd", "rank": 2,
                      "dense_below": 0, "exchanges": 2},
-        shards=[shards[0].address], worker_id=0, num_workers=1)
+        shards=[shards[0].address], node_rank=0, num_nodes=1)
     optimizer.metrics()
     for step in range(3):
         points, labels = batch(step, 0)

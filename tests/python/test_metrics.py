@@ -51,7 +51,7 @@ def train(shards, nets, optimizers, steps, **options):
             optimizers[rank] = gradwire.torch.DistributedOptimizer(
                 torch.optim.SGD(nets[rank].parameters(), lr=0.05),
                 nets[rank], shards=[s.address for s in shards],
-                worker_id=rank, num_workers=2, **options)
+                node_rank=rank, num_nodes=2, **options)
         generator = torch.Generator().manual_seed(rank)
         for _ in range(steps):
             optimizers[rank].zero_grad()

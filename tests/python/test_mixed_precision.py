@@ -122,7 +122,7 @@ def test_bf16_parameters_through_the_hook(start_shards):
         state = gradwire.torch.DDPHookState(
             compression={"compressor": "none"},
             shards=[s.address for s in shards],
-            worker_id=rank, num_workers=2)
+            node_rank=rank, num_nodes=2)
         x, y = batch(0, rank)
         model = models[rank]
         torch.nn.functional.cross_entropy(
@@ -185,8 +185,8 @@ def test_without_restoring_the_skipped_step_stays_in_the_residual(
 def one_worker(shards, model, **options):
     sgd = torch.optim.SGD(model.parameters(), lr=0.05)
     return gradwire.torch.DistributedOptimizer(
-        sgd, model, shards=[s.address for s in shards], worker_id=0,
-        num_workers=1, **options)
+        sgd, model, shards=[s.address for s in shards], node_rank=0,
+        num_nodes=1, **options)
 
 
 def test_unscaling_comes_after_synchronize(start_shards):
@@ -229,9 +229,9 @@ def test_a_bf16_model_beside_fp16_values_is_refused(compression, message):
         gradwire.torch.DistributedOptimizer(
             torch.optim.SGD(model.parameters(), lr=0.1), model,
             compression=compression, shards=[f"127.0.0.1:{free_port()}"],
-            worker_id=0, num_workers=1)
+            node_rank=0, num_nodes=1)
     with pytest.raises(ValueError, match="^overlap: torch.bfloat16"):
         gradwire.torch.DistributedOptimizer(
             torch.optim.SGD(model.parameters(), lr=0.1), model,
             overlap=True, shards=[f"127.0.0.1:{free_port()}"],
-            worker_id=0, num_workers=1)
+            node_rank=0, num_nodes=1)

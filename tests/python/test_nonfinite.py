@@ -53,8 +53,8 @@ def run(shards, make_optimizer, loop, **options):
     def work(rank):
         optimizers[rank] = gradwire.torch.DistributedOptimizer(
             make_optimizer(nets[rank]), nets[rank],
-            shards=[s.address for s in shards], worker_id=rank,
-            num_workers=2, **options)
+            shards=[s.address for s in shards], node_rank=rank,
+            num_nodes=2, **options)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             for step in range(STEPS):
@@ -154,8 +154,8 @@ def test_a_script_may_still_refuse_them(start_shards):
     shards = start_shards(1, 1)
     net = model()
     optimizer = gradwire.torch.DistributedOptimizer(
-        sgd(net), net, shards=[s.address for s in shards], worker_id=0,
-        num_workers=1, overlap=False,
+        sgd(net), net, shards=[s.address for s in shards], node_rank=0,
+        num_nodes=1, overlap=False,
         compression={"dense_below": 0, "non_finite": "reject"})
     for step in range(BAD_STEP):
         plain_step(optimizer, net, step, 0)

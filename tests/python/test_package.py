@@ -14,7 +14,7 @@ def test_version_is_the_project_version():
 
 def test_help_explains_every_argument():
     text = pydoc.render_doc(gradwire.ParameterSync, renderer=pydoc.plaintext)
-    for option in ("shards", "worker_id", "num_workers", "compressor",
+    for option in ("shards", "node_rank", "num_nodes", "compressor",
                    "ratio", "value_type", "error_feedback", "optimizer",
                    "lr", "momentum", "weight_decay", "mode", "staleness",
                    "pull", "pull_ratio", "pull_value_type", "partition_bytes", "local_rank",
@@ -33,7 +33,7 @@ def test_the_optimizer_wrapper_is_importable():
 
 def test_fashion_mnist_reader_errors_are_clear(tmp_path):
     try:
-        gradwire.load_fashion_mnist(str(tmp_path), train=True)
+        gradwire.datasets.load_fashion_mnist(str(tmp_path), train=True)
     except FileNotFoundError as e:
         assert str(tmp_path) in str(e)
         assert "dataset-fashion-mnist" in str(e)
@@ -49,7 +49,7 @@ def test_fashion_mnist_reader_refuses_a_corrupt_file(tmp_path):
         with gzip.open(tmp_path / name, "wb") as f:
             f.write(struct.pack(">4I", 0x801, 1, 28, 28) + bytes(784))
     try:
-        gradwire.load_fashion_mnist(str(tmp_path), train=True)
+        gradwire.datasets.load_fashion_mnist(str(tmp_path), train=True)
     except gradwire.datasets.BadDataFile as e:
         assert isinstance(e, OSError)
         assert "train-images-idx3-ubyte.gz" in str(e)
@@ -58,13 +58,17 @@ def test_fashion_mnist_reader_refuses_a_corrupt_file(tmp_path):
         raise AssertionError("a labels file was read as images")
 
 
-def test_fashion_mnist_is_reexported_from_datasets():
-    assert gradwire.load_fashion_mnist is gradwire.datasets.load_fashion_mnist
-    assert gradwire.FASHION_MNIST_DIR == "/usr/share/datasets/fashion-mnist"
+def test_the_top_level_names_are_the_documented_surface():
+    assert sorted(gradwire.__all__) == sorted([
+        "Compression", "Environment", "Error", "ParameterSync", "SyncStats",
+        "init", "local_rank", "local_size", "rank", "settings",
+        "shard_addresses", "size", "datasets", "tuning", "__version__"])
+    assert gradwire.datasets.FASHION_MNIST_DIR == \
+        "/usr/share/datasets/fashion-mnist"
 
 
 def _tune_heap_in_a_child(env_extra):
-    """gradwire.tune_heap() in a fresh interpreter (it changes the whole
+    """gradwire.tuning.tune_heap() in a fresh interpreter (it changes the whole
     process), with `env_extra` added to the environment."""
     import subprocess
     import sys
@@ -74,7 +78,7 @@ def _tune_heap_in_a_child(env_extra):
     env.update(env_extra)
     out = subprocess.run(
         [sys.executable, "-c",
-         "import gradwire; print(gradwire.tune_heap())"],
+         "import gradwire; print(gradwire.tuning.tune_heap())"],
         env=env, check=True, capture_output=True, text=True).stdout
     return out.strip()
 

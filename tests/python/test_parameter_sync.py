@@ -34,8 +34,8 @@ def run_workers(shards, num_workers, steps, overlap=True, same_seed=False,
 
     def work(worker):
         sync = gradwire.ParameterSync(
-            shards=[s.address for s in shards], worker_id=worker,
-            num_workers=num_workers, **options)
+            shards=[s.address for s in shards], node_rank=worker,
+            num_nodes=num_workers, **options)
         model = models[worker]
         sync.register(model.named_parameters(), overlap=overlap)
         if pull_ahead:
@@ -145,7 +145,7 @@ def test_pull_ahead_step_returns_before_the_peer_and_forward_waits(
     syncs, models = [], []
     for worker in range(2):
         sync = gradwire.ParameterSync(shards=[shards[0].address],
-                                      worker_id=worker, num_workers=2,
+                                      node_rank=worker, num_nodes=2,
                                       **OPTIONS)
         model = make_model(seed=1)
         sync.register(model.named_parameters(), overlap=True)
@@ -247,7 +247,7 @@ def test_an_unreachable_shard_raises_at_connect():
     ("pull", "sometimes"),
     ("pull_ratio", 2.0),
     ("pull_value_type", "fp8"),
-    ("worker_id", 3),
+    ("node_rank", 3),
     ("partition_bytes", 3),
     ("push_bucket_bytes", -1),
     ("rpc_timeout_seconds", 0.0),
@@ -261,7 +261,7 @@ def test_an_unreachable_shard_raises_at_connect():
 ])
 def test_bad_options_raise_value_error_naming_the_option(option, value):
     with pytest.raises(ValueError, match=f"^{option}"):
-        gradwire.ParameterSync(shards=["127.0.0.1:1"], num_workers=2,
+        gradwire.ParameterSync(shards=["127.0.0.1:1"], num_nodes=2,
                                **{option: value})
 
 

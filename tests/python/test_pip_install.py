@@ -23,8 +23,10 @@ import gradwire._C
 
 images, labels = gradwire.datasets.load_fashion_mnist(train=False, limit=16)
 model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10))
-sync = gradwire.ParameterSync(shards=[sys.argv[1]], worker_id=0,
-                              num_workers=1, compressor="topk", ratio=0.1,
+sync = gradwire.ParameterSync(shards=[sys.argv[1]], node_rank=0,
+                              num_nodes=1,
+                              compression=gradwire.Compression("topk",
+                                                               ratio=0.1),
                               optimizer="sgd", lr=0.1)
 sync.register(model.named_parameters())
 before = model[1].weight.detach().clone()
@@ -38,8 +40,7 @@ print(json.dumps({
     "version": gradwire.__version__, "images": list(images.shape),
     "labels": str(labels.dtype), "steps": sync.stats.steps,
     "moved": not torch.equal(before, model[1].weight),
-    "datasets_alias": gradwire.load_fashion_mnist
-                      is gradwire.datasets.load_fashion_mnist,
+    "tuning": gradwire.tuning.tune_heap is gradwire._C.tune_heap,
 }))
 sync.close()
 """
@@ -104,7 +105,7 @@ def test_pip_install_into_a_virtualenv_and_train(tmp_path, start_shards):
                                               found["version"])
     assert found["images"] == [16, 1, 28, 28]
     assert found["labels"] == "torch.int64"
-    assert found["datasets_alias"]
+    assert found["tuning"]
     assert found["steps"] == 2 and found["moved"]
     # gradwire's own code is inside _C: nothing may point into the build
     # tree, where a user's machine has nothing.

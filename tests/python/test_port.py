@@ -43,7 +43,7 @@ def fashion_mnist_in_torchvision_layout(data, train, test):
         for kind, header, size in (("images-idx3", 16, 28 * 28),
                                    ("labels-idx1", 8, 1)):
             name = f"{prefix}-{kind}-ubyte"
-            with gzip.open(pathlib.Path(gradwire.FASHION_MNIST_DIR) /
+            with gzip.open(pathlib.Path(gradwire.datasets.FASHION_MNIST_DIR) /
                            f"{name}.gz") as source:
                 head = bytearray(source.read(header))
                 body = source.read(count * size)
@@ -82,5 +82,5 @@ def test_the_port_trains_under_gradwire_run(tmp_path):
         saved = torch.load(work / f"fashion_mnist_cnn.pt.rank{rank}")
         assert set(saved) == {"model", "optimizer", "extra"}
         gradwire_part = saved["optimizer"]["gradwire"]
-        assert gradwire_part["worker_id"] == rank
+        assert gradwire_part["node_rank"] == rank
         assert gradwire_part["next_step"] == 30

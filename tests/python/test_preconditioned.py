@@ -46,8 +46,8 @@ def train_distributed(shards, kind, compression, optimizers=None):
         opt = DistributedOptimizer(
             make_optimizer(model, kind), model, compression=compression,
             exchange="preconditioned", freeze_step=FREEZE,
-            shards=[s.address for s in shards], worker_id=worker,
-            num_workers=2)
+            shards=[s.address for s in shards], node_rank=worker,
+            num_nodes=2)
         initial[worker] = copy.deepcopy(model)
         scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=3,
                                                     gamma=0.5)

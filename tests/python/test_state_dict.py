@@ -16,14 +16,14 @@ def model(width=16):
                                torch.nn.Linear(width, 2))
 
 
-def make(shards, rank, net, num_workers=2):
+def make(shards, rank, net, num_nodes=2):
     # Every parameter compressed (this model's are all small), so that
     # error feedback keeps a residual.
     return gradwire.torch.DistributedOptimizer(
         torch.optim.Adam(net.parameters(), lr=1e-2), net,
         compression={"dense_below": 0},
-        shards=[s.address for s in shards], worker_id=rank,
-        num_workers=num_workers)
+        shards=[s.address for s in shards], node_rank=rank,
+        num_nodes=num_nodes)
 
 
 def one_step(optimizer, net, rank):
@@ -75,10 +75,10 @@ def test_state_dicts_are_checked(start_shards):
 def test_a_state_of_another_model_is_refused(start_shards):
     shards = start_shards(1, 1)
     wide = model(width=32)
-    saved = make(shards, 0, wide, num_workers=1).state_dict()
+    saved = make(shards, 0, wide, num_nodes=1).state_dict()
     other_shards = start_shards(1, 1)
     narrow = model(width=16)
-    optimizer = make(other_shards, 0, narrow, num_workers=1)
+    optimizer = make(other_shards, 0, narrow, num_nodes=1)
     with pytest.raises(ValueError, match="another model"):
         optimizer.load_state_dict(saved)
 
@@ -86,9 +86,9 @@ def test_a_state_of_another_model_is_refused(start_shards):
 def test_a_state_with_another_number_of_chunks_is_refused(start_shards):
     shards = start_shards(1, 1)
     deep = torch.nn.Sequential(model(), torch.nn.Linear(2, 2))
-    saved = make(shards, 0, deep, num_workers=1).state_dict()
+    saved = make(shards, 0, deep, num_nodes=1).state_dict()
     other_shards = start_shards(1, 1)
-    optimizer = make(other_shards, 0, model(), num_workers=1)
+    optimizer = make(other_shards, 0, model(), num_nodes=1)
     # Each model's tensors and the skip flag's one chunk.
     with pytest.raises(ValueError, match="it has 7 chunks where this worker "
                        "has 5"):
@@ -106,7 +106,7 @@ def test_parameter_sync_state_dict_round_trips(start_shards):
     net(torch.randn(4, 8)).square().sum().backward()
     sync.step()
     saved = sync.state_dict()
-    assert saved["next_step"] == 1
+    assert saved["gradwire"]["next_step"] == 1
     sync.close()
     # A restarted worker: the shards resume it at step 1, and its residuals
     # come back from the state dict.
@@ -117,7 +117,7 @@ def test_parameter_sync_state_dict_round_trips(start_shards):
     again.register(model().named_parameters(), overlap=False)
     assert again.next_step == 1
     again.load_state_dict(saved)
-    assert again.state_dict()["worker_state"] == saved["worker_state"]
-    with pytest.raises(ValueError, match="no 'worker_state' entry"):
+    assert again.state_dict() == saved
+    with pytest.raises(ValueError, match="no 'gradwire' entry"):
         again.load_state_dict({})
     again.close()

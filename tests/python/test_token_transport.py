@@ -23,8 +23,8 @@ def test_a_token_without_tls_is_sent_when_allowed(start_shards, token_file,
                                                   capfd):
     shard, = start_shards(1, 1, f"--auth-token-file={token_file}",
                           "--allow-insecure-token")
-    sync = gradwire.ParameterSync(shards=[shard.address], worker_id=0,
-                                  num_workers=1, auth_token_file=token_file,
+    sync = gradwire.ParameterSync(shards=[shard.address], node_rank=0,
+                                  num_nodes=1, auth_token_file=token_file,
                                   allow_insecure_token=True)
     model = torch.nn.Linear(4, 2)
     sync.register(model.named_parameters(), overlap=False)
