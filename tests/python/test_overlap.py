@@ -1,7 +1,12 @@
 """Overlap and pull ahead from Python run on the extension's gradient hooks
 and layer gate (gradwire._C.GradientHooks, gradwire._C.LayerGate), against
-real shard processes."""
+real shard processes; and a local group's DistributedOptimizer, which
+exchanges whole steps, leaves overlap off unless asked."""
 
+import json
+import os
+import pathlib
+import subprocess
 import time
 
 import pytest
@@ -10,6 +15,12 @@ import torch
 import gradwire
 import gradwire._sync
 import gradwire.torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLI = pathlib.Path(os.environ.get("GRADWIRE_CLI_BIN")
+                   or ROOT / "build" / "bin" / "gradwire")
+PYTHONPATH = os.environ.get("PYTHONPATH") or str(ROOT / "build" / "python")
+PYTHON = "/usr/bin/python3"
 
 OPTIONS = dict(compressor="topk", ratio=0.05, value_type="fp16",
                optimizer="sgd", lr=0.1, partition_bytes=4096)
@@ -203,3 +214,88 @@ def test_distributed_optimizer_pushes_through_the_extensions_hooks(
     with pytest.raises(gradwire.Error, match="gradient of 0.weight changed"):
         optimizer.step()
     optimizer.close()
+
+
+# A rank of a local group: a default DistributedOptimizer, or one with
+# overlap=True (argv[2] "on"), trains 3 steps on data of its own rank and
+# writes what it ended with to argv[1] ("{rank}" replaced).
+LOCAL_GROUP_SCRIPT = """
+import json, sys
+import torch
+import gradwire
+import gradwire.torch as gt
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(),
+                            torch.nn.Linear(64, 4))
+initial = [p.detach().clone() for p in model.parameters()]
+overlap = {"overlap": True} if sys.argv[2] == "on" else {}
+optimizer = gt.DistributedOptimizer(
+    torch.optim.SGD(model.parameters(), lr=0.1), model, **overlap)
+data = torch.Generator().manual_seed(1 + gradwire.rank())
+for step in range(3):
+    optimizer.zero_grad()
+    model(torch.randn(16, 32, generator=data)).pow(2).mean().backward()
+    optimizer.step()
+with open(sys.argv[1].format(rank=gradwire.rank()), "w") as f:
+    json.dump({"local_size": gradwire.local_size(),
+               "hooks": optimizer._hooks is not None,
+               "steps": optimizer.next_step,
+               "moved": any(not torch.equal(a, p)
+                            for a, p in zip(initial, model.parameters())),
+               "weights": [p.detach().flatten().tolist()
+                           for p in model.parameters()]}, f)
+optimizer.close()
+"""
+
+
+def run_local_group(tmp_path, shard, overlap):
+    """Two workers as one node's local group under `gradwire run
+    --nnodes 1 -n 2`, joining `shard` (which counts one worker: the
+    node). The run's result and each rank's JSON (None where missing)."""
+    script = tmp_path / "local_group.py"
+    script.write_text(LOCAL_GROUP_SCRIPT)
+    out = tmp_path / "rank-{rank}.json"
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
+    env.pop("GRADWIRE_COMPRESSION", None)
+    result = subprocess.run(
+        [str(CLI), "run", "--nnodes", "1", "-n", "2", "--shard-addresses",
+         shard.address, "--run-dir", str(tmp_path / "run"), "--", PYTHON,
+         str(script), str(out), overlap],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    ranks = []
+    for rank in range(2):
+        path = pathlib.Path(str(out).format(rank=rank))
+        ranks.append(json.loads(path.read_text()) if path.exists() else None)
+    return result, ranks
+
+
+def test_a_local_group_trains_with_overlap_off_by_default(start_shards,
+                                                          tmp_path):
+    """In a local group (LOCAL_WORLD_SIZE 2, GRADWIRE_LOCAL_STORE, as
+    `gradwire run --nnodes 1` sets them) a DistributedOptimizer given no
+    overlap exchanges whole steps: it has no gradient hooks, and its
+    ranks, on data of their own, train to the same weights. With overlap
+    on by default, the first backward() would raise "overlap needs
+    local_size 1" and the run fail."""
+    result, ranks = run_local_group(tmp_path, start_shards(1, 1)[0],
+                                    "default")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    for rank in ranks:
+        assert rank["local_size"] == 2
+        assert not rank["hooks"]
+        assert rank["steps"] == 3
+        assert rank["moved"]
+    assert ranks[0]["weights"] == ranks[1]["weights"]
+
+
+def test_overlap_asked_for_in_a_local_group_fails_naming_why(start_shards,
+                                                             tmp_path):
+    """overlap=True in a local group is refused at the first backward(),
+    with the reason, and the run fails."""
+    result, ranks = run_local_group(tmp_path, start_shards(1, 1)[0], "on")
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "overlap needs local_size 1: local ranks reduce whole steps" \
+        in output, output[-3000:]
+    assert ranks == [None, None]
