@@ -82,7 +82,7 @@ def main(argv):
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.tune_heap:
-        _, description = gradwire.tune_heap()
+        _, description = gradwire.tuning.tune_heap()
         print(f"worker {args.worker_id}: {description}", file=sys.stderr)
     if args.local_size > 1:
         args.overlap = False  # ParameterSync's hooks need local_size 1

@@ -79,9 +79,9 @@ class TrainingData:
     every worker takes: the smallest part's full batches."""
 
     def __init__(self, args):
-        images, labels = gradwire.load_fashion_mnist(
+        images, labels = gradwire.datasets.load_fashion_mnist(
             args.data_dir, True, args.train_limit or -1)
-        self.test_images, self.test_labels = gradwire.load_fashion_mnist(
+        self.test_images, self.test_labels = gradwire.datasets.load_fashion_mnist(
             args.data_dir, False, args.test_limit or -1)
         self.part = args.worker_id * args.local_size + args.local_rank
         parts = args.num_workers * args.local_size

@@ -161,7 +161,7 @@ FLAG_GROUPS = {
         ("ddp-master", str, "127.0.0.1:29511",
          "--baseline=ddp: host:port of the TCP rendezvous (rank 0 listens)."),
         ("tune-heap", parse_bool, True,
-         "Keep each step's large buffers in the heap (gradwire.tune_heap, "
+         "Keep each step's large buffers in the heap (gradwire.tuning.tune_heap, "
          "as gradwire-worker does), for gradwire and --baseline=ddp alike."),
         ("threads", at_least(0), 0,
          "torch.set_num_threads (0: torch's default, which follows "
