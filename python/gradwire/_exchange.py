@@ -67,3 +67,25 @@ def resolve_freeze_step(freeze_step):
     except ValueError:
         raise ValueError(f"{FREEZE_STEP_VARIABLE}: '{chosen}' is not a "
                          "whole number") from None
+
+
+def resolve_overlap(overlap, exchange_updates, low_rank, local_size):
+    """DistributedOptimizer's `overlap` (None: its default): on where each
+    gradient can be pushed as backward() finishes it, that is when
+    gradients are exchanged, not powersgd's whole matrices, and the
+    process pushes alone (a node's local group reduces whole steps).
+    Raises ValueError for overlap=True where it cannot be, before
+    anything connects."""
+    if overlap is None:
+        return not exchange_updates and low_rank is None and local_size == 1
+    if overlap and (exchange_updates or low_rank is not None):
+        raise ValueError("overlap: the update exists only after the "
+                         "wrapped optimizer stepped, and powersgd "
+                         "compresses whole matrices at step time; both "
+                         "need overlap=False")
+    if overlap and local_size > 1:
+        raise ValueError(
+            f"overlap: this process is one of a node's {local_size} local "
+            "ranks (LOCAL_WORLD_SIZE), which reduce whole steps before "
+            "pushing; use overlap=False (the default there)")
+    return overlap

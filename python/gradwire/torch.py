@@ -33,7 +33,8 @@ from gradwire._aggregation import (check_sync_options, connect,
                                    copy_replicas_out)
 from gradwire._buffers import broadcast_buffers_of
 from gradwire._env import with_environment
-from gradwire._exchange import resolve_exchange, resolve_freeze_step
+from gradwire._exchange import (resolve_exchange, resolve_freeze_step,
+                                resolve_overlap)
 from gradwire._exchanging import ExchangeSteps
 from gradwire._lowrank import low_rank_of
 from gradwire._lr_scaling import LearningRateScaling
@@ -156,16 +157,9 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
         overlap = check_overlap(overlap, named)
         self._lowrank = low_rank_of(self._compression, named,
                                     self._exchange_kind)
-        if overlap is None:
-            # The ranks of a node's local group reduce whole steps.
-            local_size = with_environment(sync_options).get("local_size", 1)
-            overlap = (not self._exchange_updates and self._lowrank is None
-                       and local_size == 1)
-        if overlap and (self._exchange_updates or self._lowrank):
-            raise ValueError("overlap: the update exists only after the "
-                             "wrapped optimizer stepped, and powersgd "
-                             "compresses whole matrices at step time; both "
-                             "need overlap=False")
+        overlap = resolve_overlap(
+            overlap, self._exchange_updates, self._lowrank,
+            with_environment(sync_options).get("local_size", 1))
         # Deliberately not Optimizer.__init__: the wrapped optimizer owns
         # param_groups, state and defaults; this object shares them.
         self._optimizer = optimizer

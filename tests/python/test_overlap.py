@@ -291,11 +291,13 @@ def test_a_local_group_trains_with_overlap_off_by_default(start_shards,
 
 def test_overlap_asked_for_in_a_local_group_fails_naming_why(start_shards,
                                                              tmp_path):
-    """overlap=True in a local group is refused at the first backward(),
-    with the reason, and the run fails."""
+    """overlap=True in a local group is refused when the optimizer is
+    made, before anything connects, with the reason and the fix, and the
+    run fails."""
     result, ranks = run_local_group(tmp_path, start_shards(1, 1)[0], "on")
     assert result.returncode != 0
     output = result.stdout + result.stderr
-    assert "overlap needs local_size 1: local ranks reduce whole steps" \
-        in output, output[-3000:]
+    assert ("ValueError: overlap: this process is one of a node's 2 local "
+            "ranks") in output, output[-3000:]
+    assert "use overlap=False" in output
     assert ranks == [None, None]
