@@ -69,9 +69,9 @@ class Compression:
         for pulls; dense_below (DistributedOptimizer only): parameters of
         fewer elements than this are pushed uncompressed (default 16384;
         0: every parameter compressed); rank (powersgd only, default 4);
-        exchanges (powersgd only: 1, the factors' sides in turn, one
-        exchange a step, the default; 2, P then Q from each step's
-        gradient, as PowerSGD and DDP's powerSGD_hook).
+        exchanges (powersgd only: 2, the default, P then Q from each
+        step's gradient, as PowerSGD and DDP's powerSGD_hook; 1, the
+        factors' sides in turn, one exchange a step).
         Unset ones take ParameterSync's
         defaults, except pull under DistributedOptimizer (see
         pull_for_aggregation).
