@@ -243,7 +243,11 @@ def one_run(model, workers, seed, method, spec, args, runs_dir):
            "steps": ranks[0]["steps"],
            "seconds_per_step": max(r["seconds_per_step"] for r in ranks),
            "peak_rss_mb": max(r["peak_rss_mb"] for r in ranks),
+           "ranks_agree": len({r["weights_sum"] for r in ranks}) == 1,
            "ranks": ranks}
+    if not run["ranks_agree"]:
+        sys.stderr.write(f"models.py: run {tag}: the ranks ended with "
+                         "different weights; its figure is not a result\n")
     run["parameters"] = ranks[0]["parameters"]
     hook = ranks[0].get("ddp_hook")
     if hook is not None:
@@ -275,6 +279,8 @@ def table(runs):
         parameters = r.get("parameters") or (base or {}).get("parameters")
         metric = (f"{100 * r['metric']:.2f}%" if r["model"] == "resnet"
                   else f"{r['metric']:.2f}")
+        if r.get("ranks_agree") is False:
+            metric += " (ranks differ)"
         versus = bytes_versus = memory_versus = ""
         sent = r.get("bytes_per_worker_step")
         if r["method"] == "ddp" and parameters:
@@ -299,9 +305,10 @@ def table(runs):
 def means(runs):
     """Per model, workers and method over its seeds: the mean metric and
     half its range, and the difference of the means to DDP's (points of
-    accuracy, or percent of perplexity), beside DDP's own half range."""
+    accuracy, or percent of perplexity), beside DDP's own half range.
+    A run whose ranks ended with different weights is left out."""
     groups = {}
-    for r in runs:
+    for r in (r for r in runs if r.get("ranks_agree") is not False):
         groups.setdefault((r["model"], r["workers"], r["method"],
                            r["steps"]), []).append(r["metric"])
     lines = ["| model | workers | method | seeds | mean ± half range | "

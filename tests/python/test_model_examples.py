@@ -74,6 +74,12 @@ def read_summaries(tmp_path, workers):
             for r in range(workers)]
 
 
+def assert_same_weights(summaries):
+    """Every rank stepped on the same mean: the weights agree to the bit."""
+    sums = [s["weights_sum"] for s in summaries]
+    assert len(set(sums)) == 1, f"the ranks' weights differ: {sums}"
+
+
 def skip_without_data(model):
     if not NEEDS[model].exists():
         pytest.skip(f"{NEEDS[model]} is missing (scripts/install-deps.sh)")
@@ -101,6 +107,7 @@ def test_original_runs_under_ddp(model, tmp_path):
     assert [p.returncode for p in ranks] == [0, 0], "\n".join(outputs)
     summaries = read_summaries(tmp_path, 2)
     assert [s["world_size"] for s in summaries] == [2, 2]
+    assert_same_weights(summaries)
 
 
 # The defaults, and low-rank factors (4-d convolutions and BatchNorm; a
@@ -125,6 +132,7 @@ def test_port_runs_under_gradwire_run(model, compression, tmp_path):
                for s in summaries)
     metric = "test_accuracy" if model == "resnet" else "test_perplexity"
     assert metric in summaries[0]
+    assert_same_weights(summaries)
     # The shards counted the pushes of every step.
     assert "pushed" in result.stdout + result.stderr
 

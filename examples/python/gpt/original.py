@@ -155,7 +155,10 @@ def main():
                "parameters": parameters, "final_loss": loss.item(),
                "seconds_per_step": train_seconds / args.steps,
                "peak_rss_mb": resource.getrusage(
-                   resource.RUSAGE_SELF).ru_maxrss / 1024}
+                   resource.RUSAGE_SELF).ru_maxrss / 1024,
+               # Equal on every rank when they all took the same steps.
+               "weights_sum": sum(p.double().sum().item()
+                                  for p in model.parameters())}
     if rank == 0:
         end_perplexity = perplexity(model, held_out, args)
         summary.update(start_perplexity=start_perplexity,

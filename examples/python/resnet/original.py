@@ -177,7 +177,10 @@ def main():
                "final_loss": loss.item(),
                "seconds_per_step": train_seconds / step,
                "peak_rss_mb": resource.getrusage(
-                   resource.RUSAGE_SELF).ru_maxrss / 1024}
+                   resource.RUSAGE_SELF).ru_maxrss / 1024,
+               # Equal on every rank when they all took the same steps.
+               "weights_sum": sum(p.double().sum().item()
+                                  for p in model.parameters())}
     if rank == 0:
         accuracy, test_loss = evaluate(
             model, fashion_mnist(args.data_dir, False, args.test_limit))
