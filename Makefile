@@ -64,8 +64,15 @@
 #   make settings-doc  writes docs/reference/settings.md, the reference of
 #                    every worker setting, from worker/settings_table.h
 #   make check-docs  every relative link and #anchor in the tracked Markdown
-#                    files resolves; the generated settings reference is
-#                    current (scripts/check-docs.sh)
+#                    files resolves; every figure of README.md and
+#                    docs/benchmarks/README.md is what its data file gives;
+#                    the generated settings reference is current
+#                    (scripts/check-docs.sh)
+#   make figures     rewrites the figures of README.md and
+#                    docs/benchmarks/README.md from the benchmark data
+#                    files they name (scripts/figures.py --write; without
+#                    --write it prints each figure with its files' commits
+#                    and machines, --provenance what every data file records)
 #   make check-deploy  offline checks of docker-compose.yml, deploy/docker,
 #                    deploy/k8s and deploy/prometheus, with every service's
 #                    settings run through the binaries' --dry-run
@@ -115,7 +122,7 @@ MODELS_ARGS ?=
 # Flags for gradwire-bench-load, e.g. "--mode=bsp --steps=200".
 LOAD_ARGS ?=
 
-.PHONY: all deps configure build demo-build test lint sanitizer-configure test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-auto bench-straggler bench-load bench-models bench-large bench-python demo demo-python format check-deploy check-docs settings-doc images images-prebuilt compose-test clean
+.PHONY: all deps configure build demo-build test lint sanitizer-configure test-asan fuzz-build fuzz-smoke fuzz bench bench-convergence bench-optimizers bench-network bench-auto bench-straggler bench-load bench-models bench-large bench-python demo demo-python format check-deploy check-docs figures settings-doc images images-prebuilt compose-test clean
 
 all: build
 
@@ -205,10 +212,17 @@ demo-python: build
 check-deploy: build
 	BUILD=$(BUILD) scripts/check-deploy.sh
 
-# Links in every tracked *.md, and the settings reference against the
-# build's settings_reference test when $(BUILD) has it (no build of its own).
+# Links in every tracked *.md, the figures of README.md and
+# docs/benchmarks/README.md against their data, and the settings reference
+# against the build's settings_reference test when $(BUILD) has it (no
+# build of its own).
 check-docs:
 	BUILD=$(BUILD) scripts/check-docs.sh
+
+# The figures of README.md and docs/benchmarks/README.md, computed from the
+# data files they name; no build needed.
+figures:
+	scripts/figures.py --write
 
 images: deps
 	scripts/images.sh --jobs $(JOBS)

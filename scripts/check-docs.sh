@@ -4,10 +4,14 @@
 #     folder exists, and a `#anchor` names a heading of the Markdown file it
 #     points into (GitHub's slugs: lower case, punctuation dropped, spaces
 #     as hyphens, -1, -2, ... for repeated headings);
-#  2. the generated settings reference is current: the CTest test whose
+#  2. every figure of README.md and docs/benchmarks/README.md is what
+#     scripts/figures.py computes from the data files it names (one line
+#     per difference: file, line, figure, the text and the computed text;
+#     make figures rewrites them);
+#  3. the generated settings reference is current: the CTest test whose
 #     name holds "settings_reference" runs in $BUILD (default build/) when
 #     that build has it; otherwise the check says so and skips it.
-# Exit 0 when everything holds, 1 with one line per broken link otherwise.
+# Exit 0 when everything holds, 1 with one line per problem otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -127,6 +131,9 @@ print(f"check-docs: {len(files)} files, {checked} relative links, "
       f"{len(problems)} broken")
 sys.exit(1 if problems else 0)
 EOF
+
+echo "check-docs: the figures of README.md and docs/benchmarks/README.md"
+"$PYTHON" scripts/figures.py --check
 
 echo "check-docs: the generated settings reference"
 if [ ! -f "$BUILD/CTestTestfile.cmake" ]; then
