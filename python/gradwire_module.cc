@@ -115,6 +115,12 @@ during backward() by overlap), waits for the consistency mode's step, and
 writes the shards' new weights into the registered tensors. ``epoch`` feeds
 compressor warm-up schedules. Raises gradwire.Error when a shard fails or
 the deadline passes; the step can be retried.)doc")
+      .def("_step_carrying", &PySync::StepCarrying, py::arg("epoch"),
+           py::arg("carried"),
+           "step() in which only the registered tensors at the indices "
+           "`carried` push their gradients; the others push nothing and "
+           "are not reduced inside the node "
+           "(ParameterSync::StepCarrying).")
       .def("await_weights", &PySync::AwaitWeights,
            R"doc(Blocks until the weights of the last step's pulls have all
 landed (with pull ahead, step() returns before they do). Call it before

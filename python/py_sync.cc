@@ -125,6 +125,12 @@ void PySync::Step(int epoch) {
   Released([&](ParameterSync& sync) { return sync.Step(epoch); });
 }
 
+void PySync::StepCarrying(int epoch, const std::vector<uint32_t>& carried) {
+  Check(tensors_.CheckAll());
+  Released(
+      [&](ParameterSync& sync) { return sync.StepCarrying(epoch, carried); });
+}
+
 template <typename Call>
 absl::Status PySync::Run(Call call) {
   Use use(this);

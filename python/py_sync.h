@@ -63,6 +63,8 @@ class PySync {
   // Each raises ValueError when a registered tensor it reads or writes
   // changed layout since register(), before touching any of them.
   void Step(int epoch);
+  // ParameterSync::StepCarrying.
+  void StepCarrying(int epoch, const std::vector<uint32_t>& carried);
   void AwaitWeights();
   std::string SaveState();
   void LoadState(const std::string& state);

@@ -48,13 +48,15 @@ void CopyChunks(const ChunkPlan& plan,
 
 }  // namespace
 
-absl::Status ShareInsideNode(LocalGroup& group, const ChunkPlan& plan) {
+absl::Status ShareInsideNode(LocalGroup& group, const ChunkPlan& plan,
+                             const std::vector<bool>& carried) {
   if (group.size() <= 1) return absl::OkStatus();
   for (int root = 0; root < group.size(); ++root) {
     std::vector<const ChunkSlot*> owned;
     int64_t total = 0;
     for (const ChunkSlot& slot : plan.slots()) {
       if (plan.LocalOwnerOf(slot.spec.key) != root) continue;
+      if (!carried.empty() && !carried[slot.spec.tensor_index]) continue;
       owned.push_back(&slot);
       total += slot.spec.numel;
     }

@@ -9,6 +9,8 @@
 #ifndef GRADWIRE_WORKER_NODE_BROADCAST_H_
 #define GRADWIRE_WORKER_NODE_BROADCAST_H_
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "worker/chunk_plan.h"
 #include "worker/local_group.h"
@@ -16,10 +18,13 @@
 namespace gradwire {
 
 // Copies every chunk of `plan` from the local rank that handles it into the
-// parameters of every other rank of `group`. Nothing to do (OK) when the
-// group has one rank. Errors: the group's (a broken group stays broken).
-// Throws as libtorch does.
-absl::Status ShareInsideNode(LocalGroup& group, const ChunkPlan& plan);
+// parameters of every other rank of `group`; with `carried` (one flag per
+// registered tensor, the same on every rank), only the chunks of the
+// tensors flagged, the others being unchanged by the step. Nothing to do
+// (OK) when the group has one rank. Errors: the group's (a broken group
+// stays broken). Throws as libtorch does.
+absl::Status ShareInsideNode(LocalGroup& group, const ChunkPlan& plan,
+                             const std::vector<bool>& carried = {});
 
 }  // namespace gradwire
 

@@ -235,7 +235,9 @@ absl::Status ParameterSync::Step(int epoch) {
       NotePulled(step_, *min_clock);
     }
     const absl::Time share_start = absl::Now();
-    if (absl::Status s = ShareInsideNode(*group_, *plan_); !s.ok()) return s;
+    if (absl::Status s = ShareInsideNode(*group_, *plan_, carried_); !s.ok()) {
+      return s;
+    }
     stats_.reduce_seconds += SecondsSince(share_start);
     ++step_;
     ++stats_.steps;
@@ -249,18 +251,43 @@ absl::Status ParameterSync::Step(int epoch) {
   });
 }
 
+absl::Status ParameterSync::StepCarrying(int epoch,
+                                         const std::vector<uint32_t>& carried) {
+  if (!plan_) return absl::FailedPreconditionError("Register first");
+  if (step_announced_) {
+    return absl::FailedPreconditionError(
+        "a step carrying some tensors cannot follow gradients that overlap "
+        "announced; call Step()");
+  }
+  const size_t count = plan_->parameters().size();
+  std::vector<bool> mask(count, false);
+  for (uint32_t index : carried) {
+    if (index >= count) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "carried tensor %d is out of range: %d tensors are registered", index,
+          count));
+    }
+    mask[index] = true;
+  }
+  carried_ = std::move(mask);
+  const absl::Status stepped = Step(epoch);
+  carried_.clear();
+  return stepped;
+}
+
 absl::Status ParameterSync::ReduceAndPush(int epoch) {
   if (absl::Status s = AwaitWeights(); !s.ok()) return s;
   const absl::Time start = absl::Now();
-  for (const torch::Tensor& p : plan_->parameters()) {
+  std::vector<torch::Tensor> gradients;
+  for (size_t i = 0; i < plan_->parameters().size(); ++i) {
+    if (!Carries(i)) continue;
+    const torch::Tensor& p = plan_->parameters()[i];
     // A parameter outside this step's graph has no gradient: it pushes
     // zeros, like every other worker's view of it.
     if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    gradients.push_back(p.mutable_grad());
   }
   if (group_->size() > 1) {
-    std::vector<torch::Tensor> gradients;
-    for (const torch::Tensor& p : plan_->parameters())
-      gradients.push_back(p.mutable_grad());
     if (absl::Status s = group_->AllReduceMean(gradients); !s.ok()) return s;
   }
   stats_.reduce_seconds += SecondsSince(start);
@@ -299,8 +326,8 @@ absl::Status ParameterSync::CompressAndPush(const std::vector<uint64_t>& keys,
                                             int epoch, PushTimings* timings) {
   absl::Time start = absl::Now();
   std::vector<v1::PushRequest> requests;
-  if (absl::Status s =
-          push_builder_->Build(keys, step_, epoch, plan_.get(), &requests);
+  if (absl::Status s = push_builder_->Build(keys, step_, epoch, plan_.get(),
+                                            &requests, carried_);
       !s.ok()) {
     return s;
   }

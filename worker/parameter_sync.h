@@ -151,6 +151,18 @@ class ParameterSync {
   // are compressed then.
   absl::Status Step(int epoch = 0);
 
+  // Step() in which only the registered tensors at `carried` (indices in
+  // registration order) hold gradients: every other tensor's chunks push
+  // nothing (an empty chunk; its gradient is not read and may be
+  // undefined, its residual and velocity stay as they are, and its
+  // weights are not kept in its gradient), and only the carried tensors
+  // are reduced inside the node. For an exchange within a step that moves
+  // a few small tensors (PowerSGD's second factor), whose cost must not be
+  // the model's. Every local rank passes the same list; a retry passes it
+  // again. INVALID_ARGUMENT for an index out of range, FAILED_PRECONDITION
+  // while overlap announced the step's gradients.
+  absl::Status StepCarrying(int epoch, const std::vector<uint32_t>& carried);
+
   // Overlap of communication with the backward pass: says that the
   // gradient of parameter `index` (registration order) is final for this
   // step, and has its chunks compressed and pushed on a background thread
@@ -367,6 +379,12 @@ class ParameterSync {
   PushTimings overlap_timings_;
 
   uint64_t step_ = 0;
+  // StepCarrying's tensors, per registered tensor, while its step runs;
+  // empty: every tensor carries.
+  std::vector<bool> carried_;
+  bool Carries(size_t tensor) const {
+    return carried_.empty() || carried_[tensor];
+  }
   // SetKeepWeightsInGradients; the step whose copy the gradients hold.
   bool keep_weights_in_gradients_ = false;
   std::optional<uint64_t> weights_kept_at_step_;

@@ -33,7 +33,9 @@ absl::Status ParameterSync::SetKeepWeightsInGradients(bool on) {
 
 void ParameterSync::KeepWeightsInGradients() {
   if (!keep_weights_in_gradients_ || weights_kept_at_step_ == step_) return;
-  for (const torch::Tensor& p : plan_->parameters()) {
+  for (size_t i = 0; i < plan_->parameters().size(); ++i) {
+    if (!Carries(i)) continue;
+    const torch::Tensor& p = plan_->parameters()[i];
     torch::Tensor& gradient = p.mutable_grad();
     if (gradient.defined()) {
       gradient.copy_(p);

@@ -178,7 +178,8 @@ void PushRequestBuilder::NoteNorms(const ChunkSlot& slot,
 absl::Status PushRequestBuilder::Build(const std::vector<uint64_t>& keys,
                                        uint64_t step, int epoch,
                                        ChunkPlan* plan,
-                                       std::vector<v1::PushRequest>* requests) {
+                                       std::vector<v1::PushRequest>* requests,
+                                       const std::vector<bool>& carried) {
   CpuAccount::Scope scope(cpu_account_, CpuActivity::kEncode);
   requests->assign(plan->num_shards(), v1::PushRequest());
   for (v1::PushRequest& request : *requests) {
@@ -191,7 +192,10 @@ absl::Status PushRequestBuilder::Build(const std::vector<uint64_t>& keys,
   std::vector<v1::ChunkData> encoded(keys.size());
   std::vector<absl::Status> status(keys.size());
   const auto compress = [&](size_t i) {
-    status[i] = CompressAndEncode(keys[i], context, plan, &encoded[i]);
+    const ChunkSlot& slot = plan->slot(keys[i]);
+    status[i] = carried.empty() || carried[slot.spec.tensor_index]
+                    ? CompressAndEncode(keys[i], context, plan, &encoded[i])
+                    : EncodeNothing(slot.spec, &encoded[i]);
   };
   if (device_compressor_) {
     // The device compressor queues on one stream: one chunk at a time.
@@ -238,6 +242,15 @@ absl::Status PushRequestBuilder::CompressAndEncode(uint64_t key,
   slot.scratch_step = context.step;
   CpuAccount::Scope scope(cpu_account_, CpuActivity::kEncode);
   return EncodeChunk(slot.scratch, encoded);
+}
+
+absl::Status PushRequestBuilder::EncodeNothing(const ChunkSpec& spec,
+                                               v1::ChunkData* encoded) const {
+  CpuAccount::Scope scope(cpu_account_, CpuActivity::kEncode);
+  CompressedChunk nothing;
+  nothing.encoding = Encoding::kSparse;
+  nothing.numel = spec.numel;
+  return EncodeChunk(nothing, encoded);
 }
 
 absl::Status PushRequestBuilder::CompressChunk(const torch::Tensor& gradient,

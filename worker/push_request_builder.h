@@ -103,9 +103,13 @@ class PushRequestBuilder {
   // ("chunk 3 (fc1.weight): ..."); INTERNAL for a libtorch failure. When a
   // chunk fails, the chunks compressed in parallel with it keep their
   // messages for the retry, which compresses only the chunks without one.
+  // With `carried` (one flag per registered tensor; empty: all), a chunk of
+  // a tensor not flagged pushes an empty message: its gradient is not read
+  // and its residual and velocity do not move.
   absl::Status Build(const std::vector<uint64_t>& keys, uint64_t step,
                      int epoch, ChunkPlan* plan,
-                     std::vector<v1::PushRequest>* requests);
+                     std::vector<v1::PushRequest>* requests,
+                     const std::vector<bool>& carried = {});
 
   // With `on`, each Build copies a chunk's error-feedback residual before
   // compressing it (ChunkSlot::kept_residual: 4 bytes per element, on the
@@ -133,6 +137,10 @@ class PushRequestBuilder {
   // errors are prefixed with the chunk.
   absl::Status CompressAndEncode(uint64_t key, CompressContext context,
                                  ChunkPlan* plan, v1::ChunkData* encoded);
+
+  // An empty message for chunk `spec` (Build's `carried`): no element.
+  absl::Status EncodeNothing(const ChunkSpec& spec,
+                             v1::ChunkData* encoded) const;
 
   // Compresses one chunk's gradient into slot->scratch: on the device, or
   // through the CPU compressor. Throws as libtorch does.

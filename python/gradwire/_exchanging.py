@@ -104,20 +104,25 @@ class ExchangeSteps:
     @torch.no_grad()
     def _exchange_factors(self, factors):
         """One more exchange within a step, of the registered `factors`
-        alone (every other tensor pushes nothing, the skip flag "finite"):
-        writes the workers' mean into them."""
-        places = range(self._flag_index + 1, len(self._replicas))
+        alone: every other tensor (parameters, buffers, the skip flag)
+        pushes nothing, is not reduced inside the node and keeps its
+        values. Writes the workers' mean into `factors`."""
+        start = time.monotonic()
+        places = list(range(self._flag_index + 1, len(self._replicas)))
         for f, i in zip(factors, places):
             self._replicas[i].grad = f
-        self._skip.stage(True)
+            if self._before is not None:
+                self._before[i].copy_(self._replicas[i])
         dense_before = self._sync.stats.dense_equivalent_bytes
-        self._exchange()
+        self._sync._step_carrying(self._epoch, places)
         self.inner_exchanges += 1
         self.inner_dense_bytes += (self._sync.stats.dense_equivalent_bytes
                                    - dense_before)
         for f, i in zip(factors, places):
+            self._replicas[i].grad = None
             before = f if self._before is None else self._before[i]
             torch.sub(before, self._replicas[i], out=f)
+        self._exchange_seconds += time.monotonic() - start
 
     def _step_on_updates(self):
         self._check_resumable()

@@ -2,6 +2,8 @@
 step, the two sides in turn, with error feedback (gradwire/_lowrank.py),
 alone and through real shard processes."""
 
+import pathlib
+
 import pytest
 import torch
 
@@ -9,9 +11,14 @@ import gradwire
 from gradwire._lowrank import _SEED, LowRank, matrix_shape
 from gradwire.torch import DistributedOptimizer
 
+from test_distributed_optimizer import STEPS as TRAINED_STEPS
 from test_distributed_optimizer import train_distributed, train_reference
 from test_nonfinite import BAD_STEP, STEPS, plain_step, run
+from test_overlap import run_local_group
 from test_parameter_sync import batch, make_model
+
+LOCAL_GROUP_WORKER = pathlib.Path(__file__).with_name(
+    "local_group_worker.py")
 
 
 def test_which_parameters_are_compressed():
@@ -264,6 +271,31 @@ def test_two_exchanges_match_one_process(start_shards):
         assert torch.equal(a, b)
     for a, b in zip(models[0].parameters(), reference.parameters()):
         assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+
+
+def test_two_exchanges_in_a_local_group_match_one_process(start_shards,
+                                                          tmp_path):
+    """Two local ranks of one node (`gradwire run --nnodes 1 -n 2`), each
+    on data of its own: each projects its own gradient, the node reduces
+    the factors (the second exchange carries them alone,
+    ParameterSync::StepCarrying), and both ranks end where one process
+    stepping on PowerSGD's mean projection of their gradients does."""
+    result, ranks = run_local_group(
+        tmp_path, start_shards(1, 1)[0], script=LOCAL_GROUP_WORKER,
+        compression="powersgd,rank=2,dense_below=0")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert [r["local_size"] for r in ranks] == [2, 2]
+    assert ranks[0]["final"] == ranks[1]["final"]
+    assert ranks[0]["exchanges"] == 2 * TRAINED_STEPS
+    reference = make_model(seed=1)
+    with torch.no_grad():
+        for p, values in zip(reference.parameters(), ranks[0]["initial"]):
+            p.copy_(torch.tensor(values).reshape(p.shape))
+    reference = train_reference(reference, 2, None,
+                                two_exchange_reference(2, 2))
+    for p, values in zip(reference.parameters(), ranks[0]["final"]):
+        final = torch.tensor(values).reshape(p.shape)
+        assert torch.allclose(p, final, atol=1e-5), (p - final).abs().max()
 
 
 def test_two_exchanges_count_as_one_step_in_the_figures(start_shards):

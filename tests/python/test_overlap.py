@@ -249,19 +249,25 @@ optimizer.close()
 """
 
 
-def run_local_group(tmp_path, shard, overlap):
+def run_local_group(tmp_path, shard, *args, script=None, compression=None):
     """Two workers as one node's local group under `gradwire run
     --nnodes 1 -n 2`, joining `shard` (which counts one worker: the
-    node). The run's result and each rank's JSON (None where missing)."""
-    script = tmp_path / "local_group.py"
-    script.write_text(LOCAL_GROUP_SCRIPT)
+    node): each runs `script` (LOCAL_GROUP_SCRIPT by default) with an
+    output path ("{rank}" in it) and `args`, with GRADWIRE_COMPRESSION
+    set to `compression` or unset. The run's result and each rank's JSON
+    (None where missing)."""
+    if script is None:
+        script = tmp_path / "local_group.py"
+        script.write_text(LOCAL_GROUP_SCRIPT)
     out = tmp_path / "rank-{rank}.json"
     env = dict(os.environ, PYTHONPATH=PYTHONPATH)
     env.pop("GRADWIRE_COMPRESSION", None)
+    if compression:
+        env["GRADWIRE_COMPRESSION"] = compression
     result = subprocess.run(
         [str(CLI), "run", "--nnodes", "1", "-n", "2", "--shard-addresses",
          shard.address, "--run-dir", str(tmp_path / "run"), "--", PYTHON,
-         str(script), str(out), overlap],
+         str(script), str(out), *args],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
     ranks = []
     for rank in range(2):
