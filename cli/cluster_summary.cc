@@ -295,7 +295,7 @@ std::string ClusterReport(const Json& cluster, absl::Duration elapsed,
       NumberMember(cluster, "test_accuracy") != nullptr
           ? absl::StrFormat("%.4f (worker 0)",
                             NumberOf(cluster, "test_accuracy"))
-          : "not evaluated (--evaluate=false)";
+          : "not evaluated";
   // Summaries without the split (older workers) count all as training.
   const double train = NumberMember(cluster, "train_seconds") != nullptr
                            ? NumberOf(cluster, "train_seconds")
