@@ -2,45 +2,22 @@
 exchange through gradwire's shards, against DDP's own all-reduce, each rank
 a process (ddp_hook_worker.py) over gloo as torchrun would start it."""
 
-import os
 import pathlib
-import socket
-import subprocess
-import sys
 
 import pytest
 import torch
 
 import gradwire.torch
+from two_ranks import run_two_ranks
+
 
 WORKER = pathlib.Path(__file__).with_name("ddp_hook_worker.py")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_ranks(tmp_path, name, *args, shards=()):
     """Runs both ranks to the end; rank 0's result."""
     out = tmp_path / f"{name}.pt"
-    env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(free_port()), LOCAL_RANK="0",
-               LOCAL_WORLD_SIZE="1")
-    env.pop("GRADWIRE_COMPRESSION", None)
-    if shards:
-        env["GRADWIRE_SHARDS"] = ",".join(s.address for s in shards)
-    ranks = []
-    for rank in range(2):
-        log = open(tmp_path / f"{name}-{rank}.log", "w")
-        ranks.append(subprocess.Popen(
-            [sys.executable, str(WORKER), f"--out={out}", *args],
-            env=dict(env, RANK=str(rank)), stdout=log,
-            stderr=subprocess.STDOUT))
-    for rank, process in enumerate(ranks):
-        assert process.wait(timeout=300) == 0, (
-            (tmp_path / f"{name}-{rank}.log").read_text()[-3000:])
+    run_two_ranks(tmp_path, name, WORKER, [f"--out={out}", *args], shards)
     return torch.load(out)
 
 

@@ -206,13 +206,17 @@ def test_matches_one_process_on_the_mean_of_the_projections(start_shards):
     weight (64 x 32) goes as rank-2 factors, the rest whole; the wrapped
     optimizer steps on the mean of the workers' projections, as one process
     computes it, and the workers stay identical."""
-    shards = start_shards(2, 2)
+    assert_matches_reference(start_shards(2, 2), 1, low_rank_reference(2, 2))
+
+
+def assert_matches_reference(shards, exchanges, compress):
+    """Two workers with rank-2 powersgd (`exchanges` a step) through
+    `shards` end identical, where one process does with `compress`."""
     compression = {"compressor": "powersgd", "rank": 2, "dense_below": 0,
-                   "exchanges": 1}
+                   "exchanges": exchanges}
     models, _, initial = train_distributed(shards, 2, None,
                                            compression=compression)
-    reference = train_reference(initial[0], 2, None,
-                                low_rank_reference(2, 2))
+    reference = train_reference(initial[0], 2, None, compress)
     for a, b in zip(models[0].parameters(), models[1].parameters()):
         assert torch.equal(a, b)
     for a, b in zip(models[0].parameters(), reference.parameters()):
@@ -260,17 +264,8 @@ def test_two_exchanges_match_one_process(start_shards):
     """exchanges=2 through two real shards: the wrapped optimizer steps
     on PowerSGD's mean projection, as one process computes it, with the
     workers identical; each step is two exchanges."""
-    shards = start_shards(2, 2)
-    compression = {"compressor": "powersgd", "rank": 2, "dense_below": 0,
-                   "exchanges": 2}
-    models, _, initial = train_distributed(shards, 2, None,
-                                           compression=compression)
-    reference = train_reference(initial[0], 2, None,
-                                two_exchange_reference(2, 2))
-    for a, b in zip(models[0].parameters(), models[1].parameters()):
-        assert torch.equal(a, b)
-    for a, b in zip(models[0].parameters(), reference.parameters()):
-        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+    assert_matches_reference(start_shards(2, 2), 2,
+                             two_exchange_reference(2, 2))
 
 
 def test_two_exchanges_in_a_local_group_match_one_process(start_shards,

@@ -3,11 +3,7 @@ DDP communication hook: torch.autocast (bf16 on the CPU), bf16 parameters,
 and GradScaler's skipped step, each rank a process
 (mixed_precision_worker.py) against real shards."""
 
-import os
 import pathlib
-import socket
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -16,36 +12,19 @@ import gradwire
 import gradwire.torch
 from conftest import run_in_threads
 from mixed_precision_worker import CpuGradScaler, batch, model_for_test
+from two_ranks import free_port, run_two_ranks
+
 
 WORKER = pathlib.Path(__file__).with_name("mixed_precision_worker.py")
 STEPS = 10
 INF_AT = 2
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_ranks(tmp_path, name, shards, *args):
     """Runs both ranks to the end; their results, rank 0's first."""
     out = tmp_path / f"{name}-{{rank}}.pt"
-    env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(free_port()), LOCAL_RANK="0",
-               LOCAL_WORLD_SIZE="1",
-               GRADWIRE_SHARDS=",".join(s.address for s in shards))
-    env.pop("GRADWIRE_COMPRESSION", None)
-    ranks = []
-    for rank in range(2):
-        log = open(tmp_path / f"{name}-{rank}.log", "w")
-        ranks.append(subprocess.Popen(
-            [sys.executable, str(WORKER), f"--out={out}", *args],
-            env=dict(env, RANK=str(rank)), stdout=log,
-            stderr=subprocess.STDOUT))
-    for rank, process in enumerate(ranks):
-        assert process.wait(timeout=120) == 0, (
-            (tmp_path / f"{name}-{rank}.log").read_text()[-3000:])
+    run_two_ranks(tmp_path, name, WORKER, [f"--out={out}", *args], shards,
+                  timeout=120)
     return [torch.load(str(out).replace("{rank}", str(rank)))
             for rank in range(2)]
 
