@@ -23,6 +23,14 @@ SYNC_FLAGS = tuple(
     name for name in setting_names("topology", "consistency", "chunks",
                                    "deadlines", "security")
     if name != "shards")
+# The worker's flags name a host as gradwire-worker's do; the Python
+# keywords call it a node.
+PYTHON_NAMES = {"worker_id": "node_rank", "num_workers": "num_nodes"}
+
+
+def sync_keywords(args, flags=SYNC_FLAGS):
+    """The values of `flags` as ParameterSync's keywords."""
+    return {PYTHON_NAMES.get(key, key): getattr(args, key) for key in flags}
 
 
 def torch_optimizer(args, parameters):
@@ -48,11 +56,13 @@ class GradwireSync:
     back the shards' new weights."""
 
     def __init__(self, args, model):
-        options = {key: getattr(args, key) for key in
-                   COMPRESSION_FLAGS + PULL_FLAGS + OPTIMIZER_FLAGS + SYNC_FLAGS}
+        options = sync_keywords(args, OPTIMIZER_FLAGS + SYNC_FLAGS)
+        compression = {key: getattr(args, key)
+                       for key in COMPRESSION_FLAGS + PULL_FLAGS}
         self.model = model
         self.sync = gradwire.ParameterSync(
-            shards=[s for s in args.shards.split(",") if s], **options)
+            shards=[s for s in args.shards.split(",") if s],
+            compression=gradwire.Compression(**compression), **options)
         self.sync.register(model.named_parameters(), overlap=args.overlap)
         if args.overlap and args.pull_ahead:
             self.sync.pull_ahead(model)
@@ -101,7 +111,7 @@ class GradwireOptimizer:
             # None: on where gradients are exchanged.
             overlap=None if args.overlap else False,
             shards=[s for s in args.shards.split(",") if s],
-            **{key: getattr(args, key) for key in SYNC_FLAGS})
+            **sync_keywords(args))
         self.forward = model
         # DistributedOptimizer does not say where a restarted worker
         # resumes, so this count starts at 0.
