@@ -34,7 +34,7 @@ std::string PrometheusConfig(const std::vector<std::string>& shard_targets,
   // The job names are those of deploy/prometheus/prometheus.yml, so that the
   // consoles work the same on both.
   return absl::StrCat(
-      "# Written by gradwire local --dashboard for this run.\n"
+      "# Written by gradwire --dashboard for this run.\n"
       "global:\n"
       "  scrape_interval: ",
       Seconds(scrape_interval),

@@ -1,13 +1,15 @@
-// The dashboard of `gradwire local --dashboard`: a Prometheus server (Debian's
-// `prometheus`) on a loopback port, scraping every shard and worker of the
-// run and serving gradwire's console templates (deploy/prometheus/consoles:
-// the pages, and lib/ their library) at /consoles/gradwire.html.
+// The dashboard of `gradwire local --dashboard` and `gradwire run
+// --dashboard`: a Prometheus server (Debian's `prometheus`) on a loopback
+// port, scraping the shards and workers of the run and serving gradwire's
+// console templates (deploy/prometheus/consoles: the pages, and lib/ their
+// library) at /consoles/gradwire.html. Its pieces are here; its lifecycle
+// in a run is run_dashboard.h's.
 //
 // Its files live in the run directory (run_directory.h): prometheus.yml,
 // prometheus-workers.json (the workers' targets, rewritten as their metrics
 // ports appear; Prometheus watches the file), prometheus.log and
 // prometheus-data/. The shards are known when Prometheus starts and are
-// static targets.
+// static targets (none where their metrics ports are not known).
 //
 // Thread safety: pure functions, except those that touch files or sockets,
 // which are safe to call from any thread on distinct paths.
@@ -27,7 +29,7 @@
 namespace gradwire::cli {
 
 struct DashboardOptions {
-  // Off: no Prometheus, and the workers get no extra flag.
+  // Off: no Prometheus, and the workers are not asked to linger.
   bool enabled = false;
   // The prometheus binary, a path that execve can run.
   std::string prometheus;
@@ -42,7 +44,8 @@ struct DashboardOptions {
 
 // How often Prometheus scrapes every target.
 inline constexpr absl::Duration kDashboardScrapeInterval = absl::Seconds(1);
-// What a worker gets as --metrics-linger-seconds with the dashboard on: it
+// What a worker gets as --metrics-linger-seconds (gradwire local) or
+// GRADWIRE_METRICS_LINGER_SECONDS (gradwire run) with the dashboard on: it
 // keeps /metrics up this long after training, so that its last counts
 // (equal to its summary's) reach Prometheus even when training took less
 // than a second. Prometheus hands a new target to its scrapers up to 10 s

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -15,8 +14,8 @@
 #include "absl/time/clock.h"
 #include "cli/cluster_commands.h"
 #include "cli/cluster_summary.h"
-#include "cli/dashboard.h"
 #include "cli/local_shards.h"
+#include "cli/run_dashboard.h"
 #include "cli/run_directory.h"
 #include "cli/supervision.h"
 #include "common/process/child_process.h"
@@ -26,7 +25,6 @@ namespace {
 
 constexpr char kTool[] = "gradwire local";
 constexpr absl::Duration kPollInterval = absl::Milliseconds(50);
-constexpr absl::Duration kHealthTimeout = absl::Seconds(2);
 
 template <typename... Args>
 void Say(const absl::FormatSpec<Args...>& format, const Args&... args) {
@@ -39,16 +37,13 @@ class LocalCluster {
       : options_(options),
         run_(std::move(run)),
         supervision_(kTool, stdout, options.grace),
-        shards_(options_, run_, supervision_) {}
+        shards_(options_, run_, supervision_),
+        dashboard_(options_.dashboard, run_, supervision_) {}
 
   int Run();
 
  private:
   void ReportWorkerMetrics();
-  absl::Status StartDashboard();
-  absl::Status WaitUntilDashboardReady(int port);
-  void AddDashboardTarget(int worker_metrics_port);
-  void KeepDashboardUp();
   absl::Status StartWorkers();
   void Supervise();
   bool PollAll();
@@ -60,11 +55,7 @@ class LocalCluster {
   Supervision supervision_;
   LocalShards shards_;
   std::vector<Member> workers_;
-  // Prometheus, with --dashboard once started; its port once it is ready,
-  // and the workers' /metrics it was told to scrape.
-  std::vector<Member> dashboard_;
-  int dashboard_port_ = 0;
-  std::vector<std::string> worker_targets_;
+  RunDashboard dashboard_;
 };
 
 // Prints the /metrics URL of each worker whose endpoint is up by now.
@@ -75,113 +66,7 @@ void LocalCluster::ReportWorkerMetrics() {
       supervision_.Inform(
           absl::StrCat(w.name, " metrics at ", MetricsUrl(port)));
       w.metrics_reported = true;
-      AddDashboardTarget(port);
-    }
-  }
-}
-
-// Starts Prometheus on the shards' /metrics (the workers follow through the
-// targets file), waits until it is ready and prints the dashboard's URL.
-absl::Status LocalCluster::StartDashboard() {
-  const DashboardOptions& dashboard = options_.dashboard;
-  int port = dashboard.port;
-  if (port == 0) {
-    absl::StatusOr<int> free_port = PickFreeLoopbackPort();
-    if (!free_port.ok()) return free_port.status();
-    port = *free_port;
-  }
-  std::vector<std::string> shard_targets;
-  for (size_t i = 0; i < shards_.members().size(); ++i) {
-    shard_targets.push_back(
-        absl::StrCat("127.0.0.1:", shards_.MetricsPort(static_cast<int>(i))));
-  }
-  // A reused --log-dir must not show an earlier run's series.
-  std::error_code ignored;
-  std::filesystem::remove_all(run_.PrometheusData(), ignored);
-  absl::Status written = WriteFileAtomically(run_.PrometheusWorkerTargets(),
-                                             FileDiscoveryTargets({}));
-  if (written.ok()) {
-    written = WriteFileAtomically(
-        run_.PrometheusConfig(),
-        PrometheusConfig(shard_targets, run_.PrometheusWorkerTargets(),
-                         kDashboardScrapeInterval));
-  }
-  if (!written.ok()) return written;
-  Member m;
-  m.name = "prometheus";
-  m.log = run_.PrometheusLog();
-  absl::StatusOr<std::unique_ptr<ChildProcess>> p =
-      ChildProcess::Spawn(PrometheusCommand(dashboard, run_, port));
-  if (!p.ok()) return p.status();
-  m.process = std::move(*p);
-  dashboard_.push_back(std::move(m));
-  if (absl::Status ready = WaitUntilDashboardReady(port); !ready.ok()) {
-    return ready;
-  }
-  dashboard_port_ = port;
-  supervision_.Inform(absl::StrCat("dashboard at ", DashboardUrl(port),
-                                   " (Prometheus log ", dashboard_[0].log,
-                                   ")"));
-  return absl::OkStatus();
-}
-
-absl::Status LocalCluster::WaitUntilDashboardReady(int port) {
-  Member& prometheus = dashboard_[0];
-  const absl::Time deadline = absl::Now() + options_.start_timeout;
-  for (;;) {
-    const absl::Status ready = CheckPrometheusReady(port, kHealthTimeout);
-    if (ready.ok()) return absl::OkStatus();
-    if (!prometheus.process->running()) {
-      supervision_.ReportFailure(
-          prometheus,
-          absl::StrCat("exited with code ", *prometheus.process->exit_code(),
-                       " while starting"));
-      return absl::UnavailableError("the dashboard did not start");
-    }
-    if (absl::Now() > deadline) {
-      supervision_.ReportFailure(
-          prometheus, absl::StrCat("was not ready within ",
-                                   absl::FormatDuration(options_.start_timeout),
-                                   " (", ready.message(), ")"));
-      return absl::DeadlineExceededError("the dashboard did not start");
-    }
-    if (supervision_.Sleep(kPollInterval)) {
-      return absl::CancelledError("stop signal");
-    }
-  }
-}
-
-// Adds a worker's /metrics to the dashboard's targets (a no-op without the
-// dashboard). A failed write only costs the dashboard that worker: it is
-// said, and the run goes on.
-void LocalCluster::AddDashboardTarget(int worker_metrics_port) {
-  if (dashboard_port_ == 0) return;
-  worker_targets_.push_back(absl::StrCat("127.0.0.1:", worker_metrics_port));
-  if (absl::Status s =
-          WriteFileAtomically(run_.PrometheusWorkerTargets(),
-                              FileDiscoveryTargets(worker_targets_));
-      !s.ok()) {
-    Say("dashboard: %s", s.message());
-  }
-}
-
-// After the run, the dashboard stays up for its linger time so that the
-// last points can be seen. A stop signal here only ends the wait: the run's
-// exit code stands.
-void LocalCluster::KeepDashboardUp() {
-  const absl::Duration linger = options_.dashboard.linger;
-  if (dashboard_port_ == 0 || supervision_.stop_signal() != 0 ||
-      linger <= absl::ZeroDuration() || !dashboard_[0].process->running()) {
-    return;
-  }
-  supervision_.Inform(absl::StrCat(
-      "dashboard stays up for ", absl::FormatDuration(linger), " at ",
-      DashboardUrl(dashboard_port_), " (Ctrl-C stops it)"));
-  const absl::Time end = absl::Now() + linger;
-  while (absl::Now() < end && dashboard_[0].process->running()) {
-    if (supervision_.WaitForSignal(
-            std::min(absl::Milliseconds(250), end - absl::Now())) != 0) {
-      return;
+      dashboard_.AddWorker(port);
     }
   }
 }
@@ -213,7 +98,7 @@ bool LocalCluster::PollAll() {
   const bool workers_done = supervision_.ReapWorkers(workers_);
   supervision_.ReportUnexpectedExits(shards_.members(),
                                      "while the workers ran");
-  supervision_.ReportUnexpectedExits(dashboard_, "while the workers ran");
+  dashboard_.CheckRunning("while the workers ran");
   return supervision_.failed() || workers_done;
 }
 
@@ -252,7 +137,11 @@ int LocalCluster::Run() {
   const absl::Time start = absl::Now();
   absl::Status started = shards_.Start();
   if (started.ok()) started = shards_.WaitUntilServing();
-  if (started.ok() && options_.dashboard.enabled) started = StartDashboard();
+  // The workers' /metrics join the dashboard as their ports appear.
+  if (started.ok() && options_.dashboard.enabled) {
+    started =
+        dashboard_.Start(shards_.MetricsTargets(), options_.start_timeout);
+  }
   if (started.ok()) started = StartWorkers();
   if (started.ok()) Supervise();
   const int signal = supervision_.stop_signal();
@@ -275,8 +164,8 @@ int LocalCluster::Run() {
       supervision_.Fail(s.message());
     }
   }
-  KeepDashboardUp();
-  supervision_.Stop(dashboard_);
+  dashboard_.Linger();
+  dashboard_.Stop();
   return ExitCode();
 }
 

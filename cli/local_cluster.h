@@ -14,13 +14,13 @@
 // the workers get SIGTERM, then the shards, each group with a grace period
 // before SIGKILL; a failing process is named with the tail of its log.
 //
-// With the dashboard (cli/dashboard.h), Prometheus starts once the shards
-// serve and before the workers, and its URL is printed when it is ready;
-// each worker is added to its targets when its metrics port file appears.
-// After the workers and shards have stopped (and the summary is printed) it
-// stays up for dashboard.linger, or until a stop signal, then gets SIGTERM
-// like the others. Its failure to start or a later exit is a failure of the
-// run, shown with the tail of prometheus.log.
+// With the dashboard (cli/run_dashboard.h), Prometheus starts once the
+// shards serve and before the workers, and its URL is printed when it is
+// ready; each worker is added to its targets when its metrics port file
+// appears. After the workers and shards have stopped (and the summary is
+// printed) it stays up for dashboard.linger, or until a stop signal, then
+// gets SIGTERM like the others. Its failure to start or a later exit is a
+// failure of the run, shown with the tail of prometheus.log.
 #ifndef GRADWIRE_CLI_LOCAL_CLUSTER_H_
 #define GRADWIRE_CLI_LOCAL_CLUSTER_H_
 

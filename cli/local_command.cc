@@ -10,12 +10,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "cli/command_args.h"
+#include "cli/dashboard_flags.h"
 #include "cli/local_cluster.h"
 #include "cli/local_transport.h"
 #include "common/flags/command_line.h"
@@ -66,23 +65,8 @@ ABSL_FLAG(std::string, tls_dir, "",
           "every worker and shard, and its auth-token file as the bearer "
           "token. Empty: plaintext.");
 
-ABSL_FLAG(bool, dashboard, false,
-          "Also start Prometheus (Debian's prometheus) on 127.0.0.1, scraping "
-          "every shard and worker each second and serving gradwire's console "
-          "dashboard; its URL is printed.");
-ABSL_FLAG(int64_t, dashboard_port, 0,
-          "The dashboard's port on 127.0.0.1 (with --dashboard); 0: a free "
-          "one.");
-ABSL_FLAG(double, dashboard_linger_seconds, 60,
-          "With --dashboard: how long the dashboard stays up after training "
-          "so that the last points can be seen (Ctrl-C ends it sooner).");
-ABSL_FLAG(std::string, prometheus, "prometheus",
-          "With --dashboard: the Prometheus binary, a path or a name looked "
-          "up in PATH.");
-ABSL_FLAG(std::string, dashboard_consoles, "",
-          "With --dashboard: the console templates (a directory with "
-          "gradwire.html and lib/gradwire.lib). Empty: "
-          "deploy/prometheus/consoles of the source tree (see above).");
+// The dashboard's flags (--dashboard, ...) are dashboard_flags.cc's, shared
+// with gradwire run.
 
 // Defined by the client TLS flags (common/flags/tls_flags.h).
 ABSL_DECLARE_FLAG(std::string, auth_token_file);
@@ -153,10 +137,6 @@ constexpr absl::string_view kLocalFlags[] = {"shards",
                                              "dashboard_consoles"};
 constexpr absl::string_view kLocalBoolFlags[] = {"keep_logs", "dashboard",
                                                  "allow_insecure_token"};
-// Flags that only mean something with --dashboard.
-constexpr absl::string_view kDashboardOnlyFlags[] = {
-    "dashboard_port", "dashboard_linger_seconds", "prometheus",
-    "dashboard_consoles"};
 // Worker flags that gradwire local sets for each worker.
 constexpr absl::string_view kWorkerFlagsSetByLocal[] = {"worker_id",
                                                         "num_workers"};
@@ -258,79 +238,6 @@ std::vector<std::string> ServerArgsOrExit() {
   return words;
 }
 
-// Where the console templates are looked for, given the directory of the
-// running binary: an installed layout, a build tree inside the source tree,
-// then the source tree this binary was built from.
-std::vector<std::string> ConsoleCandidates(absl::string_view bin_dir) {
-  return {absl::StrCat(bin_dir, "/../share/gradwire/consoles"),
-          absl::StrCat(bin_dir, "/../../deploy/prometheus/consoles"),
-          absl::StrCat(GRADWIRE_SOURCE_DIR, "/deploy/prometheus/consoles")};
-}
-
-bool HasConsoles(const std::string& dir) {
-  return access(absl::StrCat(dir, "/gradwire.html").c_str(), R_OK) == 0 &&
-         access(absl::StrCat(dir, "/lib/gradwire.lib").c_str(), R_OK) == 0;
-}
-
-// --dashboard-consoles, or the first candidate that holds the consoles.
-std::string ConsolesOrExit() {
-  const std::string given = absl::GetFlag(FLAGS_dashboard_consoles);
-  if (!given.empty()) {
-    if (!HasConsoles(given)) {
-      UsageError("local", absl::StrCat("--dashboard-consoles: ", given,
-                                       " holds no gradwire.html and "
-                                       "lib/gradwire.lib"));
-    }
-    return given;
-  }
-  absl::StatusOr<std::string> bin_dir = SelfDirectory();
-  const std::vector<std::string> candidates =
-      ConsoleCandidates(bin_dir.ok() ? *bin_dir : "");
-  for (const std::string& dir : candidates) {
-    if (HasConsoles(dir)) return dir;
-  }
-  UsageError("local", absl::StrCat("--dashboard: no console templates in ",
-                                   absl::StrJoin(candidates, ", "),
-                                   " (give --dashboard-consoles=DIR)"));
-}
-
-DashboardOptions DashboardOptionsOrExit(const std::vector<std::string>& args) {
-  DashboardOptions d;
-  d.enabled = absl::GetFlag(FLAGS_dashboard);
-  if (!d.enabled) {
-    for (absl::string_view name : kDashboardOnlyFlags) {
-      if (GivenBeforeDashes(args, name)) {
-        UsageError("local",
-                   absl::StrCat("--", absl::StrReplaceAll(name, {{"_", "-"}}),
-                                " needs --dashboard"));
-      }
-    }
-    return d;
-  }
-  const int64_t port = absl::GetFlag(FLAGS_dashboard_port);
-  const double linger = absl::GetFlag(FLAGS_dashboard_linger_seconds);
-  if (port < 0 || port > 65535) {
-    UsageError("local", absl::StrCat("--dashboard-port: ", port,
-                                     " is outside [0, 65535]"));
-  }
-  if (!(linger >= 0 && linger <= 86400)) {
-    UsageError("local", "--dashboard-linger-seconds must be in [0, 86400]");
-  }
-  absl::StatusOr<std::string> prometheus =
-      FindExecutable(absl::GetFlag(FLAGS_prometheus));
-  if (!prometheus.ok()) {
-    UsageError("local", absl::StrCat("--dashboard needs Prometheus: ",
-                                     prometheus.status().message(),
-                                     " (Debian: apt-get install prometheus; "
-                                     "or --prometheus=PATH)"));
-  }
-  d.prometheus = *std::move(prometheus);
-  d.consoles = ConsolesOrExit();
-  d.port = static_cast<int>(port);
-  d.linger = absl::Seconds(linger);
-  return d;
-}
-
 LocalClusterOptions LocalOptionsOrExit(const std::vector<std::string>& args) {
   LocalClusterOptions o;
   o.worker_args = SplitLocalArguments(args);
@@ -365,7 +272,9 @@ LocalClusterOptions LocalOptionsOrExit(const std::vector<std::string>& args) {
       LoadLocalTransport(o.transport, o.workers);
   if (!health.ok()) UsageError("local", health.status().message());
   o.health_transport = *std::move(health);
-  o.dashboard = DashboardOptionsOrExit(args);
+  o.dashboard = DashboardOptionsOrExit("local", [&](absl::string_view name) {
+    return GivenBeforeDashes(args, name);
+  });
   return o;
 }
 

@@ -39,6 +39,15 @@ int LocalShards::MetricsPort(int shard) const {
   return PortFromFile(run_.ShardMetricsPortFile(shard));
 }
 
+std::vector<std::string> LocalShards::MetricsTargets() const {
+  std::vector<std::string> targets;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    targets.push_back(
+        absl::StrCat("127.0.0.1:", MetricsPort(static_cast<int>(i))));
+  }
+  return targets;
+}
+
 // Waits for shard i: its port file, then SERVING.
 absl::Status LocalShards::WaitForShard(size_t i, absl::Time deadline) {
   Member& shard = members_[i];

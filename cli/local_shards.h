@@ -42,6 +42,10 @@ class LocalShards {
   const std::vector<std::string>& addresses() const { return addresses_; }
   // The port of shard i's /metrics; 0 when its port file is not complete.
   int MetricsPort(int shard) const;
+  // After WaitUntilServing: "127.0.0.1:<metrics port>" of each shard, in
+  // shard-id order, as Prometheus scrapes them (the shards serve /metrics
+  // on loopback only).
+  std::vector<std::string> MetricsTargets() const;
 
   // After a run that went well and Stop: reports each shard that did not
   // exit 0 after SIGTERM (its final checkpoint may be missing).

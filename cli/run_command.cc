@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "cli/command_args.h"
+#include "cli/dashboard_flags.h"
 #include "cli/local_transport.h"
 #include "cli/loopback_http.h"
 #include "cli/run_arguments.h"
@@ -27,7 +28,8 @@
 // `gradwire run`'s own flags. It shares --workers (its -n), --shards,
 // --keep-logs, --grace-seconds, --start-timeout-seconds, --server-args,
 // --checkpoint-dir and --tls-dir with `gradwire local` (local_command.cc),
-// and the client TLS flags with `gradwire health` (common/flags). Each is
+// the dashboard's with it too (dashboard_flags.h), and the client TLS flags
+// with `gradwire health` (common/flags). Each is
 // also named in run_split.cc, which lets only those through to Abseil.
 ABSL_FLAG(std::string, shard_addresses, "",
           "gradwire run: HOST:PORT,... of running shards to join instead of "
@@ -262,6 +264,11 @@ RunJobOptions RunOptionsOrExit(const std::vector<std::string>& args) {
   o.run_dir = Absolute(absl::GetFlag(FLAGS_run_dir));
   o.keep_logs = absl::GetFlag(FLAGS_keep_logs);
   TransportOrExit(split.given, o);
+  // With --shard-addresses (and on nodes other than 0) the dashboard
+  // scrapes the workers only: see RunJobOptions::dashboard.
+  o.dashboard = DashboardOptionsOrExit(kCommand, [&](absl::string_view name) {
+    return split.given.count(std::string(name)) > 0;
+  });
   absl::StatusOr<std::string> program = FindExecutable(split.command[0]);
   if (!program.ok()) {
     UsageError(kCommand, absl::StrCat("the worker command: ",

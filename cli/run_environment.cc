@@ -63,6 +63,11 @@ std::vector<std::string> WorkerVariables(const RunEnvironment& run, int index) {
   env.push_back(
       absl::StrCat(kMetricsPortFileVariable, "=",
                    RunDirectory(run.run_dir).WorkerMetricsPortFile(index)));
+  if (run.metrics_linger_seconds > 0 &&
+      std::getenv(kMetricsLingerSecondsVariable) == nullptr) {
+    env.push_back(absl::StrCat(kMetricsLingerSecondsVariable, "=",
+                               run.metrics_linger_seconds));
+  }
   // The cores are shared by the workers of this node only.
   for (std::string& omp : WorkerEnvironment(
            run.node_workers > 0 ? run.node_workers : run.world_size)) {

@@ -35,6 +35,13 @@
 //                             --metrics-port and --metrics-address)
 //   GRADWIRE_METRICS_PORT_FILE  <run dir>/worker-<RANK>.metrics-port,
 //                             where that port is written
+//   GRADWIRE_METRICS_LINGER_SECONDS  with metrics_linger_seconds only
+//                             (gradwire run --dashboard), unless
+//                             inherited: how long the worker keeps
+//                             /metrics up when it has finished, so that
+//                             Prometheus scrapes its last counts (Python:
+//                             at exit; gradwire-worker reads it as its
+//                             --metrics-linger-seconds)
 //   OMP_NUM_THREADS           cores / WORLD_SIZE (at least 1), unless
 //                             inherited (WorkerEnvironment,
 //                             cluster_commands.h)
@@ -78,6 +85,8 @@ inline constexpr char kAllowInsecureTokenVariable[] =
 inline constexpr char kMetricsPortVariable[] = "GRADWIRE_METRICS_PORT";
 inline constexpr char kMetricsAddressVariable[] = "GRADWIRE_METRICS_ADDRESS";
 inline constexpr char kMetricsPortFileVariable[] = "GRADWIRE_METRICS_PORT_FILE";
+inline constexpr char kMetricsLingerSecondsVariable[] =
+    "GRADWIRE_METRICS_LINGER_SECONDS";
 
 // What every worker of a run shares.
 struct RunEnvironment {
@@ -101,6 +110,8 @@ struct RunEnvironment {
   TransportSecurityFiles transport;
   // The run directory, absolute.
   std::string run_dir;
+  // GRADWIRE_METRICS_LINGER_SECONDS; 0: unset.
+  int metrics_linger_seconds = 0;
 };
 
 // The "NAME=value" entries that this node's worker `index` gets

@@ -8,9 +8,11 @@
 #include "absl/strings/string_view.h"
 #include "cli/run_command.h"
 
-// Defined by `gradwire local` (local_command.cc), shared with gradwire run.
+// Defined by `gradwire local` (local_command.cc, dashboard_flags.cc),
+// shared with gradwire run.
 ABSL_DECLARE_FLAG(double, grace_seconds);
 ABSL_DECLARE_FLAG(double, start_timeout_seconds);
+ABSL_DECLARE_FLAG(double, dashboard_linger_seconds);
 
 namespace gradwire::cli {
 namespace {
@@ -22,6 +24,7 @@ constexpr absl::string_view kRunDescription =
 
   gradwire run -n 2 -- python3 train.py --epochs 3
   gradwire run -n 4 --shards 2 --run-dir runs/a -- ./my_trainer
+  gradwire run --dashboard -n 2 -- python3 train.py
   gradwire run -n 2 --shard-addresses ps-0:7000,ps-1:7000 --tls-ca ca.pem -- python3 train.py
   gradwire run --nnodes 2 --node-rank R --master-addr node-0 -n 2 -- python3 train.py
 
@@ -64,13 +67,19 @@ Ctrl-C kills at once). When a worker fails, the others get SIGTERM.
 After a successful run, a summary: gradwire local's report when every worker
 wrote its GRADWIRE_SUMMARY_JSON (docs/run.md lists the keys), otherwise the
 bytes and steps the shards counted (their /metrics).
---dashboard is not supported here (use gradwire local --dashboard, or scrape
-the /metrics URLs printed for the shards).
+--dashboard starts Prometheus on 127.0.0.1 once the shards serve, as gradwire
+local --dashboard does: it scrapes the shards started here and each worker's
+/metrics (GRADWIRE_METRICS_PORT_FILE, once it appears; a Python worker serves
+it once its DistributedOptimizer connects) and serves gradwire's console
+dashboard, whose URL is printed. The workers get
+GRADWIRE_METRICS_LINGER_SECONDS=12 (unless set) so that their last counts are
+scraped. With --shard-addresses, or on a node other than 0, the shards'
+metrics ports are not known here: it scrapes the workers only.
 
 Exit code: 0 when every worker exited 0; otherwise the exit code of the first
 worker that failed (128+N for one killed by signal N); 128+N when gradwire run
-was stopped by signal N; 1 when a shard failed or did not serve; 2 for a bad
-command line.
+was stopped by signal N; 1 when a shard or the dashboard failed or did not
+serve; 2 for a bad command line.
 
 )";
 
@@ -112,9 +121,19 @@ std::string RunOptionsHelp() {
   --tls-ca=FILE, --tls-cert=FILE, --tls-key=FILE
                            with --shard-addresses: the workers' TLS files
   --tls-server-name=NAME   the name to check in the shards' certificates
+  --dashboard              start Prometheus and the console dashboard
+  --dashboard-port=P       its port on 127.0.0.1 (default: a free one)
+  --dashboard-linger-seconds=S
+                           how long it stays up after the run, 0..86400
+                           (default %g; Ctrl-C ends it sooner)
+  --prometheus=PATH        the Prometheus binary (default: prometheus in
+                           PATH)
+  --dashboard-consoles=DIR the console templates (default: next to gradwire,
+                           or its source tree's deploy/prometheus/consoles)
 )",
       kMaxRunProcesses, kMaxRunProcesses, absl::GetFlag(FLAGS_grace_seconds),
-      absl::GetFlag(FLAGS_start_timeout_seconds));
+      absl::GetFlag(FLAGS_start_timeout_seconds),
+      absl::GetFlag(FLAGS_dashboard_linger_seconds));
 }
 
 }  // namespace

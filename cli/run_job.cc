@@ -18,6 +18,7 @@
 #include "cli/local_cluster.h"
 #include "cli/local_shards.h"
 #include "cli/loopback_http.h"
+#include "cli/run_dashboard.h"
 #include "cli/run_directory.h"
 #include "cli/run_environment.h"
 #include "cli/shard_metrics_summary.h"
@@ -86,7 +87,8 @@ class Job {
         shard_options_(ShardOptions(options)),
         run_(std::move(run)),
         supervision_(kTool, stderr, options.grace),
-        shards_(shard_options_, run_, supervision_) {}
+        shards_(shard_options_, run_, supervision_),
+        dashboard_(options.dashboard, run_, supervision_) {}
 
   int Run();
 
@@ -94,6 +96,7 @@ class Job {
   bool joined() const { return !options_.shard_addresses.empty(); }
   absl::Status StartLocalShards();
   absl::Status JoinShards();
+  absl::Status StartDashboard();
   absl::Status StartWorkers();
   bool PollAll();
   void ReportWorkerMetrics();
@@ -113,6 +116,7 @@ class Job {
   std::vector<std::string> addresses_;
   std::unique_ptr<WorkerOutput> output_;
   std::vector<Member> workers_;
+  RunDashboard dashboard_;
 };
 
 absl::Status Job::StartLocalShards() {
@@ -130,6 +134,19 @@ absl::Status Job::JoinShards() {
   return joined;
 }
 
+// The dashboard scrapes the shards started here. Shards joined (node 0's,
+// seen from another node, included) serve /metrics on ports this run does
+// not know: their own flags chose them.
+absl::Status Job::StartDashboard() {
+  if (joined()) {
+    supervision_.Inform(
+        "dashboard: the metrics ports of shards that this run did not start "
+        "are not known here; it scrapes this node's workers only");
+    return dashboard_.Start({}, options_.start_timeout);
+  }
+  return dashboard_.Start(shards_.MetricsTargets(), options_.start_timeout);
+}
+
 absl::Status Job::StartWorkers() {
   std::vector<std::string> logs;
   for (int i = 0; i < options_.workers; ++i) logs.push_back(run_.WorkerLog(i));
@@ -144,6 +161,9 @@ absl::Status Job::StartWorkers() {
   environment.shards = addresses_;
   environment.transport = options_.transport.worker;
   environment.run_dir = std::filesystem::absolute(run_.dir()).string();
+  if (options_.dashboard.enabled) {
+    environment.metrics_linger_seconds = kDashboardWorkerLingerSeconds;
+  }
   const std::vector<std::string> unset = UnsetTransportVariables(environment);
   for (int i = 0; i < options_.workers; ++i) {
     // A reused run directory must not pass an earlier run's summary off as
@@ -177,8 +197,9 @@ absl::Status Job::StartWorkers() {
 }
 
 // Prints the /metrics URL of each running worker whose endpoint is up by
-// now (GRADWIRE_METRICS_PORT_FILE, run_environment.h): a Python worker
-// serves one once its DistributedOptimizer or ParameterSync connects.
+// now (GRADWIRE_METRICS_PORT_FILE, run_environment.h), and adds it to the
+// dashboard: a Python worker serves one once its DistributedOptimizer or
+// ParameterSync connects.
 void Job::ReportWorkerMetrics() {
   for (Member& w : workers_) {
     if (w.metrics_reported || !w.process->running()) continue;
@@ -186,6 +207,7 @@ void Job::ReportWorkerMetrics() {
       supervision_.Inform(
           absl::StrCat(w.name, " metrics at ", MetricsUrl(port)));
       w.metrics_reported = true;
+      dashboard_.AddWorker(port);
     }
   }
 }
@@ -197,6 +219,7 @@ bool Job::PollAll() {
   const bool workers_done = supervision_.ReapWorkers(workers_);
   supervision_.ReportUnexpectedExits(shards_.members(),
                                      "while the workers ran");
+  dashboard_.CheckRunning("while the workers ran");
   return supervision_.failed() || workers_done;
 }
 
@@ -268,6 +291,7 @@ void Job::Summarise(const absl::StatusOr<ShardTotals>& totals,
 int Job::Run() {
   const absl::Time start = absl::Now();
   absl::Status started = joined() ? JoinShards() : StartLocalShards();
+  if (started.ok() && options_.dashboard.enabled) started = StartDashboard();
   if (started.ok()) started = StartWorkers();
   if (started.ok()) Supervise();
   const int signal = supervision_.stop_signal();
@@ -294,6 +318,8 @@ int Job::Run() {
     shards_.CheckCleanExits();
   }
   if (ExitCode() == 0) Summarise(totals, absl::Now() - start);
+  dashboard_.Linger();
+  dashboard_.Stop();
   return ExitCode();
 }
 

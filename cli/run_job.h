@@ -33,6 +33,14 @@
 // to the workers, then SIGTERM to the shards. Each group has the grace
 // period before SIGKILL; a second stop signal cuts it short.
 //
+// With the dashboard (run_dashboard.h), Prometheus starts once the shards
+// serve, before the workers, as in `gradwire local`; each worker's /metrics
+// joins it when its port file appears, and the workers keep /metrics up
+// kDashboardWorkerLingerSeconds after training
+// (GRADWIRE_METRICS_LINGER_SECONDS), so that their last counts are
+// scraped. After the summary it stays up for dashboard.linger, or until a
+// stop signal. Its failure to start or a later exit fails the run (1).
+//
 // Exit code: 0 when every worker exited 0 (and the shards started here
 // stopped cleanly); the exit code of the first worker that failed (128 + N
 // for a worker killed by signal N); 128 + N when this process was stopped
@@ -45,6 +53,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "cli/dashboard.h"
 #include "cli/local_transport.h"
 #include "common/tls/transport_security.h"
 
@@ -97,6 +106,10 @@ struct RunJobOptions {
   // workers' side, loaded, for the health checks.
   LocalTransport transport;
   TransportSecurity health_transport;
+  // The Prometheus dashboard; off by default. It scrapes the shards started
+  // here and this node's workers (the metrics ports of other shards are
+  // not known here), and the workers get GRADWIRE_METRICS_LINGER_SECONDS.
+  DashboardOptions dashboard;
 };
 
 // Runs the job to the end and returns the exit code for the process.

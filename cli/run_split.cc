@@ -14,7 +14,8 @@ namespace {
 constexpr char kCommand[] = "run";
 
 // gradwire run's own options: those run_command.cc defines and those it
-// shares with `gradwire local` and `gradwire health`.
+// shares with `gradwire local` (the dashboard's: dashboard_flags.h) and
+// `gradwire health`.
 constexpr absl::string_view kRunFlags[] = {"workers",
                                            "nnodes",
                                            "node_rank",
@@ -34,9 +35,14 @@ constexpr absl::string_view kRunFlags[] = {"workers",
                                            "tls_cert",
                                            "tls_key",
                                            "tls_server_name",
-                                           "allow_insecure_token"};
-constexpr absl::string_view kRunBoolFlags[] = {"keep_logs",
-                                               "allow_insecure_token"};
+                                           "allow_insecure_token",
+                                           "dashboard",
+                                           "dashboard_port",
+                                           "dashboard_linger_seconds",
+                                           "prometheus",
+                                           "dashboard_consoles"};
+constexpr absl::string_view kRunBoolFlags[] = {
+    "keep_logs", "allow_insecure_token", "dashboard"};
 
 // Whether `name` is "no" before one of gradwire run's boolean flags.
 bool IsNegatedBool(const std::string& name) {
@@ -54,12 +60,6 @@ std::string OwnFlagNameOrExit(const std::string& arg,
                                       "' comes before --: the worker "
                                       "command goes after it (gradwire run "
                                       "-n 2 -- CMD ARGS...)"));
-  }
-  if (name == "dashboard") {
-    UsageError(kCommand,
-               "--dashboard is not supported by gradwire run (use gradwire "
-               "local --dashboard, or point Prometheus at the shards' "
-               "/metrics URLs it prints)");
   }
   if (!Contains(kRunFlags, name) && !IsNegatedBool(name)) {
     UsageError(kCommand,

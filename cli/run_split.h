@@ -36,19 +36,21 @@ struct RunArgumentSplit {
 // Splits `args`, what follows "run" on the command line.
 //
 // An option's value is joined by "=" or is the next argument ("-n 2",
-// "--run-dir DIR"); the booleans --keep-logs and --allow-insecure-token
-// (and their "--no" forms) take the next argument as the worker's, not as
-// a value. -n, --nproc-per-node and --nproc_per_node name --workers, whose
-// value must be an integer (its range is RunRun's to check). The other
-// values are Abseil's to read.
+// "--run-dir DIR"); the booleans --keep-logs, --allow-insecure-token and
+// --dashboard (and their "--no" forms) take the next argument as the
+// worker's, not as a value. -n, --nproc-per-node and --nproc_per_node name
+// --workers, whose value must be an integer (its range is RunRun's to
+// check). The other values are Abseil's to read.
 //
 // Refused with UsageError("run", MESSAGE) (command_args.h: the message on
 // stderr, exit code 2), for:
 // - an argument before "--" that is not an option: "'ARG' comes before --:
 //   the worker command goes after it (...)";
-// - --dashboard, which only `gradwire local` has;
 // - an option that is not gradwire run's: "unknown option ARG (the worker
-//   command and its flags go after --)";
+//   command and its flags go after --)". gradwire run's options include
+//   the dashboard's of `gradwire local` (--dashboard, --dashboard-port,
+//   --dashboard-linger-seconds, --prometheus, --dashboard-consoles), whose
+//   values RunRun checks (dashboard_flags.h);
 // - an option that needs a value as the last argument: "missing value for
 //   ARG";
 // - a number of workers that is not an integer: "-n: 'VALUE' is not a

@@ -1,6 +1,9 @@
 """What a training script watches: per-step figures of the exchange for
 TensorBoard or W&B (``log_metrics``), and the process's Prometheus
-endpoint (``GRADWIRE_METRICS_PORT``, which ``gradwire run`` sets).
+endpoint (``GRADWIRE_METRICS_PORT``, which ``gradwire run`` sets; with
+``GRADWIRE_METRICS_LINGER_SECONDS``, which ``gradwire run --dashboard``
+sets, it stays up that long when the script ends, so that Prometheus
+scrapes the final counts).
 
 The figures (DistributedOptimizer.metrics(), DDPHookState.metrics()) are
 per step, averaged over the steps since the previous call, under names
@@ -21,7 +24,10 @@ that stay the same from release to release:
                                     tensor (1: dense), where auto runs
 """
 
+import atexit
 import os
+import sys
+import time
 import weakref
 
 from gradwire import _C, _env
@@ -30,6 +36,13 @@ PREFIX = "gradwire/"
 PORT_VARIABLE = "GRADWIRE_METRICS_PORT"
 ADDRESS_VARIABLE = "GRADWIRE_METRICS_ADDRESS"
 PORT_FILE_VARIABLE = "GRADWIRE_METRICS_PORT_FILE"
+LINGER_VARIABLE = "GRADWIRE_METRICS_LINGER_SECONDS"
+# gradwire-worker's bound on its --metrics-linger-seconds.
+MAX_LINGER_SECONDS = 3600
+
+# Whether the wait at exit is registered (once per process, as the
+# endpoint).
+_lingering = False
 
 # Every DistributedOptimizer alive in this process (the DDP hook's included),
 # for log_metrics() without a source.
@@ -40,8 +53,11 @@ def serve_from_environment(environ=os.environ):
     """Starts this process's /metrics endpoint where $GRADWIRE_METRICS_PORT
     is set (0: a free port; -1 or empty: none) on $GRADWIRE_METRICS_ADDRESS
     (default 127.0.0.1), writing the port to $GRADWIRE_METRICS_PORT_FILE
-    ("{rank}" replaced by the rank) when set. Returns the port, or None.
-    Raises ValueError naming the variable for a value that is not a port."""
+    ("{rank}" replaced by the rank) when set. With
+    $GRADWIRE_METRICS_LINGER_SECONDS (seconds, 0 to 3600), the process
+    keeps the endpoint up that long at exit (_linger_at_exit). Returns the
+    port, or None. Raises ValueError naming the variable for a value that
+    is not a port or not such seconds."""
     text = environ.get(PORT_VARIABLE, "").strip()
     if text in ("", "-1"):
         return None
@@ -50,6 +66,7 @@ def serve_from_environment(environ=os.environ):
     except ValueError:
         raise ValueError(f"{PORT_VARIABLE}={text!r}: expected a TCP port "
                          "(0 picks a free one; -1 serves none)") from None
+    linger = _linger_seconds(environ)
     address = environ.get(ADDRESS_VARIABLE, "") or "127.0.0.1"
     port_file = environ.get(PORT_FILE_VARIABLE, "")
     if "{rank}" in port_file:
@@ -57,9 +74,42 @@ def serve_from_environment(environ=os.environ):
         rank = _env._integer(environ, "RANK", 0, 0)
         port_file = port_file.replace("{rank}", str(rank))
     try:
-        return _C.serve_metrics(address, port, port_file)
+        served = _C.serve_metrics(address, port, port_file)
     except ValueError as e:
         raise ValueError(f"{PORT_VARIABLE}: {e}") from None
+    global _lingering
+    if linger > 0 and not _lingering:
+        atexit.register(_linger_at_exit, linger)
+        _lingering = True
+    return served
+
+
+def _linger_seconds(environ):
+    """$GRADWIRE_METRICS_LINGER_SECONDS as seconds; 0 when unset or empty."""
+    text = environ.get(LINGER_VARIABLE, "").strip()
+    if not text:
+        return 0.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = None
+    if seconds is None or not 0 <= seconds <= MAX_LINGER_SECONDS:
+        raise ValueError(f"{LINGER_VARIABLE}={text!r}: expected seconds "
+                         f"from 0 to {MAX_LINGER_SECONDS}")
+    return seconds
+
+
+def _linger_at_exit(seconds):
+    """Keeps the endpoint (never closed) up `seconds` more, so that a
+    Prometheus that finds it late still scrapes the final counts. Not after
+    an uncaught exception: a failing worker must be seen failing at once;
+    Ctrl-C ends the wait."""
+    if getattr(sys, "last_value", None) is not None:
+        return
+    try:
+        time.sleep(seconds)
+    except KeyboardInterrupt:
+        pass
 
 
 def track(optimizer):

@@ -1,19 +1,16 @@
-// The pieces of `gradwire local --dashboard` that need no Prometheus: its
-// configuration, the workers' targets file, the port it gets and the
-// readiness check (against a one-answer HTTP server on loopback).
+// The pieces of the dashboard (gradwire local and run) that need no
+// Prometheus: its configuration, the workers' targets file, the port it
+// gets and the readiness check (against a one-answer HTTP server on
+// loopback).
 #include "cli/dashboard.h"
-
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <string>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/cli/one_answer_server.h"
 
 namespace gradwire::cli {
 namespace {
@@ -55,39 +52,6 @@ TEST(DashboardTest, WritesFilesWhole) {
   EXPECT_EQ(missing.code(), absl::StatusCode::kUnavailable);
   std::filesystem::remove_all(dir);
 }
-
-// A loopback server that answers one connection with `answer`.
-class OneAnswerServer {
- public:
-  explicit OneAnswerServer(std::string answer) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(address);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&address), length), 0);
-    EXPECT_EQ(listen(fd_, 1), 0);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-    thread_ = std::thread([this, answer = std::move(answer)] {
-      const int client = accept(fd_, nullptr, nullptr);
-      char request[256];
-      (void)!recv(client, request, sizeof(request), 0);
-      (void)!send(client, answer.data(), answer.size(), 0);
-      close(client);
-    });
-  }
-  ~OneAnswerServer() {
-    thread_.join();
-    close(fd_);
-  }
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-  std::thread thread_;
-};
 
 TEST(DashboardTest, ReadyOnlyWhenPrometheusAnswers200) {
   {

@@ -36,6 +36,8 @@ TEST(RunEnvironmentTest, EveryWorkerLearnsItsPlace) {
                             "worker-2.metrics-port"}));
   EXPECT_THAT(env, Not(Contains(StartsWith("GRADWIRE_TLS_"))));
   EXPECT_THAT(env, Not(Contains(StartsWith("GRADWIRE_AUTH_TOKEN_FILE="))));
+  EXPECT_THAT(env,
+              Not(Contains(StartsWith("GRADWIRE_METRICS_LINGER_SECONDS="))));
   EXPECT_THAT(
       UnsetTransportVariables(run),
       ElementsAre("GRADWIRE_TLS_CA", "GRADWIRE_TLS_CERT", "GRADWIRE_TLS_KEY",
@@ -107,6 +109,20 @@ TEST(RunEnvironmentTest, AnInheritedMetricsPortIsTheUsers) {
   EXPECT_THAT(env, Contains("GRADWIRE_METRICS_PORT_FILE=/runs/b/"
                             "worker-1.metrics-port"));
   unsetenv("GRADWIRE_METRICS_PORT");
+}
+
+// With the dashboard, the workers keep /metrics up for its last scrapes,
+// unless the user chose how long.
+TEST(RunEnvironmentTest, TheDashboardsLingerUnlessInherited) {
+  unsetenv("GRADWIRE_METRICS_LINGER_SECONDS");
+  RunEnvironment run;
+  run.metrics_linger_seconds = 12;
+  EXPECT_THAT(WorkerVariables(run, 0),
+              Contains("GRADWIRE_METRICS_LINGER_SECONDS=12"));
+  setenv("GRADWIRE_METRICS_LINGER_SECONDS", "30", 1);
+  EXPECT_THAT(WorkerVariables(run, 0),
+              Not(Contains(StartsWith("GRADWIRE_METRICS_LINGER_SECONDS="))));
+  unsetenv("GRADWIRE_METRICS_LINGER_SECONDS");
 }
 
 TEST(RunEnvironmentTest, AnInsecureTokenIsPassedOnWhenAllowed) {

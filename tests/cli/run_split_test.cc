@@ -66,6 +66,25 @@ TEST(RunSplitTest, BooleansTakeAValueOnlyAfterEquals) {
               ElementsAre("allow_insecure_token", "keep_logs", "workers"));
 }
 
+// The dashboard's options are gradwire local's, spelled alike; --dashboard
+// is a boolean.
+TEST(RunSplitTest, TheDashboardsOptionsAreOwn) {
+  const RunArgumentSplit split = SplitRunArguments(
+      {"--dashboard", "-n", "2", "--dashboard-port", "9090",
+       "--dashboard_linger_seconds=5", "--prometheus", "/opt/prometheus",
+       "--dashboard-consoles=/c", "--", "x", "--dashboard"});
+  EXPECT_THAT(
+      split.own,
+      ElementsAre("--dashboard", "--workers=2", "--dashboard-port=9090",
+                  "--dashboard_linger_seconds=5",
+                  "--prometheus=/opt/prometheus", "--dashboard-consoles=/c"));
+  EXPECT_THAT(
+      split.given,
+      ElementsAre("dashboard", "dashboard_consoles", "dashboard_linger_seconds",
+                  "dashboard_port", "prometheus", "workers"));
+  EXPECT_THAT(split.command, ElementsAre("x", "--dashboard"));
+}
+
 // Whether -n was given at all is RunRun's to check, as are the values.
 TEST(RunSplitTest, NoOwnOptionsIsNotRefusedHere) {
   const RunArgumentSplit split = SplitRunArguments({"--", "x"});
@@ -89,12 +108,6 @@ TEST(RunSplitDeathTest, UnknownOptionsAreNamedAsGiven) {
               "unknown option -n2");
   EXPECT_EXIT(SplitRunArguments({"--nokeep-logs-x", "--", "x"}),
               ExitedWithCode(2), "unknown option --nokeep-logs-x");
-}
-
-TEST(RunSplitDeathTest, TheDashboardIsGradwireLocals) {
-  EXPECT_EXIT(SplitRunArguments({"-n", "2", "--dashboard", "--", "x"}),
-              ExitedWithCode(2),
-              "--dashboard is not supported by gradwire run");
 }
 
 TEST(RunSplitDeathTest, AValueMustFollow) {

@@ -286,7 +286,17 @@ TEST_F(GradwireRunTest, BadCommandLinesExit2NamingTheOption) {
       {{"run", "-n", "1", "--shard-addresses=127.0.0.1", "--", "true"},
        "--shard-addresses: '127.0.0.1' is not HOST:PORT"},
       {{"run", "-n", "1", "--tls-ca=/x.pem", "--", "true"}, "--tls-ca"},
-      {{"run", "-n", "1", "--dashboard", "--", "true"}, "--dashboard"},
+      {{"run", "-n", "1", "--dashboard-port=9090", "--", "true"},
+       "--dashboard-port needs --dashboard"},
+      {{"run", "-n", "1", "--dashboard", "--dashboard-linger-seconds=-5", "--",
+        "true"},
+       "--dashboard-linger-seconds: -5 is outside [0, 86400]"},
+      {{"run", "-n", "1", "--dashboard", "--dashboard-port=70000", "--",
+        "true"},
+       "--dashboard-port: 70000 is outside [0, 65535]"},
+      {{"run", "-n", "1", "--dashboard", "--prometheus=/no/such/prometheus",
+        "--", "true"},
+       "--dashboard needs Prometheus"},
       {{"run", "-n", "1", "--epochs=3", "--", "true"}, "--epochs"},
       {{"run", "-n", "1", "--", "gradwire-no-such-program"}, "worker command"},
   };
@@ -297,6 +307,13 @@ TEST_F(GradwireRunTest, BadCommandLinesExit2NamingTheOption) {
     EXPECT_THAT(bad.err, HasSubstr(c.message)) << line;
     EXPECT_THAT(bad.err, HasSubstr("gradwire run")) << line;
   }
+  // A value that is not a number is Abseil's to refuse, by the flag's name.
+  const ExitedProcess not_seconds =
+      RunCli({"run", "-n", "1", "--dashboard", "--dashboard-linger-seconds",
+              "soon", "--", "true"});
+  EXPECT_EQ(not_seconds.exit_code, 2) << not_seconds.err;
+  EXPECT_THAT(not_seconds.err, HasSubstr("'soon'"));
+  EXPECT_THAT(not_seconds.err, HasSubstr("dashboard_linger_seconds"));
 }
 
 TEST_F(GradwireRunTest, HelpDescribesTheCommandAndItsEnvironment) {
@@ -305,7 +322,8 @@ TEST_F(GradwireRunTest, HelpDescribesTheCommandAndItsEnvironment) {
   for (const char* text :
        {"-n N", "--shard-addresses", "GRADWIRE_SHARDS", "RANK=i", "WORLD_SIZE",
         "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1", "GRADWIRE_SUMMARY_JSON",
-        "GRADWIRE_TLS_CA", "GRADWIRE_RUN_DIR", "[0] ", "Exit code"}) {
+        "GRADWIRE_TLS_CA", "GRADWIRE_RUN_DIR", "[0] ", "Exit code",
+        "--dashboard-linger-seconds", "GRADWIRE_METRICS_LINGER_SECONDS"}) {
     EXPECT_THAT(help.out, HasSubstr(text));
   }
   EXPECT_THAT(RunCli({"--help"}).out, HasSubstr("gradwire run -n W"));

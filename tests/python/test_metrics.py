@@ -5,15 +5,18 @@ signatures, and the /metrics endpoint of a Python worker."""
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
 
 import gradwire
+import gradwire._metrics
 import gradwire.torch
-from conftest import run_in_threads
+from conftest import run_in_threads, scrape
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -179,6 +182,45 @@ def test_a_bad_metrics_port_names_the_variable(start_shards):
         env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert "GRADWIRE_METRICS_PORT='http': expected a TCP port" in done.stderr
+
+
+def test_the_endpoint_lingers_when_the_script_ends(start_shards, tmp_path):
+    """GRADWIRE_METRICS_LINGER_SECONDS (gradwire run --dashboard) keeps
+    /metrics up after the script's last line, with its final counts."""
+    shards = start_shards(1, 1)
+    port_file = tmp_path / "worker-0.metrics-port"
+    env = dict(os.environ, GRADWIRE_METRICS_PORT="0",
+               GRADWIRE_METRICS_PORT_FILE=str(port_file), RANK="0",
+               GRADWIRE_METRICS_LINGER_SECONDS="5")
+    process = subprocess.Popen(
+        [sys.executable, str(HERE / "metrics_worker.py"),
+         ",".join(s.address for s in shards)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        report = json.loads(process.stdout.readline())
+        last_line = time.monotonic()
+        assert report["samples"]["gradwire_worker_steps_total"] == 3
+        time.sleep(1.5)
+        assert process.poll() is None, process.stderr.read()
+        samples = scrape(int(port_file.read_text()))
+        assert sum(v for k, v in samples.items()
+                   if k.startswith("gradwire_worker_steps_total")) == 3
+        assert process.wait(timeout=60) == 0, process.stderr.read()
+        assert time.monotonic() - last_line >= 4.5
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "3601", "nan"])
+def test_a_bad_linger_names_the_variable(value):
+    message = (f"GRADWIRE_METRICS_LINGER_SECONDS={value!r}: expected "
+               "seconds from 0 to 3600")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        gradwire._metrics.serve_from_environment(
+            {"GRADWIRE_METRICS_PORT": "0",
+             "GRADWIRE_METRICS_LINGER_SECONDS": value})
 
 
 def test_gradwire_run_gives_each_worker_an_endpoint(tmp_path):
