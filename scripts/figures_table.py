@@ -6,7 +6,7 @@ figures are in figures_models.py; what all share is in figures_common.py.
 import figures_models  # noqa: F401 (registers the models' figures)
 from figures_common import (AUTO, COMPRESS, COMPRESS_25M, FIGURES, KERNELS,
                             LINKS, LOAD, LOAD_PUBLISH, LOAD_SHARED, NETWORK,
-                            figure, listed, machine, median,
+                            figure, listed, machine, machines, median,
                             spread, times)
 
 
