@@ -17,6 +17,7 @@ POWERSGD = f"{DATA}/models-powersgd-2026-12-07.json"
 COMPRESS = f"{DATA}/compress.json"
 COMPRESS_25M = f"{DATA}/compress-25m-spare.json"
 AUTO = f"{DATA}/auto-chooser-settled-2026-12-05.json"
+AUTO_GPT = f"{DATA}/auto-gpt-2026-12-07.json"
 LOAD = (f"{DATA}/load-asp-since-44-new-1.json",
         f"{DATA}/load-asp-since-44-new-2.json")
 LOAD_SHARED = f"{DATA}/load-asp-shared-vs-per-worker.json"

@@ -4,7 +4,7 @@ figures are in figures_models.py; what all share is in figures_common.py.
 """
 
 import figures_models  # noqa: F401 (registers the models' figures)
-from figures_common import (AUTO, COMPRESS, COMPRESS_25M, FIGURES, KERNELS,
+from figures_common import (AUTO, AUTO_GPT, COMPRESS, COMPRESS_25M, FIGURES, KERNELS,
                             LINKS, LOAD, LOAD_PUBLISH, LOAD_SHARED, NETWORK,
                             figure, listed, machine, machines, median,
                             spread, times)
@@ -19,6 +19,16 @@ def auto_row(document, link, config):
                 row["status"] == "ok":
             return row
     raise KeyError(f"no {config} row on {link}")
+
+
+@figure("gpt_step_vs_hook_100mbit", AUTO_GPT)
+def gpt_step_vs_hook_100mbit(auto_gpt):
+    ours = auto_row(auto_gpt, "100mbit", "gradwire")
+    hook = auto_row(auto_gpt, "100mbit", "ddp-psgd4")
+    return (f"{ours['seconds_per_step']:.2f} s against "
+            f"{hook['seconds_per_step']:.2f} s, "
+            f"{times(ours['seconds_per_step'] / hook['seconds_per_step'])}"
+            f" ({ours['steps']} steps, one run each)")
 
 
 def versus_topk(document, link, peer):
