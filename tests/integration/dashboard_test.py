@@ -212,7 +212,8 @@ def check_worker_row(cells, summary):
 
 
 class Lines:
-    """gradwire local's stdout, line by line, from a thread."""
+    """A process's output, line by line, from a thread (run_dashboard_test
+    reads gradwire run's with it too)."""
 
     def __init__(self, stream):
         self.lines = []

@@ -24,19 +24,18 @@ and Debian's prometheus; skipped without the latter.
 import json
 import os
 import pathlib
-import queue
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 import urllib.request
 
 import pytest
+
+from dashboard_test import Lines, port_open  # beside this file
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 WORKERS = 2
@@ -57,37 +56,6 @@ for _ in range({STEPS}):
     optimizer.step()
 print("trained", flush=True)
 """
-
-
-class Lines:
-    """A process's output, line by line, from a thread."""
-
-    def __init__(self, stream):
-        self.lines = []
-        self._queue = queue.Queue()
-        threading.Thread(target=self._read, args=(stream,),
-                         daemon=True).start()
-
-    def _read(self, stream):
-        for line in stream:
-            self._queue.put(line)
-        self._queue.put(None)
-
-    def wait_for(self, pattern, timeout):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self._queue.get(timeout=1)
-            except queue.Empty:
-                continue
-            if line is None:
-                break
-            self.lines.append(line)
-            match = re.search(pattern, line)
-            if match:
-                return match
-        pytest.fail(f"no line matching {pattern!r} within {timeout} s:\n"
-                    + "".join(self.lines[-40:]))
 
 
 def api(port, path, **query):
@@ -128,12 +96,6 @@ def eventually(read, wanted, timeout=30):
         if got == wanted or time.monotonic() > deadline:
             return got
         time.sleep(0.5)
-
-
-def port_open(port):
-    with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def test_the_dashboard_scrapes_the_shard_and_the_python_workers(tmp_path):
