@@ -129,7 +129,13 @@ absl::Status GradientHooks::CountAndAnnounce(size_t index) {
   }
   const torch::Tensor& grad = parameters_[index].grad();
   slot.version = grad.defined() ? grad._version() : -1;
-  if (!targets_.empty()) targets_[index].mutable_grad() = grad;
+  if (!targets_.empty()) {
+    // A target may be the parameter's gradient itself (DistributedOptimizer
+    // lets p.grad be the tensor its shards' means land in): a tensor cannot
+    // hold itself as its gradient, so it gets an alias of its storage.
+    const torch::Tensor& target = targets_[index];
+    target.mutable_grad() = grad.is_same(target) ? grad.detach() : grad;
+  }
   return announce_(index, epoch_.load(std::memory_order_relaxed));
 }
 

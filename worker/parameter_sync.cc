@@ -39,6 +39,16 @@ struct CpuStepEnd {
   ~CpuStepEnd() { account->EndStep(); }
 };
 
+// The chunks of `plan` that belong to the tensors `carried` marks.
+std::vector<uint64_t> CarriedKeys(ChunkPlan& plan,
+                                  const std::vector<bool>& carried) {
+  std::vector<uint64_t> keys;
+  for (uint64_t key : plan.AllOwnedKeys()) {
+    if (carried[plan.slot(key).spec.tensor_index]) keys.push_back(key);
+  }
+  return keys;
+}
+
 // The worker's metrics label: local ranks of one node show up as
 // "worker.rank".
 std::string WorkerLabel(const SyncOptions& options) {
@@ -358,6 +368,14 @@ void ParameterSync::CountPushed(const PushTimings& timings) {
 }
 
 absl::StatusOr<uint64_t> ParameterSync::PullWeights(uint64_t min_step) {
+  // Under optimizer MEAN the other tensors' step is a mean of nothing
+  // (zeros): their tensors keep what the last full step brought. Other
+  // optimizers leave such weights as they were, and every chunk is pulled
+  // so that the next step's deltas start from the newest version.
+  if (!carried_.empty() &&
+      options_.training.optimizer().kind() == v1::OPTIMIZER_KIND_MEAN) {
+    return PullChunks(CarriedKeys(*plan_, carried_), min_step);
+  }
   return PullChunks(plan_->AllOwnedKeys(), min_step);
 }
 

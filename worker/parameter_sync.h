@@ -158,9 +158,10 @@ class ParameterSync {
   // weights are not kept in its gradient), and only the carried tensors
   // are reduced inside the node. For an exchange within a step that moves
   // a few small tensors (PowerSGD's second factor), whose cost must not be
-  // the model's. Every local rank passes the same list; a retry passes it
-  // again. INVALID_ARGUMENT for an index out of range, FAILED_PRECONDITION
-  // while overlap announced the step's gradients.
+  // the model's. Under optimizer MEAN only the carried tensors are pulled.
+  // Every local rank passes the same list; a retry passes it again.
+  // INVALID_ARGUMENT for an index out of range, FAILED_PRECONDITION while
+  // overlap announced the step's gradients.
   absl::Status StepCarrying(int epoch, const std::vector<uint32_t>& carried);
 
   // Overlap of communication with the backward pass: says that the

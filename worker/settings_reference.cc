@@ -125,6 +125,8 @@ std::string DescribeOptimizerPlacement(const SyncOptions& options) {
     case v1::OPTIMIZER_KIND_ADAMW:
       shards = "adamw";
       break;
+    case v1::OPTIMIZER_KIND_MEAN:
+      return "optimizer: none on the shards, which hand each step's mean on";
     default:
       shards = "SGD";
   }

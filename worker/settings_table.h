@@ -198,7 +198,9 @@ constexpr SettingRange Conditional(SettingRange range) {
     "Precision of delta pull values (the shards' error feedback keeps what " \
     "rounding leaves out).") \
   X(std::string, optimizer, "momentum", "optimizer", kPythonKeyword, \
-    Choices("sgd|momentum|nesterov|adam|adamw"), "The shards' optimizer.") \
+    Choices("sgd|momentum|nesterov|adam|adamw|mean"), \
+    "The shards' optimizer; mean: none, the shards hand each step's mean " \
+    "on (for a worker that runs its own optimizer on it).") \
   X(double, lr, 0.05, "optimizer", kPythonKeyword, \
     Open(0, 1e6), "Learning rate.") \
   X(double, momentum, 0.9, "optimizer", kPythonKeyword, ClosedOpen(0, 1), \

@@ -42,6 +42,16 @@ absl::Status ResolveOptimizer(const SyncSettings& s, const Complaint& bad,
     optimizer->set_kind(v1::OPTIMIZER_KIND_MOMENTUM);
     optimizer->set_momentum(s.momentum);
     optimizer->set_nesterov(name == "nesterov");
+  } else if (name == "mean") {
+    // The shards average and hand the mean on; the caller's own optimizer
+    // steps on it.
+    optimizer->set_kind(v1::OPTIMIZER_KIND_MEAN);
+    if (s.weight_decay != 0) {
+      return bad("weight_decay",
+                 "%g beside optimizer 'mean', whose shards only average; "
+                 "leave it 0",
+                 s.weight_decay);
+    }
   } else if (name == "adam" || name == "adamw") {
     optimizer->set_kind(name == "adam" ? v1::OPTIMIZER_KIND_ADAM
                                        : v1::OPTIMIZER_KIND_ADAMW);
@@ -50,7 +60,8 @@ absl::Status ResolveOptimizer(const SyncSettings& s, const Complaint& bad,
     optimizer->set_epsilon(1e-8f);
   } else {
     return bad("optimizer",
-               "unknown optimizer '%s' (sgd, momentum, nesterov, adam, adamw)",
+               "unknown optimizer '%s' (sgd, momentum, nesterov, adam, adamw, "
+               "mean)",
                name);
   }
   return absl::OkStatus();
@@ -72,6 +83,12 @@ absl::Status ResolveMode(const SyncSettings& s, const Complaint& bad,
     training->set_staleness(s.staleness);
   } else {
     return bad("mode", "'%s' is not bsp, asp or ssp", s.mode);
+  }
+  if (s.optimizer == "mean" && s.mode != "bsp") {
+    return bad("mode",
+               "'%s' beside optimizer 'mean': a step's mean needs every "
+               "worker's push (bsp)",
+               s.mode);
   }
   return absl::OkStatus();
 }
@@ -145,14 +162,22 @@ double PullRatio(const SyncSettings& s) {
 }
 
 // What pull "auto" means: dense weights beside compressor "none", so that
-// no compression means none in either direction; Top-K deltas otherwise.
+// no compression means none in either direction, and beside optimizer
+// "mean" (whose whole answers are as sparse as the step's mean); Top-K
+// deltas otherwise.
 std::string AutomaticPull(const SyncSettings& s) {
-  return s.compressor == "none" ? "dense" : "delta";
+  return s.compressor == "none" || s.optimizer == "mean" ? "dense" : "delta";
 }
 
 absl::Status ResolvePull(const SyncSettings& s, const Complaint& bad,
                          SyncOptions* sync) {
   const std::string pull = s.pull == "auto" ? AutomaticPull(s) : s.pull;
+  if (s.optimizer == "mean" && pull != "dense") {
+    return bad("pull",
+               "'%s' beside optimizer 'mean', whose shards answer each "
+               "step's mean whole (its nonzero elements); use auto or dense",
+               s.pull);
+  }
   if (pull == "dense") {
     sync->pull_deltas = false;
     return absl::OkStatus();

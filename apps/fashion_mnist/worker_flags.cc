@@ -171,6 +171,15 @@ absl::StatusOr<WorkerConfig> WorkerConfigFromFlags() {
   absl::StatusOr<SyncOptions> sync =
       SyncOptionsFromSettings(SettingsFromFlags());
   if (!sync.ok()) return sync.status();
+  if (sync->training.optimizer().kind() == v1::OPTIMIZER_KIND_MEAN) {
+    // This worker trains on the shards' weights; under "mean" they would be
+    // each step's mean gradient.
+    return Bad(
+        "--optimizer: 'mean' hands each step's mean gradient back instead of "
+        "weights, for a worker that runs its own optimizer (Python's "
+        "DistributedOptimizer, the DDP hook); this worker's shards run the "
+        "optimizer: sgd, momentum, nesterov, adam or adamw");
+  }
   config.sync = *std::move(sync);
   config.settings_summary = DescribeSettings(SettingsFromFlags());
   if (absl::Status s = ReadTrainer(&config.trainer, config.sync); !s.ok())

@@ -1,11 +1,20 @@
 """The shards' side of DistributedOptimizer: a ParameterSync whose shards
-only average (SGD at learning rate 1, no momentum, no weight decay), and
-the tensors registered with it, one per parameter and one per buffer.
+only average, and the tensors registered with it, one per parameter and
+one per buffer. The shards average in one of two ways:
 
-Exchanging gradients, each registered tensor is an aggregation buffer: a
-replica of the shards' weights, whose change over a step is minus the
-workers' mean gradient. Exchanging updates, contiguous float32 parameters
-are registered themselves (_updates.py)."""
+- "means" (optimizer "mean"): exchanging gradients with pulls that keep
+  the mean exact (sparsifiers, auto, powersgd, none), each registered
+  tensor is an aggregation buffer that a step's pull overwrites with the
+  workers' mean, whole. It needs no value from before the step, so it can
+  be the parameter's own gradient (DistributedOptimizer.synchronize lets
+  ``p.grad`` be it), and the mean is the shards' sum of each push's share,
+  bit for bit: with `none`, DDP's mean.
+- "replicas" (SGD at learning rate 1, no momentum, no weight decay): each
+  registered tensor is a replica of the shards' weights, whose change over
+  a step is minus the workers' mean. For the quantizers' compressed delta
+  pulls (server-side error feedback needs the replica) and, exchanging
+  updates, for the model itself: contiguous float32 parameters are
+  registered themselves (_updates.py)."""
 
 import collections
 
@@ -43,9 +52,58 @@ def check_sync_options(sync_options):
 #: factors'),
 #: copies of them kept for the step's "before" values where the sync
 #: cannot keep them in .grad (else None), this worker's id, the number of
-#: workers, and the SkipFlag (_nonfinite.py).
+#: workers, the SkipFlag (_nonfinite.py), and whether the shards hand the
+#: means on whole (see above; else they keep replicas).
 Aggregation = collections.namedtuple(
-    "Aggregation", "sync replicas before worker_id num_workers skip")
+    "Aggregation", "sync replicas before worker_id num_workers skip means")
+
+
+def aggregates_means(compression, exchange_updates):
+    """Whether the shards hand each step's mean on whole (optimizer
+    "mean"): exchanging gradients (or preconditioned gradients) with a
+    pull that keeps the mean exact. The quantizers' compressed delta
+    pulls, and exchanged updates, keep replicas."""
+    return (not exchange_updates
+            and compression.pull_for_aggregation() in ("exact", "dense"))
+
+
+def stage_gradient(replica, gradient):
+    """Sets `gradient` as what `replica` pushes: its .grad, or an alias of
+    its storage where it is the replica itself (a tensor cannot be its own
+    .grad; see adopt_gradients)."""
+    same = gradient.data_ptr() == replica.data_ptr()
+    replica.grad = gradient.detach() if same else gradient
+
+
+@torch.no_grad()
+def adopt_gradients(parameters, replicas):
+    """At the end of an exchange of means: lets each parameter's gradient
+    be its registered tensor (the gradient's values copied there, unless
+    it is that tensor already), wherever dtype, shape and device allow.
+    From the next step on, backward() accumulates into it (zero_grad()
+    zeroes it in place), the step's pull writes the mean into ``p.grad``
+    itself, and no copy of the mean stays beside the gradients: a worker
+    holds what a DDP process holds. A copy is made only where the gradient
+    is another tensor (the first step, or a script that sets gradients to
+    None)."""
+    for p, r in zip(parameters, replicas):
+        g = p.grad
+        if g is None or g.data_ptr() == r.data_ptr():
+            continue
+        if g.dtype != r.dtype or g.shape != r.shape or g.device != r.device:
+            continue
+        r.copy_(g)
+        p.grad = r
+
+
+def means_of(replicas, gradients, places):
+    """After an exchange of means: the mean that each registered tensor at
+    `places` holds, written into its gradient of `gradients` where that is
+    not the registered tensor itself."""
+    for g, i in zip(gradients, places):
+        r = replicas[i]
+        if g.data_ptr() != r.data_ptr():
+            g.copy_(r)
 
 
 def connect(named, model_buffers, compression, exchange_updates,
@@ -67,11 +125,15 @@ def connect(named, model_buffers, compression, exchange_updates,
     # A non-finite gradient skips the step instead of failing it
     # (_nonfinite.py). The flag is registered whatever is exchanged, so that
     # the model's fingerprint does not depend on it.
-    skip = SkipFlag()
+    means = aggregates_means(compression, exchange_updates)
+    skip = SkipFlag(means)
     if not exchange_updates:
         settings.setdefault("non_finite", "zero")
-    sync = ParameterSync(optimizer="sgd", lr=1.0, momentum=0.0,
-                         weight_decay=0.0, **settings)
+    if means:
+        # Answered whole: as sparse as the mean, and exact.
+        settings["pull"] = "dense"
+    sync = ParameterSync(optimizer="mean" if means else "sgd", lr=1.0,
+                         momentum=0.0, weight_decay=0.0, **settings)
     names = [name for name, _ in named] + [
         BUFFER_PREFIX + name for name, _ in model_buffers]
     uncompressed = [compression.pushes_whole(p) for _, p in named] \
@@ -85,20 +147,20 @@ def connect(named, model_buffers, compression, exchange_updates,
         uncompressed.append(True)
     sync.register(list(zip(names, replicas)), overlap=False,
                   uncompressed=uncompressed)
-    # Exchanging gradients, each replica's value before the exchange turns
-    # the pulled weights into the mean gradient: the sync leaves it in the
-    # replica's .grad once the pushes are done, or, where it cannot (local
-    # ranks), a copy of the replicas is kept. Exchanging updates, the
-    # replicas are the model and need no copy.
+    # Replicas of exchanged gradients: each one's value before the exchange
+    # turns the pulled weights into the mean gradient: the sync leaves it in
+    # the replica's .grad once the pushes are done, or, where it cannot
+    # (local ranks), a copy of the replicas is kept. Means need no value
+    # from before; exchanging updates, the replicas are the model.
     before = None
-    if not exchange_updates:
+    if not exchange_updates and not means:
         try:
             sync._set_keep_weights_in_gradients(True)
         except Error:
             before = [torch.empty_like(r) for r in replicas]
     return Aggregation(sync, replicas, before,
                        options.get("worker_id", 0),
-                       options.get("num_workers", 1), skip)
+                       options.get("num_workers", 1), skip, means)
 
 
 

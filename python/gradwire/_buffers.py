@@ -50,12 +50,18 @@ def check_constants(constants):
 
 
 @torch.no_grad()
-def stage_buffers(model_buffers, replicas, worker_id, num_workers):
+def stage_buffers(model_buffers, replicas, worker_id, num_workers,
+                  means=False):
     """Sets each buffer replica's .grad for one exchange: worker 0 sends
-    W * (replica - its buffer), the others nothing, so that the shards' SGD
-    at lr 1 on the mean moves every replica to worker 0's buffer."""
+    W times what moves the replica to its buffer, the others nothing, so
+    that every replica becomes worker 0's buffer. With `means` (shards that
+    hand the mean on, _aggregation.py) that is W * its buffer: exact for a
+    power-of-two W, else within a rounding of it; otherwise, for the shards'
+    SGD at lr 1, W * (replica - its buffer)."""
     for (_, b), r in zip(model_buffers, replicas):
-        if worker_id == 0:
-            r.grad = (r - b.float()).mul_(num_workers)
-        else:
+        if worker_id != 0:
             r.grad = torch.zeros_like(r)
+        elif means:
+            r.grad = b.float().mul(num_workers)
+        else:
+            r.grad = (r - b.float()).mul_(num_workers)

@@ -10,6 +10,7 @@ import time
 import torch
 
 from gradwire._buffers import check_constants, stage_buffers
+from gradwire._aggregation import means_of, stage_gradient
 from gradwire._C import Error
 from gradwire._nonfinite import all_finite
 from gradwire._updates import step_on_updates
@@ -50,7 +51,7 @@ class ExchangeSteps:
         check_constants(self._constant_buffers)
         count = len(self._parameters)
         stage_buffers(self._model_buffers, self._replicas[count:],
-                      self._worker_id, self._num_workers)
+                      self._worker_id, self._num_workers, self._means)
         if self._before is not None:
             for r, before in zip(self._replicas, self._before):
                 before.copy_(r)
@@ -74,14 +75,12 @@ class ExchangeSteps:
         places = list(range(len(gradients))) + list(
             range(self._flag_index + 1, len(self._replicas)))
         for g, i in zip(pushed, places):
-            self._replicas[i].grad = g
+            stage_gradient(self._replicas[i], g)
         self._skip.stage(finite)
         if self._hooks is not None:
             self._hooks.finish_step()
         self._exchange()
-        for g, i in zip(pushed, places):
-            before = g if self._before is None else self._before[i]
-            torch.sub(before, self._replicas[i], out=g)
+        self._read_means(pushed, places)
         flag_before = None if self._before is None else \
             self._before[self._flag_index]
         if not self._skip.skipped(flag_before):
@@ -110,7 +109,7 @@ class ExchangeSteps:
         start = time.monotonic()
         places = list(range(self._flag_index + 1, len(self._replicas)))
         for f, i in zip(factors, places):
-            self._replicas[i].grad = f
+            stage_gradient(self._replicas[i], f)
             if self._before is not None:
                 self._before[i].copy_(self._replicas[i])
         dense_before = self._sync.stats.dense_equivalent_bytes
@@ -118,11 +117,21 @@ class ExchangeSteps:
         self.inner_exchanges += 1
         self.inner_dense_bytes += (self._sync.stats.dense_equivalent_bytes
                                    - dense_before)
-        for f, i in zip(factors, places):
+        for i in places:
             self._replicas[i].grad = None
-            before = f if self._before is None else self._before[i]
-            torch.sub(before, self._replicas[i], out=f)
+        self._read_means(factors, places)
         self._exchange_seconds += time.monotonic() - start
+
+    def _read_means(self, pushed, places):
+        """After an exchange: the workers' mean of what `pushed` held, into
+        each of them (the registered tensors at `places` were exchanged).
+        The shards hand means on, or moved replicas by minus them."""
+        if self._means:
+            means_of(self._replicas, pushed, places)
+            return
+        for g, i in zip(pushed, places):
+            before = g if self._before is None else self._before[i]
+            torch.sub(before, self._replicas[i], out=g)
 
     def _step_on_updates(self):
         self._check_resumable()

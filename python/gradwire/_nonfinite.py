@@ -34,10 +34,13 @@ def all_finite(tensors):
 class SkipFlag:
     """The registered one-element tensor and this worker's side of it."""
 
-    def __init__(self):
+    def __init__(self, means=False):
         self.replica = torch.zeros(1)
         self._staged = None
         self.skipped_steps = 0
+        # Whether the shards hand the flags' mean on (_aggregation.py),
+        # rather than move a replica by minus it.
+        self._means = means
 
     def stage(self, finite):
         """Sets this worker's verdict (whether its gradients are `finite`)
@@ -49,8 +52,11 @@ class SkipFlag:
         """After the exchange: whether any worker's gradients were not
         finite. `copy` is the flag's value before it, where the sync could
         not leave it in the gradient (else None)."""
-        before = copy if copy is not None else self._staged
-        skip = float(before - self.replica) > 0
+        if self._means:
+            skip = float(self.replica) > 0
+        else:
+            before = copy if copy is not None else self._staged
+            skip = float(before - self.replica) > 0
         if skip:
             self.skipped_steps += 1
             warnings.warn(

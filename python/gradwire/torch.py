@@ -29,8 +29,8 @@ exchanges keep error feedback in units of the update (_lr_scaling.py).
 import torch
 
 from gradwire import _C
-from gradwire._aggregation import (check_sync_options, connect,
-                                   copy_replicas_out)
+from gradwire._aggregation import (adopt_gradients, check_sync_options,
+                                   connect, copy_replicas_out)
 from gradwire._buffers import broadcast_buffers_of
 from gradwire._env import with_environment
 from gradwire._exchange import (resolve_exchange, resolve_freeze_step,
@@ -206,7 +206,8 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
                          extension_keywords(with_environment(sync_options)),
                          factors)
         self._sync, self._replicas, self._before = joined[:3]
-        self._worker_id, self._num_workers, self._skip = joined[3:]
+        self._worker_id, self._num_workers, self._skip = joined[3:6]
+        self._means = joined.means
         # The skip flag sits after the parameters and buffers, the factors
         # after it.
         self._flag_index = len(named) + len(self._model_buffers)
@@ -289,6 +290,8 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
             self._lr_scaling.unscale(self._parameters)
         if self._step_frozen and not self._skipped:
             self._frozen.restore_gradients(self._parameters)
+        if self._means:
+            adopt_gradients(self._parameters, self._replicas)
         self._synchronized = True
 
     def step(self, closure=None, grad_scaler=None):

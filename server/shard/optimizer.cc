@@ -1,7 +1,8 @@
 // The dispatch: Optimizer picks its kind's rule once and adds what every
 // kind shares, the learning rate of each update and its count. The rules
 // are in optimizer_sgd.cc (with the in-place SGD paths, the Optimizer
-// methods named Sgd*), optimizer_momentum.cc and optimizer_adam.cc.
+// methods named Sgd*), optimizer_momentum.cc, optimizer_adam.cc and
+// optimizer_mean.cc.
 #include "server/shard/optimizer.h"
 
 #include <cassert>
@@ -27,6 +28,8 @@ std::unique_ptr<OptimizerRule> MakeRule(const OptimizerSettings& settings) {
     case Kind::kAdam:
     case Kind::kAdamW:
       return MakeAdamRule(settings);
+    case Kind::kMean:
+      return MakeMeanRule();
   }
   return MakeSgdRule(settings);  // Not reached: every kind is named above.
 }

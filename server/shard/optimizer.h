@@ -77,6 +77,7 @@ class Optimizer {
   //   kAdam:     g += wd*w;  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2;
   //              w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
   //   kAdamW:    w *= 1 - lr*wd;  then kAdam's rule without the wd term
+  //   kMean:     w = g (the shards hand the mean on; no learning rate)
   // where b1 = momentum and b2 = beta2. Bias corrections are computed in
   // double.
   //

@@ -1,8 +1,9 @@
 // The update rule of one optimizer kind, behind the Optimizer that a shard
 // holds (internal to server/shard/). One kind per file: optimizer_sgd.cc,
 // optimizer_momentum.cc, optimizer_adam.cc (Adam, AdamW and their frozen
-// form); Optimizer picks the rule once, from the settings, and adds what
-// every kind shares: the learning rate of the update and its count.
+// form), optimizer_mean.cc; Optimizer picks the rule once, from the settings,
+// and adds what every kind shares: the learning rate of the update and its
+// count.
 //
 // Optimizer::Apply states each rule. The loops follow torch.optim's
 // single-tensor code path operation by operation, with scalars cast to
@@ -77,6 +78,7 @@ std::unique_ptr<OptimizerRule> MakeSgdRule(const OptimizerSettings& settings);
 std::unique_ptr<OptimizerRule> MakeMomentumRule(
     const OptimizerSettings& settings);
 std::unique_ptr<OptimizerRule> MakeAdamRule(const OptimizerSettings& settings);
+std::unique_ptr<OptimizerRule> MakeMeanRule();
 
 // ApplyAt's reads miss the cache about once per element (sorted, sparse
 // indices a cache line or more apart): it fetches this many elements

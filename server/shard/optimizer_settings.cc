@@ -44,6 +44,10 @@ absl::Status ValidateKindFields(const OptimizerSettings& s) {
         "optimizer freeze_variance_after %d applies to ADAM and ADAMW only",
         s.freeze_variance_after));
   }
+  if (s.kind == Kind::kMean && s.weight_decay != 0.0) {
+    return Invalid("weight_decay", s.weight_decay,
+                   "must be 0 for kind MEAN (the shards only average)");
+  }
   // Same rule as torch.optim.SGD: Nesterov needs a non-zero momentum.
   if (s.nesterov && !(s.kind == Kind::kMomentum && s.momentum > 0.0)) {
     return absl::InvalidArgumentError(
@@ -90,6 +94,8 @@ absl::StatusOr<Kind> KindFromProto(v1::OptimizerKind kind) {
       return Kind::kAdam;
     case v1::OPTIMIZER_KIND_ADAMW:
       return Kind::kAdamW;
+    case v1::OPTIMIZER_KIND_MEAN:
+      return Kind::kMean;
     default:
       break;
   }
@@ -123,6 +129,8 @@ v1::OptimizerKind KindToProto(Kind kind) {
       return v1::OPTIMIZER_KIND_ADAM;
     case Kind::kAdamW:
       return v1::OPTIMIZER_KIND_ADAMW;
+    case Kind::kMean:
+      return v1::OPTIMIZER_KIND_MEAN;
   }
   return v1::OPTIMIZER_KIND_UNSPECIFIED;
 }

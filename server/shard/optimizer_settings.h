@@ -30,6 +30,9 @@ struct OptimizerSettings {
     kAdam,
     // Adam with weight decay decoupled from the gradient.
     kAdamW,
+    // No optimizer: w = g, the step's mean (v1::OPTIMIZER_KIND_MEAN).
+    // Without weight decay; the learning rate and schedule are not used.
+    kMean,
   };
   enum class Schedule {
     // The base learning rate throughout.
@@ -54,7 +57,7 @@ struct OptimizerSettings {
   // Adam's epsilon; finite and > 0 (checked for kAdam / kAdamW only).
   double epsilon = 1e-8;
   // Weight decay; finite and >= 0. Coupled (L2, added to the gradient) for
-  // kSgd, kMomentum and kAdam; decoupled for kAdamW.
+  // kSgd, kMomentum and kAdam; decoupled for kAdamW; 0 for kMean.
   double weight_decay = 0.0;
 
   Schedule schedule = Schedule::kConstant;

@@ -87,6 +87,20 @@ absl::StatusOr<std::unique_ptr<const ShardConfig>> ShardConfig::FromProto(
   if (!settings.ok()) return settings.status();
   auto pull = MakePullCompressor(proto.pull_encoding());
   if (!pull.ok()) return pull.status();
+  if (settings->kind == OptimizerSettings::Kind::kMean) {
+    // The weights are the last step's mean alone: a step in ASP/SSP is one
+    // worker's push, and a delta from them means nothing.
+    if (proto.mode() != v1::CONSISTENCY_MODE_BSP) {
+      return Invalid("optimizer MEAN needs consistency mode BSP, not %d",
+                     static_cast<int>(proto.mode()));
+    }
+    if (*pull != nullptr) {
+      return Invalid(
+          "optimizer MEAN answers pulls whole; pull compressor '%s' does not "
+          "apply (leave pull_encoding empty)",
+          proto.pull_encoding().compressor());
+    }
+  }
 
   auto config = std::make_unique<ShardConfig>();
   config->proto = proto;

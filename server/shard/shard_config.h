@@ -30,8 +30,9 @@ uint64_t DefaultPublishEvery(uint32_t num_workers);
 struct ShardConfig {
   // Validates `proto` and checks it against the shard's flags: num_shards
   // must equal the flag; num_workers and mode must equal theirs when set.
-  // INVALID_ARGUMENT for a malformed config, FAILED_PRECONDITION for one
-  // that contradicts the flags.
+  // INVALID_ARGUMENT for a malformed config (optimizer MEAN outside BSP or
+  // beside a pull compressor included), FAILED_PRECONDITION for one that
+  // contradicts the flags.
   static absl::StatusOr<std::unique_ptr<const ShardConfig>> FromProto(
       const v1::TrainingConfig& proto, const ShardOptions& options);
 
@@ -56,6 +57,12 @@ struct ShardConfig {
   // Whether the chunks keep the shared shadow and publish deltas.
   bool shared_deltas() const {
     return pull_compressor != nullptr && !per_worker_deltas;
+  }
+  // Whether the weights are the last step's mean (optimizer MEAN, BSP, no
+  // pull compressor), which pulls answer whole: their nonzero elements
+  // where that is smaller than dense (shard_pull.cc).
+  bool answers_means() const {
+    return optimizer_settings.kind == OptimizerSettings::Kind::kMean;
   }
 };
 

@@ -1,4 +1,5 @@
-// Shard::Pull: wait for the asked step, then answer dense or delta.
+// Shard::Pull: wait for the asked step, then answer dense or delta (or,
+// under optimizer MEAN, the step's mean whole).
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -50,6 +51,36 @@ absl::Status EncodeDense(absl::Span<const float> weights,
   return status;
 }
 
+// The weights of a chunk under optimizer MEAN (the last step's mean,
+// ShardConfig::answers_means), whole and exact: their nonzero elements at
+// fp32 where that is smaller than dense (the mean of sparse pushes holds at
+// most W times their elements), else dense. Both decode to the same
+// values, up to the sign of a zero.
+absl::Status EncodeMean(absl::Span<const float> weights, v1::ChunkData* out) {
+  size_t nonzero = 0;
+  for (const float w : weights) nonzero += w != 0.0f ? 1 : 0;
+  if (nonzero * (sizeof(uint32_t) + sizeof(float)) >=
+      weights.size() * sizeof(float)) {
+    return EncodeDense(weights, ValuePrecision::kFp32, out);
+  }
+  thread_local CompressedChunk sparse;
+  sparse.Clear();
+  sparse.encoding = Encoding::kSparse;
+  sparse.numel = weights.size();
+  sparse.precision = ValuePrecision::kFp32;
+  sparse.indices.reserve(nonzero);
+  sparse.values.reserve(nonzero);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (weights[i] == 0.0f) continue;
+    sparse.indices.push_back(static_cast<uint32_t>(i));
+    sparse.values.push_back(weights[i]);
+  }
+  absl::Status status = EncodeChunk(sparse, out);
+  TrimScratch(&sparse.indices);
+  TrimScratch(&sparse.values);
+  return status;
+}
+
 // Waits until the clock of `chunk` reaches `wanted` (see AwaitClock).
 absl::Status AwaitStep(ChunkState* chunk, uint64_t wanted, absl::Time deadline,
                        absl::Duration* waited) {
@@ -67,6 +98,8 @@ struct PullAnswering {
   // The worker's version counts in this shard's history epoch; without it
   // the version may name other weights.
   bool same_history = false;
+  // Optimizer MEAN: the weights go out whole, as EncodeMean encodes them.
+  bool means = false;
 };
 
 // The answer to a worker that is current: an empty delta, a few bytes
@@ -166,6 +199,10 @@ bool AnswerLocked(ChunkState* chunk, const v1::ChunkPull& pull,
     return false;
   }
   out->set_is_delta(false);
+  if (answering.means) {
+    *status = EncodeMean(state.weights, out->mutable_data());
+    return false;
+  }
   const ValuePrecision precision =
       FromWire(request.dense_value_type()).value_or(ValuePrecision::kFp32);
   *status = EncodeDense(state.weights, precision, out->mutable_data());
@@ -208,10 +245,11 @@ absl::Status PullOne(ChunkState* chunk, const v1::ChunkPull& pull,
 }
 
 // Bytes per value of the answers to `request`: deltas go out against the
-// dense shadow at fp32; dense answers in the asked precision.
+// dense shadow at fp32, and means whole at fp32 at most; dense answers in
+// the asked precision.
 size_t AnswerValueBytes(const ShardConfig& config,
                         const v1::PullRequest& request) {
-  return config.pull_compressor != nullptr
+  return config.pull_compressor != nullptr || config.answers_means()
              ? BytesPerValue(ValuePrecision::kFp32)
              : BytesPerValue(FromWire(request.dense_value_type())
                                  .value_or(ValuePrecision::kFp32));
@@ -314,6 +352,7 @@ absl::Status Shard::Pull(const v1::PullRequest& request, absl::Time deadline,
   response->set_partial(answered < request.chunks_size());
   PullAnswering answering;
   answering.compressor = config_->pull_compressor.get();
+  answering.means = config_->answers_means();
   if (answering.compressor != nullptr && config_->per_worker_deltas) {
     answering.replicas = &replicas_;
   }

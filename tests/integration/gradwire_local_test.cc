@@ -227,6 +227,17 @@ TEST_F(GradwireLocalTest, BadWorkerFlagIsAUsageError) {
   EXPECT_THAT(run.err, HasSubstr("--compressor"));
 }
 
+// The shards' optimizer "mean" hands back gradients, not weights: a
+// training worker that takes its weights from the shards refuses it.
+TEST_F(GradwireLocalTest, OptimizerMeanIsRefusedByTheTrainingWorker) {
+  const ExitedProcess run =
+      RunCli({"local", "--shards=1", "--workers=1", "--optimizer=mean",
+              "--log-dir=" + dir_.path() + "/run"},
+             absl::Seconds(30));
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_THAT(run.err, HasSubstr("--optimizer: 'mean'"));
+}
+
 TEST_F(GradwireLocalTest, WorkerCommandGetsEveryWorkerFlag) {
   const std::string script = dir_.path() + "/fake-worker.sh";
   WriteFile(script, kFakeWorker, 0755);

@@ -107,10 +107,40 @@ def test_matches_one_process_on_the_mean_gradient(start_shards, clip):
     reference = train_reference(initial[0], 2, clip)
     for a, b in zip(models[0].parameters(), models[1].parameters()):
         assert torch.equal(a, b)
+    # Bit for bit: the shards hand on the mean they formed, 0.5 * a + 0.5 *
+    # b, which is (a + b) / 2 in float (halving is exact).
     for a, b in zip(models[0].parameters(), reference.parameters()):
-        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+        assert torch.equal(a, b), (a - b).abs().max()
     # The scheduler halved the rate twice (steps 3 and 6).
     assert lrs == [0.05, 0.05]
+
+
+@pytest.mark.parametrize("compression", ["none", "topk"])
+def test_gradients_are_where_the_means_land(start_shards, compression):
+    """Exchanging gradients with exact pulls, the shards hand each step's
+    mean on whole, and from the first step on each parameter's gradient
+    is the tensor it lands in: the worker keeps no replica of the shards'
+    weights and no copy of them from before the step."""
+    shards = start_shards(1, 1)
+    model = make_model(seed=1)
+    opt = DistributedOptimizer(
+        make_optimizer(model), named_parameters=model.named_parameters(),
+        shards=[s.address for s in shards],
+        compression=gradwire.Compression(compression))
+    assert opt._means and opt._before is None
+    registered = {id(p): r for p, r in zip(model.parameters(), opt._replicas)}
+    for step in range(3):
+        points, labels = batch(step, 0)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(points), labels).backward()
+        expected = [p.grad.clone() for p in model.parameters()]
+        opt.step()
+        for p, g in zip(model.parameters(), expected):
+            assert p.grad.data_ptr() == registered[id(p)].data_ptr()
+            if compression == "none":
+                # One worker: its own gradient, exactly.
+                assert torch.equal(p.grad, g)
+    opt.close()
 
 
 @pytest.mark.parametrize("dense_below", [0, 1000])
@@ -228,13 +258,15 @@ def test_bad_options_are_refused():
 
 
 def test_auto_exchanges_updates_for_adaptive_optimizers(start_shards):
-    shards = start_shards(1, 1)
     model = make_model(seed=1)
     chosen = {}
     for name, optimizer in (
             ("sgd", torch.optim.SGD(model.parameters(), lr=0.1)),
             ("adam", torch.optim.Adam(model.parameters())),
             ("adadelta", torch.optim.Adadelta(model.parameters()))):
+        # A job each: the shards keep the first job's aggregation (means
+        # for gradients, replicas for updates).
+        shards = start_shards(1, 1)
         opt = DistributedOptimizer(optimizer, model,
                                    shards=[shards[0].address])
         chosen[name] = opt.exchange
@@ -260,10 +292,11 @@ def test_gradwire_exchange_chooses_where_the_script_leaves_auto(
                                shards=[shards[0].address])
     assert opt.exchange == "gradients"
     opt.close()
-    # The script's own choice wins.
+    # The script's own choice wins (a job of its own: the shards keep the
+    # first job's aggregation).
     opt = DistributedOptimizer(torch.optim.Adam(model.parameters()), model,
                                exchange="updates", overlap=False,
-                               shards=[shards[0].address])
+                               shards=[start_shards(1, 1)[0].address])
     assert opt.exchange == "updates"
     opt.close()
     monkeypatch.setenv("GRADWIRE_EXCHANGE", "weights")

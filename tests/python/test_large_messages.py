@@ -102,13 +102,13 @@ def test_small_messages_train_to_the_same_weights(tmp_path, compression):
 
 
 def test_a_model_the_shards_cannot_hold_is_refused_at_start_up(tmp_path):
-    # About 5,800 elements per shard at 12 bytes (weights, the BSP step's
-    # sum, the shadow of exact pulls): 70 KB, over 64 KB less two 16 KB
-    # messages.
+    # About 5,800 elements per shard at 8 bytes (weights, the BSP step's
+    # sum; optimizer MEAN keeps no pull shadow): 46 KB, over 64 KB less two
+    # 16 KB messages.
     result, _ = run_job(tmp_path, "refused", "topk",
                         f"{SMALL_MESSAGES} --memory-limit-bytes=65536")
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
     assert "--memory-limit-bytes" in output, output
-    assert "12 bytes per element" in output, output
+    assert "8 bytes per element" in output, output
     assert "more shards" in output, output

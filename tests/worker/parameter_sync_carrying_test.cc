@@ -1,6 +1,7 @@
 // ParameterSync::StepCarrying against in-memory shards: a step in which only
 // some registered tensors push (PowerSGD's second exchange) leaves the
-// others' gradients, residuals and weights as they were.
+// others' gradients, residuals and weights as they were, under the shards'
+// SGD and under optimizer MEAN.
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <string>
@@ -111,6 +112,37 @@ TEST(ParameterSyncCarryingTest, RefusesAnIndexOutOfRange) {
       << status;
   EXPECT_TRUE(torch::equal(job.parameters[0].second, a_before));
   EXPECT_EQ(job.sync->stats().steps, 1u);
+}
+
+// Under optimizer MEAN a registered tensor holds the last step's mean: a
+// step carrying one tensor brings its mean alone, and the other keeps the
+// mean of the last step that carried it (a mean of nothing would be zero).
+TEST(ParameterSyncCarryingTest, UnderMeansTheOthersKeepTheLastMean) {
+  SyncOptions options = TopKOptions();
+  options.compressor.name = "none";
+  options.training.mutable_optimizer()->set_kind(v1::OPTIMIZER_KIND_MEAN);
+  auto sync = ParameterSync::Create(
+      options, std::make_unique<FakePsClient>(FakePsClient::MakeShards(2)));
+  ASSERT_TRUE(sync.ok()) << sync.status();
+  ParameterSync::NamedTensors tensors = {{"a", torch::zeros({40})},
+                                         {"b", torch::zeros({7})}};
+  ASSERT_TRUE((*sync)->Register(tensors).ok());
+  torch::Tensor& a = tensors[0].second;
+  torch::Tensor& b = tensors[1].second;
+  const torch::Tensor ga = Gradient(a, 3);
+  const torch::Tensor gb = Gradient(b, 4);
+  a.mutable_grad() = ga.clone();
+  b.mutable_grad() = gb.clone();
+  ASSERT_TRUE((*sync)->Step().ok());
+  // One worker: the mean is its own gradient, exactly.
+  EXPECT_TRUE(torch::equal(a, ga));
+  EXPECT_TRUE(torch::equal(b, gb));
+  const torch::Tensor ga2 = Gradient(a, 5);
+  a.mutable_grad() = ga2.clone();
+  b.mutable_grad() = torch::Tensor();
+  ASSERT_TRUE((*sync)->StepCarrying(0, {0}).ok());
+  EXPECT_TRUE(torch::equal(a, ga2));
+  EXPECT_TRUE(torch::equal(b, gb));
 }
 
 }  // namespace
