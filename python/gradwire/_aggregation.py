@@ -75,6 +75,24 @@ def stage_gradient(replica, gradient):
     replica.grad = gradient.detach() if same else gradient
 
 
+def _adoptable(tensor, replica):
+    return (tensor.dtype == replica.dtype and tensor.shape == replica.shape
+            and tensor.device == replica.device)
+
+
+@torch.no_grad()
+def lend_gradients(parameters, replicas):
+    """Before the first backward(): gives each parameter without a gradient
+    its registered tensor, zeroed, as ``p.grad``, wherever dtype, shape and
+    device allow, so that the first backward() accumulates into it. Without
+    it the first step would hold a gradient of backward's own beside the
+    registered tensor (and the residual that compression makes then), 4
+    bytes per parameter over DDP's first backward."""
+    for p, r in zip(parameters, replicas):
+        if p.grad is None and _adoptable(p, r):
+            p.grad = r.zero_()
+
+
 @torch.no_grad()
 def adopt_gradients(parameters, replicas):
     """At the end of an exchange of means: lets each parameter's gradient
@@ -84,13 +102,11 @@ def adopt_gradients(parameters, replicas):
     zeroes it in place), the step's pull writes the mean into ``p.grad``
     itself, and no copy of the mean stays beside the gradients: a worker
     holds what a DDP process holds. A copy is made only where the gradient
-    is another tensor (the first step, or a script that sets gradients to
-    None)."""
+    is another tensor (a script that sets gradients to None, or one that
+    had a gradient before lend_gradients ran)."""
     for p, r in zip(parameters, replicas):
         g = p.grad
-        if g is None or g.data_ptr() == r.data_ptr():
-            continue
-        if g.dtype != r.dtype or g.shape != r.shape or g.device != r.device:
+        if g is None or g.data_ptr() == r.data_ptr() or not _adoptable(g, r):
             continue
         r.copy_(g)
         p.grad = r

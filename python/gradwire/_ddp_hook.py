@@ -92,8 +92,13 @@ class DDPHookState:
     def _start(self, parameters):
         # Local import: torch.py imports this module.
         from gradwire.torch import DistributedOptimizer
+
+        class Exchange(DistributedOptimizer):
+            # DDP owns the parameters' gradients: they stay as DDP has them.
+            _lends_gradients = False
+
         holder = torch.optim.SGD(parameters, lr=0.0)
-        self._exchange = DistributedOptimizer(
+        self._exchange = Exchange(
             holder, [(f"ddp.{i}", p) for i, p in enumerate(parameters)],
             compression=self._compression, exchange="gradients",
             overlap=False, broadcast_buffers=False, **self._sync_options)

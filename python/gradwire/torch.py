@@ -30,7 +30,8 @@ import torch
 
 from gradwire import _C
 from gradwire._aggregation import (adopt_gradients, check_sync_options,
-                                   connect, copy_replicas_out)
+                                   connect, copy_replicas_out,
+                                   lend_gradients)
 from gradwire._buffers import broadcast_buffers_of
 from gradwire._env import with_environment
 from gradwire._exchange import (resolve_exchange, resolve_freeze_step,
@@ -132,6 +133,11 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
     # worker, overflow or not (gradwire/_mixed_precision.py).
     _step_supports_amp_scaling = True
 
+    #: Whether construction gives the parameters without a gradient their
+    #: registered tensors as ``p.grad`` (lend_gradients). Not for the DDP
+    #: hook, whose DDP owns the gradients.
+    _lends_gradients = True
+
     def __init__(self, optimizer, named_parameters=None, *, compression=None,
                  exchange="auto", broadcast_buffers=None, overlap=None,
                  backward_passes_per_step=1, freeze_step=None,
@@ -219,6 +225,8 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
         self._awaiting_state = self._sync.next_step > 0
         self._copy_replicas_out(with_parameters=not self._awaiting_state
                                 or self._exchange_updates)
+        if self._means and self._lends_gradients:
+            lend_gradients(self._parameters, self._replicas)
 
     def _copy_replicas_out(self, with_parameters):
         copy_replicas_out(self._parameters, self._model_buffers,

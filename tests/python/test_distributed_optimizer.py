@@ -118,9 +118,10 @@ def test_matches_one_process_on_the_mean_gradient(start_shards, clip):
 @pytest.mark.parametrize("compression", ["none", "topk"])
 def test_gradients_are_where_the_means_land(start_shards, compression):
     """Exchanging gradients with exact pulls, the shards hand each step's
-    mean on whole, and from the first step on each parameter's gradient
-    is the tensor it lands in: the worker keeps no replica of the shards'
-    weights and no copy of them from before the step."""
+    mean on whole, and from the start each parameter's gradient is the
+    tensor it lands in, which backward() accumulates into: the worker
+    keeps no replica of the shards' weights, no copy of them from before
+    the step, and no gradient of backward's own beside them."""
     shards = start_shards(1, 1)
     model = make_model(seed=1)
     opt = DistributedOptimizer(
@@ -129,11 +130,16 @@ def test_gradients_are_where_the_means_land(start_shards, compression):
         compression=gradwire.Compression(compression))
     assert opt._means and opt._before is None
     registered = {id(p): r for p, r in zip(model.parameters(), opt._replicas)}
+    for p in model.parameters():
+        assert p.grad.data_ptr() == registered[id(p)].data_ptr()
+        assert not p.grad.any()
     for step in range(3):
         points, labels = batch(step, 0)
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(points), labels).backward()
         expected = [p.grad.clone() for p in model.parameters()]
+        for p in model.parameters():
+            assert p.grad.data_ptr() == registered[id(p)].data_ptr()
         opt.step()
         for p, g in zip(model.parameters(), expected):
             assert p.grad.data_ptr() == registered[id(p)].data_ptr()
