@@ -133,9 +133,8 @@ class DistributedOptimizer(ExchangeSteps, torch.optim.Optimizer):
     # worker, overflow or not (gradwire/_mixed_precision.py).
     _step_supports_amp_scaling = True
 
-    #: Whether construction gives the parameters without a gradient their
-    #: registered tensors as ``p.grad`` (lend_gradients). Not for the DDP
-    #: hook, whose DDP owns the gradients.
+    #: Whether construction lends the registered tensors as ``p.grad``
+    #: (lend_gradients); not for the DDP hook, whose DDP owns them.
     _lends_gradients = True
 
     def __init__(self, optimizer, named_parameters=None, *, compression=None,

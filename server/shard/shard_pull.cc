@@ -7,6 +7,7 @@
 #include "common/precision.h"
 #include "server/shard/memory_budget.h"
 #include "server/shard/shard.h"
+#include "server/shard/whole_weights.h"
 
 namespace gradwire {
 namespace {
@@ -34,51 +35,6 @@ absl::Status AwaitClock(ChunkState* chunk, uint64_t wanted, absl::Time deadline,
   return absl::DeadlineExceededError(absl::StrFormat(
       "chunk %d: clock %d did not reach step %d before the deadline",
       chunk->key, chunk->state.clock, wanted));
-}
-
-// Dense weights in `precision`, encoded into `*out`.
-absl::Status EncodeDense(absl::Span<const float> weights,
-                         ValuePrecision precision, v1::ChunkData* out) {
-  thread_local CompressedChunk dense;
-  dense.Clear();
-  dense.encoding = Encoding::kDense;
-  dense.numel = weights.size();
-  dense.precision = precision;
-  dense.values.assign(weights.begin(), weights.end());
-  RoundAllToPrecision(dense.values.data(), dense.values.size(), precision);
-  absl::Status status = EncodeChunk(dense, out);
-  TrimScratch(&dense.values);
-  return status;
-}
-
-// The weights of a chunk under optimizer MEAN (the last step's mean,
-// ShardConfig::answers_means), whole and exact: their nonzero elements at
-// fp32 where that is smaller than dense (the mean of sparse pushes holds at
-// most W times their elements), else dense. Both decode to the same
-// values, up to the sign of a zero.
-absl::Status EncodeMean(absl::Span<const float> weights, v1::ChunkData* out) {
-  size_t nonzero = 0;
-  for (const float w : weights) nonzero += w != 0.0f ? 1 : 0;
-  if (nonzero * (sizeof(uint32_t) + sizeof(float)) >=
-      weights.size() * sizeof(float)) {
-    return EncodeDense(weights, ValuePrecision::kFp32, out);
-  }
-  thread_local CompressedChunk sparse;
-  sparse.Clear();
-  sparse.encoding = Encoding::kSparse;
-  sparse.numel = weights.size();
-  sparse.precision = ValuePrecision::kFp32;
-  sparse.indices.reserve(nonzero);
-  sparse.values.reserve(nonzero);
-  for (size_t i = 0; i < weights.size(); ++i) {
-    if (weights[i] == 0.0f) continue;
-    sparse.indices.push_back(static_cast<uint32_t>(i));
-    sparse.values.push_back(weights[i]);
-  }
-  absl::Status status = EncodeChunk(sparse, out);
-  TrimScratch(&sparse.indices);
-  TrimScratch(&sparse.values);
-  return status;
 }
 
 // Waits until the clock of `chunk` reaches `wanted` (see AwaitClock).
