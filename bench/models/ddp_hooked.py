@@ -5,6 +5,7 @@ in the script: the DDP peers of gradwire in bench/models/models.py.
 
     ddp_hooked.py --hook=powersgd,rank=4[,start=2] SCRIPT [SCRIPT FLAGS]
     ddp_hooked.py --hook=fp16 SCRIPT [SCRIPT FLAGS]
+    gradwire run -n W --shards S -- ddp_hooked.py --hook=gradwire SCRIPT ...
 
 powersgd: torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook
 (PyTorch 1.13) with matrix_approximation_rank=rank, error feedback, warm
@@ -16,6 +17,11 @@ the ranks' factor all-reduces interleave differently and gloo fails), so
 DDP is built with bucket_cap_mb and its first bucket's cap
 (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES, applied when DDP rebuilds
 its buckets) above the model's size. fp16: fp16_compress_hook.
+gradwire: gradwire's own hook (gradwire.torch.DDPHookState and
+ddp_comm_hook) with the compression GRADWIRE_COMPRESSION names (its
+default where unset), under `gradwire run`, which starts the shards and
+sets the DDP script's MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE; the
+shards count its bytes.
 
 The script runs as __main__ with DistributedDataParallel replaced by one
 that registers the hook; its flags are its own. Its --summary file (this
@@ -47,10 +53,11 @@ def parse_hook(spec):
         if not sep or key not in ("rank", "start"):
             raise ValueError(f"--hook: '{part}' is not rank=N or start=N")
         options[key] = int(value)
-    if name not in ("powersgd", "fp16"):
-        raise ValueError(f"--hook: '{name}' is not powersgd or fp16")
-    if name == "fp16" and options:
-        raise ValueError("--hook: fp16 takes no options")
+    if name not in ("powersgd", "fp16", "gradwire"):
+        raise ValueError(f"--hook: '{name}' is not powersgd, fp16 or "
+                         "gradwire")
+    if name != "powersgd" and options:
+        raise ValueError(f"--hook: {name} takes no options")
     if options.get("rank", 1) < 1 or options.get("start", 2) < 2:
         raise ValueError("--hook: rank must be >= 1 and start >= 2")
     return name, options
@@ -69,6 +76,12 @@ def hooked_ddp(name, options, built):
             kwargs["bucket_cap_mb"] = cap_mb
             dist._DEFAULT_FIRST_BUCKET_BYTES = int(cap_mb * 2**20)
         model = plain(module, *args, **kwargs)
+        if name == "gradwire":
+            import gradwire.torch
+            state = gradwire.torch.DDPHookState()
+            model.register_comm_hook(state, gradwire.torch.ddp_comm_hook)
+            built.append((model, state))
+            return model
         if name == "fp16":
             model.register_comm_hook(None, default_hooks.fp16_compress_hook)
             built.append((model, None))
@@ -108,10 +121,14 @@ def add_to_summary(argv, name, options, built):
     with open(path) as f:
         summary = json.load(f)
     model, state = built[-1]
-    summary["ddp_hook"] = {
-        "name": name, "options": options,
-        "allreduced_bytes_per_step": allreduced_bytes_per_step(
-            name, model, state, summary.get("steps", 0))}
+    summary["ddp_hook"] = {"name": name, "options": options}
+    if name == "gradwire":
+        summary["ddp_hook"]["compression"] = os.environ.get(
+            "GRADWIRE_COMPRESSION", "")
+    else:
+        summary["ddp_hook"]["allreduced_bytes_per_step"] = (
+            allreduced_bytes_per_step(name, model, state,
+                                      summary.get("steps", 0)))
     with open(path, "w") as f:
         json.dump(summary, f, indent=1)
 
@@ -133,6 +150,9 @@ def main(argv):
     sys.path.insert(0, os.path.dirname(os.path.abspath(argv[1])))
     runpy.run_path(argv[1], run_name="__main__")
     add_to_summary(argv[2:], name, options, built)
+    for _, state in built:
+        if name == "gradwire":
+            state.close()
     return 0
 
 

@@ -18,7 +18,11 @@ script with one of PyTorch's DDP communication hooks instead
 (bench/models/ddp_hooked.py): --method ddp-psgd4=ddp:powersgd,rank=4 or
 --method ddp-fp16=ddp:fp16. Their bytes are computed from the hook's
 element counts where it reports them (PowerSGD), else as DDP's at the
-hook's precision.
+hook's precision. A SPEC "hook:COMPRESSION" runs the DDP script with
+gradwire's own hook (gradwire.torch.ddp_comm_hook, the DDP user's path)
+under `gradwire run`, GRADWIRE_COMPRESSION=COMPRESSION (the hook's
+defaults where empty): --method hook=hook: or --method
+hook-topk=hook:topk,ratio=0.01.
 
 Prints one table: model, workers, seed, method, the final test accuracy
 (ResNet-18) or held-out perplexity (GPT), its difference to DDP in the
@@ -184,7 +188,7 @@ def split_spec(spec):
     return ",".join(compression), variables
 
 
-def run_gradwire(model, workers, flags, spec, log, build):
+def run_gradwire(model, workers, flags, spec, log, build, hook=False):
     environment = dict(os.environ,
                        PYTHONPATH=os.path.join(build, "python"))
     for variable in ("GRADWIRE_COMPRESSION", *SPEC_VARIABLES.values()):
@@ -195,7 +199,9 @@ def run_gradwire(model, workers, flags, spec, log, build):
     environment.update(variables)
     result = subprocess.run(
         [os.path.join(build, "bin", "gradwire"), "run", "-n", str(workers),
-         "--shards", str(SHARDS), "--", PYTHON, "train.py", *flags],
+         "--shards", str(SHARDS), "--", PYTHON,
+         *([HOOKED, "--hook=gradwire", "original.py"] if hook
+           else ["train.py"]), *flags],
         cwd=SCRIPTS[model], env=environment, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True)
     log.write(result.stdout.encode())
@@ -222,6 +228,10 @@ def one_run(model, workers, seed, method, spec, args, runs_dir):
     with open(os.path.join(runs_dir, tag + ".log"), "wb") as log:
         if method == "ddp":
             code, output = run_ddp(model, workers, flags, log)
+        elif spec.startswith("hook:"):
+            code, output = run_gradwire(model, workers, flags,
+                                        spec[len("hook:"):], log,
+                                        args.build, hook=True)
         elif spec.startswith("ddp:"):
             code, output = run_ddp(model, workers, flags, log,
                                    hook=spec[len("ddp:"):])
@@ -250,7 +260,7 @@ def one_run(model, workers, seed, method, spec, args, runs_dir):
                          "different weights; its figure is not a result\n")
     run["parameters"] = ranks[0]["parameters"]
     hook = ranks[0].get("ddp_hook")
-    if hook is not None:
+    if hook is not None and "allreduced_bytes_per_step" in hook:
         # A ring all-reduce sends and receives 2 (W-1)/W of it each way.
         run["bytes_per_worker_step"] = 2 * 2 * (workers - 1) / workers * \
             hook["allreduced_bytes_per_step"]
