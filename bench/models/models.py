@@ -32,6 +32,11 @@ DDP's. gradwire's bytes are what the shards counted (pushes in, pulls out,
 start-up excluded); DDP's are computed: a ring all-reduce moves 2 (W-1)/W
 of the fp32 gradient each way per worker per step.
 
+--rss-parts runs each script under bench/models/rss_parts.py and adds a
+table of each rank's peak memory split into data (heap and anonymous
+memory) and mapped libraries, medians over the runs (repeat a seed in
+--plan, e.g. 2:1,1,1, for repeats).
+
 Writes the JSON (every run, with the commit, the machine and the command)
 after each run, so an interrupted sitting keeps what it measured.
 
@@ -50,6 +55,8 @@ import socket
 import subprocess
 import sys
 import time
+
+from report import tables  # bench/models/report.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -80,6 +87,9 @@ def parse_args():
     p.add_argument("--extra", default="",
                    help="more flags for both scripts of every model")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--rss-parts", action="store_true",
+                   help="run each script under rss_parts.py and keep, per "
+                   "rank, its peak resident memory split by what it maps")
     p.add_argument("--out", default="")
     p.add_argument("--append", action="store_true",
                    help="add the runs to those already in --out (each run "
@@ -154,15 +164,17 @@ def script_flags(model, seed, args, summary):
 
 HOOKED = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                       "ddp_hooked.py")
+RSS_PARTS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                         "rss_parts.py")
 
 
-def run_ddp(model, workers, flags, log, hook=None):
+def run_ddp(model, workers, flags, log, hook=None, wrap=()):
     environment = dict(os.environ, MASTER_ADDR="127.0.0.1",
                        MASTER_PORT=str(free_port()),
                        WORLD_SIZE=str(workers),
                        OMP_NUM_THREADS=str(max(1, os.cpu_count() // workers)))
-    script = ["original.py"] if hook is None else [
-        HOOKED, f"--hook={hook}", "original.py"]
+    script = [*wrap, *(["original.py"] if hook is None else [
+        HOOKED, f"--hook={hook}", "original.py"])]
     processes = [subprocess.Popen(
         [PYTHON, *script, *flags], cwd=SCRIPTS[model],
         env=dict(environment, RANK=str(rank)), stdout=log,
@@ -188,7 +200,8 @@ def split_spec(spec):
     return ",".join(compression), variables
 
 
-def run_gradwire(model, workers, flags, spec, log, build, hook=False):
+def run_gradwire(model, workers, flags, spec, log, build, hook=False,
+                 wrap=()):
     environment = dict(os.environ,
                        PYTHONPATH=os.path.join(build, "python"))
     for variable in ("GRADWIRE_COMPRESSION", *SPEC_VARIABLES.values()):
@@ -199,7 +212,7 @@ def run_gradwire(model, workers, flags, spec, log, build, hook=False):
     environment.update(variables)
     result = subprocess.run(
         [os.path.join(build, "bin", "gradwire"), "run", "-n", str(workers),
-         "--shards", str(SHARDS), "--", PYTHON,
+         "--shards", str(SHARDS), "--", PYTHON, *wrap,
          *([HOOKED, "--hook=gradwire", "original.py"] if hook
            else ["train.py"]), *flags],
         cwd=SCRIPTS[model], env=environment, stdout=subprocess.PIPE,
@@ -224,20 +237,22 @@ def one_run(model, workers, seed, method, spec, args, runs_dir):
     tag = f"{model}-w{workers}-s{seed}-{method}"
     summary = os.path.join(runs_dir, tag + "-rank{rank}.json")
     flags = script_flags(model, seed, args, summary)
+    parts = os.path.join(runs_dir, tag + "-parts-{rank}.json")
+    wrap = [RSS_PARTS, f"--out={parts}"] if args.rss_parts else []
     start = time.time()
     with open(os.path.join(runs_dir, tag + ".log"), "wb") as log:
         if method == "ddp":
-            code, output = run_ddp(model, workers, flags, log)
+            code, output = run_ddp(model, workers, flags, log, wrap=wrap)
         elif spec.startswith("hook:"):
             code, output = run_gradwire(model, workers, flags,
                                         spec[len("hook:"):], log,
-                                        args.build, hook=True)
+                                        args.build, hook=True, wrap=wrap)
         elif spec.startswith("ddp:"):
             code, output = run_ddp(model, workers, flags, log,
-                                   hook=spec[len("ddp:"):])
+                                   hook=spec[len("ddp:"):], wrap=wrap)
         else:
             code, output = run_gradwire(model, workers, flags, spec, log,
-                                        args.build)
+                                        args.build, wrap=wrap)
     if code != 0:
         with open(os.path.join(runs_dir, tag + ".log"), "rb") as log:
             sys.stderr.write(log.read()[-3000:].decode(errors="replace"))
@@ -246,6 +261,9 @@ def one_run(model, workers, seed, method, spec, args, runs_dir):
     for rank in range(workers):
         with open(summary.format(rank=rank)) as f:
             ranks.append(json.load(f))
+        if args.rss_parts:
+            with open(parts.format(rank=rank)) as f:
+                ranks[-1]["rss_parts"] = json.load(f)
     run = {"model": model, "workers": workers, "seed": seed,
            "method": method, "compression": spec, "flags": flags,
            "wall_seconds": time.time() - start,
@@ -272,79 +290,12 @@ def one_run(model, workers, seed, method, spec, args, runs_dir):
     return run
 
 
-def ddp_bytes(parameters, workers):
-    """A ring all-reduce's bytes per worker per step, both ways."""
-    return 2 * 2 * (workers - 1) / workers * 4 * parameters
-
-
-def table(runs):
-    lines = ["| model | workers | seed | method | accuracy / perplexity | "
-             "vs DDP | bytes/step, both ways | vs DDP | s/step | "
-             "peak MB | vs DDP |", "|" + "---|" * 11]
-    # Against DDP's run of the same model, workers, seed and length.
-    ddp = {(r["model"], r["workers"], r["seed"], r["steps"]): r for r in runs
-           if r["method"] == "ddp"}
-    for r in runs:
-        base = ddp.get((r["model"], r["workers"], r["seed"], r["steps"]))
-        parameters = r.get("parameters") or (base or {}).get("parameters")
-        metric = (f"{100 * r['metric']:.2f}%" if r["model"] == "resnet"
-                  else f"{r['metric']:.2f}")
-        if r.get("ranks_agree") is False:
-            metric += " (ranks differ)"
-        versus = bytes_versus = memory_versus = ""
-        sent = r.get("bytes_per_worker_step")
-        if r["method"] == "ddp" and parameters:
-            sent = ddp_bytes(parameters, r["workers"])
-        if base is not None and r is not base:
-            if r["model"] == "resnet":
-                versus = f"{100 * (r['metric'] - base['metric']):+.2f} pt"
-            else:
-                versus = f"{100 * (r['metric'] / base['metric'] - 1):+.1f}%"
-            if sent and parameters:
-                bytes_versus = (f"1/{ddp_bytes(parameters, r['workers']) / sent:.0f}")
-            memory_versus = f"{r['peak_rss_mb'] / base['peak_rss_mb']:.2f}x"
-        sent_text = f"{sent / 1e6:.2f} MB" if sent else "?"
-        lines.append(
-            f"| {r['model']} | {r['workers']} | {r['seed']} | {r['method']} "
-            f"| {metric} | {versus} | {sent_text} | {bytes_versus} | "
-            f"{r['seconds_per_step']:.2f} | {r['peak_rss_mb']:.0f} | "
-            f"{memory_versus} |")
-    return "\n".join(lines)
-
-
-def means(runs):
-    """Per model, workers and method over its seeds: the mean metric and
-    half its range, and the difference of the means to DDP's (points of
-    accuracy, or percent of perplexity), beside DDP's own half range.
-    A run whose ranks ended with different weights is left out."""
-    groups = {}
-    for r in (r for r in runs if r.get("ranks_agree") is not False):
-        groups.setdefault((r["model"], r["workers"], r["method"],
-                           r["steps"]), []).append(r["metric"])
-    lines = ["| model | workers | method | seeds | mean ± half range | "
-             "vs DDP's mean |", "|" + "---|" * 6]
-    for (model, workers, method, steps), values in groups.items():
-        mean = sum(values) / len(values)
-        half = (max(values) - min(values)) / 2
-        ddp = groups.get((model, workers, "ddp", steps))
-        versus = ""
-        if ddp and method != "ddp":
-            base = sum(ddp) / len(ddp)
-            versus = (f"{100 * (mean - base):+.2f} pt" if model == "resnet"
-                      else f"{100 * (mean / base - 1):+.1f}%")
-        shown = (f"{100 * mean:.2f} ± {100 * half:.2f}%" if model == "resnet"
-                 else f"{mean:.2f} ± {half:.2f}")
-        lines.append(f"| {model} | {workers} | {method} | {len(values)} | "
-                     f"{shown} | {versus} |")
-    return "\n".join(lines)
-
-
 def main():
     args = parse_args()
     if args.report:
         with open(args.report) as f:
             runs = json.load(f)["runs"]
-        print(table(runs) + "\n\n" + means(runs))
+        print(tables(runs))
         return
     runs_dir = os.path.join(args.build, "models-runs")
     os.makedirs(runs_dir, exist_ok=True)
@@ -369,7 +320,7 @@ def main():
                           f"{run['metric']:.4f} "
                           f"{run['seconds_per_step']:.2f} s/step",
                           flush=True)
-    print(table(document["runs"]) + "\n\n" + means(document["runs"]))
+    print(tables(document["runs"]))
     print(f"written: {os.path.relpath(args.out, ROOT)}")
 
 

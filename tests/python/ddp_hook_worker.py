@@ -83,6 +83,7 @@ def main():
             result["pushed"] = state.stats.pushed_bytes
             result["pulled"] = state.stats.pulled_bytes
             result["dense"] = state.stats.dense_equivalent_bytes
+            result["low_rank"] = state.exchange._lowrank is not None
         torch.save(result, args.out)
     if state is not None:
         state.close()

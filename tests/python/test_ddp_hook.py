@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import gradwire.torch
+from gradwire import _ddp_hook
 from two_ranks import run_two_ranks
 
 
@@ -41,21 +42,37 @@ def test_lossless_hook_trains_as_ddp(start_shards, tmp_path, optimizer):
     assert hooked["pushed"] >= 0.999 * hooked["dense"]
 
 
-def test_compressed_hook_learns_with_far_fewer_bytes(start_shards, tmp_path):
+@pytest.mark.parametrize("compression", ["", "topk,ratio=0.01"])
+def test_compressed_hook_learns_with_far_fewer_bytes(start_shards, tmp_path,
+                                                    compression):
+    """The hook's default (PowerSGD's rank-4 factors) and Top-K 1%, under
+    Adam."""
     steps = 40
     ddp = run_ranks(tmp_path, "ddp", f"--steps={steps}")
-    hooked = run_ranks(tmp_path, "topk", f"--steps={steps}", "--hook",
+    hooked = run_ranks(tmp_path, "hooked", f"--steps={steps}", "--hook",
+                       f"--compression={compression}",
                        shards=start_shards(2, 2))
-    # It learns (2.33 to about 2.18 over the last five steps, where DDP
-    # reaches about 1.95: Adam on Top-K 1% gradients lags, see
+    # It learns (2.33 to about 2.18 over the last five steps with Top-K,
+    # where DDP reaches about 1.95: Adam on Top-K 1% gradients lags, see
     # docs/python.md).
     first, last = hooked["losses"][:5], hooked["losses"][-5:]
     assert sum(last) < sum(first) - 0.25, hooked["losses"]
     assert sum(ddp["losses"][-5:]) < sum(first) - 0.25
-    # Top-K 1% of the large layers (the small ones go whole): well over
+    # The large layers compressed (the small ones go whole): well over
     # 10x fewer bytes than the dense equivalent, each way.
     assert hooked["pushed"] * 10 < hooked["dense"]
     assert hooked["pulled"] * 10 < hooked["dense"]
+    if not compression:
+        assert hooked["low_rank"], "the default is not PowerSGD's factors"
+
+
+def test_the_default_is_low_rank_unless_the_environment_names_one(
+        monkeypatch):
+    monkeypatch.delenv("GRADWIRE_COMPRESSION", raising=False)
+    assert _ddp_hook.default_compression().compressor == "powersgd"
+    monkeypatch.setenv("GRADWIRE_COMPRESSION", "topk,ratio=0.05")
+    default = _ddp_hook.default_compression()
+    assert (default.compressor, default.options) == ("topk", {"ratio": 0.05})
 
 
 def test_low_rank_hook_learns_with_far_fewer_bytes(start_shards, tmp_path):
