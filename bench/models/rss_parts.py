@@ -122,7 +122,11 @@ def main(argv):
     try:
         runpy.run_path(argv[0], run_name="__main__")
     except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 1
+        # sys.exit() and sys.exit(None) are success, a message failure.
+        code = exit_.code if isinstance(exit_.code, int) else (
+            0 if exit_.code is None else 1)
+        if code and not isinstance(exit_.code, int):
+            print(exit_.code, file=sys.stderr)
     keeper.stop()
     peak = {part: round(kb / 1024, 1)
             for part, kb in sorted(keeper.peak.items())}
